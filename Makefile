@@ -1,0 +1,102 @@
+# retry-operator Makefile (kubebuilder layout). `make help` lists the targets.
+
+# Tools are pinned and installed into ./bin.
+LOCALBIN ?= $(shell pwd)/bin
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+
+# envtest binaries (kube-apiserver, etcd, kube-controller-manager) are built from the Go module proxy
+# by hack/setup-envtest.sh into a cache outside the checkout.
+ENVTEST_K8S_VERSION ?= 1.36.3
+export ENVTEST_K8S_VERSION
+
+IMG ?= ghcr.io/retryops/retry-operator:dev
+DISPATCHER_IMG ?= ghcr.io/retryops/retry-dispatcher:dev
+
+GO_TEST_FLAGS ?= -count=1
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate CRDs into config/crd/bases and the ClusterRole into config/rbac.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=false paths="./api/...;./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: generate
+generate: controller-gen ## Generate deepcopy methods.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: fmt
+fmt: ## Run gofmt on the code.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: verify
+verify: manifests generate ## Fail when generated files are stale, gofmt would change a file, or go vet complains.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
+	  echo "generated files are stale: run 'make manifests generate' and commit:"; git status --porcelain -- api config; git --no-pager diff --stat -- api config; exit 1; fi
+	go vet ./...
+
+.PHONY: setup-envtest
+setup-envtest: ## Build (first time) the envtest binaries and print their directory.
+	hack/setup-envtest.sh --print-path
+
+.PHONY: test
+test: manifests generate ## Build the envtest binaries if needed, then run every test.
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh --print-path)" go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-short
+test-short: ## Run the unit tests that need no API server.
+	go test $(GO_TEST_FLAGS) -short ./...
+
+##@ Build
+
+.PHONY: build
+build: ## Build the manager into bin/.
+	go build -o $(LOCALBIN)/manager ./cmd/manager
+
+.PHONY: run
+run: manifests ## Start a local control plane, install the CRDs and run the manager against it.
+	hack/run-local.sh
+
+.PHONY: docker-build
+docker-build: ## Build the operator image (needs a Docker engine).
+	docker build -t $(IMG) .
+
+.PHONY: install
+install: manifests ## Install the CRDs into the cluster of the current kubeconfig.
+	kubectl apply --server-side -k config/crd
+
+.PHONY: uninstall
+uninstall: ## Remove the CRDs from the cluster of the current kubeconfig.
+	kubectl delete -k config/crd --ignore-not-found
+
+.PHONY: deploy
+deploy: manifests ## Deploy the operator to the cluster of the current kubeconfig.
+	cd config/manager && kubectl kustomize . >/dev/null
+	kubectl apply --server-side -k config/default
+
+##@ Tools
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN) ## Install controller-gen into bin/.
+$(CONTROLLER_GEN): $(LOCALBIN)
+	@test -x $(CONTROLLER_GEN) && $(CONTROLLER_GEN) --version 2>/dev/null | grep -q $(CONTROLLER_TOOLS_VERSION) || \
+	  GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+
+$(LOCALBIN):
+	mkdir -p $(LOCALBIN)

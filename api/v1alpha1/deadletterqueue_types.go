@@ -1,0 +1,220 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DeadLetterQueueSpec declares a dead letter topic, how long it keeps records and when to alert.
+// +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retention.maxAge) || !has(self.topic.config) || !('retention.ms' in self.topic.config)",message="set the DLQ's age limit in retention.maxAge or in topic.config[\"retention.ms\"], not both"
+type DeadLetterQueueSpec struct {
+	// topic is the Kafka topic that holds the dead letters.
+	// +required
+	Topic DeadLetterTopic `json:"topic"`
+
+	// retention bounds how long and how many dead letters are kept. Absent means the broker's defaults
+	// and no count limit.
+	// +optional
+	Retention *DeadLetterRetention `json:"retention,omitempty"`
+
+	// alerts are the thresholds of the alert rules and of the Healthy condition. Absent fields take the
+	// defaults documented on each.
+	// +optional
+	Alerts *DeadLetterAlerts `json:"alerts,omitempty"`
+
+	// deletionPolicy says what happens to the topic when this resource is deleted: Retain (the default)
+	// keeps it and its records, Delete deletes it.
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// statusRefreshInterval is how often message counts in status are refreshed. Defaults to the
+	// manager's --status-refresh-interval (30s).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +optional
+	StatusRefreshInterval *metav1.Duration `json:"statusRefreshInterval,omitempty"`
+
+	// kafka is the connection to the cluster that holds the topic. Absent or empty means the
+	// operator-wide default.
+	// +optional
+	Kafka *KafkaConnection `json:"kafka,omitempty"`
+}
+
+// DeadLetterTopic is the Kafka topic of a dead letter queue.
+type DeadLetterTopic struct {
+	// name of the topic. Immutable: create a new DeadLetterQueue to move to another topic.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="topic.name is immutable; create a new DeadLetterQueue for another topic"
+	// +required
+	Name TopicName `json:"name"`
+
+	// partitions of the topic. May only grow: Kafka cannot remove partitions. Defaults to 3.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="topic.partitions may only grow: Kafka cannot remove partitions"
+	// +optional
+	Partitions int32 `json:"partitions,omitempty"`
+
+	// replicationFactor of the topic, set at creation. Absent means the broker's default.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=32
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="topic.replicationFactor is immutable once set"
+	// +optional
+	ReplicationFactor *int32 `json:"replicationFactor,omitempty"`
+
+	// config holds extra topic configs ("compression.type": "zstd"), kept in place: a change made out
+	// of band is set back.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z0-9]+([.-][a-z0-9]+)*$'))",message="topic.config keys must be Kafka topic config names such as \"compression.type\""
+	// +optional
+	Config map[string]string `json:"config,omitempty"`
+}
+
+// DeadLetterRetention bounds what a dead letter queue keeps.
+type DeadLetterRetention struct {
+	// maxAge is how long a dead letter is kept (the topic's retention.ms). Seed 001: 168h (7 days).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +optional
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+
+	// maxMessages is how many dead letters are kept; the oldest beyond it are deleted. Seed 001: 10000.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxMessages *int64 `json:"maxMessages,omitempty"`
+}
+
+// DeadLetterAlerts are the thresholds of a dead letter queue's alerts.
+type DeadLetterAlerts struct {
+	// maxMessages alerts when the queue holds more dead letters than this for maxMessagesFor.
+	// Defaults to 500.
+	// +kubebuilder:default=500
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxMessages *int64 `json:"maxMessages,omitempty"`
+
+	// maxMessagesFor is how long maxMessages must be exceeded before the alert fires. Defaults to 1h.
+	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +optional
+	MaxMessagesFor *metav1.Duration `json:"maxMessagesFor,omitempty"`
+
+	// maxGrowthPerMinute alerts when more dead letters than this arrive per minute, sustained for
+	// maxGrowthFor. Defaults to 12 (0.2 per second).
+	// +kubebuilder:default=12
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxGrowthPerMinute *int32 `json:"maxGrowthPerMinute,omitempty"`
+
+	// maxGrowthFor is how long the growth must last before the alert fires. Defaults to 10m.
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +optional
+	MaxGrowthFor *metav1.Duration `json:"maxGrowthFor,omitempty"`
+
+	// maxOldestAge alerts when the oldest dead letter is older than this: nobody is looking at the
+	// queue. Defaults to 24h.
+	// +kubebuilder:default="24h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +optional
+	MaxOldestAge *metav1.Duration `json:"maxOldestAge,omitempty"`
+}
+
+// DeadLetterQueueStatus is the live state of a dead letter queue.
+type DeadLetterQueueStatus struct {
+	// observedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready (the topic exists as specified), Healthy (no alert threshold crossed).
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// topic is the topic the operator manages for this queue.
+	// +optional
+	Topic string `json:"topic,omitempty"`
+
+	// partitions is the topic's partition count in Kafka.
+	// +optional
+	Partitions int32 `json:"partitions,omitempty"`
+
+	// messages is the number of dead letters held (end minus start offsets over all partitions).
+	// +optional
+	Messages int64 `json:"messages,omitempty"`
+
+	// oldestMessageTime is the timestamp of the oldest dead letter held.
+	// +optional
+	OldestMessageTime *metav1.Time `json:"oldestMessageTime,omitempty"`
+
+	// newestMessageTime is the timestamp of the newest dead letter held.
+	// +optional
+	NewestMessageTime *metav1.Time `json:"newestMessageTime,omitempty"`
+
+	// reasons counts the dead letters held by reason (non_retriable_error, max_retries_exceeded,
+	// deadline_exceeded, undeliverable).
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	Reasons []NamedCount `json:"reasons,omitempty"`
+
+	// errorTypes counts the dead letters held by error type, the largest first, at most 20.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	ErrorTypes []NamedCount `json:"errorTypes,omitempty"`
+
+	// pipelines counts the dead letters held by source pipeline, the largest first, at most 20.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	Pipelines []NamedCount `json:"pipelines,omitempty"`
+
+	// lastRefreshTime is when the counts were last read from Kafka.
+	// +optional
+	LastRefreshTime *metav1.Time `json:"lastRefreshTime,omitempty"`
+}
+
+// DeadLetterQueue declares a Kafka dead letter topic with its retention and alert thresholds. Its
+// status shows the live number of dead letters, their age and a breakdown by reason.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=dlq,categories=retryops
+// +kubebuilder:printcolumn:name="Topic",type=string,JSONPath=`.spec.topic.name`
+// +kubebuilder:printcolumn:name="Messages",type=integer,JSONPath=`.status.messages`
+// +kubebuilder:printcolumn:name="Oldest",type=date,JSONPath=`.status.oldestMessageTime`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Healthy",type=string,JSONPath=`.status.conditions[?(@.type=="Healthy")].status`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type DeadLetterQueue struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired dead letter queue.
+	// +required
+	Spec DeadLetterQueueSpec `json:"spec"`
+
+	// status is the live state of the queue.
+	// +optional
+	Status DeadLetterQueueStatus `json:"status,omitempty"`
+}
+
+// DeadLetterQueueList is a list of DeadLetterQueue.
+// +kubebuilder:object:root=true
+type DeadLetterQueueList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the DeadLetterQueues.
+	Items []DeadLetterQueue `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&DeadLetterQueue{}, &DeadLetterQueueList{})
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Builds the binaries that envtest (and `make dev`) need from the Go module proxy, and caches them
+# outside the checkout so every clone on this machine, CI included, reuses them.
+#
+#   hack/setup-envtest.sh [--print-path] [--with-controller-manager]
+#
+# kube-apiserver (and kube-controller-manager) come from k8s.io/kubernetes, which `go install` refuses
+# because of its replace directives; they are built inside a throwaway module that requires
+# k8s.io/kubernetes and replaces every k8s.io staging module with its published version. etcd is built
+# the same way from go.etcd.io/etcd/server/v3. kubectl is built only when none is on PATH.
+#
+# Environment:
+#   ENVTEST_K8S_VERSION   Kubernetes version to build (default 1.36.3; the proxy serves no source for 1.37.x yet)
+#   ENVTEST_ETCD_VERSION  etcd version to build (default 3.6.16)
+#   ENVTEST_CACHE_DIR     cache root (default ${XDG_DATA_HOME:-$HOME/.local/share}/retry-operator/envtest)
+#
+# Progress goes to stderr; with --print-path the asset directory (for KUBEBUILDER_ASSETS) goes to stdout.
+set -euo pipefail
+
+K8S_VERSION=${ENVTEST_K8S_VERSION:-1.36.3}
+ETCD_VERSION=${ENVTEST_ETCD_VERSION:-3.6.16}
+CACHE_ROOT=${ENVTEST_CACHE_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/retry-operator/envtest}
+
+print_path=0
+with_kcm=0
+for arg in "$@"; do
+  case "$arg" in
+    --print-path) print_path=1 ;;
+    --with-controller-manager) with_kcm=1 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "setup-envtest: unknown argument $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "setup-envtest: $*" >&2; }
+die() { echo "setup-envtest: ERROR: $*" >&2; exit 1; }
+
+command -v go >/dev/null 2>&1 || die "go is not on PATH; install Go 1.26 or newer first"
+GOOS=$(go env GOOS)
+GOARCH=$(go env GOARCH)
+ASSETS="$CACHE_ROOT/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$GOOS-$GOARCH"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$ASSETS" || die "cannot create the cache directory $ASSETS (set ENVTEST_CACHE_DIR)"
+
+minor=${K8S_VERSION#*.}; minor=${minor%%.*}
+staging_version="0.$minor.${K8S_VERSION##*.}"
+ldflags="-s -w \
+ -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION \
+ -X k8s.io/component-base/version.gitMajor=1 \
+ -X k8s.io/component-base/version.gitMinor=$minor \
+ -X k8s.io/component-base/version.gitTreeState=clean \
+ -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION \
+ -X k8s.io/client-go/pkg/version.gitMajor=1 \
+ -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+
+# works BIN: true when the cached binary exists and runs.
+works() { [ -x "$ASSETS/$1" ] && "$ASSETS/$1" --version >/dev/null 2>&1; }
+
+# kubernetes_module DIR: a throwaway module that can build k8s.io/kubernetes commands.
+kubernetes_module() {
+  local dir=$1 gomod
+  log "resolving k8s.io/kubernetes v$K8S_VERSION and its staging modules (v$staging_version)"
+  (cd "$dir" && go mod init envtest-build >/dev/null 2>&1)
+  gomod=$(cd "$dir" && go list -m -json "k8s.io/kubernetes@v$K8S_VERSION" 2>/dev/null | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p') || true
+  [ -n "$gomod" ] || die "cannot download k8s.io/kubernetes@v$K8S_VERSION from the Go module proxy"
+  {
+    echo "require k8s.io/kubernetes v$K8S_VERSION"
+    echo "replace ("
+    grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging/src/k8s\.io/[a-z0-9-]+' "$gomod" |
+      awk -v v="v$staging_version" '{print "\t" $1 " => " $1 " " v}'
+    echo ")"
+  } >>"$dir/go.mod"
+}
+
+# build_k8s NAME: builds k8s.io/kubernetes/cmd/NAME into the cache.
+build_k8s() {
+  local name=$1
+  if works "$name"; then log "$name v$K8S_VERSION: cached"; return; fi
+  local tmp; tmp=$(mktemp -d "$WORK/build.XXXXXX")
+  kubernetes_module "$tmp"
+  log "building $name v$K8S_VERSION (first time only: about 3 minutes on 2 cores)"
+  (cd "$tmp" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" \
+      -o "$ASSETS/$name.tmp" "k8s.io/kubernetes/cmd/$name") || die "building $name failed (see the go output above)"
+  mv "$ASSETS/$name.tmp" "$ASSETS/$name"
+  works "$name" || die "$name was built but does not run"
+}
+
+build_etcd() {
+  if works etcd; then log "etcd v$ETCD_VERSION: cached"; return; fi
+  local tmp; tmp=$(mktemp -d "$WORK/build.XXXXXX")
+  (cd "$tmp" && go mod init envtest-build >/dev/null 2>&1 && echo "require go.etcd.io/etcd/server/v3 v$ETCD_VERSION" >>go.mod)
+  log "building etcd v$ETCD_VERSION (first time only: about a minute)"
+  (cd "$tmp" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" \
+      -o "$ASSETS/etcd.tmp" go.etcd.io/etcd/server/v3) || die "building etcd failed (see the go output above)"
+  mv "$ASSETS/etcd.tmp" "$ASSETS/etcd"
+  works etcd || die "etcd was built but does not run"
+}
+
+build_etcd
+build_k8s kube-apiserver
+[ "$with_kcm" = 1 ] && build_k8s kube-controller-manager
+if command -v kubectl >/dev/null 2>&1; then
+  ln -sf "$(command -v kubectl)" "$ASSETS/kubectl"
+else
+  log "no kubectl on PATH: building one"
+  build_k8s kubectl
+fi
+
+log "assets ready in $ASSETS"
+[ "$print_path" = 1 ] && echo "$ASSETS"
+exit 0
