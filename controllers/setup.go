@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,8 +20,16 @@ type Options struct {
 }
 
 // SetupWithManager registers every controller of the operator with mgr.
-func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	_ = mgr
+func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	_ = opts
+	if err := setupIndexes(ctx, mgr); err != nil {
+		return fmt.Errorf("indexing pipelines: %w", err)
+	}
+	if err := (&RetryPolicyReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("retrypolicy-controller"),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("retrypolicy controller: %w", err)
+	}
 	return nil
 }

@@ -306,7 +306,7 @@ type CircuitBreaker struct {
 	// closeSuccessPercent closes the breaker when more than this share of the half-open probes
 	// succeeded. Defaults to 80.
 	// +kubebuilder:default=80
-	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=99
 	// +optional
 	CloseSuccessPercent int32 `json:"closeSuccessPercent,omitempty"`

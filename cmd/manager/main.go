@@ -109,7 +109,7 @@ func run(ctx context.Context, cfg *rest.Config, o *options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := controllers.SetupWithManager(mgr, o.controllers); err != nil {
+	if err := controllers.SetupWithManager(ctx, mgr, o.controllers); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -1,0 +1,126 @@
+package controllers
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/policy"
+	"github.com/retryops/retry-operator/internal/retry"
+)
+
+// maxPipelineNames bounds status.pipelineNames.
+const maxPipelineNames = 20
+
+// policyStatus rebuilds a RetryPolicy's status from its spec and the pipelines that use it. The
+// conditions of the previous status are carried over so that transition times move only on change.
+func policyStatus(p *v1.RetryPolicy, pipelines []v1.ConsumerPipeline) v1.RetryPolicyStatus {
+	st := v1.RetryPolicyStatus{
+		ObservedGeneration: p.Generation,
+		Conditions:         append([]metav1.Condition(nil), p.Status.Conditions...),
+	}
+	setPolicyUsage(&st, pipelines)
+
+	compiled, err := retry.Compile(policy.FromSpec(p.Spec))
+	if err != nil {
+		setPolicyReady(&st, p.Generation, err)
+		return st
+	}
+	plan := compiled.Plan()
+	setPolicySchedule(&st, plan)
+	setPolicyReady(&st, p.Generation, nil)
+	return st
+}
+
+// setPolicyUsage fills in which pipelines use the policy and their dead letters.
+func setPolicyUsage(st *v1.RetryPolicyStatus, pipelines []v1.ConsumerPipeline) {
+	names := make([]string, 0, len(pipelines))
+	var dead int64
+	for i := range pipelines {
+		names = append(names, pipelines[i].Name)
+		dead += pipelines[i].Status.DeadLetterMessages
+	}
+	sort.Strings(names)
+	st.Pipelines = int32(len(names))
+	if len(names) > maxPipelineNames {
+		names = names[:maxPipelineNames]
+	}
+	if len(names) > 0 {
+		st.PipelineNames = names
+	}
+	st.DeadLetterMessages = dead
+}
+
+// setPolicySchedule writes the computed plan.
+func setPolicySchedule(st *v1.RetryPolicyStatus, plan retry.Plan) {
+	nominal := make([]string, 0, len(plan.Schedule))
+	for _, s := range plan.Schedule {
+		st.Schedule = append(st.Schedule, v1.ScheduledRetry{
+			Attempt:  s.Attempt,
+			Delay:    metav1.Duration{Duration: s.Nominal},
+			Earliest: metav1.Duration{Duration: s.Earliest},
+			Latest:   metav1.Duration{Duration: s.Latest},
+			Tier:     s.Tier,
+		})
+		nominal = append(nominal, shortDuration(s.Nominal))
+	}
+	st.ScheduleSummary = scheduleSummary(nominal)
+	if len(plan.Schedule) > 0 {
+		st.TotalDelay = &v1.DelayBounds{
+			Earliest: metav1.Duration{Duration: plan.TotalDelay.Earliest},
+			Latest:   metav1.Duration{Duration: plan.TotalDelay.Latest},
+		}
+	}
+}
+
+// setPolicyReady sets the Ready condition: True when the spec compiled, False with reason InvalidSpec
+// and the exact problem otherwise.
+func setPolicyReady(st *v1.RetryPolicyStatus, generation int64, specErr error) {
+	c := metav1.Condition{Type: v1.ConditionReady, ObservedGeneration: generation}
+	switch {
+	case specErr != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1.ReasonInvalidSpec, truncate(specErr.Error(), 1024)
+	case len(st.Schedule) == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1.ReasonValid, "no retries: a failed delivery goes to the dead letter queue at once"
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, v1.ReasonValid
+		c.Message = fmt.Sprintf("%d retries over %s to %s", len(st.Schedule),
+			shortDuration(st.TotalDelay.Earliest.Duration), shortDuration(st.TotalDelay.Latest.Duration))
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// scheduleSummary joins the nominal delays, eliding the middle of long schedules to fit a column.
+func scheduleSummary(nominal []string) string {
+	if len(nominal) == 0 {
+		return "none"
+	}
+	if len(nominal) > 8 {
+		nominal = append(append(nominal[:4:4], "…"), nominal[len(nominal)-3:]...)
+	}
+	return strings.Join(nominal, " ")
+}
+
+// shortDuration prints a duration without zero units: 2s, 1m30s, 10m, 1h, 1.6s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package retry_test
+
+// raceEnabled reports that the race detector is on.
+const raceEnabled = false
