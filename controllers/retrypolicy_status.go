@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/policy"
@@ -43,17 +44,17 @@ func setPolicyUsage(st *v1.RetryPolicyStatus, pipelines []v1.ConsumerPipeline) {
 	var dead int64
 	for i := range pipelines {
 		names = append(names, pipelines[i].Name)
-		dead += pipelines[i].Status.DeadLetterMessages
+		dead += ptr.Deref(pipelines[i].Status.DeadLetterMessages, 0)
 	}
 	sort.Strings(names)
-	st.Pipelines = int32(len(names))
+	st.Pipelines = ptr.To(int32(len(names)))
 	if len(names) > maxPipelineNames {
 		names = names[:maxPipelineNames]
 	}
 	if len(names) > 0 {
 		st.PipelineNames = names
 	}
-	st.DeadLetterMessages = dead
+	st.DeadLetterMessages = ptr.To(dead)
 }
 
 // setPolicySchedule writes the computed plan.

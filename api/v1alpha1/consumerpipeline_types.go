@@ -365,20 +365,20 @@ type ConsumerPipelineStatus struct {
 
 	// readyReplicas is the number of consumer pods ready.
 	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
 
 	// consumerLag is the number of source records not yet consumed by the group.
 	// +optional
-	ConsumerLag int64 `json:"consumerLag,omitempty"`
+	ConsumerLag *int64 `json:"consumerLag,omitempty"`
 
 	// retryBacklog is the number of records waiting in retry tiers.
 	// +optional
-	RetryBacklog int64 `json:"retryBacklog,omitempty"`
+	RetryBacklog *int64 `json:"retryBacklog,omitempty"`
 
 	// deadLetterMessages is the number of dead letters from this pipeline held in its dead letter
 	// queue.
 	// +optional
-	DeadLetterMessages int64 `json:"deadLetterMessages,omitempty"`
+	DeadLetterMessages *int64 `json:"deadLetterMessages,omitempty"`
 
 	// circuit is the circuit breaker state the consumers report: Closed, Open or HalfOpen.
 	// +optional

@@ -146,7 +146,7 @@ type DeadLetterQueueStatus struct {
 
 	// messages is the number of dead letters held (end minus start offsets over all partitions).
 	// +optional
-	Messages int64 `json:"messages,omitempty"`
+	Messages *int64 `json:"messages,omitempty"`
 
 	// oldestMessageTime is the timestamp of the oldest dead letter held.
 	// +optional

@@ -379,7 +379,7 @@ type RetryPolicyStatus struct {
 
 	// pipelines is how many ConsumerPipelines use this policy.
 	// +optional
-	Pipelines int32 `json:"pipelines,omitempty"`
+	Pipelines *int32 `json:"pipelines,omitempty"`
 
 	// pipelineNames lists the ConsumerPipelines using this policy, sorted, at most 20.
 	// +kubebuilder:validation:MaxItems=20
@@ -389,7 +389,7 @@ type RetryPolicyStatus struct {
 
 	// deadLetterMessages is the number of dead letters from the pipelines using this policy.
 	// +optional
-	DeadLetterMessages int64 `json:"deadLetterMessages,omitempty"`
+	DeadLetterMessages *int64 `json:"deadLetterMessages,omitempty"`
 }
 
 // RetryPolicy declares how failed Kafka record deliveries are retried: attempts, exponential backoff

@@ -149,7 +149,7 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 
 		{"topic name with a space", dlq(func(q *v1.DeadLetterQueue) { q.Spec.Topic.Name = "orders dlq" }), []string{"spec.topic.name", "should match"}},
 		{"topic name of two dots", dlq(func(q *v1.DeadLetterQueue) { q.Spec.Topic.Name = ".." }), []string{"a topic name cannot be '.' or '..'"}},
-		{"topic name longer than Kafka allows", dlq(func(q *v1.DeadLetterQueue) { q.Spec.Topic.Name = v1.TopicName(strings.Repeat("a", 250)) }), []string{"spec.topic.name", "at most 249"}},
+		{"topic name longer than Kafka allows", dlq(func(q *v1.DeadLetterQueue) { q.Spec.Topic.Name = v1.TopicName(strings.Repeat("a", 250)) }), []string{"spec.topic.name", "may not be more than 249"}},
 		{"zero partitions", dlq(func(q *v1.DeadLetterQueue) { q.Spec.Topic.Partitions = -1 }), []string{"spec.topic.partitions", "greater than or equal to 1"}},
 		{"age limit set twice", dlq(func(q *v1.DeadLetterQueue) { q.Spec.Topic.Config = map[string]string{"retention.ms": "1000"} }), []string{"set the DLQ's age limit in retention.maxAge or in topic.config[\"retention.ms\"], not both"}},
 		{"topic config key that is no Kafka config", dlq(func(q *v1.DeadLetterQueue) { q.Spec.Topic.Config = map[string]string{"Compression Type": "zstd"} }), []string{"topic.config keys must be Kafka topic config names"}},

@@ -1,0 +1,119 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/controllers"
+	"github.com/retryops/retry-operator/internal/envtestutil"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// env is the control plane shared by this package's tests; the manager runs against it for the whole
+// run. Tests read through env.Client, which does not cache.
+var env *envtestutil.Env
+
+// broker is an in-process Kafka (kfake) that is the manager's default connection.
+var broker *kfake.Cluster
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	var err error
+	if env, err = envtestutil.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "envtest:", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	if broker, err = kfake.NewCluster(kfake.NumBrokers(1)); err != nil {
+		fmt.Fprintln(os.Stderr, "kfake:", err)
+		return 1
+	}
+	defer broker.Close()
+
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  envtestutil.Scheme(),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{
+		StatusRefreshInterval:   2 * time.Second,
+		DefaultBootstrapServers: broker.ListenAddrs(),
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "setup:", err)
+		return 1
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager stopped:", err)
+		}
+	}()
+	code := m.Run()
+	cancel()
+	<-done
+	return code
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ctrl-"}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating a namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// readyCondition returns obj's Ready condition after reading obj afresh, or nil.
+func readyCondition(obj client.Object, conditions func() []metav1.Condition) func() (*metav1.Condition, error) {
+	return func() (*metav1.Condition, error) {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return nil, err
+		}
+		c := meta.FindStatusCondition(conditions(), v1.ConditionReady)
+		if c == nil || c.ObservedGeneration != obj.GetGeneration() {
+			return nil, nil
+		}
+		return c, nil
+	}
+}
+
+// eventsFor lists the events.k8s.io events about the named object.
+func eventsFor(ns, name string) func() ([]eventsv1.Event, error) {
+	return func() ([]eventsv1.Event, error) {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		var out []eventsv1.Event
+		for _, e := range list.Items {
+			if e.Regarding.Name == name {
+				out = append(out, e)
+			}
+		}
+		return out, nil
+	}
+}
