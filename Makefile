@@ -38,7 +38,7 @@ generate: controller-gen ## Generate deepcopy methods.
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
-	gofmt -w $$(git ls-files '*.go')
+	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
 
 .PHONY: vet
 vet: ## Run go vet.
@@ -46,7 +46,7 @@ vet: ## Run go vet.
 
 .PHONY: verify
 verify: manifests generate ## Fail when generated files are stale, gofmt would change a file, or go vet complains.
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
 	  echo "generated files are stale: run 'make manifests generate' and commit:"; git status --porcelain -- api config; git --no-pager diff --stat -- api config; exit 1; fi
 	go vet ./...
