@@ -59,6 +59,12 @@ setup-envtest: ## Build (first time) the envtest binaries and print their direct
 test: manifests generate ## Build the envtest binaries if needed, then run every test.
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh --print-path)" go test $(GO_TEST_FLAGS) ./...
 
+FUZZTIME ?= 60s
+.PHONY: fuzz
+fuzz: ## Run the retry core's fuzz targets for FUZZTIME each.
+	go test ./internal/retry -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime $(FUZZTIME)
+	go test ./internal/retry -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime $(FUZZTIME)
+
 .PHONY: test-short
 test-short: ## Run the unit tests that need no API server.
 	go test $(GO_TEST_FLAGS) -short ./...
