@@ -56,8 +56,8 @@ setup-envtest: ## Build (first time) the envtest binaries and print their direct
 	hack/setup-envtest.sh --print-path
 
 .PHONY: test
-test: manifests generate ## Build the envtest binaries if needed, then run every test.
-	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh --print-path)" go test $(GO_TEST_FLAGS) ./...
+test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, kube-controller-manager) if needed, then run every test.
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh --print-path --with-controller-manager)" go test $(GO_TEST_FLAGS) ./...
 
 FUZZTIME ?= 60s
 .PHONY: fuzz

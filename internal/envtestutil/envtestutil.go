@@ -61,7 +61,7 @@ func Assets() (string, error) {
 			assetsDir = dir
 			return
 		}
-		cmd := exec.Command(filepath.Join(RepoRoot(), "hack", "setup-envtest.sh"), "--print-path")
+		cmd := exec.Command(filepath.Join(RepoRoot(), "hack", "setup-envtest.sh"), "--print-path", "--with-controller-manager")
 		var out bytes.Buffer
 		cmd.Stdout = &out
 		cmd.Stderr = os.Stderr
