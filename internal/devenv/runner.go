@@ -1,0 +1,486 @@
+// Package devenv runs, on the local machine, what a cluster's kubelet would: for every Pod of a
+// Deployment the operator manages, it starts the container's program as a local process with the
+// same environment and the same mounted files (ConfigMaps and Secrets written to a directory), and
+// reports the Pod Running and Ready once the process answers its readiness probe. With
+// kube-controller-manager making ReplicaSets and Pods, this gives `make dev` and the end-to-end test
+// real Deployments, rollouts and garbage collection without a container runtime.
+package devenv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ManagedByLabel selects the Pods the runner runs: those of Deployments the operator manages.
+const ManagedByLabel = "app.kubernetes.io/managed-by=retry-operator"
+
+// Runner runs the operator's Pods as local processes.
+type Runner struct {
+	// Client reaches the API server (uncached).
+	Client client.Client
+	// Dir receives each Pod's files and logs.
+	Dir string
+	// Images maps a container image, or its repository without the tag, to a local binary. A Pod
+	// whose first container's image is not listed stays Pending (it is the user's own image).
+	Images map[string]string
+	// Log receives the runner's events.
+	Log logr.Logger
+	// Interval is how often Pods are listed. Defaults to 500ms.
+	Interval time.Duration
+
+	mu    sync.Mutex
+	procs map[string]*proc // by namespace/name
+}
+
+type proc struct {
+	uid         string
+	cmd         *exec.Cmd
+	done        chan struct{}
+	healthURL   string
+	baseURL     string
+	ready       bool
+	exitErr     error
+	unrunnable  bool
+	readyPosted bool
+}
+
+// Start runs the runner until ctx ends, then stops every process it started.
+func (r *Runner) Start(ctx context.Context) error {
+	if r.Interval == 0 {
+		r.Interval = 500 * time.Millisecond
+	}
+	r.procs = map[string]*proc{}
+	defer r.stopAll()
+	t := time.NewTicker(r.Interval)
+	defer t.Stop()
+	for {
+		if err := r.sync(ctx); err != nil && ctx.Err() == nil {
+			r.Log.Error(err, "Syncing pods failed")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Running returns the keys (namespace/name) of the Pods with a live process, sorted.
+func (r *Runner) Running() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for k, p := range r.procs {
+		if p.cmd != nil && p.exitErr == nil {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// HealthAddress returns the base URL (http://127.0.0.1:<port>) of the health endpoint the runner gave
+// the process of the Pod namespace/name, or "" when none runs.
+func (r *Runner) HealthAddress(key string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.procs[key]; p != nil {
+		return p.baseURL
+	}
+	return ""
+}
+
+func (r *Runner) sync(ctx context.Context) error {
+	pods := &corev1.PodList{}
+	sel, err := labelsSelector(ManagedByLabel)
+	if err != nil {
+		return err
+	}
+	if err := r.Client.List(ctx, pods, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		key := pod.Namespace + "/" + pod.Name
+		seen[key] = true
+		r.mu.Lock()
+		p := r.procs[key]
+		r.mu.Unlock()
+		if p != nil && p.uid != string(pod.UID) {
+			r.stop(key, p)
+			p = nil
+		}
+		if pod.DeletionTimestamp != nil {
+			if p != nil {
+				r.stop(key, p)
+			}
+			// Without a kubelet nothing confirms the deletion: do it, as a kubelet would.
+			_ = client.IgnoreNotFound(r.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)))
+			continue
+		}
+		if p == nil {
+			p = r.launch(ctx, pod)
+			r.mu.Lock()
+			r.procs[key] = p
+			r.mu.Unlock()
+		}
+		if err := r.report(ctx, pod, p); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			r.Log.Error(err, "Reporting pod status failed", "pod", key)
+		}
+	}
+	r.mu.Lock()
+	var gone []string
+	for key := range r.procs {
+		if !seen[key] {
+			gone = append(gone, key)
+		}
+	}
+	r.mu.Unlock()
+	for _, key := range gone {
+		r.mu.Lock()
+		p := r.procs[key]
+		r.mu.Unlock()
+		r.stop(key, p)
+	}
+	return nil
+}
+
+func (r *Runner) binaryFor(image string) string {
+	if b, ok := r.Images[image]; ok {
+		return b
+	}
+	repo := image
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		repo = image[:i]
+	}
+	return r.Images[repo]
+}
+
+// launch writes the Pod's volumes and starts its first container's program.
+func (r *Runner) launch(ctx context.Context, pod *corev1.Pod) *proc {
+	key := pod.Namespace + "/" + pod.Name
+	p := &proc{uid: string(pod.UID), done: make(chan struct{})}
+	if len(pod.Spec.Containers) == 0 {
+		p.unrunnable = true
+		return p
+	}
+	c := pod.Spec.Containers[0]
+	bin := r.binaryFor(c.Image)
+	if bin == "" {
+		r.Log.Info("Pod image has no local binary; it stays Pending", "pod", key, "image", c.Image)
+		p.unrunnable = true
+		close(p.done)
+		return p
+	}
+	dir := filepath.Join(r.Dir, "pods", pod.Namespace, pod.Name)
+	mounts, err := r.writeVolumes(ctx, pod, c, dir)
+	if err != nil {
+		p.exitErr = err
+		close(p.done)
+		r.Log.Error(err, "Preparing pod volumes failed", "pod", key)
+		return p
+	}
+	env, err := r.environment(ctx, pod.Namespace, c, mounts)
+	if err != nil {
+		p.exitErr = err
+		close(p.done)
+		r.Log.Error(err, "Resolving pod environment failed", "pod", key)
+		return p
+	}
+	// Every replica gets its own ports: rewrite the config file's listen addresses.
+	health, metrics := freePort(), freePort()
+	for _, e := range env {
+		if strings.HasPrefix(e, "RETRYOPS_CONFIG=") {
+			path := strings.TrimPrefix(e, "RETRYOPS_CONFIG=")
+			if err := rewriteListen(path, "127.0.0.1:"+health, "127.0.0.1:"+metrics); err != nil {
+				r.Log.Error(err, "Rewriting the config file failed", "pod", key)
+			}
+		}
+	}
+	p.baseURL = "http://127.0.0.1:" + health
+	p.healthURL = p.baseURL + "/readyz"
+	logFile, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		p.exitErr = err
+		close(p.done)
+		return p
+	}
+	cmd := exec.Command(bin, append(append([]string(nil), c.Command[min(1, len(c.Command)):]...), c.Args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		p.exitErr = err
+		close(p.done)
+		_ = logFile.Close()
+		return p
+	}
+	p.cmd = cmd
+	r.Log.Info("Started pod process", "pod", key, "pid", cmd.Process.Pid, "log", logFile.Name(), "health", p.healthURL)
+	go func() {
+		err := cmd.Wait()
+		_ = logFile.Close()
+		r.mu.Lock()
+		p.exitErr = fmt.Errorf("exited: %v", err)
+		r.mu.Unlock()
+		close(p.done)
+	}()
+	return p
+}
+
+// writeVolumes writes the ConfigMap and Secret volumes the container mounts and returns the map
+// from mount path to local directory.
+func (r *Runner) writeVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Container, dir string) (map[string]string, error) {
+	mounts := map[string]string{}
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Spec.Volumes {
+		vols[v.Name] = v
+	}
+	for _, m := range c.VolumeMounts {
+		v, ok := vols[m.Name]
+		if !ok {
+			continue
+		}
+		local := filepath.Join(dir, "volumes", m.Name)
+		if err := os.MkdirAll(local, 0o700); err != nil {
+			return nil, err
+		}
+		data := map[string][]byte{}
+		switch {
+		case v.ConfigMap != nil:
+			cm := &corev1.ConfigMap{}
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.ConfigMap.Name}, cm); err != nil {
+				return nil, fmt.Errorf("configmap %s: %w", v.ConfigMap.Name, err)
+			}
+			for k, s := range cm.Data {
+				data[k] = []byte(s)
+			}
+			for k, b := range cm.BinaryData {
+				data[k] = b
+			}
+		case v.Secret != nil:
+			s := &corev1.Secret{}
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.Secret.SecretName}, s); err != nil {
+				return nil, fmt.Errorf("secret %s: %w", v.Secret.SecretName, err)
+			}
+			data = s.Data
+		default:
+			// emptyDir and the like: an empty directory.
+		}
+		for k, b := range data {
+			if err := os.WriteFile(filepath.Join(local, k), b, 0o600); err != nil {
+				return nil, err
+			}
+		}
+		mountPath := m.MountPath
+		if m.SubPath != "" {
+			local = filepath.Join(local, m.SubPath)
+		}
+		mounts[mountPath] = local
+	}
+	// Files inside written volumes may name other mount paths (a config file naming Secret files).
+	for _, local := range mounts {
+		_ = filepath.Walk(local, func(path string, info os.FileInfo, err error) error {
+			if err != nil || info.IsDir() {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return nil
+			}
+			if out := remapPaths(string(b), mounts); out != string(b) {
+				return os.WriteFile(path, []byte(out), 0o600)
+			}
+			return nil
+		})
+	}
+	return mounts, nil
+}
+
+// environment resolves the container's env into KEY=value pairs with mount paths remapped.
+func (r *Runner) environment(ctx context.Context, ns string, c corev1.Container, mounts map[string]string) ([]string, error) {
+	var env []string
+	for _, e := range c.Env {
+		val := e.Value
+		if e.ValueFrom != nil {
+			switch {
+			case e.ValueFrom.SecretKeyRef != nil:
+				s := &corev1.Secret{}
+				if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: e.ValueFrom.SecretKeyRef.Name}, s); err != nil {
+					return nil, err
+				}
+				val = string(s.Data[e.ValueFrom.SecretKeyRef.Key])
+			case e.ValueFrom.ConfigMapKeyRef != nil:
+				cm := &corev1.ConfigMap{}
+				if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: e.ValueFrom.ConfigMapKeyRef.Name}, cm); err != nil {
+					return nil, err
+				}
+				val = cm.Data[e.ValueFrom.ConfigMapKeyRef.Key]
+			default:
+				continue
+			}
+		}
+		env = append(env, e.Name+"="+remapPaths(val, mounts))
+	}
+	return env, nil
+}
+
+// remapPaths replaces in-pod mount paths with their local directories, longest first.
+func remapPaths(s string, mounts map[string]string) string {
+	paths := make([]string, 0, len(mounts))
+	for p := range mounts {
+		paths = append(paths, p)
+	}
+	sort.Slice(paths, func(i, j int) bool { return len(paths[i]) > len(paths[j]) })
+	for _, p := range paths {
+		s = strings.ReplaceAll(s, p, mounts[p])
+	}
+	return s
+}
+
+// rewriteListen sets listen.healthAddress and listen.metricsAddress in a dispatcher config file.
+func rewriteListen(path, health, metrics string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	cfg := map[string]any{}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return err
+	}
+	cfg["listen"] = map[string]any{"healthAddress": health, "metricsAddress": metrics}
+	out, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o600)
+}
+
+// report writes the Pod's status as a kubelet would: Running once the process started, Ready while
+// its readiness endpoint answers 200, Failed when it exited.
+func (r *Runner) report(ctx context.Context, pod *corev1.Pod, p *proc) error {
+	if p.unrunnable {
+		return nil
+	}
+	r.mu.Lock()
+	exitErr := p.exitErr
+	r.mu.Unlock()
+	ready := false
+	if exitErr == nil && p.healthURL != "" {
+		hc := http.Client{Timeout: time.Second}
+		if resp, err := hc.Get(p.healthURL); err == nil {
+			ready = resp.StatusCode == http.StatusOK
+			_ = resp.Body.Close()
+		}
+	}
+	phase := corev1.PodRunning
+	if exitErr != nil {
+		phase, ready = corev1.PodFailed, false
+	}
+	if pod.Status.Phase == phase && isReady(pod) == ready {
+		return nil
+	}
+	now := metav1.Now()
+	cond := corev1.ConditionFalse
+	if ready {
+		cond = corev1.ConditionTrue
+	}
+	patch := client.MergeFrom(pod.DeepCopy())
+	pod.Status.Phase = phase
+	pod.Status.PodIP, pod.Status.HostIP = "127.0.0.1", "127.0.0.1"
+	if pod.Status.StartTime == nil {
+		pod.Status.StartTime = &now
+	}
+	pod.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.ContainersReady, Status: cond, LastTransitionTime: now},
+		{Type: corev1.PodReady, Status: cond, LastTransitionTime: now},
+	}
+	var statuses []corev1.ContainerStatus
+	for _, c := range pod.Spec.Containers {
+		st := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: ready, Started: ptrBool(exitErr == nil)}
+		if exitErr == nil {
+			st.State.Running = &corev1.ContainerStateRunning{StartedAt: *pod.Status.StartTime}
+		} else {
+			st.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: exitErr.Error()}
+		}
+		statuses = append(statuses, st)
+	}
+	pod.Status.ContainerStatuses = statuses
+	return r.Client.Status().Patch(ctx, pod, patch)
+}
+
+func isReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (r *Runner) stop(key string, p *proc) {
+	r.mu.Lock()
+	delete(r.procs, key)
+	r.mu.Unlock()
+	if p == nil || p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	r.Log.Info("Stopped pod process", "pod", key)
+}
+
+func (r *Runner) stopAll() {
+	r.mu.Lock()
+	keys := make([]string, 0, len(r.procs))
+	for k := range r.procs {
+		keys = append(keys, k)
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		r.mu.Lock()
+		p := r.procs[k]
+		r.mu.Unlock()
+		wg.Add(1)
+		go func() { defer wg.Done(); r.stop(k, p) }()
+	}
+	wg.Wait()
+}
+
+func freePort() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "0"
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+func ptrBool(b bool) *bool { return &b }

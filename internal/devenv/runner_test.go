@@ -1,0 +1,121 @@
+package devenv_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/retryops/retry-operator/internal/devenv"
+	"github.com/retryops/retry-operator/internal/envtestutil"
+)
+
+func TestRunnerRunsDeploymentPodsAsLocalProcesses(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	bin := filepath.Join(t.TempDir(), "fakedispatcher")
+	out, err := exec.Command("go", "build", "-o", bin, "./testdata/fakedispatcher").CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+
+	env, err := envtestutil.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = env.Stop() }()
+	cm, err := env.StartControllerManager()
+	g.Expect(err).NotTo(HaveOccurred())
+	defer cm.Stop()
+
+	r := &devenv.Runner{
+		Client: env.Client, Dir: t.TempDir(), Log: zap.New(zap.UseDevMode(true)),
+		Images: map[string]string{"ghcr.io/retryops/retry-dispatcher": bin},
+	}
+	runnerDone := make(chan struct{})
+	go func() { defer close(runnerDone); _ = r.Start(ctx) }()
+
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "default"},
+		Data:       map[string][]byte{"password": []byte("s3cret")},
+	})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo-config", Namespace: "default"},
+		Data:       map[string]string{"config.json": `{"listen":{"healthAddress":":8081"},"secretFile":"/etc/creds/password"}`},
+	})).To(Succeed())
+	labels := map[string]string{"app.kubernetes.io/managed-by": "retry-operator", "app.kubernetes.io/instance": "demo"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name: "dispatcher", Image: "ghcr.io/retryops/retry-dispatcher:dev",
+						Env: []corev1.EnvVar{{Name: "RETRYOPS_CONFIG", Value: "/etc/retryops/config.json"}, {Name: "GREETING", Value: "hello"}},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "config", MountPath: "/etc/retryops"}, {Name: "creds", MountPath: "/etc/creds"},
+						},
+					}},
+					Volumes: []corev1.Volume{
+						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "demo-config"}}}},
+						{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}},
+					},
+				},
+			},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, dep)).To(Succeed())
+
+	readyReplicas := func() (int32, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(dep), dep)
+		return dep.Status.ReadyReplicas, err
+	}
+	g.Eventually(readyReplicas, 60*time.Second, 200*time.Millisecond).Should(Equal(int32(2)), "see %s", cm.LogPath)
+	g.Expect(r.Running()).To(HaveLen(2))
+
+	// The process sees the Secret through the remapped path and the container's env.
+	pods := &corev1.PodList{}
+	g.Expect(env.Client.List(ctx, pods, client.MatchingLabels(labels))).To(Succeed())
+	g.Expect(pods.Items).To(HaveLen(2))
+	for _, p := range pods.Items {
+		g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+	}
+	for _, p := range pods.Items {
+		base := r.HealthAddress(p.Namespace + "/" + p.Name)
+		g.Expect(base).NotTo(BeEmpty())
+		g.Expect(httpGet(base + "/secret")).To(Equal("s3cret"))
+		g.Expect(httpGet(base + "/env")).To(Equal("hello"))
+	}
+
+	// Scaling down stops a process; deleting the Deployment stops them all (garbage collection).
+	dep.Spec.Replicas = ptr.To[int32](1)
+	g.Expect(env.Client.Update(ctx, dep)).To(Succeed())
+	g.Eventually(r.Running, 60*time.Second, 200*time.Millisecond).Should(HaveLen(1))
+	g.Expect(env.Client.Delete(ctx, dep, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
+	g.Eventually(r.Running, 60*time.Second, 200*time.Millisecond).Should(BeEmpty())
+
+	cancel()
+	<-runnerDone
+}
+
+func httpGet(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
