@@ -76,8 +76,12 @@ build: ## Build the manager into bin/.
 	go build -o $(LOCALBIN)/manager ./cmd/manager
 
 .PHONY: run
-run: manifests ## Start a local control plane, install the CRDs and run the manager against it.
+run: manifests ## Run the manager: against KUBECONFIG's cluster when set, else on a local control plane and embedded Kafka.
 	hack/run-local.sh
+
+.PHONY: dev
+dev: manifests ## The whole loop locally: control plane, embedded Kafka, manager, dispatchers and a live demo.
+	hack/run-local.sh --demo
 
 .PHONY: docker-build
 docker-build: ## Build the operator image (needs a Docker engine).

@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# `make run`: runs the manager locally.
-# - With KUBECONFIG set, against that cluster: installs the CRDs there and runs the manager.
-# - Otherwise, starts a local control plane (kube-apiserver + etcd built from the Go module proxy by
-#   hack/setup-envtest.sh), installs the CRDs and runs the manager against it until Ctrl-C.
+# `make run` and `make dev`.
+# - With KUBECONFIG set (and KAFKA_BOOTSTRAP_SERVERS naming the operator-wide Kafka), runs the manager
+#   against that cluster: installs the CRDs there first.
+# - Otherwise starts a local control plane (kube-apiserver, etcd and kube-controller-manager built from
+#   the Go module proxy by hack/setup-envtest.sh), an embedded Kafka and the manager, and runs the
+#   operator's dispatcher Deployments as local processes. `make dev` (--demo) adds a demo pipeline,
+#   sink and producer and a live view. Ctrl-C stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "==> Building the manager, the dispatcher and the dev tools"
 go build -o bin/manager ./cmd/manager
 if [ -n "${KUBECONFIG:-}" ]; then
   echo "==> Installing the CRDs into the cluster of KUBECONFIG=$KUBECONFIG"
   kubectl apply --server-side -k config/crd
   echo "==> Running the manager (Ctrl-C stops it)"
-  exec bin/manager "$@"
+  args=()
+  [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ] && args+=("--kafka-bootstrap-servers=$KAFKA_BOOTSTRAP_SERVERS")
+  exec bin/manager "${args[@]}"
 fi
-export KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$(hack/setup-envtest.sh --print-path)}"
+go build -o bin/dispatcher ./cmd/dispatcher
+go build -o bin/kafka ./hack/kafka
 go build -o bin/dev ./hack/dev
-exec bin/dev -- --metrics-bind-address=127.0.0.1:8080 --health-probe-bind-address=127.0.0.1:8081 "$@"
+echo "==> Building the local control plane's binaries (first time only: several minutes)"
+export KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$(hack/setup-envtest.sh --print-path --with-controller-manager)}"
+exec bin/dev "$@"

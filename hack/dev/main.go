@@ -1,82 +1,305 @@
-// Command dev starts a local control plane (kube-apiserver and etcd, built by hack/setup-envtest.sh)
-// with the retry-operator CRDs installed, writes a kubeconfig for it, and runs the manager against it
-// until interrupted. It is what `make run` does on a machine with no cluster.
+// Command dev runs the whole retry-operator loop on one machine, with nothing but Go: a local
+// control plane (kube-apiserver, etcd and kube-controller-manager built by hack/setup-envtest.sh), an
+// embedded Kafka (hack/kafka, a kfake process with a data dir), the manager, and the dispatchers that
+// the operator's Deployments describe, run as local processes (internal/devenv). With --demo it then
+// applies a demo pipeline, serves a demo HTTP sink that fails a share of records transiently and a
+// share permanently, produces demo records, and shows `kubectl get retryops` live. Ctrl-C stops
+// everything it started, and nothing else.
+//
+// `make dev` runs it with --demo; `make run` without.
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
+type options struct {
+	dir             string
+	kafkaPort       int
+	sinkAddr        string
+	demo            bool
+	rate            int
+	dispatcherImage string
+	managerArgs     []string
+}
+
 func main() {
-	kubeconfigOut := flag.String("kubeconfig-out", ".dev/kubeconfig", "Where to write the kubeconfig of the local control plane.")
-	manager := flag.String("manager", "bin/manager", "Manager binary to run; empty runs no manager.")
+	o := options{}
+	flag.StringVar(&o.dir, "dir", ".dev", "Directory for the kubeconfig, Kafka's data and the processes' logs.")
+	flag.IntVar(&o.kafkaPort, "kafka-port", 39092, "Port of the embedded Kafka (127.0.0.1).")
+	flag.StringVar(&o.sinkAddr, "sink-address", "127.0.0.1:38080", "Address of the demo HTTP sink.")
+	flag.BoolVar(&o.demo, "demo", false, "Apply the demo pipeline, run the demo sink and producer, and show the live view.")
+	flag.IntVar(&o.rate, "rate", 20, "Demo records produced per second.")
+	flag.StringVar(&o.dispatcherImage, "dispatcher-image", "ghcr.io/retryops/retry-dispatcher:dev", "Dispatcher image the operator renders; run locally as bin/dispatcher.")
 	flag.Parse()
-	if err := run(*kubeconfigOut, *manager, flag.Args()); err != nil {
+	o.managerArgs = flag.Args()
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "dev:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfigOut, manager string, managerArgs []string) error {
+func step(format string, args ...any) {
+	fmt.Printf("==> "+format+"\n", args...)
+}
+
+// process is a child process whose output goes to a log file.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startProcess(dir, name string, env []string, bin string, args ...string) (*process, error) {
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait(); _ = f.Close() }()
+	return p, nil
+}
+
+func (p *process) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func waitForPort(ctx context.Context, addr string) error {
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nothing listens on %s", addr)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func run(o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	started := time.Now()
+	if err := os.MkdirAll(filepath.Join(o.dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	logs := filepath.Join(o.dir, "logs")
+	var cleanups []func()
+	defer func() {
+		step("Stopping everything that was started")
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+		step("Stopped")
+	}()
 
-	fmt.Println("==> Starting a local control plane (kube-apiserver and etcd)")
-	env, err := envtestutil.Start()
+	step("Starting the embedded Kafka on 127.0.0.1:%d (data in %s)", o.kafkaPort, filepath.Join(o.dir, "kafka"))
+	bootstrap := fmt.Sprintf("127.0.0.1:%d", o.kafkaPort)
+	kafka, err := startProcess(logs, "kafka", nil, "bin/kafka", "--port", fmt.Sprint(o.kafkaPort), "--data-dir", filepath.Join(o.dir, "kafka"))
 	if err != nil {
 		return err
 	}
-	defer func() {
-		fmt.Println("==> Stopping the local control plane")
-		_ = env.Stop()
-	}()
+	cleanups = append(cleanups, kafka.stop)
+	waitCtx, cancelWait := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelWait()
+	if err := waitForPort(waitCtx, bootstrap); err != nil {
+		return fmt.Errorf("the embedded Kafka did not start (see %s): %w", filepath.Join(logs, "kafka.log"), err)
+	}
+
+	step("Starting the local control plane (kube-apiserver, etcd, kube-controller-manager)")
+	crds := filepath.Join(envtestutil.RepoRoot(), "config", "crd", "external")
+	env, err := envtestutil.Start(crds)
+	if err != nil {
+		return err
+	}
+	cleanups = append(cleanups, func() { _ = env.Stop() })
+	kcm, err := env.StartControllerManager()
+	if err != nil {
+		return err
+	}
+	cleanups = append(cleanups, kcm.Stop)
+	kubeconfig, err := filepath.Abs(filepath.Join(o.dir, "kubeconfig"))
+	if err != nil {
+		return err
+	}
 	data, err := os.ReadFile(env.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(kubeconfigOut), 0o755); err != nil {
+	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
 		return err
 	}
-	if err := os.WriteFile(kubeconfigOut, data, 0o600); err != nil {
-		return err
-	}
-	abs, _ := filepath.Abs(kubeconfigOut)
-	fmt.Printf("==> CRDs installed. Point kubectl at the local cluster with:\n\n    export KUBECONFIG=%s\n    kubectl apply --server-side -k config/samples\n    kubectl get retryops\n\n", abs)
 
-	if manager == "" {
-		<-ctx.Done()
-		return nil
+	step("Running the manager (log: %s)", filepath.Join(logs, "manager.log"))
+	mgrArgs := append([]string{
+		"--kafka-bootstrap-servers=" + bootstrap,
+		"--dispatcher-image=" + o.dispatcherImage,
+		"--metrics-bind-address=127.0.0.1:38081",
+		"--health-probe-bind-address=127.0.0.1:38082",
+		"--status-refresh-interval=5s",
+	}, o.managerArgs...)
+	manager, err := startProcess(logs, "manager", []string{"KUBECONFIG=" + kubeconfig}, "bin/manager", mgrArgs...)
+	if err != nil {
+		return err
 	}
-	fmt.Println("==> Running the manager (Ctrl-C stops everything)")
-	cmd := exec.Command(manager, managerArgs...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+abs)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", manager, err)
+	cleanups = append(cleanups, manager.stop)
+
+	step("Running the dispatchers of the operator's Deployments as local processes")
+	runCtx, cancelRunner := context.WithCancel(context.Background())
+	dispatcher, _ := filepath.Abs("bin/dispatcher")
+	runner := &devenv.Runner{
+		Client: env.Client, Dir: filepath.Join(o.dir, "pods"),
+		Images: map[string]string{o.dispatcherImage: dispatcher, strings.Split(o.dispatcherImage, ":")[0]: dispatcher},
+		Log:    zap.New(zap.WriteTo(mustCreate(filepath.Join(logs, "runner.log")))),
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		return fmt.Errorf("the manager exited: %v", err)
-	case <-ctx.Done():
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+	runnerDone := make(chan struct{})
+	go func() { defer close(runnerDone); _ = runner.Start(runCtx) }()
+	cleanups = append(cleanups, func() { cancelRunner(); <-runnerDone })
+
+	fmt.Printf("\nPoint kubectl at the local cluster with:\n\n    export KUBECONFIG=%s\n    kubectl get retryops -A\n\n", kubeconfig)
+	if !o.demo {
+		step("Ready in %s. Ctrl-C stops everything.", time.Since(started).Round(time.Second))
 		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
+		case <-ctx.Done():
+		case err := <-manager.done:
+			return fmt.Errorf("the manager exited (see %s): %v", filepath.Join(logs, "manager.log"), err)
 		}
 		return nil
 	}
+
+	step("Serving the demo sink on http://%s (5%% of records fail for good, 20%% fail twice first)", o.sinkAddr)
+	sink := devenv.DefaultDemoSink()
+	srv := &http.Server{Addr: o.sinkAddr, Handler: sink, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintln(os.Stderr, "dev: demo sink:", err)
+		}
+	}()
+	cleanups = append(cleanups, func() { _ = srv.Close() })
+
+	step("Applying the demo resources")
+	if out, err := kubectl(kubeconfig, []byte(demoManifests(o.sinkAddr)), "apply", "--server-side", "-f", "-"); err != nil {
+		return fmt.Errorf("applying the demo: %v\n%s", err, out)
+	}
+
+	step("Producing %d demo records a second to topic demo-tasks", o.rate)
+	prodCtx, cancelProd := context.WithCancel(ctx)
+	cleanups = append(cleanups, cancelProd)
+	go func() {
+		for n := 0; prodCtx.Err() == nil; n += o.rate * 10 {
+			if err := devenv.Produce(prodCtx, []string{bootstrap}, "demo-tasks", n, n+o.rate*10, o.rate); err != nil && prodCtx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "dev: producer:", err)
+				time.Sleep(time.Second)
+			}
+		}
+	}()
+
+	step("Live view (Ctrl-C stops everything); set up in %s", time.Since(started).Round(time.Second))
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		out, _ := kubectl(kubeconfig, nil, "get", "retryops", "-n", "retryops-demo")
+		fmt.Printf("\033[H\033[2J%s   demo sink: %d requests, %d records delivered   (KUBECONFIG=%s)\n\n%s",
+			time.Now().Format(time.TimeOnly), sink.Requests(), sink.Succeeded(), kubeconfig, out)
+		select {
+		case <-ctx.Done():
+			fmt.Println()
+			return nil
+		case err := <-manager.done:
+			return fmt.Errorf("the manager exited (see %s): %v", filepath.Join(logs, "manager.log"), err)
+		case <-tick.C:
+		}
+	}
+}
+
+func mustCreate(path string) *os.File {
+	f, err := os.Create(path)
+	if err != nil {
+		return os.Stderr
+	}
+	return f
+}
+
+func kubectl(kubeconfig string, stdin []byte, args ...string) (string, error) {
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// demoManifests is the demo: the delegation policy's schedule (1s, 2s, 4s), a dead letter queue and a
+// pipeline delivering to the local demo sink.
+func demoManifests(sinkAddr string) string {
+	return `apiVersion: v1
+kind: Namespace
+metadata: {name: retryops-demo}
+---
+apiVersion: retry.retryops.dev/v1alpha1
+kind: RetryPolicy
+metadata: {name: demo, namespace: retryops-demo}
+spec:
+  maxAttempts: 4
+  backoff: {initialDelay: 1s, multiplier: "2", maxDelay: 10s, jitter: {mode: Proportional, minPercent: 80, maxPercent: 120}}
+  classification:
+    defaultAction: DeadLetter
+    rules:
+    - {name: transient-http, action: Retry, httpStatuses: ["408", "429", "500-599"]}
+    - {name: transient-errors, action: Retry, errorTypes: [TimeoutError, ConnectionError]}
+  attemptTimeout: 5s
+---
+apiVersion: retry.retryops.dev/v1alpha1
+kind: DeadLetterQueue
+metadata: {name: demo-dlq, namespace: retryops-demo}
+spec:
+  topic: {name: demo-tasks.dlq, partitions: 3}
+  retention: {maxAge: 168h, maxMessages: 10000}
+  statusRefreshInterval: 5s
+---
+apiVersion: retry.retryops.dev/v1alpha1
+kind: ConsumerPipeline
+metadata: {name: demo, namespace: retryops-demo}
+spec:
+  source: {topic: demo-tasks, create: {partitions: 3}}
+  retryPolicyRef: {name: demo}
+  deadLetterQueueRef: {name: demo-dlq}
+  sink: {uri: "http://` + sinkAddr + `/tasks"}
+  replicas: 2
+`
 }
