@@ -57,6 +57,7 @@ setup-envtest: ## Build (first time) the envtest binaries and print their direct
 
 .PHONY: test
 test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, kube-controller-manager) if needed, then run every test.
+	hack/setup-prometheus.sh >/dev/null
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh --print-path --with-controller-manager)" go test $(GO_TEST_FLAGS) ./...
 
 FUZZTIME ?= 60s

@@ -7,5 +7,6 @@ package controllers
 // +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies;deadletterqueues;consumerpipelines,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies/status;deadletterqueues/status;consumerpipelines/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies/finalizers;deadletterqueues/finalizers;consumerpipelines/finalizers,verbs=update
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

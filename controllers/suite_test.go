@@ -1,9 +1,12 @@
 package controllers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +14,9 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -28,6 +33,39 @@ var env *envtestutil.Env
 
 // broker is an in-process Kafka (kfake) that is the manager's default connection.
 var broker *kfake.Cluster
+
+// managerLogs holds everything the manager logged, for tests that check what the logs never contain.
+var managerLogs = &syncBuffer{}
+
+// The suite manager's timing: resources resync every resyncInterval (so drift is corrected within
+// one), Kafka calls give up after kafkaRequestTimeout, deletion waits at most deletionTimeout.
+const (
+	resyncInterval      = 2 * time.Second
+	kafkaRequestTimeout = 3 * time.Second
+	deletionTimeout     = 4 * time.Second
+)
+
+// benchmarkLabel marks the objects of the scale test and benchmark, which run their own manager:
+// the suite manager does not see them.
+const benchmarkLabel = "test.retry.retryops.dev/scale"
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(runSuite(m))
@@ -46,10 +84,16 @@ func runSuite(m *testing.M) int {
 	}
 	defer broker.Close()
 
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(io.MultiWriter(os.Stderr, managerLogs))))
+	notScale, err := labels.Parse("!" + benchmarkLabel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "selector:", err)
+		return 1
+	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:  envtestutil.Scheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   cache.Options{DefaultLabelSelector: notScale},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
@@ -58,8 +102,10 @@ func runSuite(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{
-		StatusRefreshInterval:   2 * time.Second,
+		StatusRefreshInterval:   resyncInterval,
 		DefaultBootstrapServers: broker.ListenAddrs(),
+		KafkaRequestTimeout:     kafkaRequestTimeout,
+		DeletionTimeout:         deletionTimeout,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)
 		return 1

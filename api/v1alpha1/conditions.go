@@ -30,3 +30,26 @@ const (
 	// ReasonReferenceNotFound means a referenced object does not exist.
 	ReasonReferenceNotFound = "ReferenceNotFound"
 )
+
+// Condition reasons of the Kafka topic work of the DeadLetterQueue and ConsumerPipeline controllers.
+const (
+	// ReasonTopicReady means the DeadLetterQueue's topic exists as specified.
+	ReasonTopicReady = "TopicReady"
+	// ReasonTopicsReady means every topic of a ConsumerPipeline exists as specified.
+	ReasonTopicsReady = "TopicsReady"
+	// ReasonPartitionShrinkRefused means a topic has more partitions than the spec asks for. Kafka
+	// cannot remove partitions, so the operator leaves the topic as it is; raise the spec to match.
+	ReasonPartitionShrinkRefused = "PartitionShrinkRefused"
+	// ReasonTopicConflict means another resource, created earlier, manages the same topic on the same
+	// cluster. The resource reporting it leaves the topic alone until the other one goes away.
+	ReasonTopicConflict = "TopicConflict"
+	// ReasonSourceTopicMissing means a ConsumerPipeline's source topic does not exist and
+	// spec.source.create is absent; the pipeline waits for the topic to appear.
+	ReasonSourceTopicMissing = "SourceTopicMissing"
+	// ReasonKafkaRejected means the brokers refused a topic operation (an invalid config value, a
+	// replication factor above the number of brokers, a policy violation); the message has the
+	// broker's answer.
+	ReasonKafkaRejected = "KafkaRejected"
+	// ReasonDeleting means the resource is being deleted and the operator is removing its topics.
+	ReasonDeleting = "Deleting"
+)

@@ -23,10 +23,12 @@ import (
 
 	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
+	"github.com/retryops/retry-operator/internal/kafka"
 )
 
 // options are the manager's command-line settings.
 type options struct {
+	kafka                   kafkaFlags
 	metricsAddr             string
 	metricsSecure           bool
 	probeAddr               string
@@ -54,6 +56,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		return nil
 	})
 	o.controllers.DefaultBootstrapServers = splitList(os.Getenv("KAFKA_BOOTSTRAP_SERVERS"))
+	fs.DurationVar(&o.controllers.KafkaRequestTimeout, "kafka-request-timeout", kafka.DefaultRequestTimeout, "Upper bound of every Kafka admin call (dial, authentication and all round trips).")
+	fs.DurationVar(&o.controllers.DeletionTimeout, "kafka-deletion-timeout", controllers.DefaultDeletionTimeout, "How long a deleted DeadLetterQueue or ConsumerPipeline waits for Kafka to delete its topics before it goes anyway, with a Warning event.")
+	fs.IntVar(&o.controllers.MaxConcurrentReconciles, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "How many resources of one kind are reconciled at once.")
+	o.kafka.bind(fs)
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -61,7 +67,69 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if o.controllers.StatusRefreshInterval < time.Second {
 		return nil, fmt.Errorf("--status-refresh-interval must be at least 1s, got %s", o.controllers.StatusRefreshInterval)
 	}
+	var err error
+	if o.controllers.DefaultKafkaTLS, o.controllers.DefaultKafkaSASL, err = o.kafka.resolve(os.ReadFile, os.Getenv); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// kafkaFlags are the TLS and SASL settings of the operator-wide default Kafka connection. The SASL
+// password is never a flag (flags show in process listings): it comes from --kafka-sasl-password-file
+// or the environment variable KAFKA_SASL_PASSWORD. It is read once at start; a resource that needs
+// rotation without a restart names a Secret in spec.kafka.sasl instead.
+type kafkaFlags struct {
+	tls           bool
+	caFile        string
+	serverName    string
+	saslMechanism string
+	saslUsername  string
+	passwordFile  string
+}
+
+func (k *kafkaFlags) bind(fs *flag.FlagSet) {
+	fs.BoolVar(&k.tls, "kafka-tls", false, "Use TLS to the default Kafka cluster (implied by --kafka-tls-ca-file).")
+	fs.StringVar(&k.caFile, "kafka-tls-ca-file", "", "PEM CA bundle that signs the default Kafka cluster's certificates (default: the system roots).")
+	fs.StringVar(&k.serverName, "kafka-tls-server-name", "", "Name checked in the default Kafka cluster's certificates (default: the host dialed).")
+	fs.StringVar(&k.saslMechanism, "kafka-sasl-mechanism", "", "SASL mechanism for the default Kafka cluster: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: no SASL).")
+	fs.StringVar(&k.saslUsername, "kafka-sasl-username", "", "SASL user for the default Kafka cluster.")
+	fs.StringVar(&k.passwordFile, "kafka-sasl-password-file", "", "File holding the SASL password for the default Kafka cluster (else env KAFKA_SASL_PASSWORD).")
+}
+
+// resolve builds the default connection's TLS and SASL settings.
+func (k *kafkaFlags) resolve(readFile func(string) ([]byte, error), getenv func(string) string) (*kafka.TLSConfig, *kafka.SASLConfig, error) {
+	var tlsCfg *kafka.TLSConfig
+	if k.tls || k.caFile != "" || k.serverName != "" {
+		tlsCfg = &kafka.TLSConfig{ServerName: k.serverName}
+		if k.caFile != "" {
+			ca, err := readFile(k.caFile)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--kafka-tls-ca-file: %w", err)
+			}
+			tlsCfg.CAPEM = ca
+		}
+	}
+	var saslCfg *kafka.SASLConfig
+	switch {
+	case k.saslMechanism != "":
+		password := getenv("KAFKA_SASL_PASSWORD")
+		if k.passwordFile != "" {
+			b, err := readFile(k.passwordFile)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--kafka-sasl-password-file: %w", err)
+			}
+			password = strings.TrimRight(string(b), "\r\n")
+		}
+		saslCfg = &kafka.SASLConfig{Mechanism: k.saslMechanism, Username: k.saslUsername, Password: password}
+	case k.saslUsername != "" || k.passwordFile != "":
+		return nil, nil, errors.New("--kafka-sasl-username and --kafka-sasl-password-file need --kafka-sasl-mechanism")
+	}
+	// Validate the default connection now, so a typo fails at start and not on every reconcile.
+	conn := kafka.Connection{BootstrapServers: []string{"validate.invalid:9092"}, TLS: tlsCfg, SASL: saslCfg}
+	if err := conn.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("default Kafka connection: %w", err)
+	}
+	return tlsCfg, saslCfg, nil
 }
 
 // splitList splits a comma-separated list, dropping empty items.

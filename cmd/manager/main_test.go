@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +97,53 @@ func TestManagerStartsWithProbesMetricsAndLeaderElection(t *testing.T) {
 	}, 60*time.Second, 200*time.Millisecond).ShouldNot(BeEmpty())
 	host, _ := os.Hostname()
 	g.Expect(*lease.Spec.HolderIdentity).To(HavePrefix(host), fmt.Sprintf("lease %+v", lease.Spec))
+}
+
+func TestKafkaDefaultConnectionFlags(t *testing.T) {
+	dir := t.TempDir()
+	pwFile := dir + "/password"
+	if err := os.WriteFile(pwFile, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{
+		"--kafka-bootstrap-servers=a:9092, b:9092", "--kafka-request-timeout=3s", "--kafka-deletion-timeout=30s",
+		"--max-concurrent-reconciles=8", "--kafka-tls", "--kafka-tls-server-name=kafka.internal",
+		"--kafka-sasl-mechanism=SCRAM-SHA-512", "--kafka-sasl-username=operator", "--kafka-sasl-password-file=" + pwFile,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.controllers
+	if fmt.Sprint(c.DefaultBootstrapServers) != "[a:9092 b:9092]" || c.KafkaRequestTimeout != 3*time.Second ||
+		c.DeletionTimeout != 30*time.Second || c.MaxConcurrentReconciles != 8 {
+		t.Errorf("unexpected options: %+v", c)
+	}
+	if c.DefaultKafkaTLS == nil || c.DefaultKafkaTLS.ServerName != "kafka.internal" {
+		t.Errorf("TLS: %v", c.DefaultKafkaTLS)
+	}
+	if c.DefaultKafkaSASL == nil || c.DefaultKafkaSASL.Username != "operator" || c.DefaultKafkaSASL.Password != "from-file" {
+		t.Errorf("SASL: %v", c.DefaultKafkaSASL)
+	}
+
+	// Without flags: plaintext, no SASL, the package defaults.
+	o, err = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.controllers.DefaultKafkaTLS != nil || o.controllers.DefaultKafkaSASL != nil || o.controllers.DeletionTimeout != 2*time.Minute {
+		t.Errorf("unexpected defaults: %+v", o.controllers)
+	}
+
+	for _, args := range [][]string{
+		{"--kafka-sasl-username=operator"},
+		{"--kafka-sasl-mechanism=GSSAPI", "--kafka-sasl-username=u", "--kafka-sasl-password-file=" + pwFile},
+		{"--kafka-sasl-mechanism=PLAIN", "--kafka-sasl-username=u", "--kafka-sasl-password-file=" + dir + "/missing"},
+		{"--kafka-tls-ca-file=" + pwFile},
+	} {
+		if _, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), args); err == nil {
+			t.Errorf("%v accepted", args)
+		} else if strings.Contains(err.Error(), "from-file") {
+			t.Errorf("%v: the error shows the password: %v", args, err)
+		}
+	}
 }

@@ -1,0 +1,181 @@
+package controllers
+
+import (
+	"regexp"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/policy"
+	"github.com/retryops/retry-operator/internal/retry"
+)
+
+// planOf compiles a policy with exponential backoff.
+func planOf(t *testing.T, attempts int32, initial, maxDelay time.Duration, jitter *v1.Jitter) retry.Plan {
+	t.Helper()
+	c, err := retry.Compile(policy.FromSpec(v1.RetryPolicySpec{
+		MaxAttempts: attempts,
+		Backoff: v1.Backoff{InitialDelay: metav1.Duration{Duration: initial}, Multiplier: "2", MaxDelay: metav1.Duration{Duration: maxDelay},
+			Jitter: jitter, Cap: v1.CapAfterJitter},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Plan()
+}
+
+var topicNamePattern = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+func TestRetryTierNames(t *testing.T) {
+	type tier struct {
+		name  string
+		delay time.Duration
+		n     int // attempts held
+	}
+	proportional := &v1.Jitter{Mode: v1.JitterProportional, MinPercent: ptr.To[int32](80), MaxPercent: ptr.To[int32](120)}
+	for name, tc := range map[string]struct {
+		naming v1.RetryTopicNaming
+		plan   retry.Plan
+		want   []tier
+	}{
+		"ByAttempt: one tier per retry": {
+			naming: v1.NamingByAttempt, plan: planOf(t, 6, 2*time.Second, 300*time.Second, nil),
+			want: []tier{{"orders.retry.1", 2 * time.Second, 1}, {"orders.retry.2", 4 * time.Second, 1}, {"orders.retry.3", 8 * time.Second, 1},
+				{"orders.retry.4", 16 * time.Second, 1}, {"orders.retry.5", 32 * time.Second, 1}},
+		},
+		"no naming means ByAttempt": {
+			naming: "", plan: planOf(t, 3, time.Second, 10*time.Second, nil),
+			want: []tier{{"orders.retry.1", time.Second, 1}, {"orders.retry.2", 2 * time.Second, 1}},
+		},
+		"ByAttempt keeps a tier per retry even at the cap": {
+			naming: v1.NamingByAttempt, plan: planOf(t, 5, time.Second, 2*time.Second, nil),
+			want: []tier{{"orders.retry.1", time.Second, 1}, {"orders.retry.2", 2 * time.Second, 1}, {"orders.retry.3", 2 * time.Second, 1},
+				{"orders.retry.4", 2 * time.Second, 1}},
+		},
+		"ByDelay: retries at the cap share one tier, as in Spring Kafka": {
+			naming: v1.NamingByDelay, plan: planOf(t, 6, time.Second, 4*time.Second, nil),
+			want: []tier{{"orders.retry.1s", time.Second, 1}, {"orders.retry.2s", 2 * time.Second, 1}, {"orders.retry.4s", 4 * time.Second, 3}},
+		},
+		"ByDelay: minutes and hours without zero units": {
+			naming: v1.NamingByDelay, plan: planOf(t, 5, 10*time.Second, 2*time.Hour, &v1.Jitter{Mode: v1.JitterNone}),
+			want: []tier{{"orders.retry.10s", 10 * time.Second, 1}, {"orders.retry.20s", 20 * time.Second, 1},
+				{"orders.retry.40s", 40 * time.Second, 1}, {"orders.retry.1m20s", 80 * time.Second, 1}},
+		},
+		"ByDelay: sub-second and fractional delays": {
+			naming: v1.NamingByDelay, plan: planOf(t, 4, 375*time.Millisecond, 10*time.Second, nil),
+			want: []tier{{"orders.retry.375ms", 375 * time.Millisecond, 1}, {"orders.retry.750ms", 750 * time.Millisecond, 1},
+				{"orders.retry.1.5s", 1500 * time.Millisecond, 1}},
+		},
+		"ByDelay: equal delays with different windows get a suffix to stay unique": {
+			// Proportional jitter capped after it: 4s nominal with window [3.2s, 4s], then 4s with [4s, 4s].
+			naming: v1.NamingByDelay, plan: planOf(t, 6, time.Second, 4*time.Second, proportional),
+			want: []tier{{"orders.retry.1s", time.Second, 1}, {"orders.retry.2s", 2 * time.Second, 1}, {"orders.retry.4s", 4 * time.Second, 1},
+				{"orders.retry.4s-4", 4 * time.Second, 2}},
+		},
+		"no retries: no tiers": {
+			naming: v1.NamingByDelay, plan: planOf(t, 1, time.Second, time.Second, nil), want: []tier{},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			var got []tier
+			for _, tr := range retryTiers("orders", tc.naming, tc.plan) {
+				g.Expect(tr.Name).To(MatchRegexp(topicNamePattern.String()))
+				got = append(got, tier{tr.Name, tr.Delay.Duration, len(tr.Attempts)})
+			}
+			if len(tc.want) == 0 {
+				g.Expect(got).To(BeEmpty())
+				return
+			}
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestPipelineTierNamesAndGroup(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(pipelineTierNames(nil)).To(BeEmpty())
+	g.Expect(pipelineTierNames(&v1.PipelineTopics{
+		Retries:       []v1.RetryTopicStatus{{Name: "s.retry.2"}, {Name: "s.retry.1"}},
+		UnusedRetries: []string{"s.retry.3", "s.retry.1"},
+	})).To(Equal([]string{"s.retry.1", "s.retry.2", "s.retry.3"}))
+
+	p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "chat"}}
+	g.Expect(consumerGroup(p)).To(Equal("team.chat"))
+	p.Spec.Source.ConsumerGroup = "alice-orchestrator"
+	g.Expect(consumerGroup(p)).To(Equal("alice-orchestrator"))
+	g.Expect(retryDeletionPolicy(p)).To(Equal(v1.DeletionPolicyRetain))
+	p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: v1.DeletionPolicyDelete}
+	g.Expect(retryDeletionPolicy(p)).To(Equal(v1.DeletionPolicyDelete))
+}
+
+func TestSetPipelineTopicsReady(t *testing.T) {
+	for name, tc := range map[string]struct {
+		problems   problems
+		wantStatus metav1.ConditionStatus
+		wantReason string
+	}{
+		"no problem":              {nil, metav1.ConditionTrue, v1.ReasonTopicsReady},
+		"source missing":          {problems{{Reason: v1.ReasonSourceTopicMissing, Message: "m"}}, metav1.ConditionFalse, v1.ReasonSourceTopicMissing},
+		"policy missing":          {problems{{Reason: v1.ReasonReferenceNotFound, Message: "m"}}, metav1.ConditionFalse, v1.ReasonReferenceNotFound},
+		"policy invalid":          {problems{{Reason: v1.ReasonInvalidSpec, Message: "m"}}, metav1.ConditionFalse, v1.ReasonInvalidSpec},
+		"tier claimed by a queue": {problems{{Reason: v1.ReasonTopicConflict, Message: "m"}}, metav1.ConditionFalse, v1.ReasonTopicConflict},
+		"unauthorised":            {problems{{Reason: v1.ReasonKafkaUnauthorized, Message: "m"}}, metav1.ConditionFalse, v1.ReasonKafkaUnauthorized},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			st := &v1.ConsumerPipelineStatus{}
+			setPipelineTopicsReady(st, 2, tc.problems, "ok")
+			c := meta.FindStatusCondition(st.Conditions, v1.ConditionTopicsReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(tc.wantStatus))
+			g.Expect(c.Reason).To(Equal(tc.wantReason))
+			g.Expect(c.ObservedGeneration).To(Equal(int64(2)))
+		})
+	}
+}
+
+func TestSetPipelineReady(t *testing.T) {
+	topics := func(status metav1.ConditionStatus, reason, msg string, gen int64) []metav1.Condition {
+		return []metav1.Condition{{Type: v1.ConditionTopicsReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}}
+	}
+	for name, tc := range map[string]struct {
+		conditions  []metav1.Condition
+		wantStatus  metav1.ConditionStatus
+		wantReason  string
+		wantMessage string
+	}{
+		"all parts ready": {
+			conditions: topics(metav1.ConditionTrue, v1.ReasonTopicsReady, "source s has 3 partitions", 4),
+			wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonTopicsReady, wantMessage: "source s has 3 partitions",
+		},
+		"a part not ready gives its reason and says which": {
+			conditions: topics(metav1.ConditionFalse, v1.ReasonSourceTopicMissing, "no source", 4),
+			wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonSourceTopicMissing, wantMessage: "TopicsReady: no source",
+		},
+		"a part of an older generation is not known yet": {
+			conditions: topics(metav1.ConditionTrue, v1.ReasonTopicsReady, "ok", 3),
+			wantStatus: metav1.ConditionUnknown, wantReason: v1.ReasonReconciling, wantMessage: "TopicsReady not yet known",
+		},
+		"no part yet": {
+			wantStatus: metav1.ConditionUnknown, wantReason: v1.ReasonReconciling, wantMessage: "TopicsReady not yet known",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			st := &v1.ConsumerPipelineStatus{Conditions: tc.conditions}
+			setPipelineReady(st, 4)
+			c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(tc.wantStatus))
+			g.Expect(c.Reason).To(Equal(tc.wantReason))
+			g.Expect(c.Message).To(Equal(tc.wantMessage))
+			g.Expect(c.ObservedGeneration).To(Equal(int64(4)))
+		})
+	}
+}

@@ -1,0 +1,356 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
+	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/policy"
+	"github.com/retryops/retry-operator/internal/retry"
+)
+
+// defaultSourcePartitions is spec.source.create.partitions when absent (the API server defaults it
+// too).
+const defaultSourcePartitions = 3
+
+// retryTiers names the retry tiers of a plan. It is the dispatcher's own naming
+// (dispatchercfg.BuildTiers), so that the topics the operator makes are the ones the consumers read:
+//   - ByAttempt: one tier per retry, <source>.retry.<n> (orders.retry.1, orders.retry.2, ...);
+//   - ByDelay: consecutive retries with identical windows share a tier, as Spring Kafka reuses its
+//     last topic, named <source>.retry.<delay> (orders.retry.10s, orders.retry.1m, orders.retry.1.5s).
+//     Two shared tiers can have the same nominal delay but different windows (proportional jitter
+//     capped after it); the later one gets the suffix -<tier index> (orders.retry.4s-3) so that names
+//     stay unique.
+func retryTiers(source string, naming v1.RetryTopicNaming, plan retry.Plan) dispatchercfg.Tiers {
+	if naming == "" {
+		naming = v1.NamingByAttempt
+	}
+	return dispatchercfg.BuildTiers(source, naming, plan)
+}
+
+// retryDeletionPolicy is spec.retryTopics.deletionPolicy, Retain when absent.
+func retryDeletionPolicy(p *v1.ConsumerPipeline) v1.DeletionPolicy {
+	if p.Spec.RetryTopics == nil || p.Spec.RetryTopics.DeletionPolicy == "" {
+		return v1.DeletionPolicyRetain
+	}
+	return p.Spec.RetryTopics.DeletionPolicy
+}
+
+// consumerGroup is spec.source.consumerGroup or its default, <namespace>.<name>.
+func consumerGroup(p *v1.ConsumerPipeline) string {
+	if g := p.Spec.Source.ConsumerGroup; g != "" {
+		return g
+	}
+	return p.Namespace + "." + p.Name
+}
+
+// pipelineTierNames lists the retry tiers a pipeline made (in use and unused), from its status.
+func pipelineTierNames(t *v1.PipelineTopics) []string {
+	if t == nil {
+		return nil
+	}
+	var names []string
+	for _, r := range t.Retries {
+		names = append(names, r.Name)
+	}
+	names = append(names, t.UnusedRetries...)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// readPolicy computes the retry tiers from the referenced RetryPolicy. A missing or invalid policy
+// is reported and leaves the tiers in status as they were: nothing is created or removed until the
+// plan is known again.
+func (r *ConsumerPipelineReconciler) readPolicy(ctx context.Context, s *pipelineScope) error {
+	name := s.p.Spec.RetryPolicyRef.Name
+	rp := &v1.RetryPolicy{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: s.p.Namespace, Name: name}, rp); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.topicProblems.add(&problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting,
+				Message: fmt.Sprintf("RetryPolicy %q not found: the retry topics are left as they are until it exists", name)})
+			return nil
+		}
+		return err
+	}
+	compiled, err := retry.Compile(policy.FromSpec(rp.Spec))
+	if err != nil {
+		s.topicProblems.add(&problem{Reason: v1.ReasonInvalidSpec, Kind: problemWaiting,
+			Message: truncate(fmt.Sprintf("RetryPolicy %q is invalid, the retry topics are left as they are: %v", name, err), maxConditionMessage)})
+		return nil
+	}
+	naming := v1.NamingByAttempt
+	if rt := s.p.Spec.RetryTopics; rt != nil && rt.Naming != "" {
+		naming = rt.Naming
+	}
+	s.tiers, s.planKnown = retryTiers(string(s.p.Spec.Source.Topic), naming, compiled.Plan()), true
+	return nil
+}
+
+// readDeadLetterQueue reads the referenced queue's topic. The queue's own controller manages that
+// topic, on the queue's connection.
+func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s *pipelineScope) error {
+	name := s.p.Spec.DeadLetterQueueRef.Name
+	dlq := &v1.DeadLetterQueue{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: s.p.Namespace, Name: name}, dlq); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.deadLetter = ""
+			s.topicProblems.add(&problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting,
+				Message: fmt.Sprintf("DeadLetterQueue %q not found", name)})
+			return nil
+		}
+		return err
+	}
+	s.deadLetter = string(dlq.Spec.Topic.Name)
+	return nil
+}
+
+// checkClaims finds out which topics this pipeline may manage. Of several pipelines on one source
+// (same cluster), the oldest manages the source and the retry tiers; the others report a conflict:
+// they would share the <source>.retry.* topics, and each consumer group would read the others'
+// retries. A topic a DeadLetterQueue claims is never managed by a pipeline.
+func (r *ConsumerPipelineReconciler) checkClaims(ctx context.Context, s *pipelineScope) error {
+	p := s.p
+	source := string(p.Spec.Source.Topic)
+	list := &v1.ConsumerPipelineList{}
+	if err := r.List(ctx, list, client.MatchingFields{indexPipelineBySourceClaim: claimKey(s.servers, source)}); err != nil {
+		return err
+	}
+	cs := []claimant{claimantOf("ConsumerPipeline", p)}
+	for i := range list.Items {
+		if list.Items[i].UID != p.UID {
+			cs = append(cs, claimantOf("ConsumerPipeline", &list.Items[i]))
+		}
+	}
+	if w, _ := claimWinner(cs); w.UID != p.UID {
+		s.ownsTiers = false
+		s.topicProblems.add(&problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: fmt.Sprintf(
+			"source %q is already consumed by %s, created earlier, which manages the %s.retry.* topics: two pipelines on one source would share them; this pipeline leaves them alone",
+			source, w, source)})
+	}
+
+	names := pipelineTierNames(p.Status.Topics)
+	for _, t := range s.tiers {
+		names = append(names, t.Name)
+	}
+	if p.Spec.Source.Create != nil {
+		names = append(names, source)
+	}
+	slices.Sort(names)
+	for _, name := range slices.Compact(names) {
+		dlqs := &v1.DeadLetterQueueList{}
+		if err := r.List(ctx, dlqs, client.MatchingFields{indexDLQByClaim: claimKey(s.servers, name)}); err != nil {
+			return err
+		}
+		if len(dlqs.Items) == 0 {
+			continue
+		}
+		s.blocked[name] = true
+		if slices.ContainsFunc(s.tiers, func(t dispatchercfg.RetryTier) bool { return t.Name == name }) || name == source {
+			s.topicProblems.add(&problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: fmt.Sprintf(
+				"topic %q is the dead letter topic of DeadLetterQueue %s/%s; this pipeline leaves it alone",
+				name, dlqs.Items[0].Namespace, dlqs.Items[0].Name)})
+		}
+	}
+	return nil
+}
+
+// describeTopics describes the source and the retry tiers in one call.
+func (r *ConsumerPipelineReconciler) describeTopics(ctx context.Context, s *pipelineScope) error {
+	names := []string{string(s.p.Spec.Source.Topic)}
+	if s.ownsTiers {
+		for _, t := range s.tiers {
+			if !s.blocked[t.Name] {
+				names = append(names, t.Name)
+			}
+		}
+	}
+	got, err := s.admin.DescribeTopics(ctx, names...)
+	if err != nil {
+		return kafkaProblem(err)
+	}
+	s.described = got
+	return nil
+}
+
+// reconcileSourceTopic checks the source topic, or creates it and keeps its partitions and configs
+// when spec.source.create is given. More partitions than create.partitions is fine for a source
+// (the topic may predate the pipeline): the operator only ever grows it.
+func (r *ConsumerPipelineReconciler) reconcileSourceTopic(ctx context.Context, s *pipelineScope) error {
+	source := string(s.p.Spec.Source.Topic)
+	have := s.described[source]
+	create := s.p.Spec.Source.Create
+	if create == nil || !s.ownsTiers || s.blocked[source] {
+		if !have.Exists {
+			s.sourcePartitions = 0
+			s.topicProblems.add(&problem{Reason: v1.ReasonSourceTopicMissing, Kind: problemWaiting, Message: fmt.Sprintf(
+				"source topic %q does not exist; create it, or set spec.source.create to have the operator create it", source)})
+			return nil
+		}
+		s.sourcePartitions = have.Partitions
+		return nil
+	}
+	want := topicSpec{Name: source, Partitions: create.Partitions, ReplicationFactor: -1, Configs: create.Config}
+	if want.Partitions == 0 {
+		want.Partitions = defaultSourcePartitions
+	}
+	if create.ReplicationFactor != nil {
+		want.ReplicationFactor = int16(*create.ReplicationFactor)
+	}
+	plan := planTopic(want, have)
+	plan.ShrinkFrom = 0
+	if plan.empty() {
+		s.sourcePartitions = have.Partitions
+		return nil
+	}
+	now, err := applyTopicPlan(ctx, s.admin, want, have, plan)
+	if err != nil {
+		if errors.Is(err, kafka.ErrTopicExists) {
+			return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Message: fmt.Sprintf("source topic %q appeared while being created", source)}
+		}
+		return kafkaProblem(err)
+	}
+	s.sourcePartitions = now.Partitions
+	r.recordTopicChange(ctx, s, "Source topic", want, have, plan)
+	return nil
+}
+
+// reconcileRetryTopics creates the retry tiers the plan needs and keeps their partitions. Tiers
+// have as many partitions as the source unless retryTopics.partitions says otherwise.
+func (r *ConsumerPipelineReconciler) reconcileRetryTopics(ctx context.Context, s *pipelineScope) error {
+	if !s.planKnown {
+		return nil
+	}
+	prev := map[string]int32{}
+	for _, t := range s.retries {
+		prev[t.Name] = t.Partitions
+	}
+	s.retries = make([]v1.RetryTopicStatus, 0, len(s.tiers))
+	for _, t := range s.tiers {
+		s.retries = append(s.retries, v1.RetryTopicStatus{Name: t.Name, Delay: t.Delay, Partitions: prev[t.Name]})
+	}
+	if !s.ownsTiers {
+		return nil
+	}
+	rt := s.p.Spec.RetryTopics
+	want := topicSpec{Partitions: s.sourcePartitions, ReplicationFactor: -1}
+	fix := "set spec.retryTopics.partitions to at least that to accept them"
+	if rt != nil && rt.Partitions != nil {
+		want.Partitions = *rt.Partitions
+		fix = "raise spec.retryTopics.partitions to accept them"
+	}
+	if rt != nil && rt.ReplicationFactor != nil {
+		want.ReplicationFactor = int16(*rt.ReplicationFactor)
+	}
+	if want.Partitions <= 0 {
+		// The source is missing (already reported): nothing to size the tiers by.
+		return nil
+	}
+	var errs []*problem
+	for i := range s.retries {
+		name := s.retries[i].Name
+		if s.blocked[name] {
+			continue
+		}
+		want.Name = name
+		have := s.described[name]
+		plan := planTopic(want, have)
+		s.retries[i].Partitions = have.Partitions
+		if !plan.empty() {
+			now, err := applyTopicPlan(ctx, s.admin, want, have, plan)
+			if err != nil {
+				if !errors.Is(err, kafka.ErrTopicExists) {
+					errs = append(errs, kafkaProblem(err))
+				}
+				continue
+			}
+			s.retries[i].Partitions = now.Partitions
+			r.recordTopicChange(ctx, s, "Retry topic", want, have, plan)
+		}
+		s.topicProblems.add(shrinkProblem("retry topic", want, plan, fix))
+	}
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}
+
+// reconcileUnusedRetryTopics finds the tiers the pipeline made earlier and no longer needs (after a
+// policy or naming change). Under retryTopics.deletionPolicy Delete they are deleted; under Retain
+// they are listed in status.topics.unusedRetries and left in Kafka.
+func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Context, s *pipelineScope) error {
+	if !s.planKnown || !s.ownsTiers {
+		return nil
+	}
+	current := map[string]bool{}
+	for _, t := range s.tiers {
+		current[t.Name] = true
+	}
+	var unused []string
+	for _, name := range pipelineTierNames(s.p.Status.Topics) {
+		if !current[name] && !s.blocked[name] {
+			unused = append(unused, name)
+		}
+	}
+	newly := slices.DeleteFunc(slices.Clone(unused), func(n string) bool { return slices.Contains(s.unused, n) })
+	s.unused = unused
+	if retryDeletionPolicy(s.p) != v1.DeletionPolicyDelete {
+		if len(newly) > 0 {
+			ctrl.LoggerFrom(ctx).Info("Retry topics no longer used", "consumerPipeline", klog.KObj(s.p), "topics", newly)
+			r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicKept, "ReconcileTopics",
+				"Retry topics no longer used, kept (retryTopics.deletionPolicy Retain): %s", strings.Join(newly, ", "))
+		}
+		return nil
+	}
+	var kept []string
+	var first *problem
+	for _, name := range unused {
+		if err := s.admin.DeleteTopic(ctx, name); err != nil {
+			kept = append(kept, name)
+			if first == nil {
+				first = kafkaProblem(err)
+			}
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleted unused retry topic", "consumerPipeline", klog.KObj(s.p), "topic", name)
+		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicDeleted, "ReconcileTopics",
+			"Retry topic %s no longer used, deleted (retryTopics.deletionPolicy Delete)", name)
+	}
+	s.unused = kept
+	if first != nil {
+		return first
+	}
+	return nil
+}
+
+// recordTopicChange logs a change made in Kafka and keeps it for the reconcile's event.
+func (r *ConsumerPipelineReconciler) recordTopicChange(ctx context.Context, s *pipelineScope, what string, want topicSpec, have kafka.TopicInfo, plan topicPlan) {
+	change := plan.describe(want, have)
+	ctrl.LoggerFrom(ctx).Info("Reconciled topic", "consumerPipeline", klog.KObj(s.p), "topic", want.Name, "change", change)
+	s.changes = append(s.changes, fmt.Sprintf("%s %s %s", what, want.Name, change))
+	s.created = s.created || plan.Create
+}
+
+// recordTopicChanges emits one event for all the changes a reconcile made: the events API folds
+// events of one reason about one object into a series that keeps only the first note, so one event
+// per topic would lose all but the first.
+func (r *ConsumerPipelineReconciler) recordTopicChanges(s *pipelineScope) {
+	if len(s.changes) == 0 {
+		return
+	}
+	reason := eventTopicCorrected
+	if s.created {
+		reason = eventTopicCreated
+	}
+	r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, reason, "ReconcileTopics", "%s", truncate(strings.Join(s.changes, "; "), maxConditionMessage))
+}

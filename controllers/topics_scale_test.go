@@ -1,0 +1,406 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/controllers"
+	"github.com/retryops/retry-operator/internal/envtestutil"
+)
+
+// writeCounter counts API writes: those that succeeded, and those refused with a conflict (a
+// reconcile that read a stale cache; the optimistic lock rejects its write).
+// Successful writes are also counted per kind of object.
+type writeCounter struct {
+	ok, conflicts atomic.Int64
+	mu            sync.Mutex
+	byKind        map[string]int64
+}
+
+func (w *writeCounter) count(obj any, err error) error {
+	switch {
+	case err == nil:
+		w.ok.Add(1)
+		w.mu.Lock()
+		if w.byKind == nil {
+			w.byKind = map[string]int64{}
+		}
+		w.byKind[reflect.TypeOf(obj).Elem().Name()]++
+		w.mu.Unlock()
+	case apierrors.IsConflict(err):
+		w.conflicts.Add(1)
+	}
+	return err
+}
+
+func (w *writeCounter) kinds() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var parts []string
+	for k, v := range w.byKind {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+// countingClient counts the writes a manager makes to the API server (object and subresource
+// create, update, patch, apply and delete). Events go through their own client and are counted
+// separately.
+type countingClient struct {
+	client.Client
+	writes *writeCounter
+}
+
+func (c countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	return c.writes.count(obj, c.Client.Create(ctx, obj, opts...))
+}
+
+func (c countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	return c.writes.count(obj, c.Client.Update(ctx, obj, opts...))
+}
+
+func (c countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	return c.writes.count(obj, c.Client.Patch(ctx, obj, patch, opts...))
+}
+
+func (c countingClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	return c.writes.count(obj, c.Client.Apply(ctx, obj, opts...))
+}
+
+func (c countingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	return c.writes.count(obj, c.Client.Delete(ctx, obj, opts...))
+}
+
+func (c countingClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	return c.writes.count(obj, c.Client.DeleteAllOf(ctx, obj, opts...))
+}
+
+func (c countingClient) Status() client.SubResourceWriter {
+	return countingSubResource{SubResourceClient: c.Client.SubResource("status"), writes: c.writes}
+}
+
+func (c countingClient) SubResource(name string) client.SubResourceClient {
+	return countingSubResource{SubResourceClient: c.Client.SubResource(name), writes: c.writes}
+}
+
+type countingSubResource struct {
+	client.SubResourceClient
+	writes *writeCounter
+}
+
+func (c countingSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
+	return c.writes.count(obj, c.SubResourceClient.Create(ctx, obj, sub, opts...))
+}
+
+func (c countingSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	return c.writes.count(obj, c.SubResourceClient.Update(ctx, obj, opts...))
+}
+
+func (c countingSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	return c.writes.count(obj, c.SubResourceClient.Patch(ctx, obj, patch, opts...))
+}
+
+func (c countingSubResource) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	return c.writes.count(obj, c.SubResourceClient.Apply(ctx, obj, opts...))
+}
+
+// adminKeys are the Kafka requests the operator's admin client sends.
+var adminKeys = []kmsg.Key{kmsg.ApiVersions, kmsg.Metadata, kmsg.DescribeConfigs, kmsg.CreateTopics, kmsg.CreatePartitions,
+	kmsg.IncrementalAlterConfigs, kmsg.DeleteTopics, kmsg.DeleteRecords, kmsg.ListOffsets}
+
+// topicChangeKeys are the requests that change topics.
+var topicChangeKeys = []kmsg.Key{kmsg.CreateTopics, kmsg.CreatePartitions, kmsg.IncrementalAlterConfigs, kmsg.DeleteTopics, kmsg.DeleteRecords}
+
+// requestCounter counts the requests a kfake cluster receives, per key.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[kmsg.Key]int64
+}
+
+func countRequests(c *kfake.Cluster, keys ...kmsg.Key) *requestCounter {
+	rc := &requestCounter{counts: map[kmsg.Key]int64{}}
+	for _, k := range keys {
+		c.ControlKey(int16(k), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			rc.mu.Lock()
+			rc.counts[k]++
+			rc.mu.Unlock()
+			return nil, nil, false
+		})
+	}
+	return rc
+}
+
+func (rc *requestCounter) snapshot() map[kmsg.Key]int64 {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := make(map[kmsg.Key]int64, len(rc.counts))
+	for k, v := range rc.counts {
+		out[k] = v
+	}
+	return out
+}
+
+func sum(m map[kmsg.Key]int64, keys ...kmsg.Key) int64 {
+	var n int64
+	for _, k := range keys {
+		n += m[k]
+	}
+	return n
+}
+
+func diff(after, before map[kmsg.Key]int64) map[kmsg.Key]int64 {
+	out := map[kmsg.Key]int64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func describeCounts(m map[kmsg.Key]int64) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%s=%d", k.Name(), v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+// scaleResult are the figures of one scale run.
+type scaleResult struct {
+	topics        int
+	toReady       time.Duration
+	adminRequests map[kmsg.Key]int64 // from start to all Ready
+	writes        int64              // Kubernetes writes by the manager, from start to all Ready
+	conflicts     int64              // writes refused with a conflict (stale cache), from start to all Ready
+	writesByKind  string
+	events        int // events recorded, from start to all Ready
+	steadyWindow  time.Duration
+	steadyAdmin   map[kmsg.Key]int64 // during one steady-state resync
+	steadyWrites  int64              // writes and refused writes
+	steadyEvents  int
+}
+
+// runScale starts a manager of its own, with its own kfake as the default connection, on objects
+// labelled benchmarkLabel (which the suite manager ignores), creates dlqs queues and pipelines
+// pipelines (each pipeline: a created source and three retry tiers), waits until all are Ready, then
+// watches one full resync at steady state.
+func runScale(tb testing.TB, dlqs, pipelines int, interval time.Duration) scaleResult {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	requests := countRequests(c, adminKeys...)
+
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 1000, 2000
+	onlyScale, err := labels.Parse(benchmarkLabel)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var writes writeCounter
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:     envtestutil.Scheme(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      cache.Options{DefaultLabelSelector: onlyScale},
+		Logger:     logr.Discard(),
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
+			cl, err := client.New(cfg, opts)
+			return countingClient{Client: cl, writes: &writes}, err
+		},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{
+		StatusRefreshInterval:   interval,
+		DefaultBootstrapServers: c.ListenAddrs(),
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = mgr.Start(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+
+	// The objects are created with a client of their own, not rate limited.
+	api, err := client.New(cfg, client.Options{Scheme: envtestutil.Scheme()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scale-", Labels: map[string]string{benchmarkLabel: "true"}}}
+	if err := api.Create(ctx, ns); err != nil {
+		tb.Fatal(err)
+	}
+	label := map[string]string{benchmarkLabel: "true"}
+	start := time.Now()
+	rp := backoffPolicy(ns.Name, "policy", 4, time.Second, time.Minute)
+	rp.Labels = label
+	if err := api.Create(ctx, rp); err != nil {
+		tb.Fatal(err)
+	}
+	for i := range dlqs {
+		q := newDLQ(ns.Name, fmt.Sprintf("dlq-%03d", i), fmt.Sprintf("scale.dlq.%03d", i))
+		q.Labels = label
+		if err := api.Create(ctx, q); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for i := range pipelines {
+		p := newPipeline(ns.Name, fmt.Sprintf("cpl-%03d", i), fmt.Sprintf("scale.src.%03d", i), "policy", fmt.Sprintf("dlq-%03d", i%max(dlqs, 1)))
+		p.Labels = label
+		p.Spec.Source.Create = &v1.TopicCreation{Partitions: 3}
+		if err := api.Create(ctx, p); err != nil {
+			tb.Fatal(err)
+		}
+	}
+
+	allReady := func() bool {
+		ql := &v1.DeadLetterQueueList{}
+		pl := &v1.ConsumerPipelineList{}
+		if api.List(ctx, ql, client.InNamespace(ns.Name)) != nil || api.List(ctx, pl, client.InNamespace(ns.Name)) != nil {
+			return false
+		}
+		ready := 0
+		for i := range ql.Items {
+			if c := meta.FindStatusCondition(ql.Items[i].Status.Conditions, v1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == ql.Items[i].Generation {
+				ready++
+			}
+		}
+		for i := range pl.Items {
+			if c := meta.FindStatusCondition(pl.Items[i].Status.Conditions, v1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == pl.Items[i].Generation {
+				ready++
+			}
+		}
+		return ready == dlqs+pipelines
+	}
+	g := NewWithT(tb)
+	g.Eventually(allReady, 10*time.Minute, 200*time.Millisecond).Should(BeTrue(), "all %d resources Ready", dlqs+pipelines)
+	res := scaleResult{topics: dlqs + 4*pipelines, toReady: time.Since(start), writes: writes.ok.Load(), conflicts: writes.conflicts.Load(), writesByKind: writes.kinds()}
+	res.adminRequests = requests.snapshot()
+	res.events = countEvents(ctx, tb, api, ns.Name)
+
+	// Steady state: one full resync, that is at least one interval and a describe of every
+	// resource's topics (one DescribeConfigs request per queue and per pipeline).
+	before, writesBefore, eventsBefore := requests.snapshot(), writes.ok.Load()+writes.conflicts.Load(), res.events
+	steadyStart := time.Now()
+	g.Eventually(func() bool {
+		now := requests.snapshot()
+		return time.Since(steadyStart) >= interval && now[kmsg.DescribeConfigs]-before[kmsg.DescribeConfigs] >= int64(dlqs+pipelines)
+	}, 10*time.Minute, 100*time.Millisecond).Should(BeTrue(), "a full resync")
+	res.steadyWindow = time.Since(steadyStart)
+	res.steadyAdmin = diff(requests.snapshot(), before)
+	res.steadyWrites = writes.ok.Load() + writes.conflicts.Load() - writesBefore
+	res.steadyEvents = countEvents(ctx, tb, api, ns.Name) - eventsBefore
+	return res
+}
+
+// countEvents counts the events recorded in a namespace, series included.
+func countEvents(ctx context.Context, tb testing.TB, c client.Client, ns string) int {
+	tb.Helper()
+	list := &eventsv1.EventList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		tb.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		n++
+		if e.Series != nil {
+			n += int(e.Series.Count) - 1
+		}
+	}
+	return n
+}
+
+func (r scaleResult) report(tb testing.TB) {
+	tb.Helper()
+	tb.Logf("%d topics; all Ready after %v with %d Kafka admin requests (%s), %d Kubernetes writes (%s; %d more refused with a conflict) and %d events",
+		r.topics, r.toReady.Round(time.Millisecond), sum(r.adminRequests, adminKeys...), describeCounts(r.adminRequests),
+		r.writes, r.writesByKind, r.conflicts, r.events)
+	tb.Logf("steady state, one full resync in %v: %d Kafka admin requests (%s), %d topic changes, %d Kubernetes writes, %d events",
+		r.steadyWindow.Round(time.Millisecond), sum(r.steadyAdmin, adminKeys...), describeCounts(r.steadyAdmin),
+		sum(r.steadyAdmin, topicChangeKeys...), r.steadyWrites, r.steadyEvents)
+}
+
+// TestSteadyStateResyncMakesNoWritesAndNoTopicChanges is the scale run on a small scale: once every
+// resource is Ready, a full resync only describes topics and lists offsets.
+func TestSteadyStateResyncMakesNoWritesAndNoTopicChanges(t *testing.T) {
+	const interval = time.Second
+	r := runScale(t, 10, 10, interval)
+	r.report(t)
+	if r.steadyWrites != 0 {
+		t.Errorf("a steady-state resync made %d Kubernetes writes, want 0", r.steadyWrites)
+	}
+	if r.steadyEvents != 0 {
+		t.Errorf("a steady-state resync recorded %d events, want 0", r.steadyEvents)
+	}
+	if n := sum(r.steadyAdmin, topicChangeKeys...); n != 0 {
+		t.Errorf("a steady-state resync made %d topic changes (%s), want 0", n, describeCounts(r.steadyAdmin))
+	}
+	// Offsets: one round (a start and an end request) per interval for all ten queues, plus at most
+	// one round already under way when the window opened.
+	if lo, most := r.steadyAdmin[kmsg.ListOffsets], 2*(int64(r.steadyWindow/interval)+1); lo > most {
+		t.Errorf("%d ListOffsets requests in %v, want at most %d", lo, r.steadyWindow, most)
+	}
+}
+
+// BenchmarkReconcile500DLQsAnd500Pipelines reconciles 500 DeadLetterQueues and 500
+// ConsumerPipelines (2,500 topics) against kfake. Run it with
+//
+//	go test ./controllers/ -run '^$' -bench BenchmarkReconcile500DLQsAnd500Pipelines -benchtime 1x
+//
+// It reports the time until all are Ready, the Kafka admin requests and Kubernetes writes that took,
+// and the writes, events and topic changes of one steady-state resync (all expected to be zero).
+func BenchmarkReconcile500DLQsAnd500Pipelines(b *testing.B) {
+	for b.Loop() {
+		r := runScale(b, 500, 500, 10*time.Second)
+		r.report(b)
+		b.ReportMetric(r.toReady.Seconds(), "s-to-ready")
+		b.ReportMetric(float64(sum(r.adminRequests, adminKeys...)), "kafka-requests-to-ready")
+		b.ReportMetric(float64(r.writes), "k8s-writes-to-ready")
+		b.ReportMetric(float64(r.conflicts), "k8s-conflicts-to-ready")
+		b.ReportMetric(float64(sum(r.steadyAdmin, adminKeys...)), "kafka-requests/resync")
+		b.ReportMetric(float64(sum(r.steadyAdmin, topicChangeKeys...)), "topic-changes/resync")
+		b.ReportMetric(float64(r.steadyWrites), "k8s-writes/resync")
+		if r.steadyWrites != 0 || sum(r.steadyAdmin, topicChangeKeys...) != 0 {
+			b.Errorf("steady state is not quiet: %d writes, %d topic changes", r.steadyWrites, sum(r.steadyAdmin, topicChangeKeys...))
+		}
+	}
+}

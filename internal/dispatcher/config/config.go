@@ -1,0 +1,303 @@
+// Package config is the dispatcher's configuration: the contract between the operator, which renders
+// it for each ConsumerPipeline, and the data plane (the dispatcher binary and the library mode in
+// pkg/retryloop), which runs it.
+//
+// The operator renders a [Config] as JSON into a ConfigMap, mounts it into the consumer pod, and
+// points the environment variable RETRYOPS_CONFIG ([EnvConfig]) at the file. Secrets are never part
+// of the file: TLS keys and SASL credentials are files of mounted Secrets, named by path. A small set
+// of environment variables in the seeds' naming (see the Env constants) can set or override the most
+// common fields, so that a consumer configured the way the seed services were keeps working; an
+// environment variable that is set wins over the file.
+//
+// [Load] reads the file and the environment, fills defaults ([Config.Default]) and validates
+// ([Config.Validate]). Every field below is part of the API: renaming one breaks deployed pipelines.
+package config
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+)
+
+// Config is the whole configuration of one pipeline's consumer.
+type Config struct {
+	// pipeline identifies the ConsumerPipeline this consumer serves. It labels metrics and is written
+	// into dead letters (retryops.pipeline = "<namespace>/<name>"). Optional: without it the
+	// consumer group stands in for the name.
+	// +optional
+	Pipeline Pipeline `json:"pipeline"`
+
+	// consumerGroup is the Kafka consumer group that consumes the source topic and the retry tiers.
+	// Defaults to "<pipeline.namespace>.<pipeline.name>" (the ConsumerPipeline's default) when both
+	// are set; otherwise required. Env: KAFKA_CONSUMER_GROUP.
+	// +required
+	ConsumerGroup string `json:"consumerGroup"`
+
+	// group tunes consumer-group membership. Absent fields take franz-go's defaults.
+	// +optional
+	Group GroupSettings `json:"group"`
+
+	// kafka is the connection to the cluster holding the source topic and the retry tiers.
+	// +required
+	Kafka Kafka `json:"kafka"`
+
+	// deadLetterKafka is the connection to the cluster holding the dead letter topic, when it differs
+	// from kafka (a DeadLetterQueue with its own connection). Absent means kafka.
+	// +optional
+	DeadLetterKafka *Kafka `json:"deadLetterKafka,omitempty"`
+
+	// topics are the source topic, the retry tiers and the dead letter topic.
+	// +required
+	Topics Topics `json:"topics"`
+
+	// policy is the RetryPolicy spec, exactly as in the RetryPolicy resource. Absent means
+	// DefaultPolicy (3 attempts, 1s then 2s, the design's standard classification). Env:
+	// RETRY_MAX_ATTEMPTS, RETRY_BASE_DELAY_SECONDS, RETRY_MAX_DELAY_SECONDS override fields of it.
+	// +optional
+	Policy *v1.RetryPolicySpec `json:"policy,omitempty"`
+
+	// sink is the HTTP endpoint the dispatcher delivers each record to. Required by the dispatcher
+	// binary; ignored by the library mode, where the user's handler is the sink. Env: SINK_URL.
+	// +optional
+	Sink *Sink `json:"sink,omitempty"`
+
+	// delivery bounds concurrency and says whether order is kept.
+	// +optional
+	Delivery Delivery `json:"delivery"`
+
+	// maxRecordBytes is the largest record (key + value + headers) delivered to the sink; a larger
+	// one is dead-lettered at once with reason undeliverable. Defaults to 1 MiB (DefaultMaxRecordBytes).
+	// +optional
+	MaxRecordBytes int64 `json:"maxRecordBytes,omitempty"`
+
+	// commitInterval is the least time between two offset commits. 0 (the default) commits
+	// continuously: as soon as a record finishes and no commit is under way, everything finished
+	// meanwhile is committed in one request, so a crash redelivers at most the records in flight
+	// plus those finished during one commit round trip.
+	// +optional
+	CommitInterval *metav1.Duration `json:"commitInterval,omitempty"`
+
+	// drainTimeout bounds a graceful stop (SIGTERM) and a partition revocation: deliveries still
+	// under way after it are abandoned and not committed, so they are delivered again by the next
+	// owner. Keep it below the pod's terminationGracePeriodSeconds and the group's rebalance
+	// timeout. Defaults to 25s.
+	// +optional
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
+
+	// listen holds the addresses of the metrics and health endpoints.
+	// +optional
+	Listen Listen `json:"listen"`
+}
+
+// Pipeline identifies a ConsumerPipeline.
+type Pipeline struct {
+	// namespace of the ConsumerPipeline.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// name of the ConsumerPipeline.
+	// +optional
+	Name string `json:"name,omitempty"`
+}
+
+// GroupSettings tunes consumer-group membership.
+type GroupSettings struct {
+	// sessionTimeout is how long the coordinator waits without a heartbeat before evicting a member.
+	// Defaults to franz-go's 45s.
+	// +optional
+	SessionTimeout *metav1.Duration `json:"sessionTimeout,omitempty"`
+	// heartbeatInterval is how often the member heartbeats. Defaults to franz-go's 3s.
+	// +optional
+	HeartbeatInterval *metav1.Duration `json:"heartbeatInterval,omitempty"`
+	// rebalanceTimeout is how long a rebalance may take; it must exceed drainTimeout. Defaults to
+	// franz-go's 60s.
+	// +optional
+	RebalanceTimeout *metav1.Duration `json:"rebalanceTimeout,omitempty"`
+	// instanceID enables static membership (KIP-345): a restarted member with the same id gets its
+	// partitions back without a rebalance. Use a stable per-pod name (a StatefulSet ordinal), never
+	// a Deployment pod name shared by two live pods.
+	// +optional
+	InstanceID string `json:"instanceID,omitempty"`
+}
+
+// Kafka is how to reach and authenticate to one Kafka cluster. Secrets are files of mounted Secrets,
+// re-read at every connection, so a rotated Secret is picked up without a restart.
+type Kafka struct {
+	// bootstrapServers are "host:port" seed brokers. Env: KAFKA_BOOTSTRAP_SERVERS (comma-separated;
+	// applies to kafka only, not deadLetterKafka).
+	// +required
+	BootstrapServers []string `json:"bootstrapServers"`
+	// clientID is sent with every request. Defaults to "retryops-dispatcher".
+	// +optional
+	ClientID string `json:"clientID,omitempty"`
+	// tls enables TLS. Absent means plaintext.
+	// +optional
+	TLS *TLS `json:"tls,omitempty"`
+	// sasl enables SASL authentication. Absent means none.
+	// +optional
+	SASL *SASL `json:"sasl,omitempty"`
+}
+
+// TLS configures TLS to the brokers. All fields are paths of files of a mounted Secret.
+type TLS struct {
+	// caFile is a PEM CA bundle that signs the brokers' certificates (the Secret key "ca.crt").
+	// Absent means the system roots.
+	// +optional
+	CAFile string `json:"caFile,omitempty"`
+	// certFile is a PEM client certificate for mutual TLS ("tls.crt"); set with keyFile.
+	// +optional
+	CertFile string `json:"certFile,omitempty"`
+	// keyFile is the PEM private key of certFile ("tls.key").
+	// +optional
+	KeyFile string `json:"keyFile,omitempty"`
+	// serverName overrides the name verified in the brokers' certificates.
+	// +optional
+	ServerName string `json:"serverName,omitempty"`
+}
+
+// SASL configures SASL authentication; the credentials are files of a mounted Secret with the keys
+// "username" and "password".
+type SASL struct {
+	// mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	// +required
+	Mechanism v1.SASLMechanism `json:"mechanism"`
+	// usernameFile is the path of the file holding the user name.
+	// +required
+	UsernameFile string `json:"usernameFile"`
+	// passwordFile is the path of the file holding the password.
+	// +required
+	PasswordFile string `json:"passwordFile"`
+}
+
+// Topics are the topics of a pipeline.
+type Topics struct {
+	// source is the topic consumed. Env: KAFKA_TOPIC_PRIMARY.
+	// +required
+	Source string `json:"source"`
+	// retries are the retry tiers, in order (see RetryTier and Tiers.For). Required when the policy
+	// allows retries (maxAttempts > 1). Absent means BuildTiers(source, ByAttempt, plan). Env:
+	// KAFKA_TOPIC_RETRY (comma-separated names; tier i holds the records waiting for delivery
+	// attempt i+1, the last tier also every later attempt).
+	// +optional
+	Retries Tiers `json:"retries,omitempty"`
+	// deadLetter is the dead letter topic. It lives on deadLetterKafka when that is set. Env:
+	// KAFKA_TOPIC_DLQ.
+	// +required
+	DeadLetter string `json:"deadLetter"`
+}
+
+// RetryTier is one retry-tier topic: it holds records waiting for the deliveries listed in attempts.
+// Records carry their own due time (header retryops.due), so the delays here describe the tier (the
+// operator shows them in status) rather than drive it.
+type RetryTier struct {
+	// name of the topic.
+	// +required
+	Name string `json:"name"`
+	// delay is the nominal delay of the tier's retries.
+	// +optional
+	Delay metav1.Duration `json:"delay"`
+	// earliest is the shortest delay jitter can produce for the tier's retries.
+	// +optional
+	Earliest metav1.Duration `json:"earliest"`
+	// latest is the longest delay jitter can produce for the tier's retries.
+	// +optional
+	Latest metav1.Duration `json:"latest"`
+	// attempts are the delivery attempts (2 for the first retry) whose wait this tier holds,
+	// ascending.
+	// +required
+	Attempts []int32 `json:"attempts"`
+}
+
+// Sink is the HTTP endpoint records are POSTed to.
+type Sink struct {
+	// url is the absolute http:// or https:// URL that receives each record as a POST. Env: SINK_URL.
+	// +required
+	URL string `json:"url"`
+}
+
+// Delivery bounds how records are handed to the sink.
+type Delivery struct {
+	// ordering is Ordered (the records of each partition one at a time, in offset order; the
+	// default) or Unordered (up to maxInFlight at once, committed only up to the lowest unfinished
+	// offset of each partition).
+	// +optional
+	Ordering v1.DeliveryOrdering `json:"ordering,omitempty"`
+	// maxInFlight bounds the deliveries (and their retry or dead-letter writes) under way at once,
+	// over all partitions. Defaults to 100.
+	// +optional
+	MaxInFlight int32 `json:"maxInFlight,omitempty"`
+	// maxBufferedRecords bounds the records fetched and waiting for delivery; when a partition holds
+	// this many, its fetching pauses until half have been delivered, and polling stops while all
+	// partitions together hold this many. Defaults to max(1000, 4*maxInFlight).
+	// +optional
+	MaxBufferedRecords int32 `json:"maxBufferedRecords,omitempty"`
+}
+
+// Listen holds the addresses the consumer serves on. "-" disables an endpoint; the same address for
+// both serves them together.
+type Listen struct {
+	// metricsAddress serves GET /metrics (Prometheus). Defaults to ":9090".
+	// +optional
+	MetricsAddress string `json:"metricsAddress,omitempty"`
+	// healthAddress serves GET /healthz (liveness) and GET /readyz (readiness). Defaults to ":8081".
+	// +optional
+	HealthAddress string `json:"healthAddress,omitempty"`
+}
+
+// Defaults.
+const (
+	// DefaultMaxInFlight is delivery.maxInFlight's default (the API's default too).
+	DefaultMaxInFlight = 100
+	// DefaultMaxRecordBytes is maxRecordBytes's default: 1 MiB, Kafka's default message size.
+	DefaultMaxRecordBytes = 1 << 20
+	// DefaultDrainTimeout is drainTimeout's default.
+	DefaultDrainTimeout = 25 * time.Second
+	// DefaultMetricsAddress is listen.metricsAddress's default.
+	DefaultMetricsAddress = ":9090"
+	// DefaultHealthAddress is listen.healthAddress's default.
+	DefaultHealthAddress = ":8081"
+	// DefaultClientID is kafka.clientID's default.
+	DefaultClientID = "retryops-dispatcher"
+	// Disabled as a listen address disables the endpoint.
+	Disabled = "-"
+)
+
+// PipelineLabel is the value of the metrics' pipeline label: the pipeline's name, or the consumer
+// group when the name is absent. The namespace is not part of it: Prometheus adds the pod's
+// namespace as the target label "namespace".
+func (c *Config) PipelineLabel() string {
+	if c.Pipeline.Name != "" {
+		return c.Pipeline.Name
+	}
+	return c.ConsumerGroup
+}
+
+// PipelineID is the value of the retryops.pipeline dead-letter header: "<namespace>/<name>", or
+// just the name (or the consumer group) when the namespace (or name) is absent.
+func (c *Config) PipelineID() string {
+	switch {
+	case c.Pipeline.Name == "":
+		return c.ConsumerGroup
+	case c.Pipeline.Namespace == "":
+		return c.Pipeline.Name
+	default:
+		return c.Pipeline.Namespace + "/" + c.Pipeline.Name
+	}
+}
+
+// Dur returns d's duration, or def when d is nil.
+func Dur(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.Duration
+}
+
+// DeadLetterConnection returns the connection of the dead letter topic: deadLetterKafka, or kafka.
+func (c *Config) DeadLetterConnection() *Kafka {
+	if c.DeadLetterKafka != nil {
+		return c.DeadLetterKafka
+	}
+	return &c.Kafka
+}

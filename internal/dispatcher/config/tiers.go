@@ -1,0 +1,114 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/retry"
+)
+
+// Tiers are the retry tiers of a pipeline, in order.
+type Tiers []RetryTier
+
+// For returns the index (0-based) of the tier that holds a record waiting for delivery attempt
+// attempt (2 for the first retry): the tier listing attempt in its attempts, or else the last tier
+// whose attempts are all below it (so a policy with more retries than tiers reuses the last tier, as
+// seed 000's single retry queue does). ok is false for attempt < 2 or when no tier fits.
+func (ts Tiers) For(attempt int32) (index int, ok bool) {
+	if attempt < 2 || len(ts) == 0 {
+		return 0, false
+	}
+	best := -1
+	for i := range ts {
+		for _, a := range ts[i].Attempts {
+			if a == attempt {
+				return i, true
+			}
+			if a < attempt {
+				best = i
+			}
+		}
+	}
+	if best < 0 {
+		return 0, false
+	}
+	return best, true
+}
+
+// Names returns the tiers' topic names in order.
+func (ts Tiers) Names() []string {
+	out := make([]string, len(ts))
+	for i := range ts {
+		out[i] = ts[i].Name
+	}
+	return out
+}
+
+// BuildTiers names and describes the tiers of a plan the way the operator creates them: ByAttempt
+// makes one tier per retry named <source>.retry.<n>; ByDelay shares one tier between consecutive
+// retries with identical windows (retry.Plan.Tiers(true)) and names it <source>.retry.<delay>
+// (FormatDelay of the nominal delay, such as "orders.retry.5m"), adding "-<n>" when two shared tiers
+// would get the same name.
+func BuildTiers(source string, naming v1.RetryTopicNaming, plan retry.Plan) Tiers {
+	byDelay := naming == v1.NamingByDelay
+	core := plan.Tiers(byDelay)
+	out := make(Tiers, 0, len(core))
+	seen := map[string]bool{}
+	for _, t := range core {
+		name := source + ".retry." + strconv.Itoa(int(t.Index))
+		if byDelay {
+			name = source + ".retry." + FormatDelay(t.Nominal)
+			if seen[name] {
+				name += "-" + strconv.Itoa(int(t.Index))
+			}
+		}
+		seen[name] = true
+		out = append(out, RetryTier{
+			Name:     name,
+			Delay:    metav1.Duration{Duration: t.Nominal},
+			Earliest: metav1.Duration{Duration: t.Earliest},
+			Latest:   metav1.Duration{Duration: t.Latest},
+			Attempts: append([]int32(nil), t.Attempts...),
+		})
+	}
+	return out
+}
+
+// TiersFromNames assigns the retries of a plan to named tiers, as KAFKA_TOPIC_RETRY does: tier i
+// (0-based) holds the wait before delivery attempt i+2, and the last tier also every later attempt;
+// a tier's window spans the windows of its attempts. Names beyond the plan's retries get no
+// attempts.
+func TiersFromNames(names []string, plan retry.Plan) Tiers {
+	out := make(Tiers, len(names))
+	for i, n := range names {
+		out[i].Name = n
+	}
+	for i, s := range plan.Schedule {
+		t := &out[min(i, len(out)-1)]
+		if len(t.Attempts) == 0 {
+			t.Delay.Duration, t.Earliest.Duration, t.Latest.Duration = s.Nominal, s.Earliest, s.Latest
+		} else {
+			t.Earliest.Duration = min(t.Earliest.Duration, s.Earliest)
+			t.Latest.Duration = max(t.Latest.Duration, s.Latest)
+		}
+		t.Attempts = append(t.Attempts, s.Attempt)
+	}
+	return out
+}
+
+// FormatDelay formats a delay for a topic name: Go duration syntax without zero units and with "u"
+// for micro ("2s", "1m30s", "1h", "500ms", "1.5s").
+func FormatDelay(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return strings.ReplaceAll(s, "µ", "u")
+}

@@ -1,0 +1,151 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics holds the collectors of one pipeline, with the label values fixed up front so that the
+// hot path does no map lookups.
+type Metrics struct {
+	pipeline string
+
+	Success, Retried, DeadLettered, Dropped prometheus.Counter
+
+	attemptsVec *prometheus.CounterVec
+	attempts    [][2]prometheus.Counter // [attempt-1][0 success, 1 failure]
+
+	DeliveryDuration prometheus.Observer
+	RetryLateness    prometheus.Observer
+	InFlight         prometheus.Gauge
+	Uncommitted      prometheus.Gauge
+	Buffered         prometheus.Gauge
+	CircuitState     prometheus.Gauge
+	PausedPartitions prometheus.Gauge
+	Ready            prometheus.Gauge
+	CommitErrors     prometheus.Counter
+	RetryProduceErr  prometheus.Counter
+	DLQProduceErr    prometheus.Counter
+
+	lag         *prometheus.GaugeVec
+	deadLetters *prometheus.CounterVec
+}
+
+var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+var latenessBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
+
+// New creates and registers the collectors for pipeline on reg. maxAttempts pre-creates the attempt
+// label values 1..maxAttempts.
+func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metrics, error) {
+	m := &Metrics{pipeline: pipeline}
+	records := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: RecordsTotal,
+		Help: "Records finished by the dispatcher, by outcome: success, retried (written to a retry tier), dead_lettered, dropped.",
+	}, []string{LabelPipeline, LabelOutcome})
+	m.attemptsVec = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: DeliveryAttemptsTotal,
+		Help: "Deliveries to the sink, by delivery attempt (1 is the first delivery) and result.",
+	}, []string{LabelPipeline, LabelAttempt, LabelResult})
+	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    DeliveryDurationSeconds,
+		Help:    "Time one delivery to the sink took.",
+		Buckets: durationBuckets,
+	}, []string{LabelPipeline})
+	lateness := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    RetryLatenessSeconds,
+		Help:    "Delivery start of a retry minus the time it was due.",
+		Buckets: latenessBuckets,
+	}, []string{LabelPipeline})
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{LabelPipeline})
+	}
+	inFlight := gauge(InFlight, "Records being delivered or written to a retry tier or the dead letter queue.")
+	uncommitted := gauge(Uncommitted, "Records finished but not yet committed; with in_flight at most delivery.maxInFlight.")
+	buffered := gauge(Buffered, "Records fetched and waiting for delivery (retry-tier records not yet due included).")
+	circuit := gauge(CircuitState, "Circuit breaker state: 0 closed, 1 half-open, 2 open.")
+	paused := gauge(PausedPartitions, "Partitions whose fetching is paused (retry tiers not yet due, back-pressure, open circuit).")
+	ready := gauge(Ready, "1 once the consumer joined its group, until it stops.")
+	m.lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: ConsumerLag,
+		Help: "High watermark minus the next offset to commit, per consumed partition (source and retry tiers).",
+	}, []string{LabelPipeline, LabelTopic, LabelPartition})
+	m.deadLetters = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: DeadLettersTotal,
+		Help: "Records written to the dead letter queue, by reason.",
+	}, []string{LabelPipeline, LabelReason})
+	produceErrs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: ProduceErrorsTotal,
+		Help: "Failed writes to a retry tier (kind retry) or the dead letter queue (kind dead_letter).",
+	}, []string{LabelPipeline, LabelKind})
+	commitErrs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: CommitErrorsTotal,
+		Help: "Failed offset commits.",
+	}, []string{LabelPipeline})
+
+	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m.Success = records.WithLabelValues(pipeline, OutcomeSuccess)
+	m.Retried = records.WithLabelValues(pipeline, OutcomeRetried)
+	m.DeadLettered = records.WithLabelValues(pipeline, OutcomeDeadLettered)
+	m.Dropped = records.WithLabelValues(pipeline, OutcomeDropped)
+	m.attempts = make([][2]prometheus.Counter, max(maxAttempts, 1))
+	for i := range m.attempts {
+		a := strconv.Itoa(i + 1)
+		m.attempts[i] = [2]prometheus.Counter{
+			m.attemptsVec.WithLabelValues(pipeline, a, ResultSuccess),
+			m.attemptsVec.WithLabelValues(pipeline, a, ResultFailure),
+		}
+	}
+	m.DeliveryDuration = duration.WithLabelValues(pipeline)
+	m.RetryLateness = lateness.WithLabelValues(pipeline)
+	m.InFlight = inFlight.WithLabelValues(pipeline)
+	m.Uncommitted = uncommitted.WithLabelValues(pipeline)
+	m.Buffered = buffered.WithLabelValues(pipeline)
+	m.CircuitState = circuit.WithLabelValues(pipeline)
+	m.PausedPartitions = paused.WithLabelValues(pipeline)
+	m.Ready = ready.WithLabelValues(pipeline)
+	m.CommitErrors = commitErrs.WithLabelValues(pipeline)
+	m.RetryProduceErr = produceErrs.WithLabelValues(pipeline, KindRetry)
+	m.DLQProduceErr = produceErrs.WithLabelValues(pipeline, KindDeadLetter)
+	for _, r := range []string{"non_retriable_error", "max_retries_exceeded", "deadline_exceeded", "undeliverable"} {
+		m.deadLetters.WithLabelValues(pipeline, r)
+	}
+	return m, nil
+}
+
+// Attempt counts one delivery attempt (1-based) with its result.
+func (m *Metrics) Attempt(attempt int32, success bool) {
+	i := 1
+	if success {
+		i = 0
+	}
+	if attempt >= 1 && int(attempt) <= len(m.attempts) {
+		m.attempts[attempt-1][i].Inc()
+		return
+	}
+	res := ResultFailure
+	if success {
+		res = ResultSuccess
+	}
+	m.attemptsVec.WithLabelValues(m.pipeline, strconv.Itoa(int(attempt)), res).Inc()
+}
+
+// DeadLetter counts one dead letter with its reason.
+func (m *Metrics) DeadLetter(reason string) {
+	m.deadLetters.WithLabelValues(m.pipeline, reason).Inc()
+}
+
+// Lag sets the lag of one partition.
+func (m *Metrics) Lag(topic string, partition int32, lag int64) {
+	m.lag.WithLabelValues(m.pipeline, topic, strconv.Itoa(int(partition))).Set(float64(lag))
+}
+
+// DeleteLag removes the lag series of a partition no longer owned.
+func (m *Metrics) DeleteLag(topic string, partition int32) {
+	m.lag.DeleteLabelValues(m.pipeline, topic, strconv.Itoa(int(partition)))
+}

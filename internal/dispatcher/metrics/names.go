@@ -1,0 +1,131 @@
+// Package metrics defines the data plane's Prometheus metrics. names.go is the contract with the
+// alert-rule generator: every metric name and label the dispatcher (and the library mode) exports is
+// a constant here, and All lists them, so that a generated rule can be checked against what is
+// really exported.
+//
+// Every metric carries the label "pipeline": the ConsumerPipeline's name (config.PipelineLabel). The
+// namespace is not a metric label: Prometheus adds the scraped pod's namespace as the target label
+// "namespace", so a rule selects {namespace="<ns>", pipeline="<name>"}.
+package metrics
+
+// Metric names.
+const (
+	// RecordsTotal counts records finished, by outcome (counter; labels pipeline, outcome).
+	RecordsTotal = "retryops_dispatcher_records_total"
+	// DeliveryAttemptsTotal counts deliveries to the sink, by attempt number and result (counter;
+	// labels pipeline, attempt, result).
+	DeliveryAttemptsTotal = "retryops_dispatcher_delivery_attempts_total"
+	// DeliveryDurationSeconds is the time one delivery took (histogram; label pipeline).
+	DeliveryDurationSeconds = "retryops_dispatcher_delivery_duration_seconds"
+	// RetryLatenessSeconds is how late a retry was delivered: delivery start minus due time
+	// (histogram; label pipeline).
+	RetryLatenessSeconds = "retryops_dispatcher_retry_lateness_seconds"
+	// InFlight is the number of records being delivered or written to a retry tier or the dead
+	// letter queue (gauge; label pipeline).
+	InFlight = "retryops_dispatcher_in_flight"
+	// Uncommitted is the number of records finished but not yet committed (gauge; label pipeline).
+	// InFlight + Uncommitted never exceeds delivery.maxInFlight: it bounds what a crash redelivers.
+	Uncommitted = "retryops_dispatcher_uncommitted_records"
+	// Buffered is the number of records fetched and waiting for delivery, retry-tier records not yet
+	// due included (gauge; label pipeline).
+	Buffered = "retryops_dispatcher_buffered_records"
+	// CircuitState is the circuit breaker state: 0 closed, 1 half-open, 2 open (gauge; label
+	// pipeline). Always 0 without a breaker.
+	CircuitState = "retryops_dispatcher_circuit_state"
+	// ConsumerLag is the partition's high watermark minus the next offset to commit (gauge; labels
+	// pipeline, topic, partition), for the source topic and every retry tier.
+	ConsumerLag = "retryops_dispatcher_consumer_lag"
+	// DeadLettersTotal counts records written to the dead letter queue, by reason (counter; labels
+	// pipeline, reason).
+	DeadLettersTotal = "retryops_dispatcher_dead_letters_total"
+	// ProduceErrorsTotal counts failed writes to a retry tier or the dead letter queue (counter;
+	// labels pipeline, kind). A failed dead-letter write is retried; the partition's commits wait.
+	ProduceErrorsTotal = "retryops_dispatcher_produce_errors_total"
+	// CommitErrorsTotal counts failed offset commits (counter; label pipeline).
+	CommitErrorsTotal = "retryops_dispatcher_commit_errors_total"
+	// PausedPartitions is the number of partitions whose fetching is paused (gauge; label pipeline).
+	PausedPartitions = "retryops_dispatcher_paused_partitions"
+	// Ready is 1 once the consumer joined its group and until it stops (gauge; label pipeline).
+	Ready = "retryops_dispatcher_ready"
+)
+
+// Label names.
+const (
+	LabelPipeline  = "pipeline"
+	LabelOutcome   = "outcome"
+	LabelAttempt   = "attempt"
+	LabelResult    = "result"
+	LabelTopic     = "topic"
+	LabelPartition = "partition"
+	LabelReason    = "reason"
+	LabelKind      = "kind"
+)
+
+// Values of the outcome label of RecordsTotal.
+const (
+	OutcomeSuccess      = "success"
+	OutcomeRetried      = "retried"
+	OutcomeDeadLettered = "dead_lettered"
+	OutcomeDropped      = "dropped"
+)
+
+// Values of the result label of DeliveryAttemptsTotal.
+const (
+	ResultSuccess = "success"
+	ResultFailure = "failure"
+)
+
+// Values of the kind label of ProduceErrorsTotal.
+const (
+	KindRetry      = "retry"
+	KindDeadLetter = "dead_letter"
+)
+
+// Values of CircuitState.
+const (
+	CircuitClosed   = 0
+	CircuitHalfOpen = 1
+	CircuitOpen     = 2
+)
+
+// Desc describes one exported metric.
+type Desc struct {
+	// Name is the metric name.
+	Name string
+	// Type is counter, gauge or histogram.
+	Type string
+	// Labels are the metric's label names (histograms add le, _sum and _count as usual).
+	Labels []string
+}
+
+// All lists every metric the data plane exports.
+var All = []Desc{
+	{RecordsTotal, "counter", []string{LabelPipeline, LabelOutcome}},
+	{DeliveryAttemptsTotal, "counter", []string{LabelPipeline, LabelAttempt, LabelResult}},
+	{DeliveryDurationSeconds, "histogram", []string{LabelPipeline}},
+	{RetryLatenessSeconds, "histogram", []string{LabelPipeline}},
+	{InFlight, "gauge", []string{LabelPipeline}},
+	{Uncommitted, "gauge", []string{LabelPipeline}},
+	{Buffered, "gauge", []string{LabelPipeline}},
+	{CircuitState, "gauge", []string{LabelPipeline}},
+	{ConsumerLag, "gauge", []string{LabelPipeline, LabelTopic, LabelPartition}},
+	{DeadLettersTotal, "counter", []string{LabelPipeline, LabelReason}},
+	{ProduceErrorsTotal, "counter", []string{LabelPipeline, LabelKind}},
+	{CommitErrorsTotal, "counter", []string{LabelPipeline}},
+	{PausedPartitions, "gauge", []string{LabelPipeline}},
+	{Ready, "gauge", []string{LabelPipeline}},
+}
+
+// Exported reports whether name is a metric the data plane exports, accepting a histogram's
+// _bucket, _sum and _count series.
+func Exported(name string) bool {
+	for _, d := range All {
+		if name == d.Name {
+			return true
+		}
+		if d.Type == "histogram" && (name == d.Name+"_bucket" || name == d.Name+"_sum" || name == d.Name+"_count") {
+			return true
+		}
+	}
+	return false
+}

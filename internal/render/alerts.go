@@ -1,0 +1,447 @@
+package render
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
+	"github.com/retryops/retry-operator/internal/opmetrics"
+)
+
+// PrometheusRuleGVK is the kind PrometheusRule renders. The controller applies it when the API server
+// serves it (a RESTMapper lookup of its GroupKind does not fail with a NoKindMatchError) and
+// AlertConfigMap otherwise.
+var PrometheusRuleGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}
+
+// RuleFile is a Prometheus rule file (the format of `promtool check rules` and of a PrometheusRule's
+// spec).
+type RuleFile struct {
+	Groups []RuleGroup `json:"groups"`
+}
+
+// RuleGroup is a group of rules evaluated together.
+type RuleGroup struct {
+	Name  string `json:"name"`
+	Rules []Rule `json:"rules"`
+}
+
+// Rule is an alerting rule.
+type Rule struct {
+	Alert       string            `json:"alert"`
+	Expr        string            `json:"expr"`
+	For         string            `json:"for,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// YAML returns the rule file as YAML, keys sorted.
+func (f RuleFile) YAML() ([]byte, error) { return yaml.Marshal(f) }
+
+// Alert names.
+const (
+	AlertConsumerLagHigh              = "ConsumerLagHigh"
+	AlertRetryBacklogHigh             = "RetryBacklogHigh"
+	AlertCircuitOpen                  = "CircuitOpen"
+	AlertDispatcherDown               = "DispatcherDown"
+	AlertDeadLetterQueueSize          = "DeadLetterQueueSize"
+	AlertDeadLetterQueueGrowth        = "DeadLetterQueueGrowth"
+	AlertDeadLetterQueueOldestMessage = "DeadLetterQueueOldestMessage"
+)
+
+// Severities.
+const (
+	SeverityWarning  = "warning"
+	SeverityCritical = "critical"
+)
+
+// Fixed durations of the alerts whose duration is not a resource field.
+const (
+	// CircuitOpenFor is how long a circuit must stay open (or half-open) before CircuitOpen fires.
+	CircuitOpenFor = time.Minute
+	// DispatcherDownFor is how long no consumer may be ready before DispatcherDown fires.
+	DispatcherDownFor = 5 * time.Minute
+	// OldestMessageFor is how long the oldest dead letter must stay too old before
+	// DeadLetterQueueOldestMessage fires (it damps a refresh that briefly misses a purge).
+	OldestMessageFor = 5 * time.Minute
+	// GrowthWindow is the least range over which DeadLetterQueueGrowth measures the growth rate; it
+	// is widened to three status refreshes when spec.statusRefreshInterval is longer.
+	GrowthWindow = 5 * time.Minute
+)
+
+// selector renders metric{k1="v1",k2="v2"} with the values quoted.
+func selector(metric string, kv ...string) string {
+	var b strings.Builder
+	b.WriteString(metric)
+	b.WriteByte('{')
+	for i := 0; i+1 < len(kv); i += 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(kv[i])
+		b.WriteByte('=')
+		b.WriteString(strconv.Quote(kv[i+1]))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// PromDuration formats d as a Prometheus duration ("5m", "1h30m", "24h", "500ms").
+func PromDuration(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	var b strings.Builder
+	for _, u := range []struct {
+		unit string
+		d    time.Duration
+	}{{"h", time.Hour}, {"m", time.Minute}, {"s", time.Second}, {"ms", time.Millisecond}} {
+		if n := d / u.d; n > 0 {
+			b.WriteString(strconv.FormatInt(int64(n), 10) + u.unit)
+			d -= n * u.d
+		}
+	}
+	if b.Len() == 0 {
+		return "1ms"
+	}
+	return b.String()
+}
+
+func durOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil || d.Duration <= 0 {
+		return def
+	}
+	return d.Duration
+}
+
+// PipelineThresholds are a pipeline's alert thresholds with the defaults applied.
+type PipelineThresholds struct {
+	MaxConsumerLag  int64
+	MaxRetryBacklog int64
+	For             time.Duration
+}
+
+// PipelineAlertThresholds returns spec.alerts of p with the defaults (1000, 1000, 5m) for unset fields.
+func PipelineAlertThresholds(p *v1.ConsumerPipeline) PipelineThresholds {
+	t := PipelineThresholds{MaxConsumerLag: DefaultMaxConsumerLag, MaxRetryBacklog: DefaultMaxRetryBacklog, For: DefaultPipelineAlertFor}
+	if a := p.Spec.Alerts; a != nil {
+		if a.MaxConsumerLag != nil {
+			t.MaxConsumerLag = *a.MaxConsumerLag
+		}
+		if a.MaxRetryBacklog != nil {
+			t.MaxRetryBacklog = *a.MaxRetryBacklog
+		}
+		t.For = durOr(a.For, t.For)
+	}
+	return t
+}
+
+// DeadLetterQueueThresholds are a DLQ's alert thresholds with the defaults applied.
+type DeadLetterQueueThresholds struct {
+	MaxMessages        int64
+	MaxMessagesFor     time.Duration
+	MaxGrowthPerMinute int64
+	MaxGrowthFor       time.Duration
+	MaxOldestAge       time.Duration
+}
+
+// DeadLetterQueueAlertThresholds returns spec.alerts of d with the defaults (500 for 1h, 12 per
+// minute for 10m, 24h) for unset fields.
+func DeadLetterQueueAlertThresholds(d *v1.DeadLetterQueue) DeadLetterQueueThresholds {
+	t := DeadLetterQueueThresholds{
+		MaxMessages: DefaultDLQMaxMessages, MaxMessagesFor: DefaultDLQMaxMessagesFor,
+		MaxGrowthPerMinute: DefaultDLQMaxGrowthPerMin, MaxGrowthFor: DefaultDLQMaxGrowthFor,
+		MaxOldestAge: DefaultDLQMaxOldestAge,
+	}
+	if a := d.Spec.Alerts; a != nil {
+		if a.MaxMessages != nil {
+			t.MaxMessages = *a.MaxMessages
+		}
+		if a.MaxGrowthPerMinute != nil {
+			t.MaxGrowthPerMinute = int64(*a.MaxGrowthPerMinute)
+		}
+		t.MaxMessagesFor = durOr(a.MaxMessagesFor, t.MaxMessagesFor)
+		t.MaxGrowthFor = durOr(a.MaxGrowthFor, t.MaxGrowthFor)
+		t.MaxOldestAge = durOr(a.MaxOldestAge, t.MaxOldestAge)
+	}
+	return t
+}
+
+// AlertRules renders the pipeline's alert rules, one group:
+//
+//   - ConsumerLagHigh (warning): the operator's consumer-lag gauge above spec.alerts.maxConsumerLag for
+//     spec.alerts.for.
+//   - RetryBacklogHigh (warning): the operator's retry-backlog gauge above maxRetryBacklog for
+//     spec.alerts.for; only when the policy allows retries.
+//   - CircuitOpen (warning): a consumer's circuit breaker not closed (open, or cycling through
+//     half-open) for CircuitOpenFor; only when the policy has a circuit breaker. "Not closed" rather
+//     than "open": a breaker that keeps failing its half-open probes alternates between the two, and
+//     an "== open" condition would restart its pending timer at every probe and never fire.
+//   - DispatcherDown (critical): no consumer reporting ready for DispatcherDownFor, including when
+//     no series exist at all (nothing scraped); only when replicas > 0. The library mode exports the
+//     dispatcher's metrics too, so this applies in template mode as well.
+//
+// The operator's gauges are aggregated with max by (namespace, consumerpipeline) so that two operator
+// replicas exporting during a leader hand-over raise one alert. Every selector is scoped to the
+// pipeline's namespace and name.
+func AlertRules(in *Inputs) (RuleFile, error) {
+	if err := in.check(); err != nil {
+		return RuleFile{}, err
+	}
+	p := in.Pipeline
+	ns, name := p.Namespace, p.Name
+	th := PipelineAlertThresholds(p)
+	forStr := PromDuration(th.For)
+	labels := func(severity string) map[string]string {
+		return map[string]string{"severity": severity, opmetrics.LabelNamespace: ns, opmetrics.LabelConsumerPipeline: name}
+	}
+	op := func(metric string) string {
+		return "max by (namespace, consumerpipeline) (" +
+			selector(metric, opmetrics.LabelNamespace, ns, opmetrics.LabelConsumerPipeline, name) + ")"
+	}
+	dp := func(metric string) string {
+		return selector(metric, "namespace", ns, metrics.LabelPipeline, name)
+	}
+	what := "ConsumerPipeline " + ns + "/" + name
+	getCmd := "kubectl get consumerpipeline " + name + " -n " + ns
+	podsCmd := "kubectl get pods -n " + ns + " -l " + LabelPipeline + "=" + labelValue(name)
+
+	rules := []Rule{{
+		Alert:  AlertConsumerLagHigh,
+		Expr:   op(opmetrics.ConsumerPipelineConsumerLag) + " > " + strconv.FormatInt(th.MaxConsumerLag, 10),
+		For:    forStr,
+		Labels: labels(SeverityWarning),
+		Annotations: map[string]string{
+			"summary": what + " is falling behind its source topic",
+			"description": fmt.Sprintf("The consumer group of %s has had more than %d unconsumed records on topic %s for %s (now {{ $value | humanize }}). Check the consumers and the sink: %s -o wide; %s.",
+				what, th.MaxConsumerLag, p.Spec.Source.Topic, forStr, getCmd, podsCmd),
+		},
+	}}
+	comp, err := in.compile()
+	if err != nil {
+		return RuleFile{}, err
+	}
+	if comp.MaxAttempts() > 1 {
+		rules = append(rules, Rule{
+			Alert:  AlertRetryBacklogHigh,
+			Expr:   op(opmetrics.ConsumerPipelineRetryBacklog) + " > " + strconv.FormatInt(th.MaxRetryBacklog, 10),
+			For:    forStr,
+			Labels: labels(SeverityWarning),
+			Annotations: map[string]string{
+				"summary": what + " has a large retry backlog",
+				"description": fmt.Sprintf("More than %d records of %s have been waiting in its retry tiers for %s (now {{ $value | humanize }}): deliveries keep failing. Check the sink and the dead letters: %s -o wide; kubectl get deadletterqueue %s -n %s -o yaml.",
+					th.MaxRetryBacklog, what, forStr, getCmd, in.DLQ.Name, ns),
+			},
+		})
+	}
+	if in.Policy.Spec.CircuitBreaker != nil {
+		rules = append(rules, Rule{
+			Alert:  AlertCircuitOpen,
+			Expr:   "max by (namespace, pipeline) (" + dp(metrics.CircuitState) + ") > " + strconv.Itoa(metrics.CircuitClosed),
+			For:    PromDuration(CircuitOpenFor),
+			Labels: labels(SeverityWarning),
+			Annotations: map[string]string{
+				"summary": "The circuit breaker of " + what + " is open",
+				"description": fmt.Sprintf("A consumer of %s has had its circuit breaker open or half-open for %s: the sink fails most deliveries, so consumption is paused rather than spending attempts. Check the sink: kubectl describe consumerpipeline %s -n %s.",
+					what, PromDuration(CircuitOpenFor), name, ns),
+			},
+		})
+	}
+	if replicas(p) > 0 {
+		rules = append(rules, Rule{
+			Alert:  AlertDispatcherDown,
+			Expr:   "(sum(" + dp(metrics.Ready) + ") or vector(0)) < 1",
+			For:    PromDuration(DispatcherDownFor),
+			Labels: labels(SeverityCritical),
+			Annotations: map[string]string{
+				"summary": "No consumer of " + what + " is ready",
+				"description": fmt.Sprintf("No consumer pod of %s has reported ready (%s) for %s although spec.replicas is %d: its records are not being consumed. Check the pods and their logs: %s; kubectl logs -n %s deployment/%s.",
+					what, metrics.Ready, PromDuration(DispatcherDownFor), replicas(p), podsCmd, ns, DeploymentName(p)),
+			},
+		})
+	}
+	return RuleFile{Groups: []RuleGroup{{Name: "retryops.consumerpipeline." + ns + "." + name, Rules: rules}}}, nil
+}
+
+// DeadLetterQueueInputs is what a DeadLetterQueue's alert rules are rendered from.
+type DeadLetterQueueInputs struct {
+	// DLQ is the DeadLetterQueue. Required.
+	DLQ *v1.DeadLetterQueue
+	// RuleLabels are extra labels on the PrometheusRule and the alert ConfigMap (see Inputs).
+	RuleLabels map[string]string
+}
+
+// DeadLetterQueueAlertRules renders a DeadLetterQueue's alert rules, one group, from the operator's
+// gauges (which count every dead letter in the topic, whoever wrote it: the dispatchers, library-mode
+// consumers, a replay):
+//
+//   - DeadLetterQueueSize (warning): more than spec.alerts.maxMessages dead letters for maxMessagesFor.
+//   - DeadLetterQueueGrowth (critical): the queue grew by more than maxGrowthPerMinute per minute,
+//     measured as deriv() of the message gauge over GrowthWindow, for maxGrowthFor. This is net growth:
+//     while retention deletes old dead letters it understates arrivals, but then the queue is at its
+//     retention limit and DeadLetterQueueSize speaks instead.
+//   - DeadLetterQueueOldestMessage (warning): the oldest dead letter older than maxOldestAge for
+//     OldestMessageFor. The timestamp gauge is absent while the queue is empty, and a zero value is
+//     ignored.
+func DeadLetterQueueAlertRules(in *DeadLetterQueueInputs) (RuleFile, error) {
+	if in == nil || in.DLQ == nil {
+		return RuleFile{}, fmt.Errorf("render: DeadLetterQueueInputs.DLQ is required")
+	}
+	d := in.DLQ
+	ns, name := d.Namespace, d.Name
+	th := DeadLetterQueueAlertThresholds(d)
+	labels := func(severity string) map[string]string {
+		return map[string]string{"severity": severity, opmetrics.LabelNamespace: ns, opmetrics.LabelDeadLetterQueue: name}
+	}
+	sel := func(metric string) string {
+		return selector(metric, opmetrics.LabelNamespace, ns, opmetrics.LabelDeadLetterQueue, name)
+	}
+	const by = "max by (namespace, deadletterqueue) ("
+	window := GrowthWindow
+	if r := d.Spec.StatusRefreshInterval; r != nil && 3*r.Duration > window {
+		window = 3 * r.Duration
+	}
+	what := "DeadLetterQueue " + ns + "/" + name
+	topic := string(d.Spec.Topic.Name)
+	inspect := "kubectl get deadletterqueue " + name + " -n " + ns + " -o yaml"
+	rules := []Rule{{
+		Alert:  AlertDeadLetterQueueSize,
+		Expr:   by + sel(opmetrics.DeadLetterQueueMessages) + ") > " + strconv.FormatInt(th.MaxMessages, 10),
+		For:    PromDuration(th.MaxMessagesFor),
+		Labels: labels(SeverityWarning),
+		Annotations: map[string]string{
+			"summary": fmt.Sprintf("%s holds more than %d dead letters", what, th.MaxMessages),
+			"description": fmt.Sprintf("%s (topic %s) has held more than %d dead letters for %s (now {{ $value | humanize }}). Inspect them (reasons, pipelines), then replay or purge: %s.",
+				what, topic, th.MaxMessages, PromDuration(th.MaxMessagesFor), inspect),
+		},
+	}, {
+		Alert:  AlertDeadLetterQueueGrowth,
+		Expr:   by + "deriv(" + sel(opmetrics.DeadLetterQueueMessages) + "[" + PromDuration(window) + "])) * 60 > " + strconv.FormatInt(th.MaxGrowthPerMinute, 10),
+		For:    PromDuration(th.MaxGrowthFor),
+		Labels: labels(SeverityCritical),
+		Annotations: map[string]string{
+			"summary": "Dead letters are arriving fast in " + what,
+			"description": fmt.Sprintf("%s (topic %s) has grown by more than %d dead letters per minute for %s (now {{ $value | humanize }} per minute). Find the failing pipelines and reasons: %s.",
+				what, topic, th.MaxGrowthPerMinute, PromDuration(th.MaxGrowthFor), inspect),
+		},
+	}, {
+		Alert:  AlertDeadLetterQueueOldestMessage,
+		Expr:   "time() - min by (namespace, deadletterqueue) (" + sel(opmetrics.DeadLetterQueueOldestMessageTimestamp) + " > 0) > " + strconv.FormatInt(int64(th.MaxOldestAge/time.Second), 10),
+		For:    PromDuration(OldestMessageFor),
+		Labels: labels(SeverityWarning),
+		Annotations: map[string]string{
+			"summary": fmt.Sprintf("%s has dead letters older than %s", what, PromDuration(th.MaxOldestAge)),
+			"description": fmt.Sprintf("The oldest dead letter in %s (topic %s) is {{ $value | humanizeDuration }} old, more than %s: nobody is handling the queue. Replay or purge it: %s.",
+				what, topic, PromDuration(th.MaxOldestAge), inspect),
+		},
+	}}
+	return RuleFile{Groups: []RuleGroup{{Name: "retryops.deadletterqueue." + ns + "." + name, Rules: rules}}}, nil
+}
+
+// PrometheusRule renders the pipeline's rules as a monitoring.coreos.com/v1 PrometheusRule named
+// PipelineAlertsName.
+func PrometheusRule(in *Inputs) (*unstructured.Unstructured, error) {
+	f, err := AlertRules(in)
+	if err != nil {
+		return nil, err
+	}
+	return prometheusRule(PipelineAlertsName(in.Pipeline), in.Pipeline.Namespace, withExtra(pipelineLabels(in.Pipeline, "alerts"), in.RuleLabels), f)
+}
+
+// AlertConfigMap renders the pipeline's rules as a ConfigMap named PipelineAlertsName holding the rule
+// file under the key "<namespace>.<name>.consumerpipeline.rules.yaml", labelled
+// retry.retryops.dev/alert-rules=true.
+func AlertConfigMap(in *Inputs) (*corev1.ConfigMap, error) {
+	f, err := AlertRules(in)
+	if err != nil {
+		return nil, err
+	}
+	p := in.Pipeline
+	return ruleConfigMap(PipelineAlertsName(p), p.Namespace, withExtra(pipelineLabels(p, "alerts"), in.RuleLabels),
+		RuleFileKey(p.Namespace, p.Name, "consumerpipeline"), f)
+}
+
+// DeadLetterQueuePrometheusRule renders the DLQ's rules as a PrometheusRule named
+// DeadLetterQueueAlertsName.
+func DeadLetterQueuePrometheusRule(in *DeadLetterQueueInputs) (*unstructured.Unstructured, error) {
+	f, err := DeadLetterQueueAlertRules(in)
+	if err != nil {
+		return nil, err
+	}
+	return prometheusRule(DeadLetterQueueAlertsName(in.DLQ), in.DLQ.Namespace, withExtra(dlqLabels(in.DLQ), in.RuleLabels), f)
+}
+
+// DeadLetterQueueAlertConfigMap renders the DLQ's rules as a ConfigMap named
+// DeadLetterQueueAlertsName holding the rule file under "<namespace>.<name>.deadletterqueue.rules.yaml".
+func DeadLetterQueueAlertConfigMap(in *DeadLetterQueueInputs) (*corev1.ConfigMap, error) {
+	f, err := DeadLetterQueueAlertRules(in)
+	if err != nil {
+		return nil, err
+	}
+	d := in.DLQ
+	return ruleConfigMap(DeadLetterQueueAlertsName(d), d.Namespace, withExtra(dlqLabels(d), in.RuleLabels),
+		RuleFileKey(d.Namespace, d.Name, "deadletterqueue"), f)
+}
+
+// RuleFileKey is the ConfigMap key of a rule file: "<namespace>.<name>.<kind>.rules.yaml", distinct
+// across resources so that several rule ConfigMaps can be projected into one directory.
+func RuleFileKey(namespace, name, kind string) string {
+	suffix := "." + kind + ".rules.yaml"
+	return shorten(namespace+"."+name, maxNameLength-len(suffix)) + suffix
+}
+
+func dlqLabels(d *v1.DeadLetterQueue) map[string]string {
+	return map[string]string{
+		LabelName:            "retry-deadletterqueue",
+		LabelInstance:        labelValue(d.Name),
+		LabelManagedBy:       LabelManagedByValue,
+		LabelDeadLetterQueue: labelValue(d.Name),
+		LabelComponent:       "alerts",
+	}
+}
+
+// withExtra adds extra labels that ours do not already set.
+func withExtra(ours, extra map[string]string) map[string]string {
+	out := maps.Clone(extra)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, ours)
+	return out
+}
+
+func prometheusRule(name, namespace string, labels map[string]string, f RuleFile) (*unstructured.Unstructured, error) {
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&f)
+	if err != nil {
+		return nil, fmt.Errorf("render: converting the rule file: %w", err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(PrometheusRuleGVK)
+	u.SetName(name)
+	u.SetNamespace(namespace)
+	u.SetLabels(labels)
+	return u, nil
+}
+
+func ruleConfigMap(name, namespace string, labels map[string]string, key string, f RuleFile) (*corev1.ConfigMap, error) {
+	data, err := f.YAML()
+	if err != nil {
+		return nil, fmt.Errorf("render: encoding the rule file: %w", err)
+	}
+	labels[LabelAlertRules] = "true"
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
+		Data:       map[string]string{key: string(data)},
+	}, nil
+}

@@ -1,0 +1,296 @@
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/dispatcher/config"
+)
+
+// Inputs is everything a pipeline's children are rendered from. The controller fills it after
+// fetching the three resources; nothing in it is read from the cluster here.
+type Inputs struct {
+	// Pipeline is the ConsumerPipeline. Required.
+	Pipeline *v1.ConsumerPipeline
+	// Policy is the RetryPolicy that spec.retryPolicyRef names. Required.
+	Policy *v1.RetryPolicy
+	// DLQ is the DeadLetterQueue that spec.deadLetterQueueRef names. Required.
+	DLQ *v1.DeadLetterQueue
+	// Tiers are the retry-tier topics (names, delays, attempts) in order, as the controller computes
+	// and creates them (config.BuildTiers of the compiled policy's plan with spec.retryTopics.naming).
+	// Required when the policy allows a retry (maxAttempts > 1); ignored otherwise.
+	Tiers config.Tiers
+	// DefaultBootstrapServers are the operator-wide default brokers (--kafka-bootstrap-servers), used
+	// by a pipeline or DLQ whose spec.kafka names none. Operator-wide TLS or SASL defaults cannot
+	// reach the pods (they are not Secrets in the pipeline's namespace): only the Secrets the
+	// resources reference are mounted.
+	DefaultBootstrapServers []string
+	// DispatcherImage is the dispatcher image (--dispatcher-image). Required in sink mode.
+	DispatcherImage string
+	// DispatcherResources are the dispatcher container's resources in sink mode. Nil means
+	// DefaultDispatcherResources.
+	DispatcherResources *corev1.ResourceRequirements
+	// RuleLabels are extra labels on the PrometheusRule and the alert ConfigMap, such as the label a
+	// Prometheus Operator's ruleSelector matches (release: prometheus). Optional.
+	RuleLabels map[string]string
+}
+
+// SpecError is a problem with the resources' specs that only a change to them can fix. The
+// controller shows it on a condition (reason InvalidSpec), emits a Warning event and waits for a
+// change instead of retrying. Its message never holds a secret.
+type SpecError struct {
+	// Field is the path of the offending field, such as "spec.template.spec.volumes[2].name".
+	Field string
+	// Message says what is wrong and what to do.
+	Message string
+}
+
+// Error returns "<field>: <message>".
+func (e *SpecError) Error() string { return e.Field + ": " + e.Message }
+
+func (in *Inputs) check() error {
+	switch {
+	case in == nil || in.Pipeline == nil:
+		return fmt.Errorf("render: Inputs.Pipeline is required")
+	case in.Policy == nil:
+		return fmt.Errorf("render: Inputs.Policy is required")
+	case in.DLQ == nil:
+		return fmt.Errorf("render: Inputs.DLQ is required")
+	}
+	s := &in.Pipeline.Spec
+	if (s.Sink == nil) == (s.Template == nil) {
+		return &SpecError{Field: "spec", Message: "set exactly one of sink (the operator's dispatcher delivers records to your HTTP endpoint) or template (your own consumer pod)"}
+	}
+	if s.Sink != nil && (s.Sink.URI == "") == (s.Sink.Ref == nil) {
+		return &SpecError{Field: "spec.sink", Message: "set exactly one of sink.uri and sink.ref"}
+	}
+	return nil
+}
+
+// sinkMode reports whether the pipeline is served by the operator's dispatcher.
+func (in *Inputs) sinkMode() bool { return in.Pipeline.Spec.Sink != nil }
+
+// Label keys and values.
+const (
+	// LabelName is app.kubernetes.io/name; every child carries LabelNameValue.
+	LabelName = "app.kubernetes.io/name"
+	// LabelNameValue is the value of LabelName.
+	LabelNameValue = "retry-dispatcher"
+	// LabelInstance is app.kubernetes.io/instance: the pipeline's name.
+	LabelInstance = "app.kubernetes.io/instance"
+	// LabelComponent is app.kubernetes.io/component: consumer, config or alerts.
+	LabelComponent = "app.kubernetes.io/component"
+	// LabelManagedBy is app.kubernetes.io/managed-by.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// LabelManagedByValue is the value of LabelManagedBy.
+	LabelManagedByValue = "retry-operator"
+	// LabelPipeline is the name of the ConsumerPipeline a child belongs to.
+	LabelPipeline = "retry.retryops.dev/pipeline"
+	// LabelDeadLetterQueue is the name of the DeadLetterQueue an alert object belongs to.
+	LabelDeadLetterQueue = "retry.retryops.dev/deadletterqueue"
+	// LabelAlertRules marks the ConfigMaps that hold a Prometheus rule file ("true"), for a rule
+	// loader that selects ConfigMaps by label.
+	LabelAlertRules = "retry.retryops.dev/alert-rules"
+	// AnnotationConfigHash on the pod template is ConfigHash of the pipeline's ConfigMap.
+	AnnotationConfigHash = "retry.retryops.dev/config-hash"
+	// AnnotationSecrets on the ConfigMap lists the Secrets (and keys) the pods mount, by role:
+	// "kafka.sasl=kafka-user/username,password;...". Names only, never values.
+	AnnotationSecrets = "retry.retryops.dev/secrets"
+)
+
+// Object names.
+
+// DeploymentName is the name of the pipeline's consumer Deployment: <pipeline>-dispatcher (in both
+// modes, so that switching between sink and template updates one Deployment in place).
+func DeploymentName(p *v1.ConsumerPipeline) string { return childName(p.Name, "-dispatcher") }
+
+// ConfigMapName is the name of the pipeline's config ConfigMap: <pipeline>-dispatcher-config.
+func ConfigMapName(p *v1.ConsumerPipeline) string { return childName(p.Name, "-dispatcher-config") }
+
+// PipelineAlertsName is the name of the pipeline's PrometheusRule or alert ConfigMap:
+// <pipeline>-pipeline-alerts.
+func PipelineAlertsName(p *v1.ConsumerPipeline) string { return childName(p.Name, "-pipeline-alerts") }
+
+// DeadLetterQueueAlertsName is the name of a DeadLetterQueue's PrometheusRule or alert ConfigMap:
+// <dlq>-dlq-alerts.
+func DeadLetterQueueAlertsName(d *v1.DeadLetterQueue) string { return childName(d.Name, "-dlq-alerts") }
+
+// maxNameLength is the longest object name (a DNS subdomain).
+const maxNameLength = 253
+
+// childName appends suffix to name, shortening name with a hash when the result would be too long.
+func childName(name, suffix string) string {
+	return shorten(name, maxNameLength-len(suffix)) + suffix
+}
+
+// labelValue makes name a valid label value (at most 63 characters), shortening it with a hash.
+func labelValue(name string) string { return shorten(name, 63) }
+
+// shorten returns s when it fits in n characters, otherwise a prefix of s, "-" and 10 hex digits of
+// its hash, n characters in all. The prefix is trimmed of trailing dots and dashes.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	h := hex.EncodeToString(sum[:])[:10]
+	prefix := s[:n-len(h)-1]
+	for len(prefix) > 0 && (prefix[len(prefix)-1] == '-' || prefix[len(prefix)-1] == '.') {
+		prefix = prefix[:len(prefix)-1]
+	}
+	return prefix + "-" + h
+}
+
+// SelectorLabels are the Deployment's selector: only the operator's own retry.retryops.dev/pipeline
+// label, so that it is stable for the pipeline's life (a Deployment's selector is immutable), the
+// same in sink and template mode, and never clashes with a label of the user's pod template.
+func SelectorLabels(p *v1.ConsumerPipeline) map[string]string {
+	return map[string]string{LabelPipeline: labelValue(p.Name)}
+}
+
+// pipelineLabels are the labels of every child of p.
+func pipelineLabels(p *v1.ConsumerPipeline, component string) map[string]string {
+	return map[string]string{
+		LabelName:      LabelNameValue,
+		LabelInstance:  labelValue(p.Name),
+		LabelManagedBy: LabelManagedByValue,
+		LabelPipeline:  labelValue(p.Name),
+		LabelComponent: component,
+	}
+}
+
+// Defaults applied when the resources leave a field unset (objects built in Go skip API defaulting).
+const (
+	DefaultReplicas           = 1
+	DefaultMaxConsumerLag     = 1000
+	DefaultMaxRetryBacklog    = 1000
+	DefaultPipelineAlertFor   = 5 * time.Minute
+	DefaultDLQMaxMessages     = 500
+	DefaultDLQMaxMessagesFor  = time.Hour
+	DefaultDLQMaxGrowthPerMin = 12
+	DefaultDLQMaxGrowthFor    = 10 * time.Minute
+	DefaultDLQMaxOldestAge    = 24 * time.Hour
+	DefaultSinkPort           = 80
+	DefaultSinkPath           = "/"
+	defaultCAKey              = "ca.crt"
+)
+
+func replicas(p *v1.ConsumerPipeline) int32 {
+	if p.Spec.Replicas == nil {
+		return DefaultReplicas
+	}
+	return *p.Spec.Replicas
+}
+
+// consumerGroup is spec.source.consumerGroup or its default <namespace>.<name>.
+func consumerGroup(p *v1.ConsumerPipeline) string {
+	if g := p.Spec.Source.ConsumerGroup; g != "" {
+		return g
+	}
+	return p.Namespace + "." + p.Name
+}
+
+// SinkURL is the URL the dispatcher POSTs records to: sink.uri, or
+// http://<service>.<namespace>.svc:<port><path> for sink.ref. Empty in template mode.
+func SinkURL(p *v1.ConsumerPipeline) string {
+	s := p.Spec.Sink
+	switch {
+	case s == nil:
+		return ""
+	case s.URI != "":
+		return s.URI
+	case s.Ref == nil:
+		return ""
+	}
+	port := s.Ref.Port
+	if port == 0 {
+		port = DefaultSinkPort
+	}
+	path := s.Ref.Path
+	if path == "" {
+		path = DefaultSinkPath
+	}
+	return "http://" + s.Ref.Name + "." + p.Namespace + ".svc:" + strconv.Itoa(int(port)) + path
+}
+
+// connection is a Kafka connection as the pods see it: brokers plus the Secrets to mount.
+type connection struct {
+	servers []string
+	tls     *v1.KafkaTLS
+	sasl    *v1.KafkaSASL
+}
+
+// resolve applies the operator-wide default brokers to spec, the way the controllers do: a spec that
+// names brokers keeps exactly its own TLS and SASL; one that names none uses the default brokers with
+// its own TLS and SASL.
+func resolve(spec *v1.KafkaConnection, defaults []string) connection {
+	c := connection{servers: defaults}
+	if spec == nil {
+		return c
+	}
+	if len(spec.BootstrapServers) > 0 {
+		c.servers = spec.BootstrapServers
+	}
+	c.tls, c.sasl = spec.TLS, spec.SASL
+	return c
+}
+
+func (c connection) equal(o connection) bool {
+	return slices.Equal(c.servers, o.servers) && equalTLS(c.tls, o.tls) && equalSASL(c.sasl, o.sasl)
+}
+
+func equalTLS(a, b *v1.KafkaTLS) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return caKey(a) == caKey(b) && secretName(a.ClientCertSecretRef) == secretName(b.ClientCertSecretRef) && a.ServerName == b.ServerName
+}
+
+func equalSASL(a, b *v1.KafkaSASL) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// caKey identifies a CA reference as "<secret>/<key>", or "" without one.
+func caKey(t *v1.KafkaTLS) string {
+	if t == nil || t.CASecretRef == nil {
+		return ""
+	}
+	key := t.CASecretRef.Key
+	if key == "" {
+		key = defaultCAKey
+	}
+	return t.CASecretRef.Name + "/" + key
+}
+
+func secretName(r *v1.SecretReference) string {
+	if r == nil {
+		return ""
+	}
+	return r.Name
+}
+
+// connections returns the source connection and, when the DLQ lives elsewhere, its connection.
+func (in *Inputs) connections() (source connection, dlq *connection, err error) {
+	source = resolve(in.Pipeline.Spec.Kafka, in.DefaultBootstrapServers)
+	if len(source.servers) == 0 {
+		return source, nil, &SpecError{Field: "spec.kafka.bootstrapServers", Message: "no Kafka bootstrap servers: set spec.kafka.bootstrapServers or start the manager with --kafka-bootstrap-servers"}
+	}
+	d := resolve(in.DLQ.Spec.Kafka, in.DefaultBootstrapServers)
+	if len(d.servers) == 0 {
+		return source, nil, &SpecError{Field: "DeadLetterQueue " + in.DLQ.Name + " spec.kafka.bootstrapServers", Message: "no Kafka bootstrap servers: set spec.kafka.bootstrapServers or start the manager with --kafka-bootstrap-servers"}
+	}
+	if d.equal(source) {
+		return source, nil, nil
+	}
+	return source, &d, nil
+}
