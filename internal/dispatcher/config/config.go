@@ -68,14 +68,19 @@ type Config struct {
 	Delivery Delivery `json:"delivery"`
 
 	// maxRecordBytes is the largest record (key + value + headers) delivered to the sink; a larger
-	// one is dead-lettered at once with reason undeliverable. Defaults to 1 MiB (DefaultMaxRecordBytes).
+	// one is dead-lettered at once with reason undeliverable. Defaults to 1 MiB
+	// (DefaultMaxRecordBytes). A failed record is written to a retry tier with about 1 KiB of
+	// headers more: with Kafka's default max.message.bytes (about 1 MB) a record within a few KiB of
+	// 1 MiB may not fit, and is then dead-lettered (undeliverable, error type RetryProduceFailed;
+	// without its value if the dead letter topic rejects it too). A value above the default makes
+	// the dispatcher produce batches that large: raise the topics' max.message.bytes to match.
 	// +optional
 	MaxRecordBytes int64 `json:"maxRecordBytes,omitempty"`
 
-	// commitInterval is the least time between two offset commits. 0 (the default) commits
-	// continuously: as soon as a record finishes and no commit is under way, everything finished
-	// meanwhile is committed in one request, so a crash redelivers at most the records in flight
-	// plus those finished during one commit round trip.
+	// commitInterval is the least time between two offset commits: finished records are committed
+	// together. When finished records waiting for their commit reach half of
+	// delivery.maxUncommittedRecords they are committed at once, so the interval never throttles
+	// deliveries. 0 commits as soon as anything finished. Defaults to 10ms (DefaultCommitInterval).
 	// +optional
 	CommitInterval *metav1.Duration `json:"commitInterval,omitempty"`
 
@@ -223,15 +228,31 @@ type Delivery struct {
 	// offset of each partition).
 	// +optional
 	Ordering v1.DeliveryOrdering `json:"ordering,omitempty"`
-	// maxInFlight bounds the deliveries (and their retry or dead-letter writes) under way at once,
-	// over all partitions. Defaults to 100.
+	// maxInFlight bounds the deliveries under way at once (a delivery includes its retry or
+	// dead-letter write), over all partitions. Defaults to 100.
 	// +optional
 	MaxInFlight int32 `json:"maxInFlight,omitempty"`
-	// maxBufferedRecords bounds the records fetched and waiting for delivery; when a partition holds
-	// this many, its fetching pauses until half have been delivered, and polling stops while all
-	// partitions together hold this many. Defaults to max(1000, 4*maxInFlight).
+	// maxBufferedRecords bounds the records fetched and waiting for delivery in partitions that are
+	// not paused (retry tiers waiting for their head record's due time are paused and do not
+	// count): while they hold this many, the consumer stops polling, so fetching stops once the
+	// client's buffer is full. Defaults to max(1000, 4*maxInFlight).
 	// +optional
 	MaxBufferedRecords int32 `json:"maxBufferedRecords,omitempty"`
+	// maxUncommittedRecords bounds the records finished but not yet committed (offsets are
+	// committed only up to the lowest unfinished record of each partition): when that many wait,
+	// no new delivery starts until a commit. So a crash redelivers at most maxInFlight +
+	// maxUncommittedRecords records, and in Unordered mode a stuck record holds back at most that
+	// many behind it. Absent (0) means max(1000, 4*maxInFlight) (UncommittedLimit).
+	// +optional
+	MaxUncommittedRecords int32 `json:"maxUncommittedRecords,omitempty"`
+}
+
+// UncommittedLimit is maxUncommittedRecords with its default applied.
+func (d Delivery) UncommittedLimit() int32 {
+	if d.MaxUncommittedRecords > 0 {
+		return d.MaxUncommittedRecords
+	}
+	return max(1000, 4*d.MaxInFlight)
 }
 
 // Listen holds the addresses the consumer serves on. "-" disables an endpoint; the same address for
@@ -249,8 +270,10 @@ type Listen struct {
 const (
 	// DefaultMaxInFlight is delivery.maxInFlight's default (the API's default too).
 	DefaultMaxInFlight = 100
-	// DefaultMaxRecordBytes is maxRecordBytes's default: 1 MiB, Kafka's default message size.
+	// DefaultMaxRecordBytes is maxRecordBytes's default: 1 MiB, about Kafka's default message size.
 	DefaultMaxRecordBytes = 1 << 20
+	// DefaultCommitInterval is commitInterval's default.
+	DefaultCommitInterval = 10 * time.Millisecond
 	// DefaultDrainTimeout is drainTimeout's default.
 	DefaultDrainTimeout = 25 * time.Second
 	// DefaultMetricsAddress is listen.metricsAddress's default.

@@ -71,7 +71,8 @@ func TestLoadFile(t *testing.T) {
 	if c.PipelineID() != "shop/orders" || c.PipelineLabel() != "orders" {
 		t.Errorf("pipeline id %q label %q", c.PipelineID(), c.PipelineLabel())
 	}
-	if c.Delivery.Ordering != v1.OrderingUnordered || c.Delivery.MaxInFlight != 50 || c.Delivery.MaxBufferedRecords != 1000 {
+	if c.Delivery.Ordering != v1.OrderingUnordered || c.Delivery.MaxInFlight != 50 || c.Delivery.MaxBufferedRecords != 1000 ||
+		c.Delivery.UncommittedLimit() != 1000 {
 		t.Errorf("delivery %+v", c.Delivery)
 	}
 	if c.MaxRecordBytes != 65536 || config.Dur(c.CommitInterval, 0) != 100*time.Millisecond || config.Dur(c.DrainTimeout, 0) != config.DefaultDrainTimeout {
@@ -177,7 +178,7 @@ func TestValidationErrors(t *testing.T) {
 		{name: "bad values", json: `{"consumerGroup": "g", "kafka": {"bootstrapServers": ["nohost"], "tls": {"certFile": "/nope/tls.crt"},
 			"sasl": {"mechanism": "GSSAPI"}},
 			"topics": {"source": "a b", "deadLetter": "a.dlq", "retries": [{"name": "a.dlq", "attempts": [1]}]},
-			"sink": {"url": "ftp://x"}, "delivery": {"ordering": "Sideways", "maxInFlight": 20000},
+			"sink": {"url": "ftp://x"}, "delivery": {"ordering": "Sideways", "maxInFlight": 20000, "maxUncommittedRecords": -1},
 			"policy": {"maxAttempts": 0, "backoff": {"initialDelay": "1s", "multiplier": "0.5", "maxDelay": "1s"}},
 			"listen": {"metricsAddress": "9090"}, "drainTimeout": "-1s"}`, want: []string{
 			`kafka.bootstrapServers[0] "nohost" must be host:port`,
@@ -192,6 +193,7 @@ func TestValidationErrors(t *testing.T) {
 			`sink.url (SINK_URL) "ftp://x" must be an absolute http:// or https:// URL`,
 			`delivery.ordering "Sideways" must be Ordered or Unordered`,
 			"delivery.maxInFlight 20000 must be between 1 and 10000",
+			"delivery.maxUncommittedRecords -1 must not be negative",
 			"drainTimeout -1s must not be negative",
 			`listen.metricsAddress "9090" must be host:port`,
 		}},

@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,6 +25,9 @@ type ValidationError struct {
 func (e *ValidationError) Error() string {
 	return "invalid dispatcher configuration: " + strings.Join(e.Problems, "; ")
 }
+
+// defaultRebalanceTimeout is franz-go's default rebalance timeout.
+const defaultRebalanceTimeout = 60 * time.Second
 
 var topicRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
@@ -113,6 +117,9 @@ func (c *Config) Validate() error {
 	if c.Delivery.MaxBufferedRecords < 1 {
 		p.add("delivery.maxBufferedRecords %d must be at least 1", c.Delivery.MaxBufferedRecords)
 	}
+	if c.Delivery.MaxUncommittedRecords < 0 {
+		p.add("delivery.maxUncommittedRecords %d must not be negative (0 means the default)", c.Delivery.MaxUncommittedRecords)
+	}
 	if c.MaxRecordBytes < 1 {
 		p.add("maxRecordBytes %d must be at least 1", c.MaxRecordBytes)
 	}
@@ -129,6 +136,9 @@ func (c *Config) Validate() error {
 		if d.d != nil && d.d.Duration < 0 {
 			p.add("%s %v must not be negative", d.field, d.d.Duration)
 		}
+	}
+	if drain, rebalance := Dur(c.DrainTimeout, DefaultDrainTimeout), Dur(c.Group.RebalanceTimeout, defaultRebalanceTimeout); drain >= rebalance {
+		p.add("drainTimeout %v must be less than group.rebalanceTimeout %v: a revoked partition drains within the rebalance", drain, rebalance)
 	}
 	for _, a := range []struct{ field, addr string }{
 		{"listen.metricsAddress", c.Listen.MetricsAddress},

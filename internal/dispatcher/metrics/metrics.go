@@ -62,7 +62,7 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{LabelPipeline})
 	}
 	inFlight := gauge(InFlight, "Records being delivered or written to a retry tier or the dead letter queue.")
-	uncommitted := gauge(Uncommitted, "Records finished but not yet committed; with in_flight at most delivery.maxInFlight.")
+	uncommitted := gauge(Uncommitted, "Records finished but not yet committed (at most delivery.maxUncommittedRecords).")
 	buffered := gauge(Buffered, "Records fetched and waiting for delivery (retry-tier records not yet due included).")
 	circuit := gauge(CircuitState, "Circuit breaker state: 0 closed, 1 half-open, 2 open.")
 	paused := gauge(PausedPartitions, "Partitions whose fetching is paused (retry tiers not yet due, back-pressure, open circuit).")

@@ -23,8 +23,8 @@ const (
 	// InFlight is the number of records being delivered or written to a retry tier or the dead
 	// letter queue (gauge; label pipeline).
 	InFlight = "retryops_dispatcher_in_flight"
-	// Uncommitted is the number of records finished but not yet committed (gauge; label pipeline).
-	// InFlight + Uncommitted never exceeds delivery.maxInFlight: it bounds what a crash redelivers.
+	// Uncommitted is the number of records finished but not yet committed (gauge; label pipeline):
+	// at most delivery.maxUncommittedRecords. InFlight + Uncommitted is what a crash would redeliver.
 	Uncommitted = "retryops_dispatcher_uncommitted_records"
 	// Buffered is the number of records fetched and waiting for delivery, retry-tier records not yet
 	// due included (gauge; label pipeline).

@@ -1,0 +1,285 @@
+// Package headers names every Kafka record header and HTTP header the retry-operator data plane
+// reads or writes, in one place, so that the dispatcher, the library mode, the kubectl-dlq plugin
+// and the operator agree on the spelling. It imports the standard library only.
+//
+// # Kafka headers on retry-tier and dead-letter records
+//
+// A record that failed keeps its original key, value and headers; the dispatcher adds the headers
+// below, all starting with [Prefix]. Headers starting with [Prefix] that a record already carries
+// are replaced, never duplicated. Times are RFC 3339 with nanoseconds in UTC ([FormatTime]), counts
+// and offsets are base-10 integers.
+//
+//	header                         retry tier  dead letter  meaning
+//	retryops.original.topic        yes         yes          topic the record was first consumed from
+//	retryops.original.partition    yes         yes          its partition
+//	retryops.original.offset       yes         yes          its offset
+//	retryops.original.timestamp    yes         yes          its Kafka timestamp
+//	retryops.source.timestamp      yes         no           timestamp the deadline is measured from
+//	retryops.attempts              yes         yes          deliveries made so far
+//	retryops.first.failure         yes         yes          time of the first failed delivery
+//	retryops.last.failure          yes         yes          time of the last failed delivery
+//	retryops.due                   yes         no           when the next delivery is due
+//	retryops.error.type            yes         yes          error type of the last failure
+//	retryops.error.message         yes         yes          its message, at most MaxErrorMessageBytes
+//	retryops.http.status           if any      if any       the sink's HTTP status of the last failure
+//	retryops.rule                  if any      if any       classification rule that matched
+//	retryops.reason                no          yes          why it was dead-lettered (see the Reason constants)
+//	retryops.consumer.group        no          yes          consumer group of the pipeline
+//	retryops.pipeline              no          yes          pipeline, "<namespace>/<name>"
+//	retryops.value.omitted         no          if needed    value size, when the value was too large to keep
+//
+// The original coordinates survive retries and dead-letter replays: a replayed record that still
+// carries retryops.original.* headers keeps them (and so keeps its idempotency key, [IdempotencyKey]),
+// while its attempt count and its deadline start afresh.
+package headers
+
+import (
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Prefix starts every header the data plane owns. Headers with this prefix are stripped from what a
+// sink or a library handler sees and replaced on the records the dispatcher produces.
+const Prefix = "retryops."
+
+// Kafka record headers (see the package documentation for where each appears).
+const (
+	// OriginalTopic is the topic the record was first consumed from.
+	OriginalTopic = "retryops.original.topic"
+	// OriginalPartition is the partition the record was first consumed from.
+	OriginalPartition = "retryops.original.partition"
+	// OriginalOffset is the offset the record was first consumed at.
+	OriginalOffset = "retryops.original.offset"
+	// OriginalTimestamp is the Kafka timestamp of the original record.
+	OriginalTimestamp = "retryops.original.timestamp"
+	// SourceTimestamp is the timestamp of the record as consumed from the source topic: the start of
+	// the policy's deadline. It differs from OriginalTimestamp only for replayed dead letters.
+	SourceTimestamp = "retryops.source.timestamp"
+	// Attempts is the number of deliveries made so far, the failed ones included. On a retry-tier
+	// record the next delivery is attempt Attempts+1.
+	Attempts = "retryops.attempts"
+	// FirstFailure is the time of the first failed delivery (or of the dead-lettering, for a record
+	// that was never delivered).
+	FirstFailure = "retryops.first.failure"
+	// LastFailure is the time of the last failed delivery.
+	LastFailure = "retryops.last.failure"
+	// Due is when a retry-tier record's next delivery is due.
+	Due = "retryops.due"
+	// ErrorType is the error type of the last failure: the type a library handler reported, the
+	// transport error type (TimeoutError, ConnectionError), HTTP<status> for a sink status without
+	// a type, or one of the dispatcher's own (see the ErrorType constants).
+	ErrorType = "retryops.error.type"
+	// ErrorMessage is the message of the last failure, cut at MaxErrorMessageBytes on a UTF-8
+	// boundary.
+	ErrorMessage = "retryops.error.message"
+	// HTTPStatus is the sink's HTTP status code of the last failure, when it answered.
+	HTTPStatus = "retryops.http.status"
+	// Rule is the name of the classification rule that matched the last failure, when one did.
+	Rule = "retryops.rule"
+	// Reason says why a record was dead-lettered: one of the Reason constants.
+	Reason = "retryops.reason"
+	// ConsumerGroup is the consumer group of the pipeline that dead-lettered the record.
+	ConsumerGroup = "retryops.consumer.group"
+	// Pipeline is the pipeline that dead-lettered the record, as "<namespace>/<name>".
+	Pipeline = "retryops.pipeline"
+	// ValueOmitted is set (to the value's size in bytes) on a dead letter written without its value
+	// because the dead letter topic rejected it as too large.
+	ValueOmitted = "retryops.value.omitted"
+)
+
+// The dead-letter reasons (values of the Reason header). They are spelled as the retry core's
+// retry.Reason values.
+const (
+	ReasonNonRetriable       = "non_retriable_error"
+	ReasonMaxRetriesExceeded = "max_retries_exceeded"
+	ReasonDeadlineExceeded   = "deadline_exceeded"
+	ReasonUndeliverable      = "undeliverable"
+)
+
+// Error types the dispatcher itself reports (values of the ErrorType header).
+const (
+	// ErrorTypeRecordTooLarge: the record is larger than the configured maxRecordBytes.
+	ErrorTypeRecordTooLarge = "RecordTooLarge"
+	// ErrorTypePayloadTooLarge: the sink answered 413.
+	ErrorTypePayloadTooLarge = "PayloadTooLarge"
+	// ErrorTypeUnsupportedMediaType: the sink answered 415.
+	ErrorTypeUnsupportedMediaType = "UnsupportedMediaType"
+	// ErrorTypeMalformedHeaders: a retry-tier record's retryops.* headers could not be decoded.
+	ErrorTypeMalformedHeaders = "MalformedRetryHeaders"
+	// ErrorTypeRetryProduceFailed: the record could not be written to its retry tier.
+	ErrorTypeRetryProduceFailed = "RetryProduceFailed"
+	// ErrorTypeDeadlineExceeded: the record was past its deadline before it was delivered.
+	ErrorTypeDeadlineExceeded = "DeadlineExceeded"
+	// ErrorTypeUndeliverable: a library handler reported the record as undeliverable.
+	ErrorTypeUndeliverable = "Undeliverable"
+)
+
+// MaxErrorMessageBytes bounds the ErrorMessage header.
+const MaxErrorMessageBytes = 1024
+
+// HTTP headers of the requests the dispatcher sends to a sink, and of its answers.
+const (
+	// HTTPIdempotencyKey carries IdempotencyKey(original coordinates): the same on every retry and
+	// on a replay from the dead letter queue.
+	HTTPIdempotencyKey = "Idempotency-Key"
+	// HTTPRetryAttempt is the delivery attempt, 1 for the first delivery.
+	HTTPRetryAttempt = "Retry-Attempt"
+	// HTTPKafkaKey is the record key: as is when it is valid UTF-8 without control characters,
+	// otherwise standard base64 with HTTPKafkaKeyEncoding set to "base64". Absent for a nil key.
+	HTTPKafkaKey = "Kafka-Key"
+	// HTTPKafkaKeyEncoding is "base64" when HTTPKafkaKey is base64-encoded.
+	HTTPKafkaKeyEncoding = "Kafka-Key-Encoding"
+	// HTTPKafkaHeaderPrefix precedes each record header's name (see HeaderName): one HTTP header per
+	// Kafka header, the value encoded as the key is.
+	HTTPKafkaHeaderPrefix = "Kafka-Header-"
+	// HTTPKafkaBase64Headers lists, comma-separated, the (encoded) names of the Kafka-Header-*
+	// values sent in base64.
+	HTTPKafkaBase64Headers = "Kafka-Base64-Headers"
+	// HTTPKafkaTopic, HTTPKafkaPartition, HTTPKafkaOffset and HTTPKafkaTimestamp (RFC 3339) are the
+	// ORIGINAL coordinates of the record.
+	HTTPKafkaTopic     = "Kafka-Topic"
+	HTTPKafkaPartition = "Kafka-Partition"
+	HTTPKafkaOffset    = "Kafka-Offset"
+	HTTPKafkaTimestamp = "Kafka-Timestamp"
+	// HTTPDeliveredFrom is "<topic>/<partition>/<offset>" of the record actually consumed: the
+	// source topic on a first delivery, a retry tier on a retry.
+	HTTPDeliveredFrom = "Retryops-Delivered-From"
+	// HTTPErrorType is a RESPONSE header a sink may set on a failure to report an error type, which
+	// classification rules match by errorTypes.
+	HTTPErrorType = "Retryops-Error-Type"
+	// HTTPRetryAfter is the standard response header, honoured per the policy's retryAfter.
+	HTTPRetryAfter = "Retry-After"
+)
+
+// IdempotencyKey is the stable id of a record: "<topic>/<partition>/<offset>" of the original
+// record. Topic names cannot contain '/', so the key is unambiguous.
+func IdempotencyKey(topic string, partition int32, offset int64) string {
+	var b strings.Builder
+	b.Grow(len(topic) + 24)
+	b.WriteString(topic)
+	b.WriteByte('/')
+	b.WriteString(strconv.FormatInt(int64(partition), 10))
+	b.WriteByte('/')
+	b.WriteString(strconv.FormatInt(offset, 10))
+	return b.String()
+}
+
+// FormatTime formats t as the headers carry times: RFC 3339 with nanoseconds, in UTC.
+func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// ParseTime parses a time written by FormatTime (any RFC 3339 time).
+func ParseTime(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }
+
+// TruncateMessage cuts s to at most MaxErrorMessageBytes bytes on a UTF-8 boundary.
+func TruncateMessage(s string) string {
+	if len(s) <= MaxErrorMessageBytes {
+		return s
+	}
+	cut := MaxErrorMessageBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+// IsOwned reports whether a header name belongs to the data plane (starts with Prefix).
+func IsOwned(name string) bool { return strings.HasPrefix(name, Prefix) }
+
+// HeaderName encodes a Kafka header name into the HTTP header name Kafka-Header-<name>: bytes that
+// are not HTTP token characters, and '%', are percent-encoded (%XX, upper case), so the mapping is
+// reversible with DecodeHeaderName. Case is kept as given, though HTTP header names are
+// case-insensitive.
+func HeaderName(kafkaName string) string {
+	clean := true
+	for i := 0; i < len(kafkaName); i++ {
+		if !isTokenChar(kafkaName[i]) || kafkaName[i] == '%' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return HTTPKafkaHeaderPrefix + kafkaName
+	}
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(HTTPKafkaHeaderPrefix) + 3*len(kafkaName))
+	b.WriteString(HTTPKafkaHeaderPrefix)
+	for i := 0; i < len(kafkaName); i++ {
+		c := kafkaName[i]
+		if isTokenChar(c) && c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
+// DecodeHeaderName reverses HeaderName for the part after HTTPKafkaHeaderPrefix.
+func DecodeHeaderName(encoded string) (string, bool) {
+	if !strings.Contains(encoded, "%") {
+		return encoded, true
+	}
+	out := make([]byte, 0, len(encoded))
+	for i := 0; i < len(encoded); i++ {
+		if encoded[i] != '%' {
+			out = append(out, encoded[i])
+			continue
+		}
+		if i+2 >= len(encoded) {
+			return "", false
+		}
+		v, err := strconv.ParseUint(encoded[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", false
+		}
+		out = append(out, byte(v))
+		i += 2
+	}
+	return string(out), true
+}
+
+// IsPlainHeaderValue reports whether v can be sent as an HTTP header value as is: valid UTF-8
+// without control characters (tab allowed) and without leading or trailing blanks, which HTTP
+// would strip.
+func IsPlainHeaderValue(v []byte) bool {
+	if len(v) == 0 {
+		return true
+	}
+	if v[0] == ' ' || v[0] == '\t' || v[len(v)-1] == ' ' || v[len(v)-1] == '\t' {
+		return false
+	}
+	for i := 0; i < len(v); {
+		c := v[i]
+		if c < utf8.RuneSelf {
+			if (c < 0x20 && c != '\t') || c == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		r, w := utf8.DecodeRune(v[i:])
+		if r == utf8.RuneError && w <= 1 {
+			return false
+		}
+		i += w
+	}
+	return true
+}
+
+// isTokenChar reports whether c is an RFC 9110 token character.
+func isTokenChar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}

@@ -1,0 +1,85 @@
+package dispatcher_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/dispatcher"
+	"github.com/retryops/retry-operator/internal/dispatcher/config"
+	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
+)
+
+// running is an engine running in the background.
+type running struct {
+	e       *dispatcher.Engine
+	cancel  context.CancelFunc
+	done    chan error
+	stopped bool
+}
+
+// stop cancels the engine and waits for Run to return.
+func (r *running) stop(t testing.TB) {
+	t.Helper()
+	if r.stopped {
+		return
+	}
+	r.stopped = true
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		buf := make([]byte, 1<<20)
+		t.Fatalf("the engine did not stop:\n%s", buf[:runtime.Stack(buf, true)])
+	}
+}
+
+func start(t testing.TB, o dispatcher.Options) *running {
+	t.Helper()
+	if o.Handler == nil && o.Config.Sink != nil {
+		o.Handler = dispatcher.NewHTTPSink(o.Config.Sink.URL, int(o.Config.Delivery.MaxInFlight))
+	}
+	if err := o.Config.Validate(); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	e, err := dispatcher.New(o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{e: e, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- e.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// pipeline is a cluster, a sink and a config wired together.
+type pipeline struct {
+	c    *kfake.Cluster
+	sink *dt.Sink
+	cfg  *config.Config
+	prod *kgo.Client
+}
+
+func newPipeline(t testing.TB, group string, partitions int32, pol *v1.RetryPolicySpec, behavior func(*dt.Request) dt.Response) *pipeline {
+	t.Helper()
+	src, dlq := group+".src", group+".dlq"
+	sink := dt.NewSink(t, behavior)
+	// Build the config first to learn the tier names, then seed every topic.
+	probe := dt.Config(nil, group, src, dlq, pol, sink.URL)
+	topics := map[string]int32{src: partitions, dlq: 1}
+	for _, n := range probe.Topics.Retries.Names() {
+		topics[n] = partitions
+	}
+	c := dt.Cluster(t, topics)
+	cfg := dt.Config(c.ListenAddrs(), group, src, dlq, pol, sink.URL)
+	return &pipeline{c: c, sink: sink, cfg: cfg, prod: dt.Client(t, c)}
+}

@@ -1,0 +1,219 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/internal/retry"
+)
+
+// HTTPSink delivers each record as an HTTP POST of its value to one URL.
+//
+// The request carries:
+//
+//   - the value as the body, with Content-Type from a record header "content-type" (any case) or
+//     application/octet-stream;
+//   - Kafka-Key (base64 with Kafka-Key-Encoding: base64 when the key is not plain UTF-8 text);
+//   - one Kafka-Header-<name> per record header (see headers.HeaderName; values not plain UTF-8 text
+//     are base64 and listed in Kafka-Base64-Headers);
+//   - Kafka-Topic, Kafka-Partition, Kafka-Offset, Kafka-Timestamp: the ORIGINAL coordinates;
+//   - Idempotency-Key (stable across retries and replays), Retry-Attempt (1 for the first delivery)
+//     and Retryops-Delivered-From (the topic/partition/offset actually consumed).
+//
+// Redirects are not followed (the sink URL must be final): a 3xx answer is a failure like any
+// other non-2xx answer. A 2xx answer is success. 413 and 415 make the record undeliverable (dead-lettered at once). Any
+// other answer is a failure classified by the policy with its status, the response header
+// Retryops-Error-Type as error type, the first KiB of the body as message, and Retry-After. A
+// request that gets no answer is a transport failure (TimeoutError or ConnectionError).
+type HTTPSink struct {
+	url string
+	rt  http.RoundTripper
+}
+
+// NewHTTPSink returns a sink POSTing to url, keeping up to maxConns idle connections.
+func NewHTTPSink(url string, maxConns int) *HTTPSink {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = max(2*maxConns, 100)
+	tr.MaxIdleConnsPerHost = max(maxConns, 2)
+	tr.IdleConnTimeout = 90 * time.Second
+	return &HTTPSink{url: url, rt: tr}
+}
+
+// NewHTTPSinkWithTransport returns a sink POSTing to url through rt (TLS settings, proxies).
+func NewHTTPSinkWithTransport(url string, rt http.RoundTripper) *HTTPSink {
+	return &HTTPSink{url: url, rt: rt}
+}
+
+var drainBufs = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
+
+// readBody reads up to limit bytes of body into a pooled buffer, calling keep with the first
+// keepMax bytes read (nil keep discards), so that the connection can be reused.
+func readBody(body io.Reader, limit int, keepMax int, keep *[]byte) {
+	bp := drainBufs.Get().(*[]byte)
+	defer drainBufs.Put(bp)
+	buf := *bp
+	total := 0
+	for total < limit {
+		n, err := body.Read(buf[:min(len(buf), limit-total)])
+		if keep != nil && len(*keep) < keepMax && n > 0 {
+			*keep = append(*keep, buf[:min(n, keepMax-len(*keep))]...)
+		}
+		total += n
+		if err != nil {
+			return
+		}
+	}
+}
+
+const (
+	maxMessageRead = headers.MaxErrorMessageBytes
+	maxDrain       = 64 << 10
+)
+
+// Deliver implements Handler.
+func (s *HTTPSink) Deliver(ctx context.Context, d *Delivery) Result {
+	r := d.Record
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(r.Value))
+	if err != nil {
+		return Result{Undeliverable: true, Outcome: retry.Outcome{ErrorType: headers.ErrorTypeUndeliverable, Message: err.Error()}}
+	}
+	req.Header = make(http.Header, 12+len(r.Headers))
+	// One backing array for the fixed headers' values saves an allocation per header.
+	vals := make([]string, 0, 12)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		req.Header[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	h := req.Header
+	contentType := "application/octet-stream"
+	var b64 []string
+	for _, kh := range r.Headers {
+		if strings.EqualFold(kh.Key, "content-type") && headers.IsPlainHeaderValue(kh.Value) && len(kh.Value) > 0 {
+			contentType = string(kh.Value)
+		}
+		name := headers.HeaderName(kh.Key)
+		if headers.IsPlainHeaderValue(kh.Value) {
+			h[name] = append(h[name], string(kh.Value))
+		} else {
+			h[name] = append(h[name], base64.StdEncoding.EncodeToString(kh.Value))
+			b64 = append(b64, name[len(headers.HTTPKafkaHeaderPrefix):])
+		}
+	}
+	if len(b64) > 0 {
+		set(headers.HTTPKafkaBase64Headers, strings.Join(b64, ","))
+	}
+	set("Content-Type", contentType)
+	if r.Key != nil {
+		if headers.IsPlainHeaderValue(r.Key) {
+			set(headers.HTTPKafkaKey, string(r.Key))
+		} else {
+			set(headers.HTTPKafkaKey, base64.StdEncoding.EncodeToString(r.Key))
+			set(headers.HTTPKafkaKeyEncoding, "base64")
+		}
+	}
+	set(headers.HTTPIdempotencyKey, d.IdempotencyKey)
+	set(headers.HTTPRetryAttempt, strconv.Itoa(int(d.Attempt)))
+	set(headers.HTTPKafkaTopic, r.Topic)
+	set(headers.HTTPKafkaPartition, strconv.Itoa(int(r.Partition)))
+	set(headers.HTTPKafkaOffset, strconv.FormatInt(r.Offset, 10))
+	set(headers.HTTPKafkaTimestamp, r.Timestamp.UTC().Format(time.RFC3339Nano))
+	c := d.Consumed
+	if c == r {
+		set(headers.HTTPDeliveredFrom, d.IdempotencyKey)
+	} else {
+		set(headers.HTTPDeliveredFrom, headers.IdempotencyKey(c.Topic, c.Partition, c.Offset))
+	}
+
+	resp, err := s.rt.RoundTrip(req)
+	if err != nil {
+		return Result{Outcome: retry.Outcome{Transport: transportError(ctx, err), Message: err.Error()}}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		readBody(resp.Body, maxDrain, 0, nil)
+		return Result{Success: true}
+	}
+	var body []byte
+	readBody(resp.Body, maxDrain, maxMessageRead, &body)
+	msg := strings.TrimSpace(string(body))
+	if msg == "" {
+		msg = resp.Status
+	}
+	o := retry.Outcome{
+		HTTPStatus: resp.StatusCode,
+		ErrorType:  resp.Header.Get(headers.HTTPErrorType),
+		Message:    msg,
+		RetryAfter: parseRetryAfter(resp.Header.Get(headers.HTTPRetryAfter), time.Now()),
+	}
+	switch resp.StatusCode {
+	case http.StatusRequestEntityTooLarge:
+		o.ErrorType = headers.ErrorTypePayloadTooLarge
+		return Result{Undeliverable: true, Outcome: o}
+	case http.StatusUnsupportedMediaType:
+		o.ErrorType = headers.ErrorTypeUnsupportedMediaType
+		return Result{Undeliverable: true, Outcome: o}
+	}
+	return Result{Outcome: o}
+}
+
+// parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs <= 0 || secs > 365*24*3600 {
+			return 0
+		}
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// transportError classifies a request that got no answer.
+func transportError(ctx context.Context, err error) retry.TransportError {
+	var (
+		netErr  net.Error
+		dnsErr  *net.DNSError
+		unkAuth x509.UnknownAuthorityError
+		hostErr x509.HostnameError
+		certErr x509.CertificateInvalidError
+		recErr  tls.RecordHeaderError
+		alert   tls.AlertError
+		verify  *tls.CertificateVerificationError
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded:
+		return retry.TransportTimeout
+	case errors.As(err, &dnsErr):
+		return retry.TransportDNS
+	case errors.As(err, &unkAuth), errors.As(err, &hostErr), errors.As(err, &certErr),
+		errors.As(err, &recErr), errors.As(err, &alert), errors.As(err, &verify):
+		return retry.TransportTLS
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return retry.TransportConnectionRefused
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return retry.TransportTimeout
+	default:
+		return retry.TransportConnectionReset
+	}
+}

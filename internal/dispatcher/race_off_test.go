@@ -1,0 +1,5 @@
+//go:build !race
+
+package dispatcher_test
+
+const raceEnabled = false
