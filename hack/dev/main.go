@@ -15,20 +15,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/retryops/retry-operator/internal/devenv"
-	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
 type options struct {
@@ -61,56 +58,6 @@ func step(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
 }
 
-// process is a child process whose output goes to a log file.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func startProcess(dir, name string, env []string, bin string, args ...string) (*process, error) {
-	logPath := filepath.Join(dir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait(); _ = f.Close() }()
-	return p, nil
-}
-
-func (p *process) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-func waitForPort(ctx context.Context, addr string) error {
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			return c.Close()
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nothing listens on %s", addr)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 func run(o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -118,7 +65,6 @@ func run(o options) error {
 	if err := os.MkdirAll(filepath.Join(o.dir, "logs"), 0o755); err != nil {
 		return err
 	}
-	logs := filepath.Join(o.dir, "logs")
 	var cleanups []func()
 	defer func() {
 		step("Stopping everything that was started")
@@ -128,76 +74,24 @@ func run(o options) error {
 		step("Stopped")
 	}()
 
-	step("Starting the embedded Kafka on 127.0.0.1:%d (data in %s)", o.kafkaPort, filepath.Join(o.dir, "kafka"))
-	bootstrap := fmt.Sprintf("127.0.0.1:%d", o.kafkaPort)
-	kafka, err := startProcess(logs, "kafka", nil, "bin/kafka", "--port", fmt.Sprint(o.kafkaPort), "--data-dir", filepath.Join(o.dir, "kafka"))
+	stack, err := devenv.StartStack(ctx, devenv.StackOptions{
+		Dir: o.dir, Bin: "bin", KafkaPort: o.kafkaPort, DispatcherImage: o.dispatcherImage,
+		ManagerArgs: append([]string{"--status-refresh-interval=5s"}, o.managerArgs...),
+		Log:         zap.New(zap.WriteTo(mustCreate(filepath.Join(o.dir, "logs", "runner.log")))),
+	}, step)
+	cleanups = append(cleanups, stack.Stop)
 	if err != nil {
 		return err
 	}
-	cleanups = append(cleanups, kafka.stop)
-	waitCtx, cancelWait := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelWait()
-	if err := waitForPort(waitCtx, bootstrap); err != nil {
-		return fmt.Errorf("the embedded Kafka did not start (see %s): %w", filepath.Join(logs, "kafka.log"), err)
-	}
-
-	step("Starting the local control plane (kube-apiserver, etcd, kube-controller-manager)")
-	crds := filepath.Join(envtestutil.RepoRoot(), "config", "crd", "external")
-	env, err := envtestutil.Start(crds)
-	if err != nil {
-		return err
-	}
-	cleanups = append(cleanups, func() { _ = env.Stop() })
-	kcm, err := env.StartControllerManager()
-	if err != nil {
-		return err
-	}
-	cleanups = append(cleanups, kcm.Stop)
-	kubeconfig, err := filepath.Abs(filepath.Join(o.dir, "kubeconfig"))
-	if err != nil {
-		return err
-	}
-	data, err := os.ReadFile(env.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
-		return err
-	}
-
-	step("Running the manager (log: %s)", filepath.Join(logs, "manager.log"))
-	mgrArgs := append([]string{
-		"--kafka-bootstrap-servers=" + bootstrap,
-		"--dispatcher-image=" + o.dispatcherImage,
-		"--metrics-bind-address=127.0.0.1:38081",
-		"--health-probe-bind-address=127.0.0.1:38082",
-		"--status-refresh-interval=5s",
-	}, o.managerArgs...)
-	manager, err := startProcess(logs, "manager", []string{"KUBECONFIG=" + kubeconfig}, "bin/manager", mgrArgs...)
-	if err != nil {
-		return err
-	}
-	cleanups = append(cleanups, manager.stop)
-
-	step("Running the dispatchers of the operator's Deployments as local processes")
-	runCtx, cancelRunner := context.WithCancel(context.Background())
-	dispatcher, _ := filepath.Abs("bin/dispatcher")
-	runner := &devenv.Runner{
-		Client: env.Client, Dir: filepath.Join(o.dir, "pods"),
-		Images: map[string]string{o.dispatcherImage: dispatcher, strings.Split(o.dispatcherImage, ":")[0]: dispatcher},
-		Log:    zap.New(zap.WriteTo(mustCreate(filepath.Join(logs, "runner.log")))),
-	}
-	runnerDone := make(chan struct{})
-	go func() { defer close(runnerDone); _ = runner.Start(runCtx) }()
-	cleanups = append(cleanups, func() { cancelRunner(); <-runnerDone })
+	kubeconfig, manager := stack.Kubeconfig, stack.Manager
 
 	fmt.Printf("\nPoint kubectl at the local cluster with:\n\n    export KUBECONFIG=%s\n    kubectl get retryops -A\n\n", kubeconfig)
 	if !o.demo {
 		step("Ready in %s. Ctrl-C stops everything.", time.Since(started).Round(time.Second))
 		select {
 		case <-ctx.Done():
-		case err := <-manager.done:
-			return fmt.Errorf("the manager exited (see %s): %v", filepath.Join(logs, "manager.log"), err)
+		case err := <-manager.Done:
+			return fmt.Errorf("the manager exited (see %s): %v", manager.LogPath, err)
 		}
 		return nil
 	}
@@ -222,7 +116,7 @@ func run(o options) error {
 	cleanups = append(cleanups, cancelProd)
 	go func() {
 		for n := 0; prodCtx.Err() == nil; n += o.rate * 10 {
-			if err := devenv.Produce(prodCtx, []string{bootstrap}, "demo-tasks", n, n+o.rate*10, o.rate); err != nil && prodCtx.Err() == nil {
+			if err := devenv.Produce(prodCtx, []string{stack.Bootstrap}, "demo-tasks", n, n+o.rate*10, o.rate); err != nil && prodCtx.Err() == nil {
 				fmt.Fprintln(os.Stderr, "dev: producer:", err)
 				time.Sleep(time.Second)
 			}
@@ -240,8 +134,8 @@ func run(o options) error {
 		case <-ctx.Done():
 			fmt.Println()
 			return nil
-		case err := <-manager.done:
-			return fmt.Errorf("the manager exited (see %s): %v", filepath.Join(logs, "manager.log"), err)
+		case err := <-manager.Done:
+			return fmt.Errorf("the manager exited (see %s): %v", manager.LogPath, err)
 		case <-tick.C:
 		}
 	}
