@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Runs retry-operator on a kind cluster with a real Kafka (Strimzi), for users with Docker:
+#   1. builds the operator and dispatcher images and loads them into a new kind cluster,
+#   2. installs the Strimzi operator and a one-broker KRaft Kafka cluster,
+#   3. deploys retry-operator with `kubectl apply -k config/default` pointed at that Kafka,
+#   4. applies the samples and shows `kubectl get retryops`.
+# It cannot run on the project's build machines (no Docker engine there); the same loop runs in CI on
+# a local control plane and an embedded Kafka (`make dev`, test/e2e).
+#
+# Environment: CLUSTER (default retryops), TAG (default dev), STRIMZI_INSTALL (Strimzi's install
+# manifest URL or file; default its latest release), KEEP=1 keeps the cluster afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CLUSTER=${CLUSTER:-retryops}
+TAG=${TAG:-dev}
+IMG=ghcr.io/retryops/retry-operator:$TAG
+DISPATCHER_IMG=ghcr.io/retryops/retry-dispatcher:$TAG
+STRIMZI_INSTALL=${STRIMZI_INSTALL:-https://strimzi.io/install/latest?namespace=kafka}
+
+for tool in docker kind kubectl; do
+  command -v "$tool" >/dev/null || { echo "kind-e2e: $tool is required" >&2; exit 1; }
+done
+
+echo "==> Building $IMG and $DISPATCHER_IMG"
+docker build -t "$IMG" .
+docker build -t "$DISPATCHER_IMG" --build-arg CMD=dispatcher .
+
+echo "==> Creating the kind cluster $CLUSTER"
+kind get clusters | grep -qx "$CLUSTER" || kind create cluster --name "$CLUSTER" --wait 120s
+[ "${KEEP:-0}" = 1 ] || trap 'kind delete cluster --name "$CLUSTER"' EXIT
+kind load docker-image --name "$CLUSTER" "$IMG" "$DISPATCHER_IMG"
+
+echo "==> Installing Strimzi and a Kafka cluster"
+kubectl create namespace kafka --dry-run=client -o yaml | kubectl apply -f -
+kubectl create -f "$STRIMZI_INSTALL" -n kafka 2>/dev/null || kubectl replace -f "$STRIMZI_INSTALL" -n kafka
+kubectl -n kafka rollout status deployment/strimzi-cluster-operator --timeout=300s
+kubectl -n kafka apply -f - <<'YAML'
+apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaNodePool
+metadata: {name: dual-role, labels: {strimzi.io/cluster: my-cluster}}
+spec:
+  replicas: 1
+  roles: [controller, broker]
+  storage: {type: ephemeral}
+---
+apiVersion: kafka.strimzi.io/v1beta2
+kind: Kafka
+metadata: {name: my-cluster, annotations: {strimzi.io/node-pools: enabled, strimzi.io/kraft: enabled}}
+spec:
+  kafka:
+    listeners: [{name: plain, port: 9092, type: internal, tls: false}]
+    config: {offsets.topic.replication.factor: 1, transaction.state.log.replication.factor: 1, transaction.state.log.min.isr: 1, default.replication.factor: 1, min.insync.replicas: 1}
+  entityOperator: {}
+YAML
+kubectl -n kafka wait kafka/my-cluster --for=condition=Ready --timeout=600s
+
+echo "==> Deploying retry-operator"
+tmp=$(mktemp -d)
+cp -r config "$tmp/"
+(cd "$tmp/config/manager" && kubectl kustomize . >/dev/null &&
+  sed -i "s|newTag: .*|newTag: $TAG|" kustomization.yaml)
+sed -i "s|--health-probe-bind-address=:8081|--health-probe-bind-address=:8081\n        - --dispatcher-image=$DISPATCHER_IMG|" "$tmp/config/manager/manager.yaml"
+kubectl apply --server-side -k "$tmp/config/default"
+kubectl -n retry-operator-system rollout status deployment/retry-operator-controller-manager --timeout=180s
+
+echo "==> Applying the samples"
+kubectl create namespace retryops-samples --dry-run=client -o yaml | kubectl apply -f -
+kubectl apply --server-side -n retryops-samples -k config/samples
+kubectl -n retryops-samples wait retrypolicy --all --for=condition=Ready --timeout=120s
+kubectl -n retryops-samples wait deadletterqueue --all --for=condition=Ready --timeout=180s
+kubectl get retryops -n retryops-samples
