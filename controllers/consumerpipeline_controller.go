@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,10 +34,10 @@ import (
 // cluster-wide: pipelines on one source would share their <source>.retry.* topics.
 const indexPipelineBySourceClaim = ".spec.source.claim"
 
-// ConsumerPipelineReconciler makes what a ConsumerPipeline needs. For now that is its topics: the
-// source topic (checked, or created when spec.source.create asks) and the retry tiers of the
-// referenced RetryPolicy's plan. The consumer Deployment, its ConfigMap and the alert rules slot in
-// as further steps of reconcileNormal.
+// ConsumerPipelineReconciler makes what a ConsumerPipeline needs: its topics (the source topic,
+// checked or created when spec.source.create asks, and the retry tiers of the referenced
+// RetryPolicy's plan), then its children: the dispatcher ConfigMap, the consumer Deployment and the
+// alert rules (see reconcileChildren).
 type ConsumerPipelineReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder
@@ -48,6 +49,12 @@ type ConsumerPipelineReconciler struct {
 	DeletionTimeout time.Duration
 	// Controller are extra controller options (concurrency, rate limiter).
 	Controller controller.Options
+	// DispatcherImage is the image of the dispatcher in sink mode.
+	DispatcherImage string
+	// RuleLabels are extra labels on the alert rule objects.
+	RuleLabels map[string]string
+	// Rules knows whether PrometheusRule is served.
+	Rules *ruleAPI
 }
 
 // pipelineScope is the state of one ConsumerPipeline reconcile, filled in by the steps. The figures
@@ -84,6 +91,27 @@ type pipelineScope struct {
 
 	// topicProblems are the problems of the TopicsReady condition.
 	topicProblems problems
+
+	// live is what the LiveFigures step found (consumerpipeline_live.go).
+	live pipelineLive
+
+	// The children (consumerpipeline_children.go). policy and queue are the referenced objects, nil
+	// while missing (or, for the policy, invalid). deployment is the Deployment as the API server
+	// has it (nil when there is none); configHash is the hash of the applied ConfigMap.
+	policy             *v1.RetryPolicy
+	queue              *v1.DeadLetterQueue
+	configHash         string
+	deployment         *appsv1.Deployment
+	alertsMessage      string
+	deploymentProblems problems
+	alertProblems      problems
+}
+
+// allProblems are the problems of every condition Ready summarises.
+func (s *pipelineScope) allProblems() problems {
+	all := append(problems{}, s.topicProblems...)
+	all = append(all, s.alertProblems...)
+	return append(all, s.deploymentProblems...)
 }
 
 // pipelineStep is one named step of a pipeline reconcile. A returned *problem is recorded and ends
@@ -101,6 +129,7 @@ func (r *ConsumerPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	p := &v1.ConsumerPipeline{}
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.Kafka.Live.forgetPipeline(r.Kafka.Offsets, req.NamespacedName)
 			r.Kafka.Connections.release(pipelineOwner(req.NamespacedName))
 			return ctrl.Result{}, nil
 		}
@@ -136,7 +165,7 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 		{"SourceTopic", r.reconcileSourceTopic},
 		{"RetryTopics", r.reconcileRetryTopics},
 		{"UnusedRetryTopics", r.reconcileUnusedRetryTopics},
-		// Later: {"ConfigMap", ...}, {"Deployment", ...}, {"Alerts", ...}.
+		{"LiveFigures", r.refreshLiveFigures},
 	}
 	for _, step := range steps {
 		if err := step.fn(ctx, s); err != nil {
@@ -149,16 +178,25 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 		}
 	}
 	r.recordTopicChanges(s)
-	if err := r.patchStatus(ctx, s.p, pipelineStatus(s)); err != nil {
+	// The children run whatever the topic steps met: they depend on the spec and the referenced
+	// objects, not on Kafka.
+	if err := r.reconcileChildren(ctx, s); err != nil {
 		return staleOrError(err)
 	}
-	if err := s.topicProblems.transient(); err != nil {
+	st := pipelineStatus(s)
+	if err := r.patchStatus(ctx, s.p, st); err != nil {
+		return staleOrError(err)
+	}
+	r.Kafka.Live.exportPipeline(client.ObjectKeyFromObject(s.p), st)
+	all := s.allProblems()
+	if err := all.transient(); err != nil {
 		return ctrl.Result{}, err
 	}
-	if s.topicProblems.userOnly() {
+	if all.userOnly() {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{RequeueAfter: r.RefreshInterval}, nil
+	// In phase with the connection's offsets rounds, so that the figures are at most one interval old.
+	return ctrl.Result{RequeueAfter: r.Kafka.Offsets.UntilNextRound(s.connKey, r.RefreshInterval)}, nil
 }
 
 func (r *ConsumerPipelineReconciler) ensureFinalizer(ctx context.Context, s *pipelineScope) error {
@@ -279,7 +317,8 @@ func (r *ConsumerPipelineReconciler) patchStatus(ctx context.Context, p *v1.Cons
 	if err := r.Status().Patch(ctx, p, patch); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if c, changed := conditionChanged(before, st.Conditions, v1.ConditionReady); changed {
+	c, changed := conditionChanged(before, st.Conditions, v1.ConditionReady)
+	if changed {
 		log := ctrl.LoggerFrom(ctx)
 		if c.Status == metav1.ConditionTrue {
 			log.Info("Pipeline is ready", "consumerPipeline", klog.KObj(p))
@@ -288,14 +327,19 @@ func (r *ConsumerPipelineReconciler) patchStatus(ctx context.Context, p *v1.Cons
 			log.Info("Pipeline is not ready", "consumerPipeline", klog.KObj(p), "reason", c.Reason, "message", c.Message)
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, c.Reason, "Reconcile", "%s", c.Message)
 		}
+	} else {
+		c = nil
 	}
+	r.recordChildSpecErrors(p, before, st.Conditions, c)
 	return nil
 }
 
 // SetupWithManager registers the controller. Besides its pipelines it watches the RetryPolicies
 // and DeadLetterQueues they reference (through the indexes of indexes.go), the Secrets of their Kafka
-// connections, and other pipelines on the same source (the loser of a tier conflict takes over as
-// soon as the owner goes).
+// connections, other pipelines on the same source (the loser of a tier conflict takes over as
+// soon as the owner goes), the ConfigMaps and Deployments it owns (drift is reverted at once), the
+// PrometheusRule CRD (installing or removing it switches the kind of the alert rules) and, while
+// that kind is served, the PrometheusRules it owns (see ruleAPI).
 func (r *ConsumerPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byIndex := func(index string, name func(client.Object) string) handler.EventHandler {
 		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
@@ -310,17 +354,24 @@ func (r *ConsumerPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return out
 		})
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1.ConsumerPipeline{}, builder.WithPredicates(specOrLifecycleChanged())).
 		Watches(&v1.RetryPolicy{}, byIndex(indexPipelineByPolicy, client.Object.GetName), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1.DeadLetterQueue{}, byIndex(indexPipelineByDLQ, client.Object.GetName), builder.WithPredicates(createdOrDeleted())).
+		Watches(&v1.DeadLetterQueue{}, r.deadLetterCountsChanged()).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
 			return requestsForSecret(ctx, r.Client, o, &v1.ConsumerPipelineList{})
 		})).
 		Watches(&v1.ConsumerPipeline{}, handler.EnqueueRequestsFromMapFunc(r.otherPipelinesOnSource), builder.WithPredicates(createdOrDeleted())).
-		WithOptions(r.Controller).
-		Named("consumerpipeline").
-		Complete(r)
+		Owns(&corev1.ConfigMap{}).
+		Owns(&appsv1.Deployment{})
+	b = watchRuleCRD(b, r.Rules, r.Client, func() client.ObjectList { return &v1.ConsumerPipelineList{} })
+	c, err := b.WithOptions(r.Controller).Named("consumerpipeline").Build(r)
+	if err != nil {
+		return err
+	}
+	r.Rules.watch(c, mgr.GetScheme(), &v1.ConsumerPipeline{})
+	return nil
 }
 
 // otherPipelinesOnSource maps a pipeline to the other pipelines consuming the same source.

@@ -3,15 +3,19 @@ package controllers
 import (
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
-// pipelineConditions are the conditions Ready summarises, in order. DeploymentReady and AlertsReady
-// join when their steps exist.
-var pipelineConditions = []string{v1.ConditionTopicsReady}
+// pipelineConditions are the conditions Ready summarises, in order: Ready takes the first that is
+// not True, and when all are, the reason of the last. The Deployment comes last because it is the
+// last to become ready (it needs running pods), so a ready pipeline's reason is Available.
+var pipelineConditions = []string{v1.ConditionTopicsReady, v1.ConditionAlertsReady, v1.ConditionDeploymentReady}
 
 // pipelineStatus rebuilds a pipeline's status from what the reconcile saw. Fields owned by later
 // work (replicas, lag, backlog, circuit) are carried over untouched.
@@ -21,7 +25,10 @@ func pipelineStatus(s *pipelineScope) v1.ConsumerPipelineStatus {
 	st.ObservedGeneration = p.Generation
 	st.ConsumerGroup = consumerGroup(p)
 	setPipelineTopics(&st, s)
+	setPipelineFigures(&st, p.Status.Topics, s.live)
 	setPipelineTopicsReady(&st, p.Generation, s.topicProblems, pipelineTopicsMessage(st.Topics))
+	setPipelineAlertsReady(&st, p.Generation, s.alertProblems, s.alertsMessage)
+	setPipelineDeployment(&st, p.Generation, s.deployment, s.deploymentProblems)
 	setPipelineReady(&st, p.Generation)
 	return st
 }
@@ -86,4 +93,75 @@ func pipelineTopicsMessage(t *v1.PipelineTopics) string {
 		msg += "; dead letters go to " + t.DeadLetter
 	}
 	return msg
+}
+
+// Reasons of DeploymentReady read from the Deployment's status.
+const (
+	// reasonAvailable: every wanted pod runs the current template and is ready.
+	reasonAvailable = "Available"
+	// reasonProgressing: a rollout is under way (the Deployment controller has not seen the latest
+	// spec yet, or pods of the current template are still being created, or old ones removed).
+	reasonProgressing = "Progressing"
+	// reasonUnavailable: the rollout is complete but fewer pods than wanted are ready.
+	reasonUnavailable = "Unavailable"
+	// reasonProgressDeadlineExceeded: the Deployment controller gave up waiting for the rollout
+	// (spec.progressDeadlineSeconds).
+	reasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+)
+
+// setPipelineAlertsReady sets AlertsReady: True with reason RulesApplied when the rules were applied
+// (the message says as what), else False with the reason of the first problem.
+func setPipelineAlertsReady(st *v1.ConsumerPipelineStatus, generation int64, ps problems, readyMessage string) {
+	meta.SetStatusCondition(&st.Conditions, ps.condition(v1.ConditionAlertsReady, generation, reasonRulesApplied, readyMessage))
+}
+
+// setPipelineDeployment writes the wanted and ready replicas of the Deployment d (none when nil) and
+// DeploymentReady: False with the first problem when applying it met one, else as
+// deploymentReadyCondition says.
+func setPipelineDeployment(st *v1.ConsumerPipelineStatus, generation int64, d *appsv1.Deployment, ps problems) {
+	st.Replicas, st.ReadyReplicas = 0, nil
+	if d != nil {
+		st.Replicas = ptr.Deref(d.Spec.Replicas, 1)
+		st.ReadyReplicas = ptr.To(d.Status.ReadyReplicas)
+	}
+	c := deploymentReadyCondition(d, generation)
+	if len(ps) > 0 {
+		c = ps.condition(v1.ConditionDeploymentReady, generation, "", "")
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// deploymentReadyCondition is DeploymentReady as the Deployment's status tells it, with the checks of
+// `kubectl rollout status`: True (Available) when the Deployment controller has seen the latest spec,
+// every wanted pod runs the current template and is ready, and no old pod is left; otherwise False
+// with reason ProgressDeadlineExceeded, Progressing or Unavailable.
+func deploymentReadyCondition(d *appsv1.Deployment, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: v1.ConditionDeploymentReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
+	if d == nil {
+		c.Reason, c.Message = reasonProgressing, "the Deployment does not exist yet"
+		return c
+	}
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	ds := d.Status
+	for _, dc := range ds.Conditions {
+		if dc.Type == appsv1.DeploymentProgressing && dc.Status == corev1.ConditionFalse && dc.Reason == reasonProgressDeadlineExceeded {
+			c.Reason, c.Message = reasonProgressDeadlineExceeded, fmt.Sprintf("Deployment %s: %s", d.Name, dc.Message)
+			return c
+		}
+	}
+	switch {
+	case ds.ObservedGeneration < d.Generation:
+		c.Reason, c.Message = reasonProgressing, fmt.Sprintf("Deployment %s: waiting for the Deployment controller to see generation %d", d.Name, d.Generation)
+	case ds.UpdatedReplicas < want:
+		c.Reason, c.Message = reasonProgressing, fmt.Sprintf("Deployment %s: %d of %d pods run the current template", d.Name, ds.UpdatedReplicas, want)
+	case ds.Replicas > ds.UpdatedReplicas:
+		c.Reason, c.Message = reasonProgressing, fmt.Sprintf("Deployment %s: %d old pods are being removed", d.Name, ds.Replicas-ds.UpdatedReplicas)
+	case ds.ReadyReplicas < want:
+		c.Reason, c.Message = reasonUnavailable, fmt.Sprintf("Deployment %s: %d of %d pods ready", d.Name, ds.ReadyReplicas, want)
+	case want == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, reasonAvailable, fmt.Sprintf("Deployment %s is scaled to 0 replicas", d.Name)
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, reasonAvailable, fmt.Sprintf("Deployment %s: %d of %d pods ready", d.Name, ds.ReadyReplicas, want)
+	}
+	return c
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -141,8 +143,15 @@ func TestSetPipelineTopicsReady(t *testing.T) {
 }
 
 func TestSetPipelineReady(t *testing.T) {
+	cond := func(condType string, status metav1.ConditionStatus, reason, msg string, gen int64) metav1.Condition {
+		return metav1.Condition{Type: condType, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}
+	}
 	topics := func(status metav1.ConditionStatus, reason, msg string, gen int64) []metav1.Condition {
-		return []metav1.Condition{{Type: v1.ConditionTopicsReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}}
+		return []metav1.Condition{
+			cond(v1.ConditionTopicsReady, status, reason, msg, gen),
+			cond(v1.ConditionAlertsReady, metav1.ConditionTrue, reasonRulesApplied, "rules", 4),
+			cond(v1.ConditionDeploymentReady, metav1.ConditionTrue, reasonAvailable, "2 of 2 pods ready", 4),
+		}
 	}
 	for name, tc := range map[string]struct {
 		conditions  []metav1.Condition
@@ -150,13 +159,29 @@ func TestSetPipelineReady(t *testing.T) {
 		wantReason  string
 		wantMessage string
 	}{
-		"all parts ready": {
+		"all parts ready: the reason of the last, every message": {
 			conditions: topics(metav1.ConditionTrue, v1.ReasonTopicsReady, "source s has 3 partitions", 4),
-			wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonTopicsReady, wantMessage: "source s has 3 partitions",
+			wantStatus: metav1.ConditionTrue, wantReason: reasonAvailable, wantMessage: "source s has 3 partitions; rules; 2 of 2 pods ready",
 		},
 		"a part not ready gives its reason and says which": {
 			conditions: topics(metav1.ConditionFalse, v1.ReasonSourceTopicMissing, "no source", 4),
 			wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonSourceTopicMissing, wantMessage: "TopicsReady: no source",
+		},
+		"the first part not ready wins": {
+			conditions: []metav1.Condition{
+				cond(v1.ConditionTopicsReady, metav1.ConditionTrue, v1.ReasonTopicsReady, "ok", 4),
+				cond(v1.ConditionAlertsReady, metav1.ConditionFalse, v1.ReasonInvalidSpec, "bad", 4),
+				cond(v1.ConditionDeploymentReady, metav1.ConditionFalse, reasonProgressing, "rolling", 4),
+			},
+			wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonInvalidSpec, wantMessage: "AlertsReady: bad",
+		},
+		"a Deployment still rolling out": {
+			conditions: []metav1.Condition{
+				cond(v1.ConditionTopicsReady, metav1.ConditionTrue, v1.ReasonTopicsReady, "ok", 4),
+				cond(v1.ConditionAlertsReady, metav1.ConditionTrue, reasonRulesApplied, "rules", 4),
+				cond(v1.ConditionDeploymentReady, metav1.ConditionFalse, reasonProgressing, "rolling", 4),
+			},
+			wantStatus: metav1.ConditionFalse, wantReason: reasonProgressing, wantMessage: "DeploymentReady: rolling",
 		},
 		"a part of an older generation is not known yet": {
 			conditions: topics(metav1.ConditionTrue, v1.ReasonTopicsReady, "ok", 3),
@@ -178,4 +203,85 @@ func TestSetPipelineReady(t *testing.T) {
 			g.Expect(c.ObservedGeneration).To(Equal(int64(4)))
 		})
 	}
+}
+
+func TestDeploymentReadyCondition(t *testing.T) {
+	deployment := func(replicas *int32, generation int64, st appsv1.DeploymentStatus) *appsv1.Deployment {
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "orders-dispatcher", Generation: generation},
+			Spec:       appsv1.DeploymentSpec{Replicas: replicas},
+			Status:     st,
+		}
+	}
+	stalled := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
+		Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "orders-dispatcher-1" has timed out progressing.`}
+	for name, tc := range map[string]struct {
+		d           *appsv1.Deployment
+		wantStatus  metav1.ConditionStatus
+		wantReason  string
+		wantMessage string
+	}{
+		"no Deployment": {nil, metav1.ConditionFalse, reasonProgressing, "does not exist yet"},
+		"never seen by the Deployment controller (envtest)": {
+			deployment(ptr.To[int32](2), 1, appsv1.DeploymentStatus{}),
+			metav1.ConditionFalse, reasonProgressing, "waiting for the Deployment controller to see generation 1"},
+		"a new spec not yet seen, though the old one is all ready": {
+			deployment(ptr.To[int32](2), 3, appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}),
+			metav1.ConditionFalse, reasonProgressing, "generation 3"},
+		"pods of the new template still coming": {
+			deployment(ptr.To[int32](3), 2, appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1, ReadyReplicas: 3}),
+			metav1.ConditionFalse, reasonProgressing, "1 of 3 pods run the current template"},
+		"old pods still terminating": {
+			deployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 2, ReadyReplicas: 2}),
+			metav1.ConditionFalse, reasonProgressing, "1 old pods are being removed"},
+		"rolled out but not all ready": {
+			deployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1}),
+			metav1.ConditionFalse, reasonUnavailable, "1 of 2 pods ready"},
+		"stalled rollout": {
+			deployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 1,
+				Conditions: []appsv1.DeploymentCondition{stalled}}),
+			metav1.ConditionFalse, reasonProgressDeadlineExceeded, "has timed out progressing"},
+		"all ready": {
+			deployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}),
+			metav1.ConditionTrue, reasonAvailable, "2 of 2 pods ready"},
+		"replicas unset means one": {
+			deployment(nil, 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1}),
+			metav1.ConditionTrue, reasonAvailable, "1 of 1 pods ready"},
+		"scaled to zero": {
+			deployment(ptr.To[int32](0), 4, appsv1.DeploymentStatus{ObservedGeneration: 4}),
+			metav1.ConditionTrue, reasonAvailable, "scaled to 0 replicas"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			c := deploymentReadyCondition(tc.d, 7)
+			g.Expect(c.Type).To(Equal(v1.ConditionDeploymentReady))
+			g.Expect(c.Status).To(Equal(tc.wantStatus))
+			g.Expect(c.Reason).To(Equal(tc.wantReason))
+			g.Expect(c.Message).To(ContainSubstring(tc.wantMessage))
+			g.Expect(c.ObservedGeneration).To(Equal(int64(7)), "the pipeline's generation, not the Deployment's")
+		})
+	}
+}
+
+func TestSetPipelineDeployment(t *testing.T) {
+	g := NewWithT(t)
+	d := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3)},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 0, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 3}}
+
+	st := &v1.ConsumerPipelineStatus{}
+	setPipelineDeployment(st, 2, d, nil)
+	g.Expect(st.Replicas).To(Equal(int32(3)))
+	g.Expect(st.ReadyReplicas).To(Equal(ptr.To[int32](3)))
+	g.Expect(meta.FindStatusCondition(st.Conditions, v1.ConditionDeploymentReady)).To(HaveField("Reason", reasonAvailable))
+
+	// A problem (a spec error, say) wins over the Deployment's state; the figures stay.
+	setPipelineDeployment(st, 3, d, problems{{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: "bad volume"}})
+	g.Expect(meta.FindStatusCondition(st.Conditions, v1.ConditionDeploymentReady)).To(And(
+		HaveField("Status", metav1.ConditionFalse), HaveField("Reason", v1.ReasonInvalidSpec), HaveField("ObservedGeneration", int64(3))))
+	g.Expect(st.ReadyReplicas).To(Equal(ptr.To[int32](3)))
+
+	// No Deployment: no figures.
+	setPipelineDeployment(st, 3, nil, problems{{Reason: reasonWaitingForTopics, Message: "later"}})
+	g.Expect(st.Replicas).To(BeZero())
+	g.Expect(st.ReadyReplicas).To(BeNil())
 }

@@ -94,6 +94,7 @@ func (r *ConsumerPipelineReconciler) readPolicy(ctx context.Context, s *pipeline
 		naming = rt.Naming
 	}
 	s.tiers, s.planKnown = retryTiers(string(s.p.Spec.Source.Topic), naming, compiled.Plan()), true
+	s.policy = rp
 	return nil
 }
 
@@ -112,6 +113,7 @@ func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s 
 		return err
 	}
 	s.deadLetter = string(dlq.Spec.Topic.Name)
+	s.queue = dlq
 	return nil
 }
 

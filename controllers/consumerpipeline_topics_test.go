@@ -106,7 +106,7 @@ func TestPipelineMakesOneRetryTopicPerAttempt(t *testing.T) {
 	p := newPipeline(ns, "orders", source, "chatbot", "dlq")
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 
-	g.Eventually(pipelineReady(p), wait, poll).Should(And(isReady(), HaveField("Reason", v1.ReasonTopicsReady)))
+	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(And(isReady(), HaveField("Reason", v1.ReasonTopicsReady)))
 	g.Expect(pipelineCondition(p, v1.ConditionTopicsReady)()).To(isReady())
 	g.Expect(p.Status.ConsumerGroup).To(Equal(ns + ".orders"))
 	g.Expect(p.Status.Topics.Source).To(Equal(source))
@@ -141,7 +141,7 @@ func TestPipelineByDelaySharesTiersOfEqualDelay(t *testing.T) {
 	p.Spec.RetryTopics = &v1.RetryTopics{Naming: v1.NamingByDelay, Partitions: ptr.To[int32](3)}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 
-	g.Eventually(pipelineReady(p), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
 	g.Expect(tiersOf(p)).To(Equal([]tierSummary{
 		{source + ".retry.10s", 10 * time.Second, 3}, {source + ".retry.20s", 20 * time.Second, 3}, {source + ".retry.40s", 40 * time.Second, 3},
 	}))
@@ -167,7 +167,7 @@ func TestPipelineWaitsForItsSourceTopic(t *testing.T) {
 	g.Expect(describe(adm, source+".retry.1")()).To(HaveField("Exists", false), "no retry topics before the source exists")
 
 	createTopic(t, adm, source, 2)
-	g.Eventually(pipelineReady(p), oneResync, poll).Should(isReady())
+	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), oneResync, poll).Should(isReady())
 	g.Expect(tiersOf(p)).To(Equal([]tierSummary{{source + ".retry.1", time.Second, 2}, {source + ".retry.2", 2 * time.Second, 2}}))
 }
 
@@ -182,7 +182,7 @@ func TestPipelineCreatesAndGrowsItsSourceTopic(t *testing.T) {
 	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 2, Config: map[string]string{"cleanup.policy": "delete"}}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 
-	g.Eventually(pipelineReady(p), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
 	g.Expect(describe(adm, source)()).To(Equal(topicState{Exists: true, Partitions: 2, Configs: map[string]string{"cleanup.policy": "delete"}}))
 	g.Expect(tiersOf(p)).To(Equal([]tierSummary{{source + ".retry.1", time.Second, 2}}))
 
@@ -220,7 +220,7 @@ func TestPipelineRetryTopicsFollowThePolicy(t *testing.T) {
 		return p.Status.Topics.UnusedRetries, err
 	}, wait, poll).Should(Equal([]string{source + ".retry.2", source + ".retry.3"}))
 	g.Expect(tiersOf(p)).To(Equal([]tierSummary{{source + ".retry.1", time.Second, 1}}))
-	g.Expect(pipelineReady(p)()).To(isReady())
+	g.Expect(pipelineCondition(p, v1.ConditionTopicsReady)()).To(isReady())
 	g.Expect(describe(adm, source+".retry.3")()).To(HaveField("Exists", true))
 	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(And(
 		HaveField("Reason", "TopicKept"), HaveField("Note", ContainSubstring(source+".retry.3")))))
@@ -267,7 +267,7 @@ func TestPipelineReportsAMissingOrInvalidPolicy(t *testing.T) {
 		ps := rp.Spec.Classification.Rules[1].MessagePatterns
 		rp.Spec.Classification.Rules[1].MessagePatterns = ps[:len(ps)-1]
 	})
-	g.Eventually(pipelineReady(p), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
 	g.Expect(tiersOf(p)).To(HaveLen(3))
 
 	// A missing dead letter queue is reported too.
@@ -294,7 +294,7 @@ func TestPipelineDeletion(t *testing.T) {
 			p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
 			p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: policy}
 			g.Expect(env.Client.Create(ctx, p)).To(Succeed())
-			g.Eventually(pipelineReady(p), wait, poll).Should(isReady())
+			g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
 
 			g.Expect(env.Client.Delete(ctx, p)).To(Succeed())
 			g.Eventually(gone(p), wait, poll).Should(BeTrue())

@@ -60,6 +60,10 @@ type DeadLetterQueueReconciler struct {
 	DeletionTimeout time.Duration
 	// Controller are extra controller options (concurrency, rate limiter).
 	Controller controller.Options
+	// RuleLabels are extra labels on the alert rule objects.
+	RuleLabels map[string]string
+	// Rules knows whether PrometheusRule is served.
+	Rules *ruleAPI
 }
 
 // kafkaAccess is what both topic controllers share: defaults, clients and the offsets batcher.
@@ -67,6 +71,8 @@ type kafkaAccess struct {
 	Defaults    KafkaDefaults
 	Connections *connectionRegistry
 	Offsets     *offsetsCache
+	// Live is what the live figures in status are read with (kafka_live.go).
+	Live *liveFigures
 }
 
 // dlqScope is the state of one DeadLetterQueue reconcile, filled in by the steps.
@@ -84,6 +90,8 @@ type dlqScope struct {
 	offsets   []kafka.PartitionOffsets
 	offsetsAt time.Time
 	counted   bool // offsets were read this reconcile
+
+	live dlqLive // what the LiveFigures step found (deadletterqueue_live.go)
 
 	problems problems
 }
@@ -120,6 +128,7 @@ func (r *DeadLetterQueueReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 
 func (r *DeadLetterQueueReconciler) forget(key types.NamespacedName) {
 	r.Kafka.Offsets.Forget(key)
+	r.Kafka.Live.forgetDLQ(key)
 	r.Kafka.Connections.release(dlqOwner(key))
 }
 
@@ -127,11 +136,13 @@ func (r *DeadLetterQueueReconciler) forget(key types.NamespacedName) {
 func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, s *dlqScope) (ctrl.Result, error) {
 	steps := []dlqStep{
 		{"Finalizer", r.ensureFinalizer},
+		{"Alerts", r.reconcileAlerts},
 		{"Connection", r.connect},
 		{"Claim", r.claimTopic},
 		{"Topic", r.reconcileTopic},
 		{"Offsets", r.readOffsets},
 		{"Retention", r.enforceMaxMessages},
+		{"LiveFigures", r.refreshLiveFigures},
 	}
 	for _, step := range steps {
 		if err := step.fn(ctx, s); err != nil {
@@ -143,16 +154,20 @@ func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, s *dlqS
 			break
 		}
 	}
-	if err := r.patchStatus(ctx, s.dlq, dlqStatus(s)); err != nil {
+	before := s.dlq.Status.DeepCopy()
+	st := dlqStatus(s)
+	if err := r.patchStatus(ctx, s.dlq, st); err != nil {
 		return staleOrError(err)
 	}
+	r.publishLiveFigures(ctx, s, before, st)
 	if err := s.problems.transient(); err != nil {
 		return ctrl.Result{}, err
 	}
 	if s.problems.userOnly() {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{RequeueAfter: s.interval}, nil
+	// In phase with the connection's offsets rounds, so that the figures are at most one interval old.
+	return ctrl.Result{RequeueAfter: r.Kafka.Offsets.UntilNextRound(s.connKey, s.interval)}, nil
 }
 
 // ensureFinalizer adds the finalizer before anything touches Kafka.
@@ -421,15 +436,22 @@ func dlqTopicSpec(dlq *v1.DeadLetterQueue) topicSpec {
 // reference (a rotated password is picked up at once) and other queues claiming the same topic (the
 // loser of a conflict takes over as soon as the owner goes).
 func (r *DeadLetterQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1.DeadLetterQueue{}, builder.WithPredicates(specOrLifecycleChanged())).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
 			return requestsForSecret(ctx, r.Client, o, &v1.DeadLetterQueueList{})
 		})).
 		Watches(&v1.DeadLetterQueue{}, handler.EnqueueRequestsFromMapFunc(r.otherClaimants), builder.WithPredicates(createdOrDeleted())).
-		WithOptions(r.Controller).
-		Named("deadletterqueue").
-		Complete(r)
+		// The alert rules (alerts.go): the ConfigMap form, the CRD that switches the form, and while
+		// it is served the PrometheusRules (ruleAPI.watch).
+		Owns(&corev1.ConfigMap{})
+	b = watchRuleCRD(b, r.Rules, r.Client, func() client.ObjectList { return &v1.DeadLetterQueueList{} })
+	c, err := b.WithOptions(r.Controller).Named("deadletterqueue").Build(r)
+	if err != nil {
+		return err
+	}
+	r.Rules.watch(c, mgr.GetScheme(), &v1.DeadLetterQueue{})
+	return nil
 }
 
 // otherClaimants maps a queue to the other queues claiming its topic.

@@ -3,7 +3,10 @@ package controllers
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -11,18 +14,21 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/render"
 )
 
 // dlqStatus rebuilds a queue's status from what the reconcile saw. Figures it could not read this
-// time (Kafka unreachable, a conflict) keep their previous values rather than dropping to zero, and
-// fields owned by later work (the breakdown by reason, message times) are carried over untouched.
+// time (Kafka unreachable, a conflict, a failed read of the new dead letters) keep their previous
+// values rather than dropping to zero.
 func dlqStatus(s *dlqScope) v1.DeadLetterQueueStatus {
 	dlq := s.dlq
 	st := *dlq.Status.DeepCopy()
 	st.ObservedGeneration = dlq.Generation
 	st.Topic = s.want.Name
 	setDLQFigures(&st, s.topic, s.offsets, s.counted, s.offsetsAt)
+	setDLQBreakdown(&st, s.live.breakdown, s.offsetsAt)
 	setDLQReady(&st, dlq.Generation, s.problems, dlqReadyMessage(s.want, s.topic))
+	setDLQHealthy(&st, dlq.Generation, render.DeadLetterQueueAlertThresholds(dlq), s.live.growth, s.live.now)
 	return st
 }
 
@@ -43,6 +49,114 @@ func setDLQFigures(st *v1.DeadLetterQueueStatus, topic *kafka.TopicInfo, offsets
 		t := metav1.NewTime(at)
 		st.LastRefreshTime = &t
 	}
+}
+
+// setDLQBreakdown writes what the tally of the records held says: the oldest and newest record
+// times (to the second, as the API keeps them) and the counts by reason, error type and pipeline, each the 20 largest (ties by name). A nil
+// breakdown (not read this time) leaves them as they are. Like setDLQFigures, it moves
+// lastRefreshTime to at only when one of them changed.
+//
+// status.messages stays end minus start offsets (setDLQFigures), what the alert rules count. The
+// tally counts the records it read, which is the same number once every record was read, except in
+// a topic written transactionally: commit markers and aborted records take offsets but are no dead
+// letters, so there the breakdown sums to less than messages.
+func setDLQBreakdown(st *v1.DeadLetterQueueStatus, b *kafka.Breakdown, at time.Time) {
+	if b == nil {
+		return
+	}
+	changed := false
+	setTime := func(dst **metav1.Time, t time.Time) {
+		var want *metav1.Time
+		if !t.IsZero() {
+			// metav1.Time keeps whole seconds: compare what the API server stores.
+			want = &metav1.Time{Time: t.UTC().Truncate(time.Second)}
+		}
+		if (*dst == nil) != (want == nil) || (want != nil && !(*dst).Time.Equal(want.Time)) {
+			*dst, changed = want, true
+		}
+	}
+	setCounts := func(dst *[]v1.NamedCount, counts []kafka.Count) {
+		want := namedCounts(counts, maxBreakdownEntries)
+		if !slices.Equal(*dst, want) {
+			*dst, changed = want, true
+		}
+	}
+	setTime(&st.OldestMessageTime, b.Oldest)
+	setTime(&st.NewestMessageTime, b.Newest)
+	setCounts(&st.Reasons, b.Reasons)
+	setCounts(&st.ErrorTypes, b.ErrorTypes)
+	setCounts(&st.Pipelines, b.Pipelines)
+	if changed {
+		t := metav1.NewTime(at)
+		st.LastRefreshTime = &t
+	}
+}
+
+// namedCounts converts the first limit counts (nil when there are none). Names come from record
+// headers anyone can write: they are cut to the API's 253 characters.
+func namedCounts(counts []kafka.Count, limit int) []v1.NamedCount {
+	if len(counts) > limit {
+		counts = counts[:limit]
+	}
+	if len(counts) == 0 {
+		return nil
+	}
+	out := make([]v1.NamedCount, len(counts))
+	for i, c := range counts {
+		name := c.Name
+		if r := []rune(name); len(r) > maxNamedCountName {
+			name = string(r[:maxNamedCountName])
+		}
+		out[i] = v1.NamedCount{Name: name, Count: c.Count}
+	}
+	return out
+}
+
+// maxNamedCountName is the API's bound on v1.NamedCount.Name.
+const maxNamedCountName = 253
+
+// setDLQHealthy sets Healthy from the figures of st and the growth rate, against the thresholds of
+// spec.alerts (with the defaults the alert rules use):
+//   - False when one is crossed now, with the reason of the most severe crossing: FastGrowth (net
+//     growth above maxGrowthPerMinute over the alert's window; the alert is critical), then
+//     TooManyMessages (more than maxMessages held), then OldMessages (the oldest held is older than
+//     maxOldestAge); the message names every crossing;
+//   - True with reason Healthy when none is;
+//   - Unknown while the queue has never been counted.
+//
+// The condition reflects the crossing as of the last refresh. The alert rules on the same
+// thresholds wait their `for` durations (maxMessagesFor, maxGrowthFor, 5m for the age) before
+// firing, so the condition turns False first and the alert follows only if the crossing lasts.
+func setDLQHealthy(st *v1.DeadLetterQueueStatus, generation int64, th render.DeadLetterQueueThresholds, growth growthRate, now time.Time) {
+	c := metav1.Condition{Type: v1.ConditionHealthy, ObservedGeneration: generation}
+	if st.Messages == nil {
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, v1.ReasonReconciling, "the dead letters have not been counted yet"
+		meta.SetStatusCondition(&st.Conditions, c)
+		return
+	}
+	var reasons, messages []string
+	if growth.known && growth.perMinute > float64(th.MaxGrowthPerMinute) {
+		reasons = append(reasons, v1.ReasonFastGrowth)
+		messages = append(messages, fmt.Sprintf("grew by %s dead letters per minute over the last %s, more than maxGrowthPerMinute %d",
+			strconv.FormatFloat(growth.perMinute, 'f', 1, 64), shortDuration(growth.window), th.MaxGrowthPerMinute))
+	}
+	if *st.Messages > th.MaxMessages {
+		reasons = append(reasons, v1.ReasonTooManyMessages)
+		messages = append(messages, fmt.Sprintf("holds %d dead letters, more than maxMessages %d", *st.Messages, th.MaxMessages))
+	}
+	if o := st.OldestMessageTime; o != nil && *st.Messages > 0 && now.Sub(o.Time) > th.MaxOldestAge {
+		reasons = append(reasons, v1.ReasonOldMessages)
+		messages = append(messages, fmt.Sprintf("the oldest dead letter, from %s, is older than maxOldestAge %s",
+			o.UTC().Format(time.RFC3339), shortDuration(th.MaxOldestAge)))
+	}
+	if len(reasons) == 0 {
+		c.Status, c.Reason = metav1.ConditionTrue, v1.ReasonHealthy
+		c.Message = fmt.Sprintf("no alert threshold crossed (maxMessages %d, maxGrowthPerMinute %d, maxOldestAge %s)",
+			th.MaxMessages, th.MaxGrowthPerMinute, shortDuration(th.MaxOldestAge))
+	} else {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, reasons[0], strings.Join(messages, "; ")
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
 }
 
 // setDLQReady sets Ready: True with reason TopicReady when the reconcile met no problem, else False

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/opmetrics"
 )
 
 // RetryPolicyReconciler validates RetryPolicies, computes their retry plan and writes it, with the
@@ -22,6 +24,8 @@ import (
 type RetryPolicyReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder
+	// Metrics are the operator's gauges; nil exports nothing.
+	Metrics *opmetrics.Metrics
 }
 
 // Reconcile rebuilds one policy's status from its spec and the cluster and patches it when it changed.
@@ -29,6 +33,9 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	log := ctrl.LoggerFrom(ctx)
 	p := &v1.RetryPolicy{}
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
+		if apierrors.IsNotFound(err) && r.Metrics != nil {
+			r.Metrics.DeleteRetryPolicy(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	pipelines := &v1.ConsumerPipelineList{}
@@ -38,6 +45,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 	st := policyStatus(p, pipelines.Items)
 	if equality.Semantic.DeepEqual(st, p.Status) {
+		r.export(p, st)
 		return ctrl.Result{}, nil
 	}
 	before := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionReady)
@@ -48,6 +56,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Status().Patch(ctx, p, patch); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.export(p, st)
 	if readyChanged(before, after) {
 		if after.Status == metav1.ConditionTrue {
 			log.Info("Policy is valid", "retryPolicy", klog.KObj(p), "schedule", st.ScheduleSummary)
@@ -58,6 +67,13 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// export sets the policy's gauge to the dead letters its status shows.
+func (r *RetryPolicyReconciler) export(p *v1.RetryPolicy, st v1.RetryPolicyStatus) {
+	if r.Metrics != nil && st.DeadLetterMessages != nil {
+		r.Metrics.SetRetryPolicy(p.Namespace, p.Name, *st.DeadLetterMessages)
+	}
 }
 
 // readyChanged tells whether the Ready condition changed (status, reason or message): each such

@@ -11,10 +11,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/opmetrics"
 )
 
 // Defaults of Options.
@@ -23,6 +25,8 @@ const (
 	DefaultDeletionTimeout = 2 * time.Minute
 	// DefaultMaxConcurrentReconciles is how many resources of one kind are reconciled at once.
 	DefaultMaxConcurrentReconciles = 4
+	// DefaultDispatcherImage is the dispatcher image when Options.DispatcherImage is empty.
+	DefaultDispatcherImage = "ghcr.io/retryops/retry-dispatcher:latest"
 	// maxErrorBackoff caps the work queue's backoff after errors (Kafka unreachable, say), so that
 	// recovery is noticed quickly; the resync interval caps it further when shorter.
 	maxErrorBackoff = 5 * time.Minute
@@ -33,8 +37,12 @@ type Options struct {
 	// StatusRefreshInterval is how often live figures (DLQ counts, lag) are refreshed, and how often
 	// topics are compared with their spec (drift is corrected within one interval).
 	StatusRefreshInterval time.Duration
-	// DispatcherImage is the image of the dispatcher that serves sink-mode pipelines.
+	// DispatcherImage is the image of the dispatcher that serves sink-mode pipelines
+	// (DefaultDispatcherImage when empty).
 	DispatcherImage string
+	// AlertRuleLabels are extra labels on the PrometheusRules and alert ConfigMaps, such as the label
+	// a Prometheus Operator's ruleSelector matches (release: prometheus).
+	AlertRuleLabels map[string]string
 	// DefaultBootstrapServers is the operator-wide Kafka connection used by resources whose spec.kafka
 	// names no bootstrap servers.
 	DefaultBootstrapServers []string
@@ -70,6 +78,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.DispatcherImage == "" {
+		opts.DispatcherImage = DefaultDispatcherImage
+	}
 	defaults := KafkaDefaults{BootstrapServers: opts.DefaultBootstrapServers, TLS: opts.DefaultKafkaTLS, SASL: opts.DefaultKafkaSASL}
 
 	if err := setupIndexes(ctx, mgr); err != nil {
@@ -78,9 +89,16 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := setupTopicIndexes(ctx, mgr, defaults); err != nil {
 		return fmt.Errorf("indexing topic claims and Secrets: %w", err)
 	}
+	// The operator's gauges, served by the manager's metrics endpoint. Registering again on the same
+	// registry (several managers in one process, as in tests) reuses the collectors.
+	metrics, err := opmetrics.Register(ctrlmetrics.Registry)
+	if err != nil {
+		return fmt.Errorf("operator metrics: %w", err)
+	}
 	if err := (&RetryPolicyReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("retrypolicy-controller"),
+		Metrics:  metrics,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("retrypolicy controller: %w", err)
 	}
@@ -94,6 +112,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		Connections: newConnectionRegistry(factory),
 		Offsets:     newOffsetsCache(opts.Clock),
 	}
+	access.Live = newLiveFigures(opts.Clock, access.Offsets, factory, metrics)
 	// Each controller gets its own rate limiter: errors back off per resource from 0.5s up to the
 	// resync interval (at most maxErrorBackoff), so a broker that comes back is noticed soon.
 	controllerOpts := func() controller.Options {
@@ -103,6 +122,11 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 				500*time.Millisecond, min(opts.StatusRefreshInterval, maxErrorBackoff)),
 		}
 	}
+	// Whether PrometheusRule is served, shared by both controllers that apply alert rules.
+	rules := newRuleAPI(mgr)
+	if err := mgr.Add(rules); err != nil {
+		return fmt.Errorf("alert rules: %w", err)
+	}
 	if err := (&DeadLetterQueueReconciler{
 		Client:          mgr.GetClient(),
 		Recorder:        mgr.GetEventRecorder("deadletterqueue-controller"),
@@ -111,6 +135,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		RefreshInterval: opts.StatusRefreshInterval,
 		DeletionTimeout: opts.DeletionTimeout,
 		Controller:      controllerOpts(),
+		RuleLabels:      opts.AlertRuleLabels,
+		Rules:           rules,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("deadletterqueue controller: %w", err)
 	}
@@ -122,6 +148,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		RefreshInterval: opts.StatusRefreshInterval,
 		DeletionTimeout: opts.DeletionTimeout,
 		Controller:      controllerOpts(),
+		DispatcherImage: opts.DispatcherImage,
+		RuleLabels:      opts.AlertRuleLabels,
+		Rules:           rules,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("consumerpipeline controller: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -234,9 +235,14 @@ func runScale(tb testing.TB, dlqs, pipelines int, interval time.Duration) scaleR
 	}
 	var writes writeCounter
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:     envtestutil.Scheme(),
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultLabelSelector: onlyScale},
+		Scheme:  envtestutil.Scheme(),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		// The children (ConfigMaps, Deployments) do not carry the label: the manager must see them to
+		// compare before applying, or every resync would apply them again.
+		Cache: cache.Options{DefaultLabelSelector: onlyScale, ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}:  {Label: labels.Everything()},
+			&appsv1.Deployment{}: {Label: labels.Everything()},
+		}},
 		Logger:     logr.Discard(),
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
@@ -304,8 +310,12 @@ func runScale(tb testing.TB, dlqs, pipelines int, interval time.Duration) scaleR
 				ready++
 			}
 		}
+		// Pipelines: TopicsReady, since without kube-controller-manager their Deployments never
+		// become ready (and Ready with them).
 		for i := range pl.Items {
-			if c := meta.FindStatusCondition(pl.Items[i].Status.Conditions, v1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == pl.Items[i].Generation {
+			// ... and the live figures settled: deadLetterMessages follows the queue's first count.
+			if c := meta.FindStatusCondition(pl.Items[i].Status.Conditions, v1.ConditionTopicsReady); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == pl.Items[i].Generation &&
+				pl.Items[i].Status.DeadLetterMessages != nil {
 				ready++
 			}
 		}

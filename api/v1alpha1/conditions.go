@@ -53,3 +53,18 @@ const (
 	// ReasonDeleting means the resource is being deleted and the operator is removing its topics.
 	ReasonDeleting = "Deleting"
 )
+
+// Condition reasons of the Healthy condition of a DeadLetterQueue. Healthy reflects the thresholds of
+// spec.alerts as crossed at the last refresh; the alert rules on the same thresholds add their `for`
+// durations before firing.
+const (
+	// ReasonHealthy means no alert threshold of the queue is crossed.
+	ReasonHealthy = "Healthy"
+	// ReasonTooManyMessages means the queue holds more dead letters than spec.alerts.maxMessages.
+	ReasonTooManyMessages = "TooManyMessages"
+	// ReasonFastGrowth means the queue grows by more than spec.alerts.maxGrowthPerMinute dead letters
+	// per minute (net growth, over the window of the DeadLetterQueueGrowth alert).
+	ReasonFastGrowth = "FastGrowth"
+	// ReasonOldMessages means the oldest dead letter held is older than spec.alerts.maxOldestAge.
+	ReasonOldMessages = "OldMessages"
+)

@@ -27,8 +27,8 @@ type DeadLetterQueueSpec struct {
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 
-	// statusRefreshInterval is how often message counts in status are refreshed. Defaults to the
-	// manager's --status-refresh-interval (30s).
+	// statusRefreshInterval is how often the live figures in status (messages, their times and
+	// breakdown, Healthy) are refreshed. Defaults to the manager's --status-refresh-interval (30s).
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
 	// +optional
@@ -129,7 +129,9 @@ type DeadLetterQueueStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Ready (the topic exists as specified), Healthy (no alert threshold crossed).
+	// conditions: Ready (the topic exists as specified), Healthy (False, with reason TooManyMessages,
+	// FastGrowth or OldMessages, while a threshold of spec.alerts is crossed at the last refresh; the
+	// alert rules on the same thresholds fire once the crossing has lasted their `for` duration).
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
@@ -144,20 +146,26 @@ type DeadLetterQueueStatus struct {
 	// +optional
 	Partitions int32 `json:"partitions,omitempty"`
 
-	// messages is the number of dead letters held (end minus start offsets over all partitions).
+	// messages is the number of dead letters held (end minus start offsets over all partitions), the
+	// figure the alert rules use.
 	// +optional
 	Messages *int64 `json:"messages,omitempty"`
 
-	// oldestMessageTime is the timestamp of the oldest dead letter held.
+	// oldestMessageTime is the timestamp of the oldest dead letter held (its Kafka record timestamp,
+	// to the second).
 	// +optional
 	OldestMessageTime *metav1.Time `json:"oldestMessageTime,omitempty"`
 
-	// newestMessageTime is the timestamp of the newest dead letter held.
+	// newestMessageTime is the timestamp of the newest dead letter held (its Kafka record timestamp,
+	// to the second).
 	// +optional
 	NewestMessageTime *metav1.Time `json:"newestMessageTime,omitempty"`
 
 	// reasons counts the dead letters held by reason (non_retriable_error, max_retries_exceeded,
-	// deadline_exceeded, undeliverable).
+	// deadline_exceeded, undeliverable), the largest first, at most 20. Like errorTypes and pipelines
+	// it is read from the records' context headers ("unknown" for a record without the header), and
+	// kept up to date incrementally: a refresh reads only the dead letters new since the last one, and
+	// those trimmed or expired leave the counts.
 	// +kubebuilder:validation:MaxItems=20
 	// +listType=atomic
 	// +optional
@@ -169,13 +177,16 @@ type DeadLetterQueueStatus struct {
 	// +optional
 	ErrorTypes []NamedCount `json:"errorTypes,omitempty"`
 
-	// pipelines counts the dead letters held by source pipeline, the largest first, at most 20.
+	// pipelines counts the dead letters held by source pipeline ("<namespace>/<name>"), the largest
+	// first, at most 20.
 	// +kubebuilder:validation:MaxItems=20
 	// +listType=atomic
 	// +optional
 	Pipelines []NamedCount `json:"pipelines,omitempty"`
 
-	// lastRefreshTime is when the counts were last read from Kafka.
+	// lastRefreshTime is when the figures shown were read from Kafka. It moves only when a figure
+	// changed: a refresh that finds nothing new leaves status as it is, so it is the time of the last
+	// change seen, not of the last look (which is at most statusRefreshInterval ago while Ready).
 	// +optional
 	LastRefreshTime *metav1.Time `json:"lastRefreshTime,omitempty"`
 }

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,7 +51,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "retry-operator.retry.retryops.dev", "Name of the Lease used for leader election.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.DurationVar(&o.controllers.StatusRefreshInterval, "status-refresh-interval", 30*time.Second, "How often live figures (DLQ counts, consumer lag) are refreshed.")
-	fs.StringVar(&o.controllers.DispatcherImage, "dispatcher-image", "ghcr.io/retryops/retry-dispatcher:latest", "Image of the dispatcher that serves sink-mode ConsumerPipelines.")
+	fs.StringVar(&o.controllers.DispatcherImage, "dispatcher-image", controllers.DefaultDispatcherImage, "Image of the dispatcher that serves sink-mode ConsumerPipelines.")
+	fs.Func("alert-rule-labels", "Comma-separated key=value labels added to every PrometheusRule and alert ConfigMap, such as the label your Prometheus Operator's ruleSelector matches (release=prometheus).", func(v string) error {
+		labels, err := parseLabels(v)
+		o.controllers.AlertRuleLabels = labels
+		return err
+	})
 	fs.Func("kafka-bootstrap-servers", "Comma-separated host:port list of the operator-wide default Kafka cluster (env KAFKA_BOOTSTRAP_SERVERS).", func(v string) error {
 		o.controllers.DefaultBootstrapServers = splitList(v)
 		return nil
@@ -130,6 +136,26 @@ func (k *kafkaFlags) resolve(readFile func(string) ([]byte, error), getenv func(
 		return nil, nil, fmt.Errorf("default Kafka connection: %w", err)
 	}
 	return tlsCfg, saslCfg, nil
+}
+
+// parseLabels parses "k1=v1,k2=v2" into labels, checking each key and value.
+func parseLabels(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, item := range splitList(v) {
+		k, val, ok := strings.Cut(item, "=")
+		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
+		if !ok {
+			return nil, fmt.Errorf("%q is not key=value", item)
+		}
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return nil, fmt.Errorf("label key %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(val); len(errs) > 0 {
+			return nil, fmt.Errorf("label value %q: %s", val, strings.Join(errs, "; "))
+		}
+		out[k] = val
+	}
+	return out, nil
 }
 
 // splitList splits a comma-separated list, dropping empty items.

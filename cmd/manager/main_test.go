@@ -147,3 +147,16 @@ func TestKafkaDefaultConnectionFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestFlagsAlertRuleLabels(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--alert-rule-labels=release=prometheus, team=payments"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.controllers.AlertRuleLabels).To(Equal(map[string]string{"release": "prometheus", "team": "payments"}))
+	g.Expect(o.controllers.DispatcherImage).NotTo(BeEmpty())
+
+	for _, bad := range []string{"release", "bad key=x", "k=not a value"} {
+		_, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--alert-rule-labels=" + bad})
+		g.Expect(err).To(HaveOccurred(), bad)
+	}
+}

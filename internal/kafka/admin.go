@@ -76,6 +76,15 @@ type Admin interface {
 	// comes back with no topics and no error.
 	GroupLag(ctx context.Context, groups ...string) (map[string]GroupLagInfo, error)
 
+	// GroupOffsets returns, per requested group, the offsets it committed:
+	// GroupLag without the end offsets, for callers that list them anyway.
+	// It issues one OffsetFetch per group coordinator (all groups batched)
+	// and nothing else, once franz-go knows the coordinators. Groups whose
+	// offsets could not be fetched carry Err and the returned error is the
+	// first of those, with the map still holding every group. A group that
+	// does not exist comes back with no topics and no error.
+	GroupOffsets(ctx context.Context, groups ...string) (map[string]GroupOffsets, error)
+
 	// Ping issues a Metadata request (no topics) to check connectivity and
 	// authentication. Use IsUnreachable / IsAuthError / IsTLSError on the
 	// error to set a status condition.

@@ -34,6 +34,8 @@ const (
 	DeleteRecordsBefore = "DeleteRecordsBefore"
 	// GroupLag names kafka.Admin.GroupLag.
 	GroupLag = "GroupLag"
+	// GroupOffsets names kafka.Admin.GroupOffsets.
+	GroupOffsets = "GroupOffsets"
 	// Ping names kafka.Admin.Ping.
 	Ping = "Ping"
 )
@@ -421,6 +423,29 @@ func (f *Fake) GroupLag(ctx context.Context, groups ...string) (map[string]kafka
 			}
 			if len(lags) > 0 {
 				info.Topics[topicName] = lags
+			}
+		}
+		out[g] = info
+	}
+	return out, nil
+}
+
+// GroupOffsets implements kafka.Admin.
+func (f *Fake) GroupOffsets(ctx context.Context, groups ...string) (map[string]kafka.GroupOffsets, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, GroupOffsets, slices.Clone(groups)); err != nil {
+		return nil, err
+	}
+	out := make(map[string]kafka.GroupOffsets, len(groups))
+	for _, g := range groups {
+		if g == "" {
+			continue
+		}
+		info := kafka.GroupOffsets{Group: g, Topics: map[string]map[int32]int64{}}
+		for topicName, ps := range f.commits[g] {
+			if len(ps) > 0 {
+				info.Topics[topicName] = maps.Clone(ps)
 			}
 		}
 		out[g] = info

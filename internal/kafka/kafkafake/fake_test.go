@@ -165,3 +165,25 @@ func po(p int32, start, end int64) kafka.PartitionOffsets {
 func pl(p int32, committed, end, lag int64) kafka.PartitionLag {
 	return kafka.PartitionLag{Partition: p, Committed: committed, End: end, Lag: lag}
 }
+
+func TestFakeGroupOffsets(t *testing.T) {
+	ctx := context.Background()
+	f := New()
+	f.AddTopic("src", 2, 1, nil)
+	f.Commit("g", "src", 0, 3)
+	f.Commit("g", "src", 1, 9)
+	got, err := f.GroupOffsets(ctx, "g", "empty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]kafka.GroupOffsets{
+		"g":     {Group: "g", Topics: map[string]map[int32]int64{"src": {0: 3, 1: 9}}},
+		"empty": {Group: "empty", Topics: map[string]map[int32]int64{}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("offsets:\n got %+v\nwant %+v", got, want)
+	}
+	if n := f.CallCount(GroupOffsets); n != 1 {
+		t.Fatalf("%d calls recorded", n)
+	}
+}

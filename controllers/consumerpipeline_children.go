@@ -1,0 +1,188 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/render"
+)
+
+// The children of a pipeline are its dispatcher ConfigMap, its consumer Deployment and its alert
+// rules, rendered by internal/render and applied with server-side apply (field owner
+// "retry-operator", forced), each with the pipeline as controller owner so that garbage collection
+// removes them with it. They are reconciled after the topic steps, in this order:
+//
+//  1. ConfigMap: the dispatcher config. Its hash goes on the Deployment's pod template, so a policy,
+//     queue or connection change rolls the pods.
+//  2. Deployment: first created only once TopicsReady would be True, so that consumers never start
+//     without their retry topics (a broker with auto.create.topics.enable would make them with its
+//     default partitions) and a pipeline that lost a source conflict runs no consumers. Once it
+//     exists it is kept in line with the spec whatever Kafka's state: a broker outage must not hold
+//     back a spec change or a drift correction.
+//  3. Alerts: a PrometheusRule when the kind is served, else a ConfigMap with the same rule file
+//     (see ruleAPI and applyAlertRules).
+//
+// They run even when a topic step met a problem, since they depend on the spec, the RetryPolicy and
+// the DeadLetterQueue, not on Kafka. While the policy or the queue is missing or invalid nothing can
+// be rendered, and the children are left as they are. A spec error found while rendering
+// (*render.SpecError), or a Deployment the API server rejects as invalid, sets DeploymentReady or
+// AlertsReady False with reason InvalidSpec and a Warning event; the reconcile does not fail for it
+// (no error backoff) and, when nothing else is wrong, waits for a spec change. An object of a child's
+// name controlled by something else is reported (NameConflict) and left alone.
+//
+// Drift: the controller watches the ConfigMaps and Deployments it owns (and, while the kind is
+// served, its PrometheusRules), so an out-of-band change re-enqueues the pipeline, whose apply takes
+// the fields back. Before applying, the desired object is compared with the cached one; when every
+// field the operator sets already has its value, nothing is written.
+func (r *ConsumerPipelineReconciler) reconcileChildren(ctx context.Context, s *pipelineScope) error {
+	steps := []pipelineStep{
+		{"ConfigMap", r.reconcileConfigMap},
+		{"Deployment", r.reconcileDeployment},
+		{"Alerts", r.reconcileAlerts},
+	}
+	for _, step := range steps {
+		if err := step.fn(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", step.name, err)
+		}
+	}
+	return nil
+}
+
+// renderInputs are the inputs of internal/render for s, which must have its policy and queue.
+func (r *ConsumerPipelineReconciler) renderInputs(s *pipelineScope) *render.Inputs {
+	return &render.Inputs{
+		Pipeline:                s.p,
+		Policy:                  s.policy,
+		DLQ:                     s.queue,
+		Tiers:                   s.tiers,
+		DefaultBootstrapServers: r.Kafka.Defaults.BootstrapServers,
+		DispatcherImage:         r.DispatcherImage,
+		RuleLabels:              r.RuleLabels,
+	}
+}
+
+// waitingForReferences is the problem of children that cannot be rendered.
+func waitingForReferences() *problem {
+	return &problem{Reason: reasonWaitingForReferences, Kind: problemWaiting,
+		Message: "the RetryPolicy or the DeadLetterQueue is missing or invalid (see TopicsReady); what exists is left as it is"}
+}
+
+// recordProblem adds err to ps when it is a *problem, and returns any other error.
+func recordProblem(ps *problems, err error) error {
+	var p *problem
+	if errors.As(err, &p) {
+		ps.add(p)
+		return nil
+	}
+	return err
+}
+
+// reconcileConfigMap applies the dispatcher ConfigMap and keeps its hash for the Deployment.
+func (r *ConsumerPipelineReconciler) reconcileConfigMap(ctx context.Context, s *pipelineScope) error {
+	if s.policy == nil || s.queue == nil {
+		s.deploymentProblems.add(waitingForReferences())
+		return nil
+	}
+	cm, err := render.ConfigMap(r.renderInputs(s))
+	if err != nil {
+		return recordProblem(&s.deploymentProblems, renderProblem(err))
+	}
+	live := cachedChild(ctx, r.Client, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
+	_, applied, err := applyOwned(ctx, r.Client, s.p, cm, live)
+	if err != nil {
+		return recordProblem(&s.deploymentProblems, err)
+	}
+	if applied {
+		ctrl.LoggerFrom(ctx).Info("Applied ConfigMap", "consumerPipeline", klog.KObj(s.p), "configMap", cm.Name)
+	}
+	s.configHash = render.ConfigHash(cm)
+	return nil
+}
+
+// reconcileDeployment applies the consumer Deployment (see reconcileChildren for when it is first
+// created) and keeps it, as the API server has it, for the status.
+func (r *ConsumerPipelineReconciler) reconcileDeployment(ctx context.Context, s *pipelineScope) error {
+	key := client.ObjectKey{Namespace: s.p.Namespace, Name: render.DeploymentName(s.p)}
+	cur := &appsv1.Deployment{}
+	live := cachedChild(ctx, r.Client, key, cur)
+	if live != nil && metav1.IsControlledBy(cur, s.p) {
+		s.deployment = cur
+	}
+	if s.configHash == "" {
+		// The ConfigMap step recorded why.
+		return nil
+	}
+	// Rendered first, so that a spec error shows before the topics are ready.
+	d, err := render.Deployment(r.renderInputs(s), s.configHash)
+	if err != nil {
+		return recordProblem(&s.deploymentProblems, renderProblem(err))
+	}
+	if live == nil && len(s.topicProblems) > 0 {
+		s.deploymentProblems.add(&problem{Reason: reasonWaitingForTopics, Kind: problemWaiting,
+			Message: "the Deployment is created once the topics are ready, so that consumers never start without their retry topics"})
+		return nil
+	}
+	got, applied, err := applyOwned(ctx, r.Client, s.p, d, live)
+	if err != nil {
+		return recordProblem(&s.deploymentProblems, err)
+	}
+	if !applied {
+		return nil
+	}
+	ctrl.LoggerFrom(ctx).Info("Applied Deployment", "consumerPipeline", klog.KObj(s.p), "deployment", d.Name)
+	s.deployment = &appsv1.Deployment{}
+	return fromUnstructured(got, s.deployment)
+}
+
+// reconcileAlerts applies the pipeline's alert rules.
+func (r *ConsumerPipelineReconciler) reconcileAlerts(ctx context.Context, s *pipelineScope) error {
+	if s.policy == nil || s.queue == nil {
+		s.alertProblems.add(waitingForReferences())
+		return nil
+	}
+	in := r.renderInputs(s)
+	msg, err := applyAlertRules(ctx, r.Client, r.Rules, s.p, alertObjects{
+		rule:      func() (*unstructured.Unstructured, error) { return render.PrometheusRule(in) },
+		configMap: func() (*corev1.ConfigMap, error) { return render.AlertConfigMap(in) },
+		key:       client.ObjectKey{Namespace: s.p.Namespace, Name: render.PipelineAlertsName(s.p)},
+	})
+	if err != nil {
+		return recordProblem(&s.alertProblems, err)
+	}
+	s.alertsMessage = msg
+	return nil
+}
+
+func fromUnstructured(u *unstructured.Unstructured, obj runtime.Object) error {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		return fmt.Errorf("decoding the applied %s: %w", u.GetKind(), err)
+	}
+	return nil
+}
+
+// recordChildSpecErrors emits a Warning event for a child condition that became InvalidSpec, unless
+// the event about Ready (ready, when it changed) already says the same.
+func (r *ConsumerPipelineReconciler) recordChildSpecErrors(p *v1.ConsumerPipeline, before, after []metav1.Condition, ready *metav1.Condition) {
+	for _, t := range []string{v1.ConditionAlertsReady, v1.ConditionDeploymentReady} {
+		c, changed := conditionChanged(before, after, t)
+		if !changed || c == nil || c.Reason != v1.ReasonInvalidSpec {
+			continue
+		}
+		if ready != nil && strings.HasPrefix(ready.Message, t+": ") {
+			continue
+		}
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1.ReasonInvalidSpec, "Reconcile", "%s: %s", t, c.Message)
+	}
+}

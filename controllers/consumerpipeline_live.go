@@ -1,0 +1,279 @@
+package controllers
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/opmetrics"
+)
+
+// pipelineLive is what the LiveFigures step of a pipeline reconcile found. What it did not read
+// this time keeps its value in status.
+type pipelineLive struct {
+	// lagRead is true when the offsets and the group's commits were read.
+	lagRead bool
+	// consumerLag is the group's lag on the source topic; nil when the topic does not exist.
+	consumerLag *int64
+	// tierBacklog is the group's lag on each retry tier, by topic.
+	tierBacklog map[string]int64
+
+	// deadLettersRead is true when deadLetterMessages was found out.
+	deadLettersRead bool
+	// deadLetterMessages is the number of dead letters from this pipeline in its queue; nil when the
+	// queue does not exist or was never counted.
+	deadLetterMessages *int64
+
+	// The circuit breaker state (status.circuit) is reported by the dispatchers; the route it takes
+	// to the operator is not designed yet, so this step does not read it and status.circuit stays
+	// unset. When it is, it belongs here, read in refreshLiveFigures and written by
+	// setPipelineFigures like the other figures.
+}
+
+// refreshLiveFigures reads the pipeline's live figures: the consumer group's lag on the source
+// topic and on each retry tier, from the connection's batched offsets (one ListOffsets round for
+// every topic of every queue and pipeline) and batched commits (one OffsetFetch round for every
+// group), and the dead letters from this pipeline that its queue holds. A failed read is logged and
+// leaves the figures in status as they were.
+func (r *ConsumerPipelineReconciler) refreshLiveFigures(ctx context.Context, s *pipelineScope) error {
+	r.readDeadLetterCount(ctx, s)
+	if s.admin == nil {
+		return nil
+	}
+	p := s.p
+	member := pipelineOwner(client.ObjectKeyFromObject(p))
+	log := ctrl.LoggerFrom(ctx)
+	source := string(p.Spec.Source.Topic)
+	topics := []string{source}
+	for _, t := range s.retries {
+		topics = append(topics, t.Name)
+	}
+	offsets, _, err := r.Kafka.Offsets.TopicOffsets(ctx, s.admin, s.connKey, member, topics, r.RefreshInterval)
+	if err != nil {
+		log.Info("Could not read the offsets of the pipeline's topics; lag and backlog in status are left as they were",
+			"consumerPipeline", klog.KObj(p), "error", truncate(err.Error(), maxConditionMessage))
+		return nil
+	}
+	group := consumerGroup(p)
+	commits, err := r.Kafka.Live.commits.Committed(ctx, s.admin, s.connKey, member, group, r.RefreshInterval)
+	if err != nil {
+		log.Info("Could not read the offsets the consumer group committed; lag and backlog in status are left as they were",
+			"consumerPipeline", klog.KObj(p), "consumerGroup", group, "error", truncate(err.Error(), maxConditionMessage))
+		return nil
+	}
+	s.live.lagRead = true
+	s.live.consumerLag = nil
+	if po := offsets[source]; po != nil {
+		lag := groupLag(po, commits.Topics[source])
+		s.live.consumerLag = &lag
+	}
+	s.live.tierBacklog = make(map[string]int64, len(s.retries))
+	for _, t := range s.retries {
+		s.live.tierBacklog[t.Name] = groupLag(offsets[t.Name], commits.Topics[t.Name])
+	}
+	return nil
+}
+
+// groupLag is the number of records of a topic a consumer group has still to read: on each
+// partition, the end offset minus the committed offset; where the group never committed, the end
+// minus the start offset (the dispatcher then starts from the earliest record, franz-go's default
+// reset). This is kadm's Lag for the topics a group committed to; kadm reports nothing for a topic
+// the group never committed to, which here counts in full. A commit below the start offset counts
+// from the start (the records below were deleted unread: no consumer will read them), one past the
+// end counts 0. A topic that does not exist (no offsets) counts 0.
+func groupLag(offsets []kafka.PartitionOffsets, committed map[int32]int64) int64 {
+	var lag int64
+	for _, o := range offsets {
+		from := o.Start
+		if c, ok := committed[o.Partition]; ok && c > from {
+			from = c
+		}
+		if o.End > from {
+			lag += o.End - from
+		}
+	}
+	return lag
+}
+
+// pipelineID is how dead letters name the pipeline they come from (the retryops.pipeline header).
+func pipelineID(p *v1.ConsumerPipeline) string { return p.Namespace + "/" + p.Name }
+
+// readDeadLetterCount finds out how many dead letters from this pipeline its queue holds: the
+// queue's own figure for it in status.pipelines, so that both statuses agree. That list holds the 20
+// largest only; for a pipeline not in a full list the complete counts the queue's last refresh kept
+// in memory answer, and without them (the operator just started) the figure is left as it was.
+func (r *ConsumerPipelineReconciler) readDeadLetterCount(ctx context.Context, s *pipelineScope) {
+	key := types.NamespacedName{Namespace: s.p.Namespace, Name: s.p.Spec.DeadLetterQueueRef.Name}
+	dlq := &v1.DeadLetterQueue{}
+	if err := r.Get(ctx, key, dlq); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.live.deadLettersRead, s.live.deadLetterMessages = true, nil
+		}
+		return
+	}
+	n, known := deadLetterCount(dlq.Status, pipelineID(s.p), func(id string) (int64, bool) {
+		return r.Kafka.Live.pipelineCount(key, id)
+	})
+	if known {
+		s.live.deadLettersRead, s.live.deadLetterMessages = true, n
+	}
+}
+
+// deadLetterCount returns the dead letters from the pipeline id in a queue of status st: nil when
+// the queue was never counted, its entry in st.pipelines, 0 when the list is complete and lacks it,
+// else what complete answers. known is false when nothing answers.
+func deadLetterCount(st v1.DeadLetterQueueStatus, id string, complete func(string) (int64, bool)) (n *int64, known bool) {
+	if st.Messages == nil {
+		return nil, true
+	}
+	for _, c := range st.Pipelines {
+		if c.Name == id {
+			return &c.Count, true
+		}
+	}
+	if len(st.Pipelines) < maxBreakdownEntries {
+		var zero int64
+		return &zero, true
+	}
+	if c, ok := complete(id); ok {
+		return &c, true
+	}
+	return nil, false
+}
+
+// setPipelineFigures writes the live figures into st, after setPipelineTopics: the consumer lag,
+// the backlog of each retry tier and their sum, and the dead letters from the pipeline. Figures not
+// read this time keep the values of the previous status (previous; a tier's backlog by its name).
+// status.readyReplicas is the Deployment step's; status.circuit is left unset (see pipelineLive).
+func setPipelineFigures(st *v1.ConsumerPipelineStatus, previous *v1.PipelineTopics, live pipelineLive) {
+	before := map[string]int64{}
+	if previous != nil {
+		for _, t := range previous.Retries {
+			before[t.Name] = t.Backlog
+		}
+	}
+	if st.Topics != nil {
+		var total int64
+		for i := range st.Topics.Retries {
+			t := &st.Topics.Retries[i]
+			if b, ok := live.tierBacklog[t.Name]; ok && live.lagRead {
+				t.Backlog = b
+			} else {
+				t.Backlog = before[t.Name]
+			}
+			total += t.Backlog
+		}
+		if live.lagRead {
+			st.RetryBacklog = &total
+		}
+	}
+	if live.lagRead {
+		st.ConsumerLag = live.consumerLag
+	}
+	if live.deadLettersRead {
+		st.DeadLetterMessages = live.deadLetterMessages
+	}
+}
+
+// exportPipeline sets the pipeline's gauges to the figures of its status.
+func (l *liveFigures) exportPipeline(key types.NamespacedName, st v1.ConsumerPipelineStatus) {
+	if l.metrics == nil {
+		return
+	}
+	l.metrics.SetConsumerPipeline(key.Namespace, key.Name, opmetrics.ConsumerPipelineFigures{
+		ConsumerLag:        st.ConsumerLag,
+		RetryBacklog:       st.RetryBacklog,
+		DeadLetterMessages: st.DeadLetterMessages,
+		ReadyReplicas:      st.ReadyReplicas,
+	})
+}
+
+// forgetPipeline drops everything kept about a pipeline that is gone, its gauges included.
+func (l *liveFigures) forgetPipeline(offsets *offsetsCache, key types.NamespacedName) {
+	member := pipelineOwner(key)
+	offsets.ForgetMember(member)
+	l.commits.Forget(member)
+	if l.metrics != nil {
+		l.metrics.DeleteConsumerPipeline(key.Namespace, key.Name)
+	}
+}
+
+// deadLetterCountsChanged enqueues, when a DeadLetterQueue's status changes what its pipelines
+// report, the pipelines that reference it: when it is counted for the first time (or no more), when
+// the count of one of them changed in status.pipelines (only those), and, while that list is full,
+// every one (a pipeline below the 20 largest reads the queue's complete counts).
+func (r *ConsumerPipelineReconciler) deadLetterCountsChanged() handler.EventHandler {
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			oldQ, ok1 := e.ObjectOld.(*v1.DeadLetterQueue)
+			newQ, ok2 := e.ObjectNew.(*v1.DeadLetterQueue)
+			if !ok1 || !ok2 {
+				return
+			}
+			changed, all := changedPipelineCounts(oldQ.Status, newQ.Status)
+			if !all && len(changed) == 0 {
+				return
+			}
+			list := &v1.ConsumerPipelineList{}
+			if err := r.List(ctx, list, client.InNamespace(newQ.Namespace), client.MatchingFields{indexPipelineByDLQ: newQ.Name}); err != nil {
+				return
+			}
+			for i := range list.Items {
+				if all || changed[pipelineID(&list.Items[i])] {
+					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+				}
+			}
+		},
+	}
+}
+
+// changedPipelineCounts compares two statuses of a queue: the pipelines whose count differs, or all
+// when whether the queue is counted changed or a list is full.
+func changedPipelineCounts(before, after v1.DeadLetterQueueStatus) (changed map[string]bool, all bool) {
+	if (before.Messages == nil) != (after.Messages == nil) ||
+		len(before.Pipelines) >= maxBreakdownEntries || len(after.Pipelines) >= maxBreakdownEntries {
+		return nil, !equalCounts(before.Pipelines, after.Pipelines) || (before.Messages == nil) != (after.Messages == nil)
+	}
+	counts := func(cs []v1.NamedCount) map[string]int64 {
+		m := make(map[string]int64, len(cs))
+		for _, c := range cs {
+			m[c.Name] = c.Count
+		}
+		return m
+	}
+	b, a := counts(before.Pipelines), counts(after.Pipelines)
+	changed = map[string]bool{}
+	for name, n := range a {
+		if m, ok := b[name]; !ok || m != n {
+			changed[name] = true
+		}
+	}
+	for name := range b {
+		if _, ok := a[name]; !ok {
+			changed[name] = true
+		}
+	}
+	return changed, false
+}
+
+func equalCounts(a, b []v1.NamedCount) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

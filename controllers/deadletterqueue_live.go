@@ -1,0 +1,258 @@
+package controllers
+
+import (
+	"context"
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/opmetrics"
+	"github.com/retryops/retry-operator/internal/render"
+)
+
+// maxBreakdownEntries bounds status.reasons, status.errorTypes and status.pipelines (the API's
+// MaxItems).
+const maxBreakdownEntries = 20
+
+// dlqLive is what the LiveFigures step of a DeadLetterQueue reconcile found.
+type dlqLive struct {
+	// breakdown is the tally of the records held, every name (nil: not read this time, the status
+	// keeps its figures).
+	breakdown *kafka.Breakdown
+	// growth is the net growth rate of the message count.
+	growth growthRate
+	// now is when the Healthy condition was judged.
+	now time.Time
+}
+
+// refreshLiveFigures brings the queue's breakdown (reasons, error types, pipelines, oldest and
+// newest times) up to the offsets the reconcile read, reading only the records new since the last
+// refresh, and records the message count for the growth rate. A failed read keeps the figures of
+// status as they are: it is logged, and the next refresh goes on from what was read.
+func (r *DeadLetterQueueReconciler) refreshLiveFigures(ctx context.Context, s *dlqScope) error {
+	s.live.now = r.Clock.Now()
+	if !s.counted {
+		return nil
+	}
+	live := r.Kafka.Live
+	key := client.ObjectKeyFromObject(s.dlq)
+	s.live.growth = live.recordGrowth(key, s.offsetsAt, countMessages(s.offsets), dlqGrowthWindow(s.dlq))
+	b, err := live.tallies.Breakdown(ctx, s.conn, s.connKey, key, s.want.Name, s.offsets, s.offsetsAt)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		ctrl.LoggerFrom(ctx).Info("Could not read the new dead letters; the breakdown in status is left as it was",
+			"deadLetterQueue", klog.KObj(s.dlq), "topic", s.want.Name, "error", truncate(err.Error(), maxConditionMessage))
+		return nil
+	}
+	s.live.breakdown = &b
+	return nil
+}
+
+// publishLiveFigures runs once status st was written (or found unchanged): it sets the queue's
+// gauges to the figures of st, keeps the full per-pipeline counts for the pipelines, and records an
+// event when Healthy changed.
+func (r *DeadLetterQueueReconciler) publishLiveFigures(ctx context.Context, s *dlqScope, before *v1.DeadLetterQueueStatus, st v1.DeadLetterQueueStatus) {
+	live := r.Kafka.Live
+	key := client.ObjectKeyFromObject(s.dlq)
+	live.exportDLQ(key, st)
+	if b := s.live.breakdown; b != nil {
+		live.setPipelineCounts(key, b.Pipelines)
+	}
+
+	old := meta.FindStatusCondition(before.Conditions, v1.ConditionHealthy)
+	c := meta.FindStatusCondition(st.Conditions, v1.ConditionHealthy)
+	if !healthChanged(old, c) {
+		return
+	}
+	log := ctrl.LoggerFrom(ctx)
+	if c.Status == metav1.ConditionTrue {
+		log.Info("Dead letter queue is healthy", "deadLetterQueue", klog.KObj(s.dlq))
+		r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, c.Reason, "CheckThresholds", "%s", c.Message)
+		return
+	}
+	log.Info("Dead letter queue crossed an alert threshold", "deadLetterQueue", klog.KObj(s.dlq), "reason", c.Reason, "message", c.Message)
+	r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeWarning, c.Reason, "CheckThresholds", "%s", c.Message)
+}
+
+// healthChanged tells whether Healthy changed in a way worth an event: its status, or the reason it
+// is False. A queue that starts out healthy or unknown is not news.
+func healthChanged(before, after *metav1.Condition) bool {
+	switch {
+	case after == nil || after.Status == metav1.ConditionUnknown:
+		return false
+	case before == nil || before.Status == metav1.ConditionUnknown:
+		return after.Status == metav1.ConditionFalse
+	case before.Status != after.Status:
+		return true
+	default:
+		return after.Status == metav1.ConditionFalse && before.Reason != after.Reason
+	}
+}
+
+// forgetDLQ drops everything kept about a queue that is gone, its gauges included.
+func (l *liveFigures) forgetDLQ(key types.NamespacedName) {
+	l.tallies.Forget(key)
+	l.mu.Lock()
+	delete(l.growth, key)
+	delete(l.byPipeline, key)
+	l.mu.Unlock()
+	if l.metrics != nil {
+		l.metrics.DeleteDeadLetterQueue(key.Namespace, key.Name)
+	}
+}
+
+// exportDLQ sets the queue's gauges to the figures of its status: the alert rules read exactly what
+// status shows. A queue never counted has no series.
+func (l *liveFigures) exportDLQ(key types.NamespacedName, st v1.DeadLetterQueueStatus) {
+	if l.metrics == nil {
+		return
+	}
+	if st.Messages == nil {
+		l.metrics.DeleteDeadLetterQueue(key.Namespace, key.Name)
+		return
+	}
+	f := opmetrics.DeadLetterQueueFigures{Messages: *st.Messages, ByReason: map[string]int64{}}
+	if st.OldestMessageTime != nil {
+		f.Oldest = st.OldestMessageTime.Time
+	}
+	for _, c := range st.Reasons {
+		f.ByReason[c.Name] = c.Count
+	}
+	l.metrics.SetDeadLetterQueue(key.Namespace, key.Name, f)
+}
+
+// setPipelineCounts keeps a queue's complete count of dead letters by pipeline.
+func (l *liveFigures) setPipelineCounts(key types.NamespacedName, counts []kafka.Count) {
+	m := make(map[string]int64, len(counts))
+	for _, c := range counts {
+		m[c.Name] = c.Count
+	}
+	l.mu.Lock()
+	l.byPipeline[key] = m
+	l.mu.Unlock()
+}
+
+// pipelineCount returns the number of dead letters from pipeline held by the queue key, as in the
+// queue's last status, and whether the operator knows the queue's complete counts.
+func (l *liveFigures) pipelineCount(key types.NamespacedName, pipeline string) (int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.byPipeline[key]
+	return m[pipeline], ok
+}
+
+// recordGrowth adds a sample of the queue's message count, taken at at, and returns the growth rate
+// over window.
+func (l *liveFigures) recordGrowth(key types.NamespacedName, at time.Time, messages int64, window time.Duration) growthRate {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := l.growth[key]
+	if g == nil {
+		g = &growthSamples{}
+		l.growth[key] = g
+	}
+	return g.add(at, messages, window)
+}
+
+// dlqGrowthWindow is the range over which the DeadLetterQueueGrowth alert measures the growth rate
+// (render.DeadLetterQueueAlertRules): render.GrowthWindow, widened to three refreshes when
+// spec.statusRefreshInterval is longer.
+func dlqGrowthWindow(dlq *v1.DeadLetterQueue) time.Duration {
+	w := render.GrowthWindow
+	if r := dlq.Spec.StatusRefreshInterval; r != nil && 3*r.Duration > w {
+		w = 3 * r.Duration
+	}
+	return w
+}
+
+// maxGrowthSamples bounds the history of one queue (a refresh every second over a 5 minute window
+// needs 300).
+const maxGrowthSamples = 512
+
+// growthSample is a message count at a time.
+type growthSample struct {
+	at       time.Time
+	messages int64
+}
+
+// growthSamples is the recent message counts of one queue, oldest first.
+type growthSamples struct {
+	samples []growthSample
+}
+
+// growthRate is a net growth rate of a queue's message count.
+type growthRate struct {
+	// perMinute is the rate in messages per minute.
+	perMinute float64
+	// known is false with fewer than two samples in the window.
+	known bool
+	// window is the range it was measured over.
+	window time.Duration
+}
+
+// add records messages at time at (a sample at the same time as the last replaces it; an older one
+// is ignored), drops the samples older than window, and returns the rate over what is left.
+func (g *growthSamples) add(at time.Time, messages int64, window time.Duration) growthRate {
+	n := len(g.samples)
+	switch {
+	case n > 0 && at.Equal(g.samples[n-1].at):
+		g.samples[n-1].messages = messages
+	case n == 0 || at.After(g.samples[n-1].at):
+		g.samples = append(g.samples, growthSample{at: at, messages: messages})
+	}
+	cut := 0
+	for cut < len(g.samples) && g.samples[cut].at.Before(at.Add(-window)) {
+		cut++
+	}
+	if over := len(g.samples) - cut - maxGrowthSamples; over > 0 {
+		cut += over
+	}
+	if cut > 0 {
+		g.samples = append(g.samples[:0], g.samples[cut:]...)
+	}
+	perMinute, known := growthPerMinute(g.samples)
+	return growthRate{perMinute: perMinute, known: known, window: window}
+}
+
+// growthPerMinute is the least-squares slope of the samples, per minute: what Prometheus's deriv()
+// computes over the samples of a range, so that the condition and the DeadLetterQueueGrowth alert
+// judge the same rate (the alert samples the gauge at each scrape, the condition at each refresh).
+// It needs two samples at different times.
+func growthPerMinute(samples []growthSample) (float64, bool) {
+	if len(samples) < 2 {
+		return 0, false
+	}
+	t0 := samples[0].at
+	var sumT, sumV float64
+	for _, s := range samples {
+		sumT += s.at.Sub(t0).Seconds()
+		sumV += float64(s.messages)
+	}
+	n := float64(len(samples))
+	meanT, meanV := sumT/n, sumV/n
+	var cov, varT float64
+	for _, s := range samples {
+		dt := s.at.Sub(t0).Seconds() - meanT
+		cov += dt * (float64(s.messages) - meanV)
+		varT += dt * dt
+	}
+	if varT == 0 {
+		return 0, false
+	}
+	perMinute := cov / varT * 60
+	if math.Abs(perMinute) < 1e-9 {
+		perMinute = 0
+	}
+	return perMinute, true
+}

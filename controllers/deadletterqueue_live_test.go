@@ -1,0 +1,455 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/render"
+)
+
+var liveNow = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+func TestSetDLQHealthy(t *testing.T) {
+	th := render.DeadLetterQueueThresholds{MaxMessages: 10, MaxGrowthPerMinute: 12, MaxOldestAge: 24 * time.Hour}
+	recent := ptr.To(metav1.NewTime(liveNow.Add(-time.Hour)))
+	old := ptr.To(metav1.NewTime(liveNow.Add(-25 * time.Hour)))
+	slow := growthRate{perMinute: 3, known: true, window: 5 * time.Minute}
+	fast := growthRate{perMinute: 12.5, known: true, window: 5 * time.Minute}
+	for name, tc := range map[string]struct {
+		messages    *int64
+		oldest      *metav1.Time
+		growth      growthRate
+		wantStatus  metav1.ConditionStatus
+		wantReason  string
+		wantMessage string
+	}{
+		"never counted: unknown": {
+			wantStatus: metav1.ConditionUnknown, wantReason: v1.ReasonReconciling, wantMessage: "the dead letters have not been counted yet",
+		},
+		"empty queue: healthy, with the thresholds in the message": {
+			messages: ptr.To[int64](0), wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonHealthy,
+			wantMessage: "no alert threshold crossed (maxMessages 10, maxGrowthPerMinute 12, maxOldestAge 24h)",
+		},
+		"exactly at maxMessages is not crossing it (the alert says >)": {
+			messages: ptr.To[int64](10), oldest: recent, growth: slow, wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonHealthy,
+		},
+		"one more than maxMessages": {
+			messages: ptr.To[int64](11), oldest: recent, growth: slow, wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonTooManyMessages,
+			wantMessage: "holds 11 dead letters, more than maxMessages 10",
+		},
+		"oldest older than maxOldestAge": {
+			messages: ptr.To[int64](2), oldest: old, wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonOldMessages,
+			wantMessage: "the oldest dead letter, from 2026-11-20T09:00:00Z, is older than maxOldestAge 24h",
+		},
+		"an old timestamp in an empty queue is no crossing": {
+			messages: ptr.To[int64](0), oldest: old, wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonHealthy,
+		},
+		"growth above the limit": {
+			messages: ptr.To[int64](5), oldest: recent, growth: fast, wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonFastGrowth,
+			wantMessage: "grew by 12.5 dead letters per minute over the last 5m, more than maxGrowthPerMinute 12",
+		},
+		"growth exactly at the limit is not crossing it": {
+			messages: ptr.To[int64](5), growth: growthRate{perMinute: 12, known: true, window: 5 * time.Minute},
+			wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonHealthy,
+		},
+		"an unknown growth rate is no crossing": {
+			messages: ptr.To[int64](5), growth: growthRate{perMinute: 1000}, wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonHealthy,
+		},
+		"every crossing: the most severe gives the reason, the message names all": {
+			messages: ptr.To[int64](11), oldest: old, growth: fast, wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonFastGrowth,
+			wantMessage: "grew by 12.5 dead letters per minute over the last 5m, more than maxGrowthPerMinute 12; " +
+				"holds 11 dead letters, more than maxMessages 10; " +
+				"the oldest dead letter, from 2026-11-20T09:00:00Z, is older than maxOldestAge 24h",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			st := &v1.DeadLetterQueueStatus{Messages: tc.messages, OldestMessageTime: tc.oldest}
+			setDLQHealthy(st, 4, th, tc.growth, liveNow)
+			c := meta.FindStatusCondition(st.Conditions, v1.ConditionHealthy)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(tc.wantStatus))
+			g.Expect(c.Reason).To(Equal(tc.wantReason))
+			g.Expect(c.ObservedGeneration).To(Equal(int64(4)))
+			if tc.wantMessage != "" {
+				g.Expect(c.Message).To(Equal(tc.wantMessage))
+			}
+		})
+	}
+}
+
+func TestHealthChanged(t *testing.T) {
+	cond := func(s metav1.ConditionStatus, reason string) *metav1.Condition {
+		return &metav1.Condition{Type: v1.ConditionHealthy, Status: s, Reason: reason, Message: "m " + reason}
+	}
+	healthy := cond(metav1.ConditionTrue, v1.ReasonHealthy)
+	tooMany := cond(metav1.ConditionFalse, v1.ReasonTooManyMessages)
+	old := cond(metav1.ConditionFalse, v1.ReasonOldMessages)
+	unknown := cond(metav1.ConditionUnknown, v1.ReasonReconciling)
+	for name, tc := range map[string]struct {
+		before, after *metav1.Condition
+		want          bool
+	}{
+		"a new queue that starts healthy is not news":      {before: nil, after: healthy, want: false},
+		"a new queue that starts unhealthy is":             {before: nil, after: tooMany, want: true},
+		"from unknown to healthy is not news":              {before: unknown, after: healthy, want: false},
+		"from unknown to unhealthy is":                     {before: unknown, after: tooMany, want: true},
+		"healthy to unhealthy":                             {before: healthy, after: tooMany, want: true},
+		"unhealthy to healthy":                             {before: tooMany, after: healthy, want: true},
+		"another threshold crossed while unhealthy":        {before: tooMany, after: old, want: true},
+		"the same crossing with a new count is not news":   {before: tooMany, after: cond(metav1.ConditionFalse, v1.ReasonTooManyMessages), want: false},
+		"healthy stays healthy":                            {before: healthy, after: healthy, want: false},
+		"unknown again (never counted) is not news either": {before: healthy, after: unknown, want: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			NewWithT(t).Expect(healthChanged(tc.before, tc.after)).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestGrowthPerMinute(t *testing.T) {
+	at := func(sec int, messages int64) growthSample {
+		return growthSample{at: liveNow.Add(time.Duration(sec) * time.Second), messages: messages}
+	}
+	for name, tc := range map[string]struct {
+		samples   []growthSample
+		want      float64
+		wantKnown bool
+	}{
+		"no sample":               {want: 0, wantKnown: false},
+		"one sample says nothing": {samples: []growthSample{at(0, 5)}, want: 0, wantKnown: false},
+		"two samples at the same time say nothing": {samples: []growthSample{at(0, 5), at(0, 9)}, want: 0, wantKnown: false},
+		"steady: zero":                    {samples: []growthSample{at(0, 5), at(30, 5), at(60, 5)}, want: 0, wantKnown: true},
+		"a line: its slope":               {samples: []growthSample{at(0, 0), at(30, 6), at(60, 12)}, want: 12, wantKnown: true},
+		"two samples 30s apart":           {samples: []growthSample{at(0, 100), at(30, 110)}, want: 20, wantKnown: true},
+		"shrinking (retention): negative": {samples: []growthSample{at(0, 12), at(60, 0)}, want: -12, wantKnown: true},
+		// deriv() fits a least-squares line: a step 0,0,0,30 over 0..90s has slope 0.2/s.
+		"a step is fitted, not taken end to end": {samples: []growthSample{at(0, 0), at(30, 0), at(60, 0), at(90, 30)}, want: 18, wantKnown: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, known := growthPerMinute(tc.samples)
+			g.Expect(known).To(Equal(tc.wantKnown))
+			g.Expect(got).To(BeNumerically("~", tc.want, 1e-9))
+		})
+	}
+}
+
+func TestGrowthSamplesKeepTheWindow(t *testing.T) {
+	g := NewWithT(t)
+	var h growthSamples
+	const window = 5 * time.Minute
+	r := h.add(liveNow, 0, window)
+	g.Expect(r.known).To(BeFalse())
+	r = h.add(liveNow.Add(time.Minute), 30, window)
+	g.Expect(r).To(Equal(growthRate{perMinute: 30, known: true, window: window}))
+
+	// A second reading of the same snapshot (after a trim, say) replaces the sample.
+	r = h.add(liveNow.Add(time.Minute), 12, window)
+	g.Expect(r.perMinute).To(BeNumerically("~", 12, 1e-9))
+	g.Expect(h.samples).To(HaveLen(2))
+
+	// An older snapshot than the last sample is not recorded.
+	h.add(liveNow.Add(30*time.Second), 1000, window)
+	g.Expect(h.samples).To(HaveLen(2))
+
+	// Samples older than the window go: after a quiet window the rate is zero again.
+	for m := 2; m <= 7; m++ {
+		r = h.add(liveNow.Add(time.Duration(m)*time.Minute), 12, window)
+	}
+	g.Expect(h.samples[0].at).To(Equal(liveNow.Add(2 * time.Minute)))
+	g.Expect(r.perMinute).To(BeZero())
+	g.Expect(r.known).To(BeTrue())
+
+	// The history is bounded.
+	for i := range 2 * maxGrowthSamples {
+		h.add(liveNow.Add(8*time.Minute+time.Duration(i)*time.Millisecond), int64(i), window)
+	}
+	g.Expect(len(h.samples)).To(Equal(maxGrowthSamples))
+}
+
+func TestDLQGrowthWindowFollowsTheAlertRule(t *testing.T) {
+	g := NewWithT(t)
+	q := &v1.DeadLetterQueue{}
+	g.Expect(dlqGrowthWindow(q)).To(Equal(render.GrowthWindow))
+	q.Spec.StatusRefreshInterval = &metav1.Duration{Duration: time.Minute}
+	g.Expect(dlqGrowthWindow(q)).To(Equal(render.GrowthWindow))
+	q.Spec.StatusRefreshInterval = &metav1.Duration{Duration: 10 * time.Minute}
+	g.Expect(dlqGrowthWindow(q)).To(Equal(30 * time.Minute))
+}
+
+func TestSetDLQBreakdown(t *testing.T) {
+	earlier := metav1.NewTime(liveNow.Add(-time.Hour))
+	oldest, newest := liveNow.Add(-10*time.Minute), liveNow.Add(-time.Minute)
+	full := &kafka.Breakdown{
+		Messages: 3, Oldest: oldest, Newest: newest,
+		Reasons:    []kafka.Count{{Name: "max_retries_exceeded", Count: 2}, {Name: "undeliverable", Count: 1}},
+		ErrorTypes: []kafka.Count{{Name: "TimeoutError", Count: 3}},
+		Pipelines:  []kafka.Count{{Name: "ns/a", Count: 3}},
+	}
+	shown := v1.DeadLetterQueueStatus{
+		Messages:          ptr.To[int64](3),
+		OldestMessageTime: ptr.To(metav1.NewTime(oldest)), NewestMessageTime: ptr.To(metav1.NewTime(newest)),
+		Reasons:         []v1.NamedCount{{Name: "max_retries_exceeded", Count: 2}, {Name: "undeliverable", Count: 1}},
+		ErrorTypes:      []v1.NamedCount{{Name: "TimeoutError", Count: 3}},
+		Pipelines:       []v1.NamedCount{{Name: "ns/a", Count: 3}},
+		LastRefreshTime: &earlier,
+	}
+	many := &kafka.Breakdown{Messages: 25}
+	for i := range 25 {
+		many.Reasons = append(many.Reasons, kafka.Count{Name: string(rune('a' + i)), Count: int64(100 - i)})
+	}
+	for name, tc := range map[string]struct {
+		before v1.DeadLetterQueueStatus
+		b      *kafka.Breakdown
+		check  func(g Gomega, st v1.DeadLetterQueueStatus)
+	}{
+		"a first breakdown writes everything and the refresh time": {
+			before: v1.DeadLetterQueueStatus{Messages: ptr.To[int64](3)}, b: full,
+			check: func(g Gomega, st v1.DeadLetterQueueStatus) {
+				want := shown
+				want.LastRefreshTime = ptr.To(metav1.NewTime(liveNow))
+				g.Expect(st).To(Equal(want))
+			},
+		},
+		"an unchanged breakdown changes nothing, not even the refresh time": {
+			before: shown, b: full,
+			check: func(g Gomega, st v1.DeadLetterQueueStatus) { g.Expect(st).To(Equal(shown)) },
+		},
+		"times are kept to the second as the API stores them: milliseconds are no change": {
+			before: shown, b: func() *kafka.Breakdown {
+				b := *full
+				b.Oldest, b.Newest = oldest.Add(400*time.Millisecond), newest.Add(999*time.Millisecond)
+				return &b
+			}(),
+			check: func(g Gomega, st v1.DeadLetterQueueStatus) { g.Expect(st).To(Equal(shown)) },
+		},
+		"not read this time: kept": {
+			before: shown, b: nil,
+			check: func(g Gomega, st v1.DeadLetterQueueStatus) { g.Expect(st).To(Equal(shown)) },
+		},
+		"an emptied queue loses its times and lists": {
+			before: shown, b: &kafka.Breakdown{},
+			check: func(g Gomega, st v1.DeadLetterQueueStatus) {
+				g.Expect(st.OldestMessageTime).To(BeNil())
+				g.Expect(st.NewestMessageTime).To(BeNil())
+				g.Expect(st.Reasons).To(BeNil())
+				g.Expect(st.ErrorTypes).To(BeNil())
+				g.Expect(st.Pipelines).To(BeNil())
+				g.Expect(st.LastRefreshTime).To(Equal(ptr.To(metav1.NewTime(liveNow))))
+			},
+		},
+		"lists are cut to the 20 largest": {
+			b: many,
+			check: func(g Gomega, st v1.DeadLetterQueueStatus) {
+				g.Expect(st.Reasons).To(HaveLen(maxBreakdownEntries))
+				g.Expect(st.Reasons[0]).To(Equal(v1.NamedCount{Name: "a", Count: 100}))
+				g.Expect(st.Reasons[19]).To(Equal(v1.NamedCount{Name: "t", Count: 81}))
+			},
+		},
+		"names longer than the API allows are cut": {
+			b: &kafka.Breakdown{Messages: 1, ErrorTypes: []kafka.Count{{Name: string(make([]byte, 300)), Count: 1}}},
+			check: func(g Gomega, st v1.DeadLetterQueueStatus) {
+				g.Expect(st.ErrorTypes).To(HaveLen(1))
+				g.Expect(st.ErrorTypes[0].Name).To(HaveLen(maxNamedCountName))
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			st := *tc.before.DeepCopy()
+			setDLQBreakdown(&st, tc.b, liveNow)
+			tc.check(g, st)
+		})
+	}
+}
+
+// fakeScanner serves records from memory: topic -> partition -> records by offset.
+type fakeScanner struct {
+	records map[string]map[int32][]*kgo.Record
+	calls   []map[string]map[int32]kafka.OffsetRange
+	err     error
+}
+
+func (f *fakeScanner) produce(topic string, partition int32, reasons ...string) {
+	if f.records == nil {
+		f.records = map[string]map[int32][]*kgo.Record{}
+	}
+	if f.records[topic] == nil {
+		f.records[topic] = map[int32][]*kgo.Record{}
+	}
+	for _, reason := range reasons {
+		rs := f.records[topic][partition]
+		f.records[topic][partition] = append(rs, &kgo.Record{
+			Topic: topic, Partition: partition, Offset: int64(len(rs)), Timestamp: liveNow.Add(time.Duration(len(rs)) * time.Second),
+			Headers: []kgo.RecordHeader{{Key: kafka.HeaderReason, Value: []byte(reason)}},
+		})
+	}
+}
+
+func (f *fakeScanner) Scan(_ context.Context, _ kafka.Connection, ranges map[string]map[int32]kafka.OffsetRange, fn func(*kgo.Record)) error {
+	f.calls = append(f.calls, ranges)
+	if f.err != nil {
+		return f.err
+	}
+	for topic, parts := range ranges {
+		for p, r := range parts {
+			for _, rec := range f.records[topic][p] {
+				if rec.Offset >= r.From && rec.Offset < r.To {
+					fn(rec)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (f *fakeScanner) ends(topic string, partitions int32) []kafka.PartitionOffsets {
+	out := make([]kafka.PartitionOffsets, partitions)
+	for p := range partitions {
+		out[p] = kafka.PartitionOffsets{Partition: p, End: int64(len(f.records[topic][p]))}
+	}
+	return out
+}
+
+// TestDeadLetterTalliesScanOncePerRefreshForAllQueues proves the batching of the reads: the first
+// queue with new records reads those of every queue of the connection in one scan; the others, and
+// a refresh with nothing new, read nothing; trimmed records leave the counts without a read; a
+// failed scan is not repeated for the same offsets.
+func TestDeadLetterTalliesScanOncePerRefreshForAllQueues(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	clk := clocktesting.NewFakePassiveClock(liveNow)
+	offsets := newOffsetsCache(clk)
+	sc := &fakeScanner{}
+	tallies := newDeadLetterTallies(offsets, sc)
+	q := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
+	conn := kafka.Connection{BootstrapServers: []string{"k:9092"}}
+
+	// Both queues are known to the offsets snapshot (as after a ListOffsets round).
+	sc.produce("a", 0, "max_retries_exceeded", "max_retries_exceeded", "undeliverable")
+	sc.produce("b", 1, "deadline_exceeded")
+	primeSnapshot(offsets, "conn", clk.Now(), map[string][]kafka.PartitionOffsets{"a": sc.ends("a", 2), "b": sc.ends("b", 2)})
+
+	ba, err := tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ba.Messages).To(Equal(int64(3)))
+	g.Expect(ba.Reasons).To(Equal([]kafka.Count{{Name: "max_retries_exceeded", Count: 2}, {Name: "undeliverable", Count: 1}}))
+	g.Expect(sc.calls).To(HaveLen(1))
+	// b is not a member yet: only a's records were read.
+	g.Expect(sc.calls[0]).To(HaveKey("a"))
+
+	bb, err := tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(bb.Messages).To(Equal(int64(1)))
+	g.Expect(sc.calls).To(HaveLen(2))
+
+	// Next refresh: new records in both; the first queue reads both topics in one scan, the second
+	// reads nothing.
+	clk.SetTime(clk.Now().Add(time.Minute))
+	sc.produce("a", 1, "undeliverable")
+	sc.produce("b", 1, "deadline_exceeded", "deadline_exceeded")
+	primeSnapshot(offsets, "conn", clk.Now(), map[string][]kafka.PartitionOffsets{"a": sc.ends("a", 2), "b": sc.ends("b", 2)})
+	sc.calls = nil
+	ba, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ba.Messages).To(Equal(int64(4)))
+	g.Expect(sc.calls).To(HaveLen(1))
+	g.Expect(sc.calls[0]).To(Equal(map[string]map[int32]kafka.OffsetRange{
+		"a": {1: {From: 0, To: 1}},
+		"b": {1: {From: 1, To: 3}},
+	}), "only the new records, of both queues")
+	bb, err = tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(bb.Reasons).To(Equal([]kafka.Count{{Name: "deadline_exceeded", Count: 3}}))
+	g.Expect(sc.calls).To(HaveLen(1), "b's records were read by a's scan")
+
+	// Nothing new: nothing read.
+	clk.SetTime(clk.Now().Add(time.Minute))
+	_, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sc.calls).To(HaveLen(1))
+
+	// Trimmed records leave the counts without a read.
+	trimmed := sc.ends("a", 2)
+	trimmed[0].Start = 2
+	ba, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", trimmed, clk.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ba.Reasons).To(Equal([]kafka.Count{{Name: "undeliverable", Count: 2}}))
+	g.Expect(sc.calls).To(HaveLen(1))
+
+	// A failed scan returns its error to every queue refreshing from the same offsets, without
+	// scanning again; the next snapshot tries again.
+	clk.SetTime(clk.Now().Add(time.Minute))
+	sc.produce("a", 0, "undeliverable")
+	sc.produce("b", 0, "undeliverable")
+	primeSnapshot(offsets, "conn", clk.Now(), map[string][]kafka.PartitionOffsets{"a": sc.ends("a", 2), "b": sc.ends("b", 2)})
+	sc.calls, sc.err = nil, errors.New("TOPIC_AUTHORIZATION_FAILED")
+	_, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now())
+	g.Expect(err).To(MatchError(ContainSubstring("TOPIC_AUTHORIZATION_FAILED")))
+	_, err = tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now())
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(sc.calls).To(HaveLen(1))
+	clk.SetTime(clk.Now().Add(time.Minute))
+	sc.err = nil
+	bb, err = tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(bb.Messages).To(Equal(int64(4)))
+
+	// A queue that moves to another connection starts afresh; a forgotten one is dropped.
+	bb, err = tallies.Breakdown(ctx, conn, "other", q("b"), "b", sc.ends("b", 2), clk.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(bb.Messages).To(Equal(int64(4)), "counted again from the start")
+	tallies.Forget(q("b"))
+	g.Expect(tallies.groups).NotTo(HaveKey("other"))
+}
+
+// primeSnapshot installs a snapshot of the offsets of topics on connKey taken at at, as a round
+// would.
+func primeSnapshot(c *offsetsCache, connKey string, at time.Time, topics map[string][]kafka.PartitionOffsets) {
+	b := c.reads
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.groups[connKey]
+	if g == nil {
+		g = &readGroup[[]kafka.PartitionOffsets]{keys: map[string][]string{}}
+		b.groups[connKey] = g
+	}
+	g.snapshot, g.taken = map[string][]kafka.PartitionOffsets{}, at
+	for t, po := range topics {
+		g.snapshot[t] = po
+	}
+}
+
+func TestUntilNextRound(t *testing.T) {
+	const interval = 30 * time.Second
+	for name, tc := range map[string]struct {
+		taken time.Time
+		want  time.Duration
+	}{
+		"no snapshot yet: one interval":                           {want: interval},
+		"a snapshot just taken: just after it goes stale":         {taken: liveNow, want: interval + roundSlack - 0},
+		"a snapshot 10s old: 20s and the slack":                   {taken: liveNow.Add(-10 * time.Second), want: 20*time.Second + roundSlack},
+		"stale already (its round is under way): the next one":    {taken: liveNow.Add(-interval - time.Second), want: interval - time.Second + roundSlack},
+		"due within a tenth of the interval: the following round": {taken: liveNow.Add(-interval + time.Second), want: time.Second + roundSlack + interval},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := untilNextRound(liveNow, tc.taken, interval)
+			g.Expect(got).To(Equal(min(tc.want, interval)))
+			g.Expect(got).To(BeNumerically(">=", interval/10))
+		})
+	}
+}

@@ -1,0 +1,247 @@
+// Package e2e runs the whole loop on the `make dev` harness: the embedded Kafka process, the control
+// plane with kube-controller-manager, the manager and the dispatchers as local processes. Resources are
+// applied with the real kubectl.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/devenv"
+	"github.com/retryops/retry-operator/internal/envtestutil"
+)
+
+const (
+	records   = 2000
+	namespace = "e2e"
+)
+
+func permanent(n int) bool { return n%20 == 0 }
+func transient(n int) int {
+	if n%10 == 3 || n%10 == 7 {
+		return 2
+	}
+	return 0
+}
+
+func buildBinaries(t *testing.T, dir string) {
+	t.Helper()
+	root := envtestutil.RepoRoot()
+	for name, pkg := range map[string]string{"manager": "./cmd/manager", "dispatcher": "./cmd/dispatcher", "kafka": "./hack/kafka"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+}
+
+func manifests(sinkURL string) string {
+	return `apiVersion: v1
+kind: Namespace
+metadata: {name: ` + namespace + `}
+---
+apiVersion: retry.retryops.dev/v1alpha1
+kind: RetryPolicy
+metadata: {name: e2e, namespace: ` + namespace + `}
+spec:
+  maxAttempts: 4
+  backoff: {initialDelay: 1s, multiplier: "2", maxDelay: 10s, jitter: {mode: Proportional, minPercent: 80, maxPercent: 120}}
+  classification:
+    defaultAction: DeadLetter
+    rules:
+    - {name: transient-http, action: Retry, httpStatuses: ["500-599"]}
+  attemptTimeout: 5s
+---
+apiVersion: retry.retryops.dev/v1alpha1
+kind: DeadLetterQueue
+metadata: {name: e2e-dlq, namespace: ` + namespace + `}
+spec:
+  topic: {name: e2e-tasks.dlq, partitions: 3}
+  deletionPolicy: Retain
+  statusRefreshInterval: 2s
+---
+apiVersion: retry.retryops.dev/v1alpha1
+kind: ConsumerPipeline
+metadata: {name: e2e, namespace: ` + namespace + `}
+spec:
+  source: {topic: e2e-tasks, create: {partitions: 3}}
+  retryPolicyRef: {name: e2e}
+  deadLetterQueueRef: {name: e2e-dlq}
+  sink: {uri: "` + sinkURL + `"}
+  replicas: 2
+`
+}
+
+func TestEndToEnd(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	buildBinaries(t, filepath.Join(dir, "bin"))
+
+	sink := &devenv.DemoSink{Permanent: permanent, Transient: transient}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	srv := &http.Server{Handler: sink, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+
+	logFile, err := os.Create(filepath.Join(dir, "runner.log"))
+	g.Expect(err).NotTo(HaveOccurred())
+	stack, err := devenv.StartStack(ctx, devenv.StackOptions{
+		Dir: dir, Bin: filepath.Join(dir, "bin"), DispatcherImage: "ghcr.io/retryops/retry-dispatcher:e2e",
+		ManagerArgs: []string{"--status-refresh-interval=2s"}, Log: zap.New(zap.WriteTo(logFile)),
+	}, t.Logf)
+	defer func() {
+		if t.Failed() {
+			for _, f := range []string{"logs/manager.log", "runner.log"} {
+				if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+					t.Logf("---- %s (tail)\n%s", f, tail(b, 4000))
+				}
+			}
+		}
+		stack.Stop()
+	}()
+	g.Expect(err).NotTo(HaveOccurred())
+	c := stack.Env.Client
+
+	out, err := stack.Kubectl([]byte(manifests("http://"+l.Addr().String()+"/tasks")), "apply", "--server-side", "-f", "-")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+
+	pipeline := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: "e2e", Namespace: namespace}}
+	dlq := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Name: "e2e-dlq", Namespace: namespace}}
+	ready := func() (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pipeline), pipeline); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(pipeline.Status.Conditions, v1.ConditionReady), nil
+	}
+	g.Eventually(ready, 2*time.Minute, 250*time.Millisecond).Should(BeTrue(), "the pipeline never became Ready")
+
+	start := time.Now()
+	g.Expect(devenv.Produce(ctx, []string{stack.Bootstrap}, "e2e-tasks", 0, records, 0)).To(Succeed())
+	var wantOK, wantDead int
+	for n := range records {
+		if permanent(n) {
+			wantDead++
+		} else {
+			wantOK++
+		}
+	}
+	g.Eventually(sink.Succeeded, 3*time.Minute, 250*time.Millisecond).Should(Equal(wantOK))
+	t.Logf("%d records delivered and %d refused for good in %s", wantOK, wantDead, time.Since(start).Round(time.Millisecond))
+
+	// Every transient record was retried after the policy's delays (retry 1: [0.8s, 1.2s], retry 2:
+	// [1.6s, 2.4s]) and then delivered.
+	for n := range records {
+		if transient(n) == 0 {
+			continue
+		}
+		at := sink.Attempts(devenv.DemoKey(n))
+		g.Expect(at).To(HaveLen(3), "record %d", n)
+		g.Expect(at[1].Sub(at[0])).To(BeNumerically(">=", 800*time.Millisecond), "record %d: first retry too early", n)
+		g.Expect(at[2].Sub(at[1])).To(BeNumerically(">=", 1600*time.Millisecond), "record %d: second retry too early", n)
+	}
+
+	// Every permanent record is in the DLQ, with its context headers.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(stack.Bootstrap), kgo.ConsumeTopics("e2e-tasks.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer cl.Close()
+	dead := map[string]map[string]string{}
+	pollCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for len(dead) < wantDead && pollCtx.Err() == nil {
+		cl.PollFetches(pollCtx).EachRecord(func(r *kgo.Record) {
+			h := map[string]string{}
+			for _, kv := range r.Headers {
+				h[kv.Key] = string(kv.Value)
+			}
+			dead[string(r.Key)] = h
+		})
+	}
+	g.Expect(dead).To(HaveLen(wantDead))
+	for key, h := range dead {
+		n, err := strconv.Atoi(key[len("demo-"):])
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(permanent(n)).To(BeTrue(), "record %d is in the DLQ", n)
+		g.Expect(h).To(HaveKeyWithValue("retryops.reason", "non_retriable_error"))
+		g.Expect(h).To(HaveKeyWithValue("retryops.original.topic", "e2e-tasks"))
+		g.Expect(h).To(HaveKeyWithValue("retryops.pipeline", namespace+"/e2e"))
+		g.Expect(h).To(HaveKeyWithValue("retryops.attempts", "1"))
+		for _, k := range []string{"retryops.original.partition", "retryops.original.offset", "retryops.original.timestamp",
+			"retryops.consumer.group", "retryops.first.failure", "retryops.last.failure", "retryops.error.type", "retryops.error.message"} {
+			g.Expect(h).To(HaveKey(k))
+		}
+	}
+
+	// The DeadLetterQueue status shows exactly that count; the pipeline shows lag 0 and Ready.
+	g.Eventually(func() (int64, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(dlq), dlq)
+		return ptr.Deref(dlq.Status.Messages, -1), err
+	}, time.Minute, 250*time.Millisecond).Should(Equal(int64(wantDead)))
+	g.Eventually(func() (int64, error) {
+		_, err := ready()
+		return ptr.Deref(pipeline.Status.ConsumerLag, -1), err
+	}, time.Minute, 250*time.Millisecond).Should(BeZero())
+	g.Expect(ready()).To(BeTrue())
+	out, err = stack.Kubectl(nil, "get", "retryops", "-n", namespace)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("kubectl get retryops -n %s\n%s", namespace, out)
+
+	// Deleting the pipeline removes its Deployment, ConfigMaps and alert object through garbage
+	// collection; the Retain policy keeps the DLQ topic.
+	var children []client.Object
+	deps := &appsv1.DeploymentList{}
+	g.Expect(c.List(ctx, deps, client.InNamespace(namespace))).To(Succeed())
+	g.Expect(deps.Items).To(HaveLen(1))
+	children = append(children, &deps.Items[0])
+	cms := &corev1.ConfigMapList{}
+	g.Expect(c.List(ctx, cms, client.InNamespace(namespace))).To(Succeed())
+	for i := range cms.Items {
+		if len(cms.Items[i].OwnerReferences) > 0 && cms.Items[i].OwnerReferences[0].Kind == "ConsumerPipeline" {
+			children = append(children, &cms.Items[i])
+		}
+	}
+	g.Expect(len(children)).To(BeNumerically(">=", 2), "want the Deployment and at least the config ConfigMap")
+	out, err = stack.Kubectl(nil, "delete", "consumerpipeline", "e2e", "-n", namespace, "--wait=true", "--timeout=60s")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	for _, child := range children {
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(child), child))
+		}, time.Minute, 250*time.Millisecond).Should(BeTrue(), "%T %s was not garbage-collected", child, child.GetName())
+	}
+	adm := kadm.NewClient(cl)
+	topics, err := adm.ListTopics(ctx, "e2e-tasks.dlq")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(topics.Has("e2e-tasks.dlq")).To(BeTrue(), "the Retain policy must keep the DLQ topic")
+	fmt.Fprintf(os.Stderr, "e2e: %d records in %s\n", records, time.Since(start).Round(time.Second))
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
