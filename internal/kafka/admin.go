@@ -773,7 +773,8 @@ func sortedPartitions[V any](m map[int32]V) []int32 {
 	return ps
 }
 
-// GroupLag implements Admin.
+// GroupLag implements Admin: the committed offsets (GroupOffsets' one OffsetFetch round) and one
+// end-offset listing for every topic any of the groups committed to.
 func (a *kadmAdmin) GroupLag(ctx context.Context, groups ...string) (map[string]GroupLagInfo, error) {
 	groups = uniqNames(groups)
 	out := make(map[string]GroupLagInfo, len(groups))
@@ -786,37 +787,13 @@ func (a *kadmAdmin) GroupLag(ctx context.Context, groups ...string) (map[string]
 	}
 	defer done()
 	return await(ctx, c, func() (map[string]GroupLagInfo, error) {
-		fetched := a.adm.FetchManyOffsets(ctx, groups...)
-		var firstErr error
+		committed, firstErr := a.fetchGroupOffsets(ctx, c, groups)
 		topicSet := make(map[string]struct{})
-		for _, g := range groups {
-			r, ok := fetched[g]
-			info := GroupLagInfo{Group: g, Topics: map[string][]PartitionLag{}}
-			switch {
-			case !ok:
-				info.Err = c.failOp(ctx, fmt.Sprintf("fetch offsets of group %q", g), errors.New("no result in the OffsetFetch response"))
-			case errors.Is(r.Err, kerr.GroupIDNotFound):
-				// Some brokers (kfake, newer group coordinators) answer
-				// GROUP_ID_NOT_FOUND for a group with no state; others
-				// answer an empty offset list. Both mean "nothing
-				// committed".
-			case r.Err != nil:
-				info.Err = c.failOp(ctx, fmt.Sprintf("fetch offsets of group %q", g), r.Err)
-			default:
-				for t, ps := range r.Fetched {
-					for _, o := range ps {
-						if o.Err == nil && o.At >= 0 {
-							topicSet[t] = struct{}{}
-						}
-					}
-				}
+		for _, g := range committed {
+			for t := range g.Topics {
+				topicSet[t] = struct{}{}
 			}
-			if info.Err != nil && firstErr == nil {
-				firstErr = info.Err
-			}
-			out[g] = info
 		}
-
 		var offsets map[string][]PartitionOffsets
 		if len(topicSet) > 0 {
 			topics := make([]string, 0, len(topicSet))
@@ -824,46 +801,29 @@ func (a *kadmAdmin) GroupLag(ctx context.Context, groups ...string) (map[string]
 				topics = append(topics, t)
 			}
 			sort.Strings(topics)
+			var err error
 			if offsets, err = a.listOffsets(ctx, c, topics, false); err != nil {
 				return nil, err
 			}
 		}
-
 		for _, g := range groups {
-			info := out[g]
-			if info.Err != nil {
-				continue
-			}
-			for t, ps := range fetched[g].Fetched { // nil for GROUP_ID_NOT_FOUND
+			co := committed[g]
+			info := GroupLagInfo{Group: g, Topics: map[string][]PartitionLag{}, Err: co.Err}
+			for t, ps := range co.Topics {
 				ends := make(map[int32]int64, len(offsets[t]))
 				for _, po := range offsets[t] {
 					ends[po.Partition] = po.End
 				}
-				var lags []PartitionLag
+				lags := make([]PartitionLag, 0, len(ps))
 				for _, p := range sortedPartitions(ps) {
-					o := ps[p]
-					if o.Err != nil {
-						if info.Err == nil {
-							info.Err = c.failOp(ctx, fmt.Sprintf("fetch offsets of group %q topic %q partition %d", g, t, p), o.Err)
-						}
-						continue
-					}
-					if o.At < 0 {
-						continue
-					}
-					pl := PartitionLag{Partition: p, Committed: o.At, End: -1, Lag: -1}
+					pl := PartitionLag{Partition: p, Committed: ps[p], End: -1, Lag: -1}
 					if end, ok := ends[p]; ok {
 						pl.End = end
-						pl.Lag = max(end-o.At, 0)
+						pl.Lag = max(end-ps[p], 0)
 					}
 					lags = append(lags, pl)
 				}
-				if len(lags) > 0 {
-					info.Topics[t] = lags
-				}
-			}
-			if info.Err != nil && firstErr == nil {
-				firstErr = info.Err
+				info.Topics[t] = lags
 			}
 			out[g] = info
 		}

@@ -36,45 +36,52 @@ func (a *kadmAdmin) GroupOffsets(ctx context.Context, groups ...string) (map[str
 	}
 	defer done()
 	return await(ctx, c, func() (map[string]GroupOffsets, error) {
-		fetched := a.adm.FetchManyOffsets(ctx, groups...)
-		var firstErr error
-		for _, g := range groups {
-			info := GroupOffsets{Group: g, Topics: map[string]map[int32]int64{}}
-			r, ok := fetched[g]
-			switch {
-			case !ok:
-				info.Err = c.failOp(ctx, fmt.Sprintf("fetch offsets of group %q", g), errors.New("no result in the OffsetFetch response"))
-			case errors.Is(r.Err, kerr.GroupIDNotFound):
-				// A group with no state: nothing committed (see GroupLag).
-			case r.Err != nil:
-				info.Err = c.failOp(ctx, fmt.Sprintf("fetch offsets of group %q", g), r.Err)
-			default:
-				for t, ps := range r.Fetched {
-					for p, o := range ps {
-						if o.Err != nil {
-							if info.Err == nil {
-								info.Err = c.failOp(ctx, fmt.Sprintf("fetch offsets of group %q topic %q partition %d", g, t, p), o.Err)
-							}
-							continue
-						}
-						if o.At < 0 {
-							continue
-						}
-						if info.Topics[t] == nil {
-							info.Topics[t] = map[int32]int64{}
-						}
-						info.Topics[t][p] = o.At
-					}
-				}
-			}
-			if info.Err != nil {
-				info.Topics = map[string]map[int32]int64{}
-				if firstErr == nil {
-					firstErr = info.Err
-				}
-			}
-			out[g] = info
-		}
-		return out, firstErr
+		return a.fetchGroupOffsets(ctx, c, groups)
 	})
+}
+
+// fetchGroupOffsets fetches the committed offsets of groups in one OffsetFetch round. A group whose
+// offsets could not all be fetched has Err set and no topics; the first such error is returned too.
+func (a *kadmAdmin) fetchGroupOffsets(ctx context.Context, c *call, groups []string) (map[string]GroupOffsets, error) {
+	out := make(map[string]GroupOffsets, len(groups))
+	fetched := a.adm.FetchManyOffsets(ctx, groups...)
+	var firstErr error
+	for _, g := range groups {
+		info := GroupOffsets{Group: g, Topics: map[string]map[int32]int64{}}
+		r, ok := fetched[g]
+		switch {
+		case !ok:
+			info.Err = c.failOp(ctx, fmt.Sprintf("fetch offsets of group %q", g), errors.New("no result in the OffsetFetch response"))
+		case errors.Is(r.Err, kerr.GroupIDNotFound):
+			// A group with no state: nothing committed (see GroupLag).
+		case r.Err != nil:
+			info.Err = c.failOp(ctx, fmt.Sprintf("fetch offsets of group %q", g), r.Err)
+		default:
+			for t, ps := range r.Fetched {
+				for p, o := range ps {
+					if o.Err != nil {
+						if info.Err == nil {
+							info.Err = c.failOp(ctx, fmt.Sprintf("fetch offsets of group %q topic %q partition %d", g, t, p), o.Err)
+						}
+						continue
+					}
+					if o.At < 0 {
+						continue
+					}
+					if info.Topics[t] == nil {
+						info.Topics[t] = map[int32]int64{}
+					}
+					info.Topics[t][p] = o.At
+				}
+			}
+		}
+		if info.Err != nil {
+			info.Topics = map[string]map[int32]int64{}
+			if firstErr == nil {
+				firstErr = info.Err
+			}
+		}
+		out[g] = info
+	}
+	return out, firstErr
 }
