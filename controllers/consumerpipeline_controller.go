@@ -377,16 +377,6 @@ func (r *ConsumerPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // otherPipelinesOnSource maps a pipeline to the other pipelines consuming the same source.
 func (r *ConsumerPipelineReconciler) otherPipelinesOnSource(ctx context.Context, o client.Object) []ctrl.Request {
 	p := o.(*v1.ConsumerPipeline)
-	list := &v1.ConsumerPipelineList{}
 	key := claimKey(connectionServers(p.Spec.Kafka, r.Kafka.Defaults), string(p.Spec.Source.Topic))
-	if err := r.List(ctx, list, client.MatchingFields{indexPipelineBySourceClaim: key}); err != nil {
-		return nil
-	}
-	var out []ctrl.Request
-	for i := range list.Items {
-		if list.Items[i].UID != p.UID {
-			out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
-	}
-	return out
+	return requestsForOthers(ctx, r.Client, p, &v1.ConsumerPipelineList{}, indexPipelineBySourceClaim, key)
 }

@@ -457,16 +457,6 @@ func (r *DeadLetterQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // otherClaimants maps a queue to the other queues claiming its topic.
 func (r *DeadLetterQueueReconciler) otherClaimants(ctx context.Context, o client.Object) []ctrl.Request {
 	dlq := o.(*v1.DeadLetterQueue)
-	list := &v1.DeadLetterQueueList{}
 	key := claimKey(connectionServers(dlq.Spec.Kafka, r.Kafka.Defaults), string(dlq.Spec.Topic.Name))
-	if err := r.List(ctx, list, client.MatchingFields{indexDLQByClaim: key}); err != nil {
-		return nil
-	}
-	var out []ctrl.Request
-	for i := range list.Items {
-		if list.Items[i].UID != dlq.UID {
-			out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
-	}
-	return out
+	return requestsForOthers(ctx, r.Client, dlq, &v1.DeadLetterQueueList{}, indexDLQByClaim, key)
 }
