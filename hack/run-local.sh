@@ -23,4 +23,6 @@ go build -o bin/kafka ./hack/kafka
 go build -o bin/dev ./hack/dev
 echo "==> Building the local control plane's binaries (first time only: several minutes)"
 export KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$(hack/setup-envtest.sh --print-path --with-controller-manager)}"
+# The asset directory holds a kubectl (a link to the one on PATH, or one built when there was none).
+export PATH="$KUBEBUILDER_ASSETS:$PATH"
 exec bin/dev "$@"
