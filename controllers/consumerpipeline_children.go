@@ -48,8 +48,10 @@ import (
 // field the operator sets already has its value, nothing is written.
 func (r *ConsumerPipelineReconciler) reconcileChildren(ctx context.Context, s *pipelineScope) error {
 	steps := []pipelineStep{
+		{"Access", r.reconcileAccess},
 		{"ConfigMap", r.reconcileConfigMap},
 		{"Deployment", r.reconcileDeployment},
+		{"Circuit", r.readCircuit},
 		{"Alerts", r.reconcileAlerts},
 	}
 	for _, step := range steps {
@@ -70,6 +72,7 @@ func (r *ConsumerPipelineReconciler) renderInputs(s *pipelineScope) *render.Inpu
 		DefaultBootstrapServers: r.Kafka.Defaults.BootstrapServers,
 		DispatcherImage:         r.DispatcherImage,
 		RuleLabels:              r.RuleLabels,
+		CircuitReportInterval:   r.CircuitReportInterval,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/circuitstate"
 	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/kafka"
 )
@@ -55,6 +57,9 @@ type ConsumerPipelineReconciler struct {
 	RuleLabels map[string]string
 	// Rules knows whether PrometheusRule is served.
 	Rules *ruleAPI
+	// CircuitReportInterval is how often consumers repeat a circuit report that is not Closed
+	// (DefaultCircuitReportInterval when zero); three intervals make a report stale.
+	CircuitReportInterval time.Duration
 }
 
 // pipelineScope is the state of one ConsumerPipeline reconcile, filled in by the steps. The figures
@@ -98,11 +103,13 @@ type pipelineScope struct {
 	// The children (consumerpipeline_children.go). policy and queue are the referenced objects, nil
 	// while missing (or, for the policy, invalid). deployment is the Deployment as the API server
 	// has it (nil when there is none); configHash is the hash of the applied ConfigMap.
-	policy             *v1.RetryPolicy
-	queue              *v1.DeadLetterQueue
-	configHash         string
-	deployment         *appsv1.Deployment
-	alertsMessage      string
+	policy        *v1.RetryPolicy
+	queue         *v1.DeadLetterQueue
+	configHash    string
+	deployment    *appsv1.Deployment
+	alertsMessage string
+	// circuit is the fold of the consumers' circuit reports; nil when they were not read.
+	circuit            *circuitstate.Summary
 	deploymentProblems problems
 	alertProblems      problems
 }
@@ -195,8 +202,13 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 	if all.userOnly() {
 		return ctrl.Result{}, nil
 	}
-	// In phase with the connection's offsets rounds, so that the figures are at most one interval old.
-	return ctrl.Result{RequeueAfter: r.Kafka.Offsets.UntilNextRound(s.connKey, r.RefreshInterval)}, nil
+	// In phase with the connection's offsets rounds, so that the figures are at most one interval old;
+	// sooner when a circuit report goes stale before.
+	after := r.Kafka.Offsets.UntilNextRound(s.connKey, r.RefreshInterval)
+	if c := r.circuitRequeue(s); c > 0 && c < after {
+		after = c
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
 }
 
 func (r *ConsumerPipelineReconciler) ensureFinalizer(ctx context.Context, s *pipelineScope) error {
@@ -364,7 +376,10 @@ func (r *ConsumerPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		})).
 		Watches(&v1.ConsumerPipeline{}, handler.EnqueueRequestsFromMapFunc(r.otherPipelinesOnSource), builder.WithPredicates(createdOrDeleted())).
 		Owns(&corev1.ConfigMap{}).
-		Owns(&appsv1.Deployment{})
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{})
 	b = watchRuleCRD(b, r.Rules, r.Client, func() client.ObjectList { return &v1.ConsumerPipelineList{} })
 	c, err := b.WithOptions(r.Controller).Named("consumerpipeline").Build(r)
 	if err != nil {

@@ -34,10 +34,8 @@ type pipelineLive struct {
 	// queue does not exist or was never counted.
 	deadLetterMessages *int64
 
-	// The circuit breaker state (status.circuit) is reported by the dispatchers; the route it takes
-	// to the operator is not designed yet, so this step does not read it and status.circuit stays
-	// unset. When it is, it belongs here, read in refreshLiveFigures and written by
-	// setPipelineFigures like the other figures.
+	// The circuit breaker state (status.circuit) comes from the consumers' reports, read by the
+	// Circuit child step into pipelineScope.circuit (consumerpipeline_circuit.go).
 }
 
 // refreshLiveFigures reads the pipeline's live figures: the consumer group's lag on the source
@@ -154,7 +152,7 @@ func deadLetterCount(st v1.DeadLetterQueueStatus, id string, complete func(strin
 // setPipelineFigures writes the live figures into st, after setPipelineTopics: the consumer lag,
 // the backlog of each retry tier and their sum, and the dead letters from the pipeline. Figures not
 // read this time keep the values of the previous status (previous; a tier's backlog by its name).
-// status.readyReplicas is the Deployment step's; status.circuit is left unset (see pipelineLive).
+// status.readyReplicas is the Deployment step's; status.circuit the Circuit step's.
 func setPipelineFigures(st *v1.ConsumerPipelineStatus, previous *v1.PipelineTopics, live pipelineLive) {
 	before := map[string]int64{}
 	if previous != nil {
@@ -195,6 +193,7 @@ func (l *liveFigures) exportPipeline(key types.NamespacedName, st v1.ConsumerPip
 		RetryBacklog:       st.RetryBacklog,
 		DeadLetterMessages: st.DeadLetterMessages,
 		ReadyReplicas:      st.ReadyReplicas,
+		Circuit:            string(st.Circuit),
 	})
 }
 

@@ -15,7 +15,7 @@ import (
 // pipelineConditions are the conditions Ready summarises, in order: Ready takes the first that is
 // not True, and when all are, the reason of the last. The Deployment comes last because it is the
 // last to become ready (it needs running pods), so a ready pipeline's reason is Available.
-var pipelineConditions = []string{v1.ConditionTopicsReady, v1.ConditionAlertsReady, v1.ConditionDeploymentReady}
+var pipelineConditions = []string{v1.ConditionTopicsReady, v1.ConditionAlertsReady, v1.ConditionCircuitClosed, v1.ConditionDeploymentReady}
 
 // pipelineStatus rebuilds a pipeline's status from what the reconcile saw. Fields owned by later
 // work (replicas, lag, backlog, circuit) are carried over untouched.
@@ -29,6 +29,7 @@ func pipelineStatus(s *pipelineScope) v1.ConsumerPipelineStatus {
 	setPipelineTopicsReady(&st, p.Generation, s.topicProblems, pipelineTopicsMessage(st.Topics))
 	setPipelineAlertsReady(&st, p.Generation, s.alertProblems, s.alertsMessage)
 	setPipelineDeployment(&st, p.Generation, s.deployment, s.deploymentProblems)
+	setPipelineCircuit(&st, s)
 	setPipelineReady(&st, p.Generation)
 	return st
 }

@@ -59,6 +59,10 @@ type Options struct {
 	// MaxConcurrentReconciles is how many resources of one kind are reconciled at once
 	// (DefaultMaxConcurrentReconciles when zero).
 	MaxConcurrentReconciles int
+	// CircuitReportInterval is how often consumers repeat a circuit breaker report that is not
+	// Closed; a report not repeated for three intervals is stale (DefaultCircuitReportInterval when
+	// zero).
+	CircuitReportInterval time.Duration
 	// Clock is the time source of the deletion bound and the offsets batcher (the real clock when
 	// nil).
 	Clock clock.PassiveClock
@@ -151,6 +155,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		DispatcherImage: opts.DispatcherImage,
 		RuleLabels:      opts.AlertRuleLabels,
 		Rules:           rules,
+
+		CircuitReportInterval: opts.CircuitReportInterval,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("consumerpipeline controller: %w", err)
 	}

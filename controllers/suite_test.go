@@ -40,9 +40,11 @@ var managerLogs = &syncBuffer{}
 // The suite manager's timing: resources resync every resyncInterval (so drift is corrected within
 // one), Kafka calls give up after kafkaRequestTimeout, deletion waits at most deletionTimeout.
 const (
-	resyncInterval      = 2 * time.Second
-	kafkaRequestTimeout = 3 * time.Second
-	deletionTimeout     = 4 * time.Second
+	resyncInterval = 2 * time.Second
+	// circuitReportInterval makes a circuit report stale after 3 s.
+	circuitReportInterval = time.Second
+	kafkaRequestTimeout   = 3 * time.Second
+	deletionTimeout       = 4 * time.Second
 )
 
 // benchmarkLabel marks the objects of the scale test and benchmark, which run their own manager:
@@ -106,6 +108,7 @@ func runSuite(m *testing.M) int {
 		DefaultBootstrapServers: broker.ListenAddrs(),
 		KafkaRequestTimeout:     kafkaRequestTimeout,
 		DeletionTimeout:         deletionTimeout,
+		CircuitReportInterval:   circuitReportInterval,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)
 		return 1

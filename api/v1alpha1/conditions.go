@@ -12,6 +12,24 @@ const (
 	ConditionAlertsReady = "AlertsReady"
 	// ConditionHealthy is False when a DeadLetterQueue crosses one of its alert thresholds.
 	ConditionHealthy = "Healthy"
+	// ConditionCircuitClosed is False while a ConsumerPipeline's consumers report their circuit
+	// breaker open or half-open (status.circuit).
+	ConditionCircuitClosed = "CircuitClosed"
+)
+
+// Condition reasons of the CircuitClosed condition of a ConsumerPipeline.
+const (
+	// ReasonCircuitClosed means no consumer reports an open or half-open circuit breaker.
+	ReasonCircuitClosed = "CircuitClosed"
+	// ReasonCircuitOpen means at least one consumer's circuit breaker is open: it has paused
+	// consumption because too many deliveries failed, and probes the sink after openDuration.
+	ReasonCircuitOpen = "CircuitOpen"
+	// ReasonCircuitHalfOpen means at least one consumer's breaker is half-open (and none open): probe
+	// deliveries are testing whether the sink recovered.
+	ReasonCircuitHalfOpen = "CircuitHalfOpen"
+	// ReasonNoCircuitBreaker means the RetryPolicy has no circuit breaker, so there is nothing to
+	// open.
+	ReasonNoCircuitBreaker = "NoCircuitBreaker"
 )
 
 // Condition reasons shared by the controllers.

@@ -380,7 +380,12 @@ type ConsumerPipelineStatus struct {
 	// +optional
 	DeadLetterMessages *int64 `json:"deadLetterMessages,omitempty"`
 
-	// circuit is the circuit breaker state the consumers report: Closed, Open or HalfOpen.
+	// circuit is the circuit breaker state the consumers report: Open when any consumer pod's
+	// breaker is open, else HalfOpen when any is half-open, else Closed. Each pod reports through
+	// the ConfigMap <name>-dispatcher-circuit, which its ServiceAccount may get and patch and
+	// nothing else; a report a pod stopped repeating is ignored after three report intervals.
+	// Unset when the RetryPolicy has no circuit breaker. The CircuitClosed condition says which
+	// pods report what since when.
 	// +optional
 	Circuit CircuitState `json:"circuit,omitempty"`
 }

@@ -6,7 +6,10 @@
 // and the environment variables KAFKA_BOOTSTRAP_SERVERS, KAFKA_TOPIC_PRIMARY, KAFKA_TOPIC_RETRY,
 // KAFKA_TOPIC_DLQ, KAFKA_CONSUMER_GROUP, RETRY_MAX_ATTEMPTS, RETRY_BASE_DELAY_SECONDS,
 // RETRY_MAX_DELAY_SECONDS and SINK_URL, which override the file (see internal/dispatcher/config).
-// RETRYOPS_LOG_LEVEL sets the log level (debug, info, warn, error; default info).
+// RETRYOPS_LOG_LEVEL sets the log level (debug, info, warn, error; default info). With
+// circuitReport in the config and a circuit breaker in the policy, it reports the breaker's state to
+// the operator through the Kubernetes API (in-cluster, or KUBECONFIG), naming itself by POD_NAME
+// (see internal/circuitstate).
 //
 // It serves /metrics on listen.metricsAddress (default :9090) and /healthz and /readyz on
 // listen.healthAddress (default :8081), logs JSON to stderr, and stops gracefully on SIGTERM or
@@ -28,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/retryops/retry-operator/internal/circuitstate"
 	"github.com/retryops/retry-operator/internal/dispatcher"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
 )
@@ -52,12 +56,22 @@ func run(getenv func(string) string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	e, err := dispatcher.New(dispatcher.Options{
+	// The circuit breaker's state goes to the operator when the config asks (internal/circuitstate);
+	// without API access the dispatcher still runs, and the pipeline's status lacks the state.
+	reporter, err := circuitstate.ReporterFor(cfg, getenv, log)
+	if err != nil {
+		log.Warn("The circuit breaker state will not be reported to the operator", "error", err)
+	}
+	opts := dispatcher.Options{
 		Config:     cfg,
 		Handler:    dispatcher.NewHTTPSink(cfg.Sink.URL, int(cfg.Delivery.MaxInFlight)),
 		Logger:     log,
 		Registerer: reg,
-	})
+	}
+	if reporter != nil {
+		opts.OnCircuitStateChange = reporter.OnStateChange
+	}
+	e, err := dispatcher.New(opts)
 	if err != nil {
 		log.Error("Cannot start the dispatcher", "error", err)
 		return 1
@@ -73,7 +87,9 @@ func run(getenv func(string) string) int {
 		<-ctx.Done()
 		log.Info("Stopping on signal")
 	}()
+	stopReporter := reporter.Start()
 	err = e.Run(ctx)
+	stopReporter()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)

@@ -51,6 +51,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "retry-operator.retry.retryops.dev", "Name of the Lease used for leader election.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.DurationVar(&o.controllers.StatusRefreshInterval, "status-refresh-interval", 30*time.Second, "How often live figures (DLQ counts, consumer lag) are refreshed.")
+	fs.DurationVar(&o.controllers.CircuitReportInterval, "circuit-report-interval", controllers.DefaultCircuitReportInterval, "How often consumers repeat a circuit breaker report that is not Closed; a report not repeated for three intervals is ignored.")
 	fs.StringVar(&o.controllers.DispatcherImage, "dispatcher-image", controllers.DefaultDispatcherImage, "Image of the dispatcher that serves sink-mode ConsumerPipelines.")
 	fs.Func("alert-rule-labels", "Comma-separated key=value labels added to every PrometheusRule and alert ConfigMap, such as the label your Prometheus Operator's ruleSelector matches (release=prometheus).", func(v string) error {
 		labels, err := parseLabels(v)
@@ -72,6 +73,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	}
 	if o.controllers.StatusRefreshInterval < time.Second {
 		return nil, fmt.Errorf("--status-refresh-interval must be at least 1s, got %s", o.controllers.StatusRefreshInterval)
+	}
+	if o.controllers.CircuitReportInterval < time.Second {
+		return nil, fmt.Errorf("--circuit-report-interval must be at least 1s, got %s", o.controllers.CircuitReportInterval)
 	}
 	var err error
 	if o.controllers.DefaultKafkaTLS, o.controllers.DefaultKafkaSASL, err = o.kafka.resolve(os.ReadFile, os.Getenv); err != nil {

@@ -22,9 +22,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -35,6 +39,11 @@ const ManagedByLabel = "app.kubernetes.io/managed-by=retry-operator"
 type Runner struct {
 	// Client reaches the API server (uncached).
 	Client client.Client
+	// Config is the API server's address and CA. When set, a Pod that mounts a ServiceAccount token
+	// (automountServiceAccountToken not false) gets, as a kubelet would give it a token, a
+	// kubeconfig holding a token of its ServiceAccount, in KUBECONFIG: the process has exactly the
+	// rights of the Pod's ServiceAccount.
+	Config *rest.Config
 	// Dir receives each Pod's files and logs.
 	Dir string
 	// Images maps a container image, or its repository without the tag, to a local binary. A Pod
@@ -198,7 +207,7 @@ func (r *Runner) launch(ctx context.Context, pod *corev1.Pod) *proc {
 		r.Log.Error(err, "Preparing pod volumes failed", "pod", key)
 		return p
 	}
-	env, err := r.environment(ctx, pod.Namespace, c, mounts)
+	env, err := r.environment(ctx, pod, c, mounts)
 	if err != nil {
 		p.exitErr = err
 		close(p.done)
@@ -214,6 +223,11 @@ func (r *Runner) launch(ctx context.Context, pod *corev1.Pod) *proc {
 				r.Log.Error(err, "Rewriting the config file failed", "pod", key)
 			}
 		}
+	}
+	if kc, err := r.serviceAccountKubeconfig(ctx, pod, dir); err != nil {
+		r.Log.Error(err, "No ServiceAccount token for the pod; it runs without API access", "pod", key)
+	} else if kc != "" {
+		env = append(env, "KUBECONFIG="+kc)
 	}
 	p.baseURL = "http://127.0.0.1:" + health
 	p.healthURL = p.baseURL + "/readyz"
@@ -316,7 +330,8 @@ func (r *Runner) writeVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Con
 }
 
 // environment resolves the container's env into KEY=value pairs with mount paths remapped.
-func (r *Runner) environment(ctx context.Context, ns string, c corev1.Container, mounts map[string]string) ([]string, error) {
+func (r *Runner) environment(ctx context.Context, pod *corev1.Pod, c corev1.Container, mounts map[string]string) ([]string, error) {
+	ns := pod.Namespace
 	var env []string
 	for _, e := range c.Env {
 		val := e.Value
@@ -334,6 +349,11 @@ func (r *Runner) environment(ctx context.Context, ns string, c corev1.Container,
 					return nil, err
 				}
 				val = cm.Data[e.ValueFrom.ConfigMapKeyRef.Key]
+			case e.ValueFrom.FieldRef != nil:
+				var ok bool
+				if val, ok = podField(pod, e.ValueFrom.FieldRef.FieldPath); !ok {
+					continue
+				}
 			default:
 				continue
 			}
@@ -484,3 +504,58 @@ func freePort() string {
 }
 
 func ptrBool(b bool) *bool { return &b }
+
+// podField is the downward API's value of a pod field, for the fields a local process can have.
+func podField(pod *corev1.Pod, path string) (string, bool) {
+	switch path {
+	case "metadata.name":
+		return pod.Name, true
+	case "metadata.namespace":
+		return pod.Namespace, true
+	case "metadata.uid":
+		return string(pod.UID), true
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, true
+	case "spec.nodeName":
+		return pod.Spec.NodeName, true
+	case "status.podIP", "status.hostIP":
+		return "127.0.0.1", true
+	}
+	return "", false
+}
+
+// tokenLifetime is how long the ServiceAccount tokens the runner requests last.
+const tokenLifetime = 24 * time.Hour
+
+// serviceAccountKubeconfig writes, for a Pod that mounts a ServiceAccount token, a kubeconfig in dir
+// holding a token of its ServiceAccount bound to the Pod, and returns its path; "" when the Pod mounts
+// no token or the runner has no Config.
+func (r *Runner) serviceAccountKubeconfig(ctx context.Context, pod *corev1.Pod, dir string) (string, error) {
+	if r.Config == nil || (pod.Spec.AutomountServiceAccountToken != nil && !*pod.Spec.AutomountServiceAccountToken) {
+		return "", nil
+	}
+	name := pod.Spec.ServiceAccountName
+	if name == "" {
+		name = "default"
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: name}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: ptrInt64(int64(tokenLifetime / time.Second)),
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}
+	if err := r.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", fmt.Errorf("requesting a token of ServiceAccount %s/%s: %w", pod.Namespace, name, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: r.Config.Host, CertificateAuthorityData: r.Config.CAData}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["pod"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: name, Namespace: pod.Namespace}
+	cfg.CurrentContext = "pod"
+	path := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+func ptrInt64(v int64) *int64 { return &v }

@@ -179,7 +179,7 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 	progress("Running the dispatchers of the operator's Deployments as local processes")
 	runCtx, cancelRunner := context.WithCancel(context.Background())
 	s.Runner = &Runner{
-		Client: env.Client, Dir: filepath.Join(o.Dir, "pods"), Log: o.Log,
+		Client: env.Client, Config: env.Config, Dir: filepath.Join(o.Dir, "pods"), Log: o.Log,
 		Images: map[string]string{o.DispatcherImage: bin("dispatcher"), strings.Split(o.DispatcherImage, ":")[0]: bin("dispatcher")},
 	}
 	runnerDone := make(chan struct{})

@@ -25,6 +25,7 @@ type Metrics struct {
 	ConsumerPipelineRetryBacklog          *prometheus.GaugeVec
 	ConsumerPipelineDeadLetterMessages    *prometheus.GaugeVec
 	ConsumerPipelineReadyReplicas         *prometheus.GaugeVec
+	ConsumerPipelineCircuitState          *prometheus.GaugeVec
 	RetryPolicyDeadLetterMessages         *prometheus.GaugeVec
 }
 
@@ -56,6 +57,7 @@ func Register(reg prometheus.Registerer) (*Metrics, error) {
 		ConsumerPipelineRetryBacklog:          vecs[ConsumerPipelineRetryBacklog],
 		ConsumerPipelineDeadLetterMessages:    vecs[ConsumerPipelineDeadLetterMessages],
 		ConsumerPipelineReadyReplicas:         vecs[ConsumerPipelineReadyReplicas],
+		ConsumerPipelineCircuitState:          vecs[ConsumerPipelineCircuitState],
 		RetryPolicyDeadLetterMessages:         vecs[RetryPolicyDeadLetterMessages],
 	}, nil
 }
@@ -105,6 +107,8 @@ type ConsumerPipelineFigures struct {
 	RetryBacklog       *int64
 	DeadLetterMessages *int64
 	ReadyReplicas      *int32
+	// Circuit is the circuit breaker state: "Closed", "HalfOpen", "Open" or "" (none).
+	Circuit string
 }
 
 // SetConsumerPipeline sets the figures of the ConsumerPipeline namespace/name.
@@ -125,11 +129,27 @@ func (m *Metrics) SetConsumerPipeline(namespace, name string, f ConsumerPipeline
 		r := int64(*f.ReadyReplicas)
 		set(m.ConsumerPipelineReadyReplicas, &r)
 	}
+	set(m.ConsumerPipelineCircuitState, circuitValue(f.Circuit))
+}
+
+// circuitValue is the gauge value of a circuit state, nil for none.
+func circuitValue(state string) *int64 {
+	var v int64
+	switch state {
+	case "Closed":
+	case "HalfOpen":
+		v = 1
+	case "Open":
+		v = 2
+	default:
+		return nil
+	}
+	return &v
 }
 
 // DeleteConsumerPipeline removes every series of the ConsumerPipeline namespace/name.
 func (m *Metrics) DeleteConsumerPipeline(namespace, name string) {
-	for _, v := range []*prometheus.GaugeVec{m.ConsumerPipelineConsumerLag, m.ConsumerPipelineRetryBacklog, m.ConsumerPipelineDeadLetterMessages, m.ConsumerPipelineReadyReplicas} {
+	for _, v := range []*prometheus.GaugeVec{m.ConsumerPipelineConsumerLag, m.ConsumerPipelineRetryBacklog, m.ConsumerPipelineDeadLetterMessages, m.ConsumerPipelineReadyReplicas, m.ConsumerPipelineCircuitState} {
 		v.DeleteLabelValues(namespace, name)
 	}
 }

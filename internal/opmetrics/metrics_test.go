@@ -76,7 +76,7 @@ func TestRegisterExportsEveryNameOfAllWithItsLabels(t *testing.T) {
 		Messages: 3, Oldest: time.Unix(1700000000, 0), ByReason: map[string]int64{"max_retries_exceeded": 3},
 	})
 	m.SetConsumerPipeline("shop", "orders", opmetrics.ConsumerPipelineFigures{
-		ConsumerLag: ptr[int64](1), RetryBacklog: ptr[int64](2), DeadLetterMessages: ptr[int64](3), ReadyReplicas: ptr[int32](4),
+		ConsumerLag: ptr[int64](1), RetryBacklog: ptr[int64](2), DeadLetterMessages: ptr[int64](3), ReadyReplicas: ptr[int32](4), Circuit: "Open",
 	})
 	m.SetRetryPolicy("shop", "standard", 5)
 
@@ -183,11 +183,21 @@ func TestConsumerPipelineUnknownFiguresAndDeletionRemoveSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.SetConsumerPipeline("ns", "p", opmetrics.ConsumerPipelineFigures{
-		ConsumerLag: ptr[int64](1), RetryBacklog: ptr[int64](2), DeadLetterMessages: ptr[int64](3), ReadyReplicas: ptr[int32](4),
+		ConsumerLag: ptr[int64](1), RetryBacklog: ptr[int64](2), DeadLetterMessages: ptr[int64](3), ReadyReplicas: ptr[int32](4), Circuit: "Open",
 	})
+	if got := value(t, m.ConsumerPipelineCircuitState.WithLabelValues("ns", "p")); got != 2 {
+		t.Errorf("circuit state = %v, want 2 (Open)", got)
+	}
+	m.SetConsumerPipeline("ns", "p", opmetrics.ConsumerPipelineFigures{ReadyReplicas: ptr[int32](1), Circuit: "HalfOpen"})
+	if got := value(t, m.ConsumerPipelineCircuitState.WithLabelValues("ns", "p")); got != 1 {
+		t.Errorf("circuit state = %v, want 1 (HalfOpen)", got)
+	}
 	m.SetConsumerPipeline("ns", "p", opmetrics.ConsumerPipelineFigures{ReadyReplicas: ptr[int32](1)})
 	if n := count(t, m.ConsumerPipelineConsumerLag); n != 0 {
 		t.Errorf("an unknown lag left %d series", n)
+	}
+	if n := count(t, m.ConsumerPipelineCircuitState); n != 0 {
+		t.Errorf("a pipeline without a circuit breaker left %d circuit series", n)
 	}
 	if got := value(t, m.ConsumerPipelineReadyReplicas.WithLabelValues("ns", "p")); got != 1 {
 		t.Errorf("ready replicas = %v, want 1", got)

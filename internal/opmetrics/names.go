@@ -40,6 +40,10 @@ const (
 	// ConsumerPipelineReadyReplicas is the number of ready consumer pods of the pipeline (labels
 	// namespace, consumerpipeline).
 	ConsumerPipelineReadyReplicas = "retryops_consumerpipeline_ready_replicas"
+	// ConsumerPipelineCircuitState is the pipeline's circuit breaker state as its consumers report it:
+	// 0 Closed, 1 HalfOpen, 2 Open, the values of the dispatcher's retryops_dispatcher_circuit_state
+	// (labels namespace, consumerpipeline). Absent when the policy has no circuit breaker.
+	ConsumerPipelineCircuitState = "retryops_consumerpipeline_circuit_state"
 	// RetryPolicyDeadLetterMessages is the number of dead letters held from the pipelines that use
 	// the policy (labels namespace, retrypolicy).
 	RetryPolicyDeadLetterMessages = "retryops_retrypolicy_dead_letter_messages"
@@ -89,6 +93,7 @@ var All = []Desc{
 	{ConsumerPipelineRetryBacklog, "gauge", "Records waiting in the ConsumerPipeline's retry tiers.", pipelineLabels},
 	{ConsumerPipelineDeadLetterMessages, "gauge", "Dead letters from the ConsumerPipeline held in its DeadLetterQueue.", pipelineLabels},
 	{ConsumerPipelineReadyReplicas, "gauge", "Ready consumer pods of the ConsumerPipeline.", pipelineLabels},
+	{ConsumerPipelineCircuitState, "gauge", "Circuit breaker state the ConsumerPipeline's consumers report: 0 closed, 1 half-open, 2 open.", pipelineLabels},
 	{RetryPolicyDeadLetterMessages, "gauge", "Dead letters held from the ConsumerPipelines that use the RetryPolicy.", policyLabels},
 }
 

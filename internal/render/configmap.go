@@ -148,6 +148,12 @@ func (in *Inputs) render() (*rendered, error) {
 			c.Delivery.MaxInFlight = *d.MaxInFlight
 		}
 	}
+	if spec.CircuitBreaker != nil {
+		c.CircuitReport = &config.CircuitReport{ConfigMap: CircuitConfigMapName(p)}
+		if in.CircuitReportInterval > 0 {
+			c.CircuitReport.Interval = &metav1.Duration{Duration: in.CircuitReportInterval}
+		}
+	}
 	c.Default()
 	return &rendered{cfg: c, mounts: mounts}, nil
 }

@@ -164,6 +164,9 @@ func sinkPod(in *Inputs, r *rendered, volumes []corev1.Volume, mounts []corev1.V
 			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
+	if r.cfg.CircuitReport != nil {
+		c.Env = append(c.Env, podNameEnv())
+	}
 	annotations := map[string]string{"kubectl.kubernetes.io/default-container": DispatcherContainer}
 	if port, ok := listenPort(r.cfg.Listen.MetricsAddress); ok {
 		c.Ports = append(c.Ports, corev1.ContainerPort{Name: PortMetrics, ContainerPort: port, Protocol: corev1.ProtocolTCP})
@@ -194,9 +197,12 @@ func sinkPod(in *Inputs, r *rendered, volumes []corev1.Volume, mounts []corev1.V
 			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
-			Containers:                    []corev1.Container{c},
-			Volumes:                       volumes,
-			AutomountServiceAccountToken:  ptr.To(false),
+			Containers:         []corev1.Container{c},
+			Volumes:            volumes,
+			ServiceAccountName: ServiceAccountName(in.Pipeline),
+			// A token only when the dispatcher reports a circuit breaker, which is all its
+			// ServiceAccount may do (CircuitRole).
+			AutomountServiceAccountToken:  ptr.To(r.cfg.CircuitReport != nil),
 			EnableServiceLinks:            ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To(grace),
 			SecurityContext: &corev1.PodSecurityContext{
@@ -243,8 +249,12 @@ func templatePod(in *Inputs, r *rendered, volumes []corev1.Volume, mounts []core
 		}
 	}
 	spec.Volumes = append(spec.Volumes, volumes...)
+	spec.ServiceAccountName = PodServiceAccount(in.Pipeline)
 
 	env := []corev1.EnvVar{{Name: config.EnvConfig, Value: ConfigFile}}
+	if r.cfg.CircuitReport != nil {
+		env = append(env, podNameEnv())
+	}
 	for _, e := range seedEnv(r.cfg) {
 		env = append(env, corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{
 			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{

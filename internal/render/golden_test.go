@@ -75,7 +75,8 @@ func documents(t *testing.T, objs ...any) []byte {
 	return out.Bytes()
 }
 
-// renderAll renders a pipeline's ConfigMap, Deployment and PrometheusRule.
+// renderAll renders a pipeline's ConfigMap, Deployment, PrometheusRule and the consumers' access
+// objects (ServiceAccount, when the pipeline has its own, circuit ConfigMap, Role, RoleBinding).
 func renderAll(t *testing.T, in *render.Inputs) []byte {
 	t.Helper()
 	cm, err := render.ConfigMap(in)
@@ -90,7 +91,12 @@ func renderAll(t *testing.T, in *render.Inputs) []byte {
 	if err != nil {
 		t.Fatalf("PrometheusRule: %v", err)
 	}
-	return documents(t, cm, dep, rule.Object)
+	objs := []any{cm, dep, rule.Object}
+	if sa := render.ServiceAccount(in.Pipeline); sa != nil {
+		objs = append(objs, sa)
+	}
+	p := in.Pipeline
+	return documents(t, append(objs, render.CircuitConfigMap(p), render.CircuitRole(p), render.CircuitRoleBinding(p))...)
 }
 
 func TestGoldenPipelines(t *testing.T) {

@@ -40,6 +40,9 @@ type Inputs struct {
 	// RuleLabels are extra labels on the PrometheusRule and the alert ConfigMap, such as the label a
 	// Prometheus Operator's ruleSelector matches (release: prometheus). Optional.
 	RuleLabels map[string]string
+	// CircuitReportInterval is how often consumers repeat a circuit breaker report that is not
+	// Closed (config circuitReport.interval); zero leaves the dispatcher's default (30s).
+	CircuitReportInterval time.Duration
 }
 
 // SpecError is a problem with the resources' specs that only a change to them can fix. The
@@ -113,6 +116,16 @@ func DeploymentName(p *v1.ConsumerPipeline) string { return childName(p.Name, "-
 
 // ConfigMapName is the name of the pipeline's config ConfigMap: <pipeline>-dispatcher-config.
 func ConfigMapName(p *v1.ConsumerPipeline) string { return childName(p.Name, "-dispatcher-config") }
+
+// CircuitConfigMapName is the name of the ConfigMap the pipeline's consumers report their circuit
+// breakers' state in: <pipeline>-dispatcher-circuit (see internal/circuitstate).
+func CircuitConfigMapName(p *v1.ConsumerPipeline) string {
+	return childName(p.Name, "-dispatcher-circuit")
+}
+
+// ServiceAccountName is the name of the ServiceAccount of the pipeline's consumers, and of the Role
+// and RoleBinding that let them write their circuit reports: <pipeline>-dispatcher.
+func ServiceAccountName(p *v1.ConsumerPipeline) string { return childName(p.Name, "-dispatcher") }
 
 // PipelineAlertsName is the name of the pipeline's PrometheusRule or alert ConfigMap:
 // <pipeline>-pipeline-alerts.

@@ -350,14 +350,24 @@ func TestSinkModeHasTheRestrictedPodSecurityDefaults(t *testing.T) {
 		case ptr.Deref(s.Privileged, false):
 			t.Error("privileged")
 		}
-		if ptr.Deref(pod.AutomountServiceAccountToken, true) {
-			t.Error("the dispatcher gets a service account token it does not need")
+		// A token only for the circuit report, to which the ServiceAccount is limited.
+		reports := in.Policy.Spec.CircuitBreaker != nil
+		if got := ptr.Deref(pod.AutomountServiceAccountToken, true); got != reports {
+			t.Errorf("automountServiceAccountToken %v, want %v (the policy has a circuit breaker: %v)", got, reports, reports)
+		}
+		if pod.ServiceAccountName != render.ServiceAccountName(in.Pipeline) {
+			t.Errorf("serviceAccountName %q, want %q", pod.ServiceAccountName, render.ServiceAccountName(in.Pipeline))
 		}
 		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 			t.Errorf("resources %+v lack requests or the memory limit", c.Resources)
 		}
-		if env := c.Env; len(env) != 1 || env[0].Name != config.EnvConfig || env[0].Value != render.ConfigFile {
-			t.Errorf("env %+v, want only %s=%s", env, config.EnvConfig, render.ConfigFile)
+		wantEnv := 1
+		if reports {
+			wantEnv = 2
+		}
+		if env := c.Env; len(env) != wantEnv || env[0].Name != config.EnvConfig || env[0].Value != render.ConfigFile ||
+			(reports && (env[1].Name != config.EnvPodName || env[1].ValueFrom == nil || env[1].ValueFrom.FieldRef.FieldPath != "metadata.name")) {
+			t.Errorf("env %+v, want %s=%s (and %s from metadata.name when the policy has a circuit breaker)", env, config.EnvConfig, render.ConfigFile, config.EnvPodName)
 		}
 		if got := ptr.Deref(pod.TerminationGracePeriodSeconds, 0); time.Duration(got)*time.Second <= config.DefaultDrainTimeout {
 			t.Errorf("terminationGracePeriodSeconds %d is not above the drain timeout %s", got, config.DefaultDrainTimeout)

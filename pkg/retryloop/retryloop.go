@@ -44,6 +44,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/retryops/retry-operator/internal/circuitstate"
 	"github.com/retryops/retry-operator/internal/dispatcher"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
 )
@@ -123,6 +124,7 @@ type Loop struct {
 	gatherer prometheus.Gatherer
 	serve    bool
 	log      *slog.Logger
+	reporter *circuitstate.Reporter
 }
 
 // New builds a loop for handler h. A nil cfg is LoadConfig("", os.Getenv). The Kafka clients
@@ -154,17 +156,26 @@ func New(cfg *Config, h Handler, opts ...Option) (*Loop, error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		o.reg, o.gatherer = reg, reg
 	}
-	e, err := dispatcher.New(dispatcher.Options{
+	// Like the dispatcher, report the circuit breaker's state to the operator when the config asks.
+	reporter, err := circuitstate.ReporterFor(cfg, os.Getenv, o.log)
+	if err != nil {
+		o.log.Warn("The circuit breaker state will not be reported to the operator", "error", err)
+	}
+	eo := dispatcher.Options{
 		Config:       cfg,
 		Handler:      handler(h, o.log),
 		Logger:       o.log,
 		Registerer:   o.reg,
 		KafkaOptions: o.kafkaOpts,
-	})
+	}
+	if reporter != nil {
+		eo.OnCircuitStateChange = reporter.OnStateChange
+	}
+	e, err := dispatcher.New(eo)
 	if err != nil {
 		return nil, err
 	}
-	return &Loop{e: e, cfg: cfg, gatherer: o.gatherer, serve: !o.noHTTP, log: o.log}, nil
+	return &Loop{e: e, cfg: cfg, gatherer: o.gatherer, serve: !o.noHTTP, log: o.log, reporter: reporter}, nil
 }
 
 // handler adapts a Handler to the engine: it passes the delivery info in the context, turns the
@@ -202,6 +213,8 @@ func (l *Loop) Run(ctx context.Context) error {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
+	stopReporter := l.reporter.Start()
+	defer stopReporter()
 	return l.e.Run(ctx)
 }
 

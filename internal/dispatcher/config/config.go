@@ -94,6 +94,23 @@ type Config struct {
 	// listen holds the addresses of the metrics and health endpoints.
 	// +optional
 	Listen Listen `json:"listen"`
+
+	// circuitReport, when set with a policy that has a circuit breaker, makes the consumer report
+	// its breaker's state to the operator through a ConfigMap (see internal/circuitstate).
+	// +optional
+	CircuitReport *CircuitReport `json:"circuitReport,omitempty"`
+}
+
+// CircuitReport names where a consumer reports its circuit breaker's state: a ConfigMap in
+// pipeline.namespace holding one entry per pod (keyed by the pod's name, from POD_NAME) while that
+// pod's breaker is not Closed. The operator reads it into the ConsumerPipeline's status.circuit.
+type CircuitReport struct {
+	// configMap is the name of the ConfigMap, in pipeline.namespace.
+	ConfigMap string `json:"configMap"`
+	// interval is how often a pod whose breaker is not Closed repeats its report, so that the
+	// operator can tell a live report from one a vanished pod left. Defaults to 30s.
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
 }
 
 // Pipeline identifies a ConsumerPipeline.
@@ -284,6 +301,8 @@ const (
 	DefaultClientID = "retryops-dispatcher"
 	// Disabled as a listen address disables the endpoint.
 	Disabled = "-"
+	// DefaultCircuitReportInterval is circuitReport.interval's default.
+	DefaultCircuitReportInterval = 30 * time.Second
 )
 
 // PipelineLabel is the value of the metrics' pipeline label: the pipeline's name, or the consumer

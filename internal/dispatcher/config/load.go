@@ -45,6 +45,11 @@ const (
 	EnvSinkURL = "SINK_URL"
 )
 
+// EnvPodName is the name of the consumer's pod (the downward API's metadata.name), the key of its
+// circuit breaker report (circuitReport). When unset the host name is used, which Kubernetes sets to
+// the pod's name.
+const EnvPodName = "POD_NAME"
+
 // EnvVars lists every environment variable Load reads, for documentation and for the operator.
 var EnvVars = []string{
 	EnvConfig, EnvBootstrapServers, EnvTopicPrimary, EnvTopicRetry, EnvTopicDLQ, EnvConsumerGroup,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
@@ -149,6 +150,17 @@ func (c *Config) Validate() error {
 		}
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
 			p.add("%s %q must be host:port, :port or %q to disable it", a.field, a.addr, Disabled)
+		}
+	}
+	if r := c.CircuitReport; r != nil {
+		if errs := validation.IsDNS1123Subdomain(r.ConfigMap); len(errs) > 0 {
+			p.add("circuitReport.configMap %q is not a ConfigMap name: %s", r.ConfigMap, strings.Join(errs, "; "))
+		}
+		if c.Pipeline.Namespace == "" {
+			p.add("circuitReport needs pipeline.namespace, the ConfigMap's namespace")
+		}
+		if r.Interval != nil && r.Interval.Duration <= 0 {
+			p.add("circuitReport.interval %v must be positive", r.Interval.Duration)
 		}
 	}
 	if len(p) > 0 {

@@ -1,0 +1,171 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/circuitstate"
+	"github.com/retryops/retry-operator/internal/render"
+)
+
+// DefaultCircuitReportInterval is how often consumers repeat a circuit report that is not Closed;
+// a report not repeated for circuitReportTTLFactor intervals is stale.
+const (
+	DefaultCircuitReportInterval = 30 * time.Second
+	circuitReportTTLFactor       = 3
+)
+
+// The circuit breaker state travels from the consumers to status.circuit through the pipeline's
+// circuit ConfigMap (internal/circuitstate has the protocol and why it was chosen). The Access step
+// applies what the consumers need for it: the ConfigMap, their ServiceAccount (unless the template
+// names its own) and a Role and RoleBinding granting get and patch on that one ConfigMap. The
+// Circuit step folds the fresh reports into s.circuit and deletes the stale ones.
+
+// reconcileAccess applies the consumers' ServiceAccount, circuit ConfigMap, Role and RoleBinding,
+// and removes the pipeline's own ServiceAccount when the template came to name another.
+func (r *ConsumerPipelineReconciler) reconcileAccess(ctx context.Context, s *pipelineScope) error {
+	p := s.p
+	type child struct {
+		desired client.Object
+		live    client.Object
+	}
+	children := []child{
+		{render.CircuitConfigMap(p), &corev1.ConfigMap{}},
+		{render.CircuitRole(p), &rbacv1.Role{}},
+		{render.CircuitRoleBinding(p), &rbacv1.RoleBinding{}},
+	}
+	if sa := render.ServiceAccount(p); sa != nil {
+		children = append([]child{{sa, &corev1.ServiceAccount{}}}, children...)
+	} else if err := r.deleteOwnServiceAccount(ctx, s); err != nil {
+		return recordProblem(&s.deploymentProblems, err)
+	}
+	for _, c := range children {
+		live := cachedChild(ctx, r.Client, client.ObjectKeyFromObject(c.desired), c.live)
+		_, applied, err := applyOwned(ctx, r.Client, p, c.desired, live)
+		if err != nil {
+			if err := recordProblem(&s.deploymentProblems, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if applied {
+			ctrl.LoggerFrom(ctx).Info("Applied consumer access object", "consumerPipeline", klog.KObj(p),
+				"kind", c.desired.GetObjectKind().GroupVersionKind().Kind, "name", c.desired.GetName())
+		}
+	}
+	return nil
+}
+
+// deleteOwnServiceAccount deletes the pipeline's ServiceAccount when it made one.
+func (r *ConsumerPipelineReconciler) deleteOwnServiceAccount(ctx context.Context, s *pipelineScope) error {
+	sa := &corev1.ServiceAccount{}
+	key := types.NamespacedName{Namespace: s.p.Namespace, Name: render.ServiceAccountName(s.p)}
+	if cachedChild(ctx, r.Client, key, sa) == nil || !metav1.IsControlledBy(sa, s.p) {
+		return nil
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleting the consumers' ServiceAccount: the template names its own", "consumerPipeline", klog.KObj(s.p), "serviceAccount", sa.Name)
+	return client.IgnoreNotFound(r.Delete(ctx, sa, client.Preconditions{UID: &sa.UID}))
+}
+
+// circuitTTL is how long a report counts without being repeated.
+func (r *ConsumerPipelineReconciler) circuitTTL() time.Duration {
+	interval := r.CircuitReportInterval
+	if interval <= 0 {
+		interval = DefaultCircuitReportInterval
+	}
+	return circuitReportTTLFactor * interval
+}
+
+// readCircuit folds the consumers' reports (from the cache) into s.circuit and deletes the stale
+// ones, so that a pod that vanished while its breaker was open leaves nothing behind.
+func (r *ConsumerPipelineReconciler) readCircuit(ctx context.Context, s *pipelineScope) error {
+	cm := &corev1.ConfigMap{}
+	key := types.NamespacedName{Namespace: s.p.Namespace, Name: render.CircuitConfigMapName(s.p)}
+	if cachedChild(ctx, r.Client, key, cm) == nil {
+		// Not made yet (or not cached yet): nobody can have reported.
+		sum := circuitstate.Summary{State: circuitstate.Closed}
+		s.circuit = &sum
+		return nil
+	}
+	sum := circuitstate.Fold(cm.Data, r.Clock.Now(), r.circuitTTL())
+	s.circuit = &sum
+	if len(sum.Stale) == 0 {
+		return nil
+	}
+	data := make(map[string]any, len(sum.Stale))
+	for _, k := range sum.Stale {
+		data[k] = nil
+	}
+	patch, _ := json.Marshal(map[string]any{"data": data})
+	if err := r.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(fieldOwner)); err != nil {
+		// The next reconcile tries again; stale entries never count meanwhile.
+		ctrl.LoggerFrom(ctx).Info("Could not delete stale circuit reports", "consumerPipeline", klog.KObj(s.p), "error", err.Error())
+		return nil
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleted stale circuit reports", "consumerPipeline", klog.KObj(s.p), "pods", sum.Stale)
+	return nil
+}
+
+// circuitRequeue is how long until the first fresh report goes stale, zero when none is fresh.
+func (r *ConsumerPipelineReconciler) circuitRequeue(s *pipelineScope) time.Duration {
+	if s.circuit == nil || s.circuit.Expires.IsZero() {
+		return 0
+	}
+	return max(s.circuit.Expires.Sub(r.Clock.Now()), time.Second)
+}
+
+// setPipelineCircuit writes status.circuit and the CircuitClosed condition. The state is reported
+// only when the policy has a circuit breaker; while the policy is unknown (missing or invalid) the
+// previous state is kept. The condition follows the reports: False while any consumer reports its
+// breaker open or half-open.
+func setPipelineCircuit(st *v1.ConsumerPipelineStatus, s *pipelineScope) {
+	generation := s.p.Generation
+	breaker := s.policy != nil && s.policy.Spec.CircuitBreaker != nil
+	c := metav1.Condition{Type: v1.ConditionCircuitClosed, ObservedGeneration: generation}
+	switch {
+	case s.circuit == nil:
+		// Not read this time: leave both as they were, at this generation.
+		if old := meta.FindStatusCondition(st.Conditions, v1.ConditionCircuitClosed); old != nil {
+			c = *old
+			c.ObservedGeneration = generation
+		} else {
+			c.Status, c.Reason, c.Message = metav1.ConditionUnknown, v1.ReasonReconciling, "the consumers' reports were not read yet"
+		}
+	case s.policy != nil && !breaker:
+		st.Circuit = ""
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1.ReasonNoCircuitBreaker, "RetryPolicy "+s.policy.Name+" has no circuit breaker"
+	default:
+		if breaker {
+			st.Circuit = v1.CircuitState(s.circuit.State)
+		}
+		c.Message = s.circuit.Message(max(replicas(s.p), int32(len(s.circuit.Pods))))
+		switch s.circuit.State {
+		case circuitstate.Open:
+			c.Status, c.Reason = metav1.ConditionFalse, v1.ReasonCircuitOpen
+		case circuitstate.HalfOpen:
+			c.Status, c.Reason = metav1.ConditionFalse, v1.ReasonCircuitHalfOpen
+		default:
+			c.Status, c.Reason = metav1.ConditionTrue, v1.ReasonCircuitClosed
+		}
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// replicas is the pipeline's wanted number of consumer pods.
+func replicas(p *v1.ConsumerPipeline) int32 {
+	if p.Spec.Replicas != nil {
+		return *p.Spec.Replicas
+	}
+	return render.DefaultReplicas
+}

@@ -1,0 +1,234 @@
+package controllers_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/circuitstate"
+	"github.com/retryops/retry-operator/internal/envtestutil"
+	"github.com/retryops/retry-operator/internal/opmetrics"
+	"github.com/retryops/retry-operator/internal/render"
+)
+
+// breakerPipeline creates, in a new namespace, a queue, a policy with a circuit breaker, the source
+// topic and a sink-mode pipeline "orders" with 2 replicas.
+func breakerPipeline(t *testing.T) (*v1.ConsumerPipeline, *v1.RetryPolicy) {
+	t.Helper()
+	ctx := context.Background()
+	ns, _ := pipelineFixture(t)
+	source := ns + ".orders"
+	createTopic(t, newKadm(t), source, 2)
+	rp := backoffPolicy(ns, "policy", 3, time.Second, time.Minute)
+	rp.Spec.CircuitBreaker = &v1.CircuitBreaker{FailureRatioPercent: 50, MinimumRequests: 10,
+		Window: &metav1.Duration{Duration: time.Minute}, OpenDuration: &metav1.Duration{Duration: 30 * time.Second},
+		HalfOpenRequests: 5, CloseSuccessPercent: 80}
+	if err := env.Client.Create(ctx, rp); err != nil {
+		t.Fatal(err)
+	}
+	p := newPipeline(ns, "orders", source, "policy", "dlq")
+	p.Spec.Replicas = ptr.To[int32](2)
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	return p, rp
+}
+
+// serviceAccountConfig returns a rest.Config that authenticates as the ServiceAccount ns/name with
+// a token from the TokenRequest API, the token a kubelet mounts into the pod.
+func serviceAccountConfig(t *testing.T, ns, name string) *rest.Config {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := env.Client.SubResource("token").Create(context.Background(), sa, tr); err != nil {
+		t.Fatalf("requesting a token of %s/%s: %v", ns, name, err)
+	}
+	return &rest.Config{Host: env.Config.Host, BearerToken: tr.Status.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}
+}
+
+// circuitOf reads the pipeline's status.circuit and CircuitClosed condition (at its generation).
+func circuitOf(p *v1.ConsumerPipeline) func() (string, error) {
+	return func() (string, error) {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
+			return "", err
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionCircuitClosed)
+		if c == nil || c.ObservedGeneration != p.Generation {
+			return "", nil
+		}
+		return string(p.Status.Circuit) + " " + string(c.Status) + " " + c.Reason, nil
+	}
+}
+
+// TestPipelineCircuitState: the consumers' ServiceAccount may patch its pipeline's circuit ConfigMap
+// and nothing else; reports made with its token through circuitstate.Reporter (the dispatcher's
+// code) reach status.circuit, the CircuitClosed condition, Ready, an Event and the operator's gauge;
+// the worst state of the pods wins; a report a vanished pod stopped repeating goes stale, is
+// ignored and deleted; a policy without a breaker leaves status.circuit unset.
+func TestPipelineCircuitState(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	p, rp := breakerPipeline(t)
+	ns := p.Namespace
+
+	// The access objects, owned by the pipeline.
+	for _, obj := range []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.ServiceAccountName(p)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.CircuitConfigMapName(p)}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.ServiceAccountName(p)}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.ServiceAccountName(p)}},
+	} {
+		g.Eventually(getter(obj), 20*time.Second, 100*time.Millisecond).Should(ownedBy(p, "ConsumerPipeline"), "%T %s", obj, obj.GetName())
+	}
+	g.Eventually(circuitOf(p), 20*time.Second, 100*time.Millisecond).Should(Equal("Closed True CircuitClosed"))
+
+	// What the ServiceAccount may do: get and patch its circuit ConfigMap, nothing else.
+	saCfg := serviceAccountConfig(t, ns, render.ServiceAccountName(p))
+	core, err := typedcorev1.NewForConfig(saCfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	cms := core.ConfigMaps(ns)
+	_, err = cms.Get(ctx, render.CircuitConfigMapName(p), metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = cms.Patch(ctx, render.CircuitConfigMapName(p), types.MergePatchType, []byte(`{"data":{"probe":null}}`), metav1.PatchOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	for what, call := range map[string]func() error{
+		"get the dispatcher config": func() error {
+			_, err := cms.Get(ctx, render.ConfigMapName(p), metav1.GetOptions{})
+			return err
+		},
+		"patch the dispatcher config": func() error {
+			_, err := cms.Patch(ctx, render.ConfigMapName(p), types.MergePatchType, []byte(`{"data":{"x":"y"}}`), metav1.PatchOptions{})
+			return err
+		},
+		"list ConfigMaps": func() error { _, err := cms.List(ctx, metav1.ListOptions{}); return err },
+		"delete its ConfigMap": func() error {
+			return cms.Delete(ctx, render.CircuitConfigMapName(p), metav1.DeleteOptions{})
+		},
+		"read Secrets": func() error { _, err := core.Secrets(ns).List(ctx, metav1.ListOptions{}); return err },
+		"patch the pipeline's status": func() error {
+			c, err := client.New(saCfg, client.Options{Scheme: envtestutil.Scheme()})
+			if err != nil {
+				return err
+			}
+			q := p.DeepCopy()
+			return c.Status().Patch(ctx, q, client.RawPatch(types.MergePatchType, []byte(`{"status":{"circuit":"Closed"}}`)))
+		},
+	} {
+		g.Expect(apierrors.IsForbidden(call())).To(BeTrue(), "the consumers' ServiceAccount could %s", what)
+	}
+
+	reporter := func(pod string) *circuitstate.Reporter {
+		return &circuitstate.Reporter{ConfigMaps: cms, ConfigMap: render.CircuitConfigMapName(p), Pod: pod,
+			Interval: circuitReportInterval, RetryInterval: 100 * time.Millisecond}
+	}
+	a, b := reporter("orders-dispatcher-a"), reporter("orders-dispatcher-b")
+	stopA, stopB := a.Start(), b.Start()
+	defer stopA()
+
+	// One pod opens: the pipeline is Open and not Ready, with an Event and the gauge at 2.
+	a.Observe(circuitstate.Open)
+	g.Eventually(circuitOf(p), 10*time.Second, 100*time.Millisecond).Should(Equal("Open False CircuitOpen"))
+	c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionCircuitClosed)
+	g.Expect(c.Message).To(And(ContainSubstring("1 of 2 pods"), ContainSubstring("orders-dispatcher-a"), ContainSubstring("consumption is paused")))
+	ready := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionReady)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.Reason).To(Equal(v1.ReasonCircuitOpen))
+	g.Eventually(eventsFor(ns, p.Name), 10*time.Second, 100*time.Millisecond).Should(ContainElement(
+		WithTransform(func(e eventsv1.Event) string { return e.Type + " " + e.Reason }, Equal("Warning CircuitOpen"))))
+	labels := map[string]string{opmetrics.LabelNamespace: ns, opmetrics.LabelConsumerPipeline: p.Name}
+	g.Eventually(func() float64 { return scrapeMetrics(t).value(opmetrics.ConsumerPipelineCircuitState, labels) }, 5*time.Second, 100*time.Millisecond).Should(Equal(2.0))
+
+	// The worst state wins: a half-open pod does not hide an open one.
+	b.Observe(circuitstate.HalfOpen)
+	g.Eventually(func() (map[string]string, error) {
+		cm, err := cms.Get(ctx, render.CircuitConfigMapName(p), metav1.GetOptions{})
+		return cm.Data, err
+	}, 5*time.Second, 100*time.Millisecond).Should(HaveLen(2))
+	g.Consistently(circuitOf(p), 3*time.Second, 200*time.Millisecond).Should(Equal("Open False CircuitOpen"))
+	a.Observe(circuitstate.Closed)
+	g.Eventually(circuitOf(p), 10*time.Second, 100*time.Millisecond).Should(Equal("HalfOpen False CircuitHalfOpen"))
+	g.Expect(scrapeMetrics(t).value(opmetrics.ConsumerPipelineCircuitState, labels)).To(Equal(1.0))
+	// The half-open pod stops: it removes its report.
+	stopB()
+	g.Eventually(circuitOf(p), 10*time.Second, 100*time.Millisecond).Should(Equal("Closed True CircuitClosed"))
+	g.Expect(scrapeMetrics(t).value(opmetrics.ConsumerPipelineCircuitState, labels)).To(Equal(0.0))
+
+	// A pod that vanished with its breaker open (its report not repeated) counts until its report is
+	// three intervals old, then is ignored and its entry deleted.
+	crashed := circuitstate.Entry{State: circuitstate.Open, Since: time.Now().UTC(), ReportedAt: time.Now().UTC()}
+	_, err = cms.Patch(ctx, render.CircuitConfigMapName(p), types.MergePatchType, circuitstate.MergePatch("orders-dispatcher-gone", &crashed), metav1.PatchOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(circuitOf(p), 5*time.Second, 100*time.Millisecond).Should(Equal("Open False CircuitOpen"))
+	g.Eventually(circuitOf(p), 10*time.Second, 100*time.Millisecond).Should(Equal("Closed True CircuitClosed"))
+	g.Expect(time.Since(crashed.ReportedAt)).To(BeNumerically(">=", 3*circuitReportInterval))
+	g.Eventually(func() (map[string]string, error) {
+		cm, err := cms.Get(ctx, render.CircuitConfigMapName(p), metav1.GetOptions{})
+		return cm.Data, err
+	}, 5*time.Second, 100*time.Millisecond).ShouldNot(HaveKey("orders-dispatcher-gone"))
+
+	// Without a circuit breaker there is no state to show.
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(rp), rp)).To(Succeed())
+	rp.Spec.CircuitBreaker = nil
+	g.Expect(env.Client.Update(ctx, rp)).To(Succeed())
+	g.Eventually(circuitOf(p), 10*time.Second, 100*time.Millisecond).Should(Equal(" True NoCircuitBreaker"))
+	g.Eventually(func() int { return scrapeMetrics(t).series(opmetrics.ConsumerPipelineCircuitState, labels) }, 5*time.Second, 100*time.Millisecond).Should(BeZero())
+}
+
+// TestOperatorRoleMayGrantTheConsumersAccess: Kubernetes refuses to let anyone create a Role granting
+// more than they hold. Impersonating a user bound to the operator's generated ClusterRole
+// (config/rbac/role.yaml), the consumers' Role and RoleBinding can be applied.
+func TestOperatorRoleMayGrantTheConsumersAccess(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	data, err := os.ReadFile(filepath.Join(envtestutil.RepoRoot(), "config", "rbac", "role.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	role := &rbacv1.ClusterRole{}
+	g.Expect(yaml.UnmarshalStrict(data, role)).To(Succeed())
+	role.Name = ns + "-manager-role"
+	g.Expect(env.Client.Create(ctx, role)).To(Succeed())
+	user := "system:serviceaccount:" + ns + ":retry-operator"
+	g.Expect(env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-manager-rolebinding"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	})).To(Succeed())
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.New(cfg, client.Options{Scheme: envtestutil.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	p := newPipeline(ns, "orders", ns+".orders", "policy", "dlq")
+	for _, obj := range []client.Object{render.ServiceAccount(p), render.CircuitConfigMap(p), render.CircuitRole(p), render.CircuitRoleBinding(p)} {
+		// The ClusterRoleBinding may take a moment to reach the authorizer's cache.
+		g.Eventually(func() error {
+			return c.Create(ctx, obj.DeepCopyObject().(client.Object))
+		}, 10*time.Second, 200*time.Millisecond).Should(Succeed(), "as the operator, creating %T %s", obj, obj.GetName())
+	}
+	// And a Role granting more is refused: the check is real.
+	wider := render.CircuitRole(p)
+	wider.Name = "wider"
+	wider.Rules = append(wider.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}})
+	err = c.Create(ctx, wider)
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "creating a Role beyond the operator's rights: %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("attempting to grant RBAC permissions not currently held"))
+}

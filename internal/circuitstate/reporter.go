@@ -1,0 +1,183 @@
+package circuitstate
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/retryops/retry-operator/internal/retry"
+)
+
+// ConfigMapPatcher patches ConfigMaps of one namespace: client-go's ConfigMapInterface.
+type ConfigMapPatcher interface {
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.ConfigMap, error)
+}
+
+// FieldManager is the field manager of the consumers' patches.
+const FieldManager = "retryops-dispatcher"
+
+// Reporter keeps one pod's entry in the ConfigMap in line with its breaker: Observe records each
+// transition and Run writes. It writes when the state changes (setting the entry when the breaker
+// leaves Closed, removing it when it closes), every Interval while it is not Closed, once at start
+// (removing what an earlier process of the same pod may have left), and at the end of Run
+// (removing the entry). A failed write is retried every RetryInterval; delivery never waits for it.
+type Reporter struct {
+	// ConfigMaps patches the ConfigMap's namespace.
+	ConfigMaps ConfigMapPatcher
+	// ConfigMap is the ConfigMap's name; Pod is this pod's name, the key of its entry.
+	ConfigMap, Pod string
+	// Interval is how often an entry is repeated while the breaker is not Closed. Defaults to 30s.
+	Interval time.Duration
+	// RetryInterval is the pause after a failed write. Defaults to min(5s, Interval).
+	RetryInterval time.Duration
+	// Now is the clock of the entries' times; nil is time.Now.
+	Now func() time.Time
+	// Log receives write failures and recoveries; nil discards them.
+	Log *slog.Logger
+
+	mu      sync.Mutex
+	state   State
+	since   time.Time
+	changed chan struct{}
+}
+
+// Observe records a breaker transition. It never blocks, so it can be called with the breaker's
+// lock held (dispatcher.Options.OnCircuitStateChange).
+func (r *Reporter) Observe(to State) {
+	r.init()
+	r.mu.Lock()
+	if to != r.state {
+		r.state, r.since = to, r.now()
+	}
+	r.mu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Reporter) init() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.changed == nil {
+		r.changed = make(chan struct{}, 1)
+		r.state = Closed
+	}
+}
+
+func (r *Reporter) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Run writes until ctx ends, then removes the pod's entry (bounded by 5 s).
+func (r *Reporter) Run(ctx context.Context) {
+	r.init()
+	log := r.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if r.Interval <= 0 {
+		r.Interval = 30 * time.Second
+	}
+	retryAfter := r.RetryInterval
+	if retryAfter <= 0 {
+		retryAfter = min(5*time.Second, r.Interval)
+	}
+	var (
+		written = false // the last successful write set an entry
+		pending = true  // a write is due
+		failing = false // the last write failed
+		timer   = time.NewTimer(time.Hour)
+	)
+	timer.Stop()
+	defer timer.Stop()
+loop:
+	for {
+		if pending {
+			r.mu.Lock()
+			state, since := r.state, r.since
+			r.mu.Unlock()
+			var entry *Entry
+			if state != Closed {
+				entry = &Entry{State: state, Since: since.UTC(), ReportedAt: r.now().UTC()}
+			}
+			switch err := r.write(ctx, entry); {
+			case err != nil && ctx.Err() != nil:
+				break loop
+			case err != nil:
+				if !failing {
+					log.Warn("Could not report the circuit breaker state to the operator; retrying",
+						"configMap", r.ConfigMap, "state", string(state), "error", err.Error())
+				}
+				failing = true
+				timer.Reset(retryAfter)
+			default:
+				if failing {
+					log.Info("Reported the circuit breaker state to the operator again", "configMap", r.ConfigMap, "state", string(state))
+				}
+				failing, pending, written = false, false, entry != nil
+				if entry != nil {
+					timer.Reset(r.Interval) // the next repeat
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-r.changed:
+			pending = true
+		case <-timer.C:
+			// A repeat is due, or a retry: either way the current state is written.
+			r.mu.Lock()
+			pending = pending || r.state != Closed || written
+			r.mu.Unlock()
+		}
+	}
+	r.mu.Lock()
+	closed := r.state == Closed
+	r.mu.Unlock()
+	// Remove what this pod may have left: its entry, or one an earlier process of it left when the
+	// first removal never completed.
+	if written || !closed || failing || pending {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := r.write(cctx, nil); err != nil {
+			log.Warn("Could not remove the circuit breaker report; the operator ignores it once stale",
+				"configMap", r.ConfigMap, "error", err.Error())
+		}
+	}
+}
+
+func (r *Reporter) write(ctx context.Context, e *Entry) error {
+	_, err := r.ConfigMaps.Patch(ctx, r.ConfigMap, types.MergePatchType, MergePatch(r.Pod, e), metav1.PatchOptions{FieldManager: FieldManager})
+	return err
+}
+
+// OnStateChange is Observe in the shape of dispatcher.Options.OnCircuitStateChange.
+func (r *Reporter) OnStateChange(_, to retry.State) { r.Observe(State(to)) }
+
+// Start runs Run in the background; stop ends it and waits until the pod's entry is removed (at
+// most 5 s). A nil Reporter starts nothing.
+func (r *Reporter) Start() (stop func()) {
+	if r == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
