@@ -22,6 +22,7 @@ type DemoSink struct {
 	Transient func(n int) int
 
 	mu       sync.Mutex
+	down     bool
 	attempts map[string][]time.Time
 	ok       map[string]time.Time
 	requests int
@@ -53,11 +54,16 @@ func (s *DemoSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.attempts, s.ok = map[string][]time.Time{}, map[string]time.Time{}
 	}
 	s.requests++
-	s.attempts[key] = append(s.attempts[key], now)
+	down := s.down
+	if !down {
+		s.attempts[key] = append(s.attempts[key], now)
+	}
 	tries := len(s.attempts[key])
 	s.mu.Unlock()
 
 	switch {
+	case down:
+		http.Error(w, "demo: the sink is down", http.StatusServiceUnavailable)
 	case n >= 0 && s.Permanent != nil && s.Permanent(n):
 		http.Error(w, "demo: this record is refused for good", http.StatusUnprocessableEntity)
 	case n >= 0 && s.Transient != nil && tries <= s.Transient(n):
@@ -70,6 +76,14 @@ func (s *DemoSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	}
+}
+
+// SetDown makes the sink answer every request with 503 (down) or behave as usual again. Requests
+// while down are not recorded as attempts.
+func (s *DemoSink) SetDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
 }
 
 // Attempts returns the times of every delivery of the record with key.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/retryops/retry-operator/internal/envtestutil"
 )
@@ -142,6 +143,8 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 	}
 
 	progress("Starting the local control plane (kube-apiserver, etcd, kube-controller-manager)")
+	// controller-runtime's own log (envtest, clients) goes with the stack's.
+	ctrllog.SetLogger(o.Log)
 	env, err := envtestutil.Start(filepath.Join(envtestutil.RepoRoot(), "config", "crd", "external"))
 	if err != nil {
 		return s, err

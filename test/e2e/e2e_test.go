@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +75,8 @@ spec:
     rules:
     - {name: transient-http, action: Retry, httpStatuses: ["500-599"]}
   attemptTimeout: 5s
+  # Opens only when (nearly) every delivery fails: the transient failures of the main run stay below.
+  circuitBreaker: {failureRatioPercent: 95, minimumRequests: 50, window: 5s, openDuration: 2s, halfOpenRequests: 3, closeSuccessPercent: 60}
 ---
 apiVersion: retry.retryops.dev/v1alpha1
 kind: DeadLetterQueue
@@ -206,9 +209,34 @@ func TestEndToEnd(t *testing.T) {
 		return ptr.Deref(pipeline.Status.ConsumerLag, -1), err
 	}, time.Minute, 250*time.Millisecond).Should(BeZero())
 	g.Expect(ready()).To(BeTrue())
+	g.Expect(pipeline.Status.Circuit).To(Equal(v1.CircuitClosed))
 	out, err = stack.Kubectl(nil, "get", "retryops", "-n", namespace)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Logf("kubectl get retryops -n %s\n%s", namespace, out)
+
+	// The circuit breaker, end to end: with the sink down the dispatchers' breakers open, and the
+	// dispatcher processes (with their ServiceAccount's token, as in a pod) report it to the
+	// pipeline's status; when the sink is back the breakers close and so does the status.
+	circuit := func() (string, error) {
+		_, err := ready()
+		c := meta.FindStatusCondition(pipeline.Status.Conditions, v1.ConditionCircuitClosed)
+		if c == nil {
+			return "", err
+		}
+		return string(pipeline.Status.Circuit) + " " + c.Reason, err
+	}
+	sink.SetDown(true)
+	downAt := time.Now()
+	go func() { _ = devenv.Produce(ctx, []string{stack.Bootstrap}, "e2e-tasks", 100000, 100400, 0) }()
+	g.Eventually(circuit, time.Minute, 250*time.Millisecond).Should(Equal("Open CircuitOpen"))
+	t.Logf("sink down: the pipeline shows the circuit open after %s", time.Since(downAt).Round(time.Millisecond))
+	out, _ = stack.Kubectl(nil, "get", "cpl", "-n", namespace, "-o", "wide")
+	t.Logf("kubectl get cpl -o wide\n%s", out)
+	sink.SetDown(false)
+	upAt := time.Now()
+	g.Eventually(circuit, time.Minute, 250*time.Millisecond).Should(Equal("Closed CircuitClosed"))
+	g.Expect(ready()).To(BeTrue())
+	t.Logf("sink up: the pipeline shows the circuit closed after %s", time.Since(upAt).Round(time.Millisecond))
 
 	// Deleting the pipeline removes its Deployment, ConfigMaps and alert object through garbage
 	// collection; the Retain policy keeps the DLQ topic.
@@ -224,7 +252,13 @@ func TestEndToEnd(t *testing.T) {
 			children = append(children, &cms.Items[i])
 		}
 	}
-	g.Expect(len(children)).To(BeNumerically(">=", 2), "want the Deployment and at least the config ConfigMap")
+	g.Expect(len(children)).To(BeNumerically(">=", 3), "want the Deployment, the config and the circuit ConfigMaps")
+	for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+		obj.SetNamespace(namespace)
+		obj.SetName("e2e-dispatcher")
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+		children = append(children, obj)
+	}
 	out, err = stack.Kubectl(nil, "delete", "consumerpipeline", "e2e", "-n", namespace, "--wait=true", "--timeout=60s")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	for _, child := range children {
