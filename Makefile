@@ -77,11 +77,11 @@ build: ## Build the manager into bin/.
 	go build -o $(LOCALBIN)/manager ./cmd/manager
 
 .PHONY: run
-run: manifests ## Run the manager: against KUBECONFIG's cluster when set, else on a local control plane and embedded Kafka.
+run: ## Run the manager: against KUBECONFIG's cluster when set, else on a local control plane and embedded Kafka.
 	hack/run-local.sh
 
 .PHONY: dev
-dev: manifests ## The whole loop locally: control plane, embedded Kafka, manager, dispatchers and a live demo.
+dev: ## The whole loop locally: control plane, embedded Kafka, manager, dispatchers and a live demo.
 	hack/run-local.sh --demo
 
 .PHONY: docker-build

@@ -2,8 +2,9 @@
 // control plane (kube-apiserver, etcd and kube-controller-manager built by hack/setup-envtest.sh), an
 // embedded Kafka (hack/kafka, a kfake process with a data dir), the manager, and the dispatchers that
 // the operator's Deployments describe, run as local processes (internal/devenv). With --demo it then
-// applies a demo pipeline, serves a demo HTTP sink that fails a share of records transiently and a
-// share permanently, produces demo records, and shows `kubectl get retryops` live. Ctrl-C stops
+// applies the samples (config/samples) in the namespace retryops-demo, with the chat pipeline
+// delivering to a demo HTTP sink that fails a share of records transiently and a share permanently,
+// produces records to its source topic, and shows `kubectl get retryops` live. Ctrl-C stops
 // everything it started, and nothing else.
 //
 // `make dev` runs it with --demo; `make run` without.
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/retryops/retry-operator/internal/devenv"
+	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
 type options struct {
@@ -106,17 +108,25 @@ func run(o options) error {
 	}()
 	cleanups = append(cleanups, func() { _ = srv.Close() })
 
-	step("Applying the demo resources")
-	if out, err := kubectl(kubeconfig, []byte(demoManifests(o.sinkAddr)), "apply", "--server-side", "-f", "-"); err != nil {
-		return fmt.Errorf("applying the demo: %v\n%s", err, out)
+	step("Applying the samples (config/samples) in namespace %s: pipeline chat delivers to the demo sink; "+
+		"documents (library mode, your own image) is scaled to 0", demoNamespace)
+	demoDir, err := writeDemo(o.dir, o.sinkAddr)
+	if err != nil {
+		return err
+	}
+	if out, err := kubectl(kubeconfig, []byte(demoNamespaceManifest), "apply", "--server-side", "-f", "-"); err != nil {
+		return fmt.Errorf("creating namespace %s: %v\n%s", demoNamespace, err, out)
+	}
+	if out, err := kubectl(kubeconfig, nil, "apply", "--server-side", "-k", demoDir); err != nil {
+		return fmt.Errorf("applying the samples: %v\n%s", err, out)
 	}
 
-	step("Producing %d demo records a second to topic demo-tasks", o.rate)
+	step("Producing %d records a second to %s, the chat pipeline's source topic", o.rate, demoTopic)
 	prodCtx, cancelProd := context.WithCancel(ctx)
 	cleanups = append(cleanups, cancelProd)
 	go func() {
 		for n := 0; prodCtx.Err() == nil; n += o.rate * 10 {
-			if err := devenv.Produce(prodCtx, []string{stack.Bootstrap}, "demo-tasks", n, n+o.rate*10, o.rate); err != nil && prodCtx.Err() == nil {
+			if err := devenv.Produce(prodCtx, []string{stack.Bootstrap}, demoTopic, n, n+o.rate*10, o.rate); err != nil && prodCtx.Err() == nil {
 				fmt.Fprintln(os.Stderr, "dev: producer:", err)
 				time.Sleep(time.Second)
 			}
@@ -127,7 +137,7 @@ func run(o options) error {
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	for {
-		out, _ := kubectl(kubeconfig, nil, "get", "retryops", "-n", "retryops-demo")
+		out, _ := kubectl(kubeconfig, nil, "get", "retryops", "-n", demoNamespace)
 		fmt.Printf("\033[H\033[2J%s   demo sink: %d requests, %d records delivered   (KUBECONFIG=%s)\n\n%s",
 			time.Now().Format(time.TimeOnly), sink.Requests(), sink.Succeeded(), kubeconfig, out)
 		select {
@@ -158,42 +168,44 @@ func kubectl(kubeconfig string, stdin []byte, args ...string) (string, error) {
 	return string(out), err
 }
 
-// demoManifests is the demo: the delegation policy's schedule (1s, 2s, 4s), a dead letter queue and a
-// pipeline delivering to the local demo sink.
-func demoManifests(sinkAddr string) string {
-	return `apiVersion: v1
-kind: Namespace
-metadata: {name: retryops-demo}
----
-apiVersion: retry.retryops.dev/v1alpha1
-kind: RetryPolicy
-metadata: {name: demo, namespace: retryops-demo}
-spec:
-  maxAttempts: 4
-  backoff: {initialDelay: 1s, multiplier: "2", maxDelay: 10s, jitter: {mode: Proportional, minPercent: 80, maxPercent: 120}}
-  classification:
-    defaultAction: DeadLetter
-    rules:
-    - {name: transient-http, action: Retry, httpStatuses: ["408", "429", "500-599"]}
-    - {name: transient-errors, action: Retry, errorTypes: [TimeoutError, ConnectionError]}
-  attemptTimeout: 5s
----
-apiVersion: retry.retryops.dev/v1alpha1
-kind: DeadLetterQueue
-metadata: {name: demo-dlq, namespace: retryops-demo}
-spec:
-  topic: {name: demo-tasks.dlq, partitions: 3}
-  retention: {maxAge: 168h, maxMessages: 10000}
-  statusRefreshInterval: 5s
----
-apiVersion: retry.retryops.dev/v1alpha1
-kind: ConsumerPipeline
-metadata: {name: demo, namespace: retryops-demo}
-spec:
-  source: {topic: demo-tasks, create: {partitions: 3}}
-  retryPolicyRef: {name: demo}
-  deadLetterQueueRef: {name: demo-dlq}
-  sink: {uri: "http://` + sinkAddr + `/tasks"}
-  replicas: 2
+// The demo: the samples in their own namespace, the chat pipeline's records produced to its source.
+const (
+	demoNamespace         = "retryops-demo"
+	demoTopic             = "alice_tasks"
+	demoNamespaceManifest = "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + demoNamespace + "}\n"
+)
+
+// writeDemo writes, under dir/demo, a kustomization of config/samples for the demo: every sample in
+// the demo namespace, the chat pipeline delivering to the demo sink at sinkAddr, and the documents
+// pipeline (library mode: its image is yours, which no local process can run) scaled to 0. It returns
+// the kustomization's directory.
+func writeDemo(dir, sinkAddr string) (string, error) {
+	demo, err := filepath.Abs(filepath.Join(dir, "demo"))
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(demo, 0o755); err != nil {
+		return "", err
+	}
+	samples, err := filepath.Rel(demo, filepath.Join(envtestutil.RepoRoot(), "config", "samples"))
+	if err != nil {
+		return "", err
+	}
+	k := `# Written by make dev (hack/dev): the samples, as the demo runs them.
+namespace: ` + demoNamespace + `
+resources:
+- ` + samples + `
+patches:
+- target: {kind: ConsumerPipeline, name: chat}
+  patch: |-
+    - op: replace
+      path: /spec/sink/uri
+      value: http://` + sinkAddr + `/tasks
+- target: {kind: ConsumerPipeline, name: documents}
+  patch: |-
+    - op: replace
+      path: /spec/replicas
+      value: 0
 `
+	return demo, os.WriteFile(filepath.Join(demo, "kustomization.yaml"), []byte(k), 0o644)
 }
