@@ -7,18 +7,20 @@
 # kube-apiserver (and kube-controller-manager) come from k8s.io/kubernetes, which `go install` refuses
 # because of its replace directives; they are built inside a throwaway module that requires
 # k8s.io/kubernetes and replaces every k8s.io staging module with its published version. etcd is built
-# the same way from go.etcd.io/etcd/server/v3. kubectl is built only when none is on PATH.
+# in the same module and the same `go build` (go.etcd.io/etcd/server/v3 at the version Kubernetes
+# itself requires), so the packages they share, most of etcd's, are compiled once. kubectl is built
+# only when none is on PATH.
 #
 # Environment:
 #   ENVTEST_K8S_VERSION   Kubernetes version to build (default 1.36.3; the proxy serves no source for 1.37.x yet)
-#   ENVTEST_ETCD_VERSION  etcd version to build (default 3.6.16)
+#   ENVTEST_ETCD_VERSION  etcd version to build (default: the one k8s.io/kubernetes requires, 3.6.8 for 1.36.3)
 #   ENVTEST_CACHE_DIR     cache root (default ${XDG_DATA_HOME:-$HOME/.local/share}/retry-operator/envtest)
 #
 # Progress goes to stderr; with --print-path the asset directory (for KUBEBUILDER_ASSETS) goes to stdout.
 set -euo pipefail
 
 K8S_VERSION=${ENVTEST_K8S_VERSION:-1.36.3}
-ETCD_VERSION=${ENVTEST_ETCD_VERSION:-3.6.16}
+ETCD_VERSION=${ENVTEST_ETCD_VERSION:-}
 CACHE_ROOT=${ENVTEST_CACHE_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/retry-operator/envtest}
 
 print_path=0
@@ -38,7 +40,7 @@ die() { echo "setup-envtest: ERROR: $*" >&2; exit 1; }
 command -v go >/dev/null 2>&1 || die "go is not on PATH; install Go 1.26 or newer first"
 GOOS=$(go env GOOS)
 GOARCH=$(go env GOARCH)
-ASSETS="$CACHE_ROOT/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$GOOS-$GOARCH"
+ASSETS="$CACHE_ROOT/k8s-$K8S_VERSION${ETCD_VERSION:+-etcd-$ETCD_VERSION}-$GOOS-$GOARCH"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$ASSETS" || die "cannot create the cache directory $ASSETS (set ENVTEST_CACHE_DIR)"
@@ -73,42 +75,39 @@ kubernetes_module() {
     grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging/src/k8s\.io/[a-z0-9-]+' "$gomod" |
       awk -v v="v$staging_version" '{print "\t" $1 " => " $1 " " v}'
     echo ")"
+    # etcd at the version Kubernetes requires (an indirect requirement of its go.mod), unless set.
+    if [ -n "$ETCD_VERSION" ]; then echo "require go.etcd.io/etcd/server/v3 v$ETCD_VERSION"; fi
   } >>"$dir/go.mod"
 }
 
-# build_k8s NAME...: builds the missing k8s.io/kubernetes/cmd/NAMEs into the cache in one `go build`, so
-# the packages they share (most of them) are compiled once.
-build_k8s() {
+# build NAME...: builds the missing binaries NAME (kube-apiserver, kube-controller-manager, kubectl:
+# k8s.io/kubernetes/cmd/NAME; etcd: go.etcd.io/etcd/server/v3) into the cache, in one `go build`.
+build() {
   local name missing=() pkgs=()
   for name in "$@"; do
-    if works "$name"; then log "$name v$K8S_VERSION: cached"; else missing+=("$name"); pkgs+=("k8s.io/kubernetes/cmd/$name"); fi
+    if works "$name"; then log "$name: cached"; continue; fi
+    missing+=("$name")
+    case "$name" in
+      etcd) pkgs+=(go.etcd.io/etcd/server/v3) ;;
+      *) pkgs+=("k8s.io/kubernetes/cmd/$name") ;;
+    esac
   done
   [ ${#missing[@]} -gt 0 ] || return 0
   local tmp; tmp=$(mktemp -d "$WORK/build.XXXXXX")
   kubernetes_module "$tmp"
   mkdir -p "$tmp/out"
-  log "building ${missing[*]} v$K8S_VERSION (first time only: about 6 minutes on 2 cores)"
+  log "building ${missing[*]} (Kubernetes v$K8S_VERSION; first time only: about 10 minutes on 2 cores)"
   (cd "$tmp" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" \
       -o "$tmp/out/" "${pkgs[@]}") || die "building ${missing[*]} failed (see the go output above)"
+  # go build names etcd's binary after its package directory, server.
+  if [ -f "$tmp/out/server" ]; then mv "$tmp/out/server" "$tmp/out/etcd"; fi
   for name in "${missing[@]}"; do
     mv "$tmp/out/$name" "$ASSETS/$name"
     works "$name" || die "$name was built but does not run"
   done
 }
 
-build_etcd() {
-  if works etcd; then log "etcd v$ETCD_VERSION: cached"; return; fi
-  local tmp; tmp=$(mktemp -d "$WORK/build.XXXXXX")
-  (cd "$tmp" && go mod init envtest-build >/dev/null 2>&1 && echo "require go.etcd.io/etcd/server/v3 v$ETCD_VERSION" >>go.mod)
-  log "building etcd v$ETCD_VERSION (first time only: about a minute)"
-  (cd "$tmp" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" \
-      -o "$ASSETS/etcd.tmp" go.etcd.io/etcd/server/v3) || die "building etcd failed (see the go output above)"
-  mv "$ASSETS/etcd.tmp" "$ASSETS/etcd"
-  works etcd || die "etcd was built but does not run"
-}
-
-build_etcd
-wanted=(kube-apiserver)
+wanted=(etcd kube-apiserver)
 [ "$with_kcm" = 1 ] && wanted+=(kube-controller-manager)
 if command -v kubectl >/dev/null 2>&1; then
   ln -sf "$(command -v kubectl)" "$ASSETS/kubectl"
@@ -116,7 +115,7 @@ elif ! works kubectl; then
   log "no kubectl on PATH: building one"
   wanted+=(kubectl)
 fi
-build_k8s "${wanted[@]}"
+build "${wanted[@]}"
 
 log "assets ready in $ASSETS"
 [ "$print_path" = 1 ] && echo "$ASSETS"

@@ -47,6 +47,8 @@ type Stack struct {
 	Runner *Runner
 	// Manager is the manager process.
 	Manager *Process
+	// MetricsURL is the manager's Prometheus endpoint (http://127.0.0.1:<port>/metrics).
+	MetricsURL string
 
 	cleanups []func()
 }
@@ -167,11 +169,13 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 		return s, err
 	}
 
-	progress("Running the manager (log: %s)", filepath.Join(logs, "manager.log"))
+	metrics := "127.0.0.1:" + freePort()
+	s.MetricsURL = "http://" + metrics + "/metrics"
+	progress("Running the manager (log: %s, metrics: %s)", filepath.Join(logs, "manager.log"), s.MetricsURL)
 	args := append([]string{
 		"--kafka-bootstrap-servers=" + s.Bootstrap,
 		"--dispatcher-image=" + o.DispatcherImage,
-		"--metrics-bind-address=127.0.0.1:0",
+		"--metrics-bind-address=" + metrics,
 		"--health-probe-bind-address=127.0.0.1:0",
 	}, o.ManagerArgs...)
 	if s.Manager, err = StartProcess(logs, "manager", []string{"KUBECONFIG=" + s.Kubeconfig}, bin("manager"), args...); err != nil {

@@ -11,11 +11,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -210,6 +214,39 @@ func TestEndToEnd(t *testing.T) {
 	}, time.Minute, 250*time.Millisecond).Should(BeZero())
 	g.Expect(ready()).To(BeTrue())
 	g.Expect(pipeline.Status.Circuit).To(Equal(v1.CircuitClosed))
+
+	// The operator's gauges, scraped from the manager's metrics endpoint, equal the status values.
+	policy := &v1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "e2e", Namespace: namespace}}
+	g.Eventually(func() (map[string]float64, error) {
+		for _, obj := range []client.Object{pipeline, dlq, policy} {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				return nil, err
+			}
+		}
+		got, err := scrapeGauges(stack.MetricsURL, namespace)
+		if err != nil {
+			return nil, err
+		}
+		want := map[string]float64{
+			"retryops_deadletterqueue_messages{e2e-dlq}":                                      float64(ptr.Deref(dlq.Status.Messages, -1)),
+			"retryops_consumerpipeline_consumer_lag{e2e}":                                     float64(ptr.Deref(pipeline.Status.ConsumerLag, -1)),
+			"retryops_consumerpipeline_retry_backlog{e2e}":                                    float64(ptr.Deref(pipeline.Status.RetryBacklog, -1)),
+			"retryops_consumerpipeline_dead_letter_messages{e2e}":                             float64(ptr.Deref(pipeline.Status.DeadLetterMessages, -1)),
+			"retryops_consumerpipeline_ready_replicas{e2e}":                                   float64(ptr.Deref(pipeline.Status.ReadyReplicas, -1)),
+			"retryops_consumerpipeline_circuit_state{e2e}":                                    0,
+			"retryops_retrypolicy_dead_letter_messages{e2e}":                                  float64(ptr.Deref(policy.Status.DeadLetterMessages, -1)),
+			"retryops_deadletterqueue_messages_by_reason{e2e-dlq,reason=non_retriable_error}": float64(wantDead),
+		}
+		for k := range got {
+			if _, ok := want[k]; !ok {
+				delete(got, k)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			return got, fmt.Errorf("gauges %v, status %v", got, want)
+		}
+		return got, nil
+	}, time.Minute, 500*time.Millisecond).Should(HaveKeyWithValue("retryops_deadletterqueue_messages{e2e-dlq}", float64(wantDead)))
 	out, err = stack.Kubectl(nil, "get", "retryops", "-n", namespace)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Logf("kubectl get retryops -n %s\n%s", namespace, out)
@@ -271,6 +308,46 @@ func TestEndToEnd(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(topics.Has("e2e-tasks.dlq")).To(BeTrue(), "the Retain policy must keep the DLQ topic")
 	fmt.Fprintf(os.Stderr, "e2e: %d records in %s\n", records, time.Since(start).Round(time.Second))
+}
+
+// scrapeGauges reads the retryops_* series of namespace from a Prometheus endpoint, keyed
+// "<name>{<resource>[,<other label>=<value>...]}".
+func scrapeGauges(url, namespace string) (map[string]float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for name, f := range fams {
+		if !strings.HasPrefix(name, "retryops_") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var resource string
+			var others []string
+			inNamespace := false
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "namespace":
+					inNamespace = l.GetValue() == namespace
+				case "deadletterqueue", "consumerpipeline", "retrypolicy":
+					resource = l.GetValue()
+				default:
+					others = append(others, l.GetName()+"="+l.GetValue())
+				}
+			}
+			if inNamespace {
+				out[name+"{"+strings.Join(append([]string{resource}, others...), ",")+"}"] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out, nil
 }
 
 func tail(b []byte, n int) string {
