@@ -5,7 +5,7 @@ LOCALBIN ?= $(shell pwd)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 
-# envtest binaries (kube-apiserver, etcd, kube-controller-manager) are built from the Go module proxy
+# envtest binaries (kube-apiserver, etcd, controller-manager) are built from the Go module proxy
 # by hack/setup-envtest.sh into a cache outside the checkout.
 ENVTEST_K8S_VERSION ?= 1.36.3
 export ENVTEST_K8S_VERSION
@@ -56,7 +56,7 @@ setup-envtest: ## Build (first time) the envtest binaries and print their direct
 	hack/setup-envtest.sh --print-path
 
 .PHONY: test
-test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, kube-controller-manager) if needed, then run every test.
+test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, controller-manager) if needed, then run every test.
 	hack/setup-prometheus.sh >/dev/null
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh --print-path --with-controller-manager)" go test $(GO_TEST_FLAGS) ./...
 

@@ -24,7 +24,7 @@ import (
 )
 
 // The children of a pipeline (its ConfigMap, Deployment and alert rules) and the alert rules of a
-// queue. There is no kube-controller-manager in the shared suite: no garbage collection (owner
+// queue. There is no controller manager in the shared suite: no garbage collection (owner
 // references are checked instead) and no Deployment rollouts (DeploymentReady stays False, reason
 // Progressing, and so does Ready).
 

@@ -310,7 +310,7 @@ func runScale(tb testing.TB, dlqs, pipelines int, interval time.Duration) scaleR
 				ready++
 			}
 		}
-		// Pipelines: TopicsReady, since without kube-controller-manager their Deployments never
+		// Pipelines: TopicsReady, since without a controller manager their Deployments never
 		// become ready (and Ready with them).
 		for i := range pl.Items {
 			// ... and the live figures settled: deadLetterMessages follows the queue's first count.

@@ -2,7 +2,7 @@
 # `make run` and `make dev`.
 # - With KUBECONFIG set (and KAFKA_BOOTSTRAP_SERVERS naming the operator-wide Kafka), runs the manager
 #   against that cluster: installs the CRDs there first.
-# - Otherwise starts a local control plane (kube-apiserver, etcd and kube-controller-manager built from
+# - Otherwise starts a local control plane (kube-apiserver, etcd and a controller manager built from
 #   the Go module proxy by hack/setup-envtest.sh), an embedded Kafka and the manager, and runs the
 #   operator's dispatcher Deployments as local processes. `make dev` (--demo) adds a demo pipeline,
 #   sink and producer and a live view. Ctrl-C stops everything it started.

@@ -4,7 +4,11 @@
 #
 #   hack/setup-envtest.sh [--print-path] [--with-controller-manager]
 #
-# kube-apiserver (and kube-controller-manager) come from k8s.io/kubernetes, which `go install` refuses
+# --with-controller-manager adds controller-manager (hack/controller-manager): Kubernetes' garbage
+# collector, Deployment, ReplicaSet and namespace controllers, without the rest of
+# kube-controller-manager.
+#
+# kube-apiserver and controller-manager come from k8s.io/kubernetes, which `go install` refuses
 # because of its replace directives; they are built inside a throwaway module that requires
 # k8s.io/kubernetes and replaces every k8s.io staging module with its published version. etcd is built
 # in the same module and the same `go build` (go.etcd.io/etcd/server/v3 at the version Kubernetes
@@ -29,7 +33,7 @@ for arg in "$@"; do
   case "$arg" in
     --print-path) print_path=1 ;;
     --with-controller-manager) with_kcm=1 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "setup-envtest: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -37,6 +41,7 @@ done
 log() { echo "setup-envtest: $*" >&2; }
 die() { echo "setup-envtest: ERROR: $*" >&2; exit 1; }
 
+REPO=$(cd "$(dirname "$0")/.." && pwd)
 command -v go >/dev/null 2>&1 || die "go is not on PATH; install Go 1.26 or newer first"
 GOOS=$(go env GOOS)
 GOARCH=$(go env GOARCH)
@@ -80,8 +85,9 @@ kubernetes_module() {
   } >>"$dir/go.mod"
 }
 
-# build NAME...: builds the missing binaries NAME (kube-apiserver, kube-controller-manager, kubectl:
-# k8s.io/kubernetes/cmd/NAME; etcd: go.etcd.io/etcd/server/v3) into the cache, in one `go build`.
+# build NAME...: builds the missing binaries NAME (kube-apiserver, kubectl: k8s.io/kubernetes/cmd/NAME;
+# etcd: go.etcd.io/etcd/server/v3; controller-manager: hack/controller-manager) into the cache, in one
+# `go build`.
 build() {
   local name missing=() pkgs=()
   for name in "$@"; do
@@ -89,15 +95,19 @@ build() {
     missing+=("$name")
     case "$name" in
       etcd) pkgs+=(go.etcd.io/etcd/server/v3) ;;
+      controller-manager) pkgs+=(./controller-manager) ;;
       *) pkgs+=("k8s.io/kubernetes/cmd/$name") ;;
     esac
   done
   [ ${#missing[@]} -gt 0 ] || return 0
   local tmp; tmp=$(mktemp -d "$WORK/build.XXXXXX")
   kubernetes_module "$tmp"
-  mkdir -p "$tmp/out"
+  mkdir -p "$tmp/out" "$tmp/controller-manager"
+  cp "$REPO/hack/controller-manager/main.go" "$tmp/controller-manager/"
   log "building ${missing[*]} (Kubernetes v$K8S_VERSION; first time only: about 10 minutes on 2 cores)"
-  (cd "$tmp" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" \
+  # The same build settings as the project's own builds, so that the packages both use (the standard
+  # library at least) are compiled once.
+  (cd "$tmp" && GOFLAGS=-mod=mod go build -ldflags "$ldflags" \
       -o "$tmp/out/" "${pkgs[@]}") || die "building ${missing[*]} failed (see the go output above)"
   # go build names etcd's binary after its package directory, server.
   if [ -f "$tmp/out/server" ]; then mv "$tmp/out/server" "$tmp/out/etcd"; fi
@@ -108,7 +118,7 @@ build() {
 }
 
 wanted=(etcd kube-apiserver)
-[ "$with_kcm" = 1 ] && wanted+=(kube-controller-manager)
+[ "$with_kcm" = 1 ] && wanted+=(controller-manager)
 if command -v kubectl >/dev/null 2>&1; then
   ln -sf "$(command -v kubectl)" "$ASSETS/kubectl"
 elif ! works kubectl; then

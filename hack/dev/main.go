@@ -1,5 +1,5 @@
 // Command dev runs the whole retry-operator loop on one machine, with nothing but Go: a local
-// control plane (kube-apiserver, etcd and kube-controller-manager built by hack/setup-envtest.sh), an
+// control plane (kube-apiserver, etcd and a controller manager built by hack/setup-envtest.sh), an
 // embedded Kafka (hack/kafka, a kfake process with a data dir), the manager, and the dispatchers that
 // the operator's Deployments describe, run as local processes (internal/devenv). With --demo it then
 // applies the samples (config/samples) in the namespace retryops-demo, with the chat pipeline

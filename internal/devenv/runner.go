@@ -2,7 +2,7 @@
 // Deployment the operator manages, it starts the container's program as a local process with the
 // same environment and the same mounted files (ConfigMaps and Secrets written to a directory), and
 // reports the Pod Running and Ready once the process answers its readiness probe. With
-// kube-controller-manager making ReplicaSets and Pods, this gives `make dev` and the end-to-end test
+// the controller manager (hack/controller-manager) making ReplicaSets and Pods, this gives `make dev` and the end-to-end test
 // real Deployments, rollouts and garbage collection without a container runtime.
 package devenv
 

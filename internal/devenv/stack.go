@@ -34,7 +34,7 @@ type StackOptions struct {
 }
 
 // Stack is the whole loop on one machine: an embedded Kafka process, a control plane with
-// kube-controller-manager, the manager process, and the runner that runs the operator's Deployment
+// controller manager, the manager process, and the runner that runs the operator's Deployment
 // pods as local processes. `make dev` and the end-to-end test both use it.
 type Stack struct {
 	// Env is the control plane.
@@ -144,7 +144,7 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 		return s, fmt.Errorf("the embedded Kafka did not start (see %s): %w", kafka.LogPath, err)
 	}
 
-	progress("Starting the local control plane (kube-apiserver, etcd, kube-controller-manager)")
+	progress("Starting the local control plane (kube-apiserver, etcd, controller-manager)")
 	// controller-runtime's own log (envtest, clients) goes with the stack's.
 	ctrllog.SetLogger(o.Log)
 	env, err := envtestutil.Start(filepath.Join(envtestutil.RepoRoot(), "config", "crd", "external"))

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// ControllerManager is a kube-controller-manager process running against an Env, so that owner
+// ControllerManager is a controller-manager process (hack/controller-manager) running against an Env, so that owner
 // reference garbage collection and Deployment rollouts (ReplicaSets, Pods) work as in a cluster.
 type ControllerManager struct {
 	cmd  *exec.Cmd
@@ -19,27 +19,22 @@ type ControllerManager struct {
 	LogPath string
 }
 
-// StartControllerManager starts kube-controller-manager (built by hack/setup-envtest.sh
-// --with-controller-manager) with the garbage collector and the workload controllers. Pods are not
-// scheduled (there is no kubelet); see internal/devenv for the local pod runner.
+// StartControllerManager starts controller-manager (hack/controller-manager, built by
+// hack/setup-envtest.sh --with-controller-manager): Kubernetes' garbage collector, Deployment,
+// ReplicaSet and namespace controllers. Pods are not scheduled (there is no kubelet); see
+// internal/devenv for the local pod runner.
 func (e *Env) StartControllerManager() (*ControllerManager, error) {
-	bin := filepath.Join(e.AssetsDir, "kube-controller-manager")
+	bin := filepath.Join(e.AssetsDir, "controller-manager")
 	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("kube-controller-manager missing in %s (run hack/setup-envtest.sh --with-controller-manager): %w", e.AssetsDir, err)
+		return nil, fmt.Errorf("controller-manager missing in %s (run hack/setup-envtest.sh --with-controller-manager): %w", e.AssetsDir, err)
 	}
-	logPath := filepath.Join(e.dir, "kube-controller-manager.log")
+	logPath := filepath.Join(e.dir, "controller-manager.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin,
 		"--kubeconfig="+e.Kubeconfig,
-		"--authentication-kubeconfig="+e.Kubeconfig,
-		"--authorization-kubeconfig="+e.Kubeconfig,
-		"--leader-elect=false",
-		"--controllers=garbagecollector,deployment,replicaset,namespace",
-		"--bind-address=127.0.0.1",
-		"--secure-port=0",
 		"--concurrent-gc-syncs=5",
 		"--v=1",
 	)
@@ -47,7 +42,7 @@ func (e *Env) StartControllerManager() (*ControllerManager, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
-		return nil, fmt.Errorf("starting kube-controller-manager: %w", err)
+		return nil, fmt.Errorf("starting controller-manager: %w", err)
 	}
 	cm := &ControllerManager{cmd: cmd, done: make(chan error, 1), LogPath: logPath}
 	go func() { cm.done <- cmd.Wait(); _ = logFile.Close() }()

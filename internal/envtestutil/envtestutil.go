@@ -1,5 +1,5 @@
 // Package envtestutil starts the envtest control plane (kube-apiserver and etcd, optionally
-// kube-controller-manager) for integration tests, with this project's CRDs installed.
+// controller-manager) for integration tests, with this project's CRDs installed.
 //
 // The binaries come from KUBEBUILDER_ASSETS when it is set (as `make test` does) and otherwise from
 // hack/setup-envtest.sh, which builds them from the Go module proxy the first time, so a plain

@@ -1,5 +1,5 @@
 // Package e2e runs the whole loop on the `make dev` harness: the embedded Kafka process, the control
-// plane with kube-controller-manager, the manager and the dispatchers as local processes. Resources are
+// plane with a controller manager, the manager and the dispatchers as local processes. Resources are
 // applied with the real kubectl.
 package e2e
 
