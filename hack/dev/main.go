@@ -87,7 +87,8 @@ func run(o options) error {
 	}
 	kubeconfig, manager := stack.Kubeconfig, stack.Manager
 
-	fmt.Printf("\nPoint kubectl at the local cluster with:\n\n    export KUBECONFIG=%s\n    kubectl get retryops -A\n\n", kubeconfig)
+	kubectlPath, _ := exec.LookPath("kubectl")
+	fmt.Printf("\nPoint kubectl (%s) at the local cluster with:\n\n    export KUBECONFIG=%s\n    kubectl get retryops -A\n\n", kubectlPath, kubeconfig)
 	if !o.demo {
 		step("Ready in %s. Ctrl-C stops everything.", time.Since(started).Round(time.Second))
 		select {
