@@ -150,6 +150,7 @@ func TestSetPipelineReady(t *testing.T) {
 		return []metav1.Condition{
 			cond(v1.ConditionTopicsReady, status, reason, msg, gen),
 			cond(v1.ConditionAlertsReady, metav1.ConditionTrue, reasonRulesApplied, "rules", 4),
+			cond(v1.ConditionCircuitClosed, metav1.ConditionTrue, v1.ReasonCircuitClosed, "closed", 4),
 			cond(v1.ConditionDeploymentReady, metav1.ConditionTrue, reasonAvailable, "2 of 2 pods ready", 4),
 		}
 	}
@@ -161,7 +162,7 @@ func TestSetPipelineReady(t *testing.T) {
 	}{
 		"all parts ready: the reason of the last, every message": {
 			conditions: topics(metav1.ConditionTrue, v1.ReasonTopicsReady, "source s has 3 partitions", 4),
-			wantStatus: metav1.ConditionTrue, wantReason: reasonAvailable, wantMessage: "source s has 3 partitions; rules; 2 of 2 pods ready",
+			wantStatus: metav1.ConditionTrue, wantReason: reasonAvailable, wantMessage: "source s has 3 partitions; rules; closed; 2 of 2 pods ready",
 		},
 		"a part not ready gives its reason and says which": {
 			conditions: topics(metav1.ConditionFalse, v1.ReasonSourceTopicMissing, "no source", 4),
@@ -179,9 +180,19 @@ func TestSetPipelineReady(t *testing.T) {
 			conditions: []metav1.Condition{
 				cond(v1.ConditionTopicsReady, metav1.ConditionTrue, v1.ReasonTopicsReady, "ok", 4),
 				cond(v1.ConditionAlertsReady, metav1.ConditionTrue, reasonRulesApplied, "rules", 4),
+				cond(v1.ConditionCircuitClosed, metav1.ConditionTrue, v1.ReasonNoCircuitBreaker, "no breaker", 4),
 				cond(v1.ConditionDeploymentReady, metav1.ConditionFalse, reasonProgressing, "rolling", 4),
 			},
 			wantStatus: metav1.ConditionFalse, wantReason: reasonProgressing, wantMessage: "DeploymentReady: rolling",
+		},
+		"an open circuit breaker: not ready, whatever the Deployment": {
+			conditions: []metav1.Condition{
+				cond(v1.ConditionTopicsReady, metav1.ConditionTrue, v1.ReasonTopicsReady, "ok", 4),
+				cond(v1.ConditionAlertsReady, metav1.ConditionTrue, reasonRulesApplied, "rules", 4),
+				cond(v1.ConditionCircuitClosed, metav1.ConditionFalse, v1.ReasonCircuitOpen, "circuit breaker open", 4),
+				cond(v1.ConditionDeploymentReady, metav1.ConditionTrue, reasonAvailable, "2 of 2 pods ready", 4),
+			},
+			wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonCircuitOpen, wantMessage: "CircuitClosed: circuit breaker open",
 		},
 		"a part of an older generation is not known yet": {
 			conditions: topics(metav1.ConditionTrue, v1.ReasonTopicsReady, "ok", 3),

@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -132,9 +133,14 @@ func TestUsageFollowsPipelinesThatReferenceThePolicy(t *testing.T) {
 	g.Expect(*p.Status.Pipelines).To(Equal(int32(2)))
 
 	// Moving a pipeline to another policy and deleting one bring the count down.
-	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
-	a.Spec.RetryPolicyRef.Name = "grading"
-	g.Expect(env.Client.Update(ctx, a)).To(Succeed())
+	// The operator writes the pipeline too (finalizer, status): retry a conflicting update.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil {
+			return err
+		}
+		a.Spec.RetryPolicyRef.Name = "grading"
+		return env.Client.Update(ctx, a)
+	})).To(Succeed())
 	g.Eventually(func() ([]string, error) { _, names, err := usage(); return names, err }, wait, poll).Should(Equal([]string{"chat-a"}))
 	g.Expect(env.Client.Delete(ctx, b)).To(Succeed())
 	g.Eventually(func() (int32, error) { n, _, err := usage(); return n, err }, wait, poll).Should(Equal(int32(0)))

@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -237,11 +238,14 @@ func runScale(tb testing.TB, dlqs, pipelines int, interval time.Duration) scaleR
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  envtestutil.Scheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		// The children (ConfigMaps, Deployments) do not carry the label: the manager must see them to
+		// The children (ConfigMaps, Deployments, the consumers' access objects) do not carry the label: the manager must see them to
 		// compare before applying, or every resync would apply them again.
 		Cache: cache.Options{DefaultLabelSelector: onlyScale, ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}:  {Label: labels.Everything()},
-			&appsv1.Deployment{}: {Label: labels.Everything()},
+			&corev1.ConfigMap{}:      {Label: labels.Everything()},
+			&appsv1.Deployment{}:     {Label: labels.Everything()},
+			&corev1.ServiceAccount{}: {Label: labels.Everything()},
+			&rbacv1.Role{}:           {Label: labels.Everything()},
+			&rbacv1.RoleBinding{}:    {Label: labels.Everything()},
 		}},
 		Logger:     logr.Discard(),
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
