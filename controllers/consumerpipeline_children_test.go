@@ -33,16 +33,28 @@ const fieldManager = "retry-operator"
 // childPipeline creates, in a new namespace, a queue "dlq", a policy "policy" (4 attempts), the
 // source topic and a sink-mode pipeline "orders", and returns them.
 func childPipeline(t *testing.T) (*v1.ConsumerPipeline, *v1.RetryPolicy, *v1.DeadLetterQueue) {
+	return pipelineWith(t, nil, nil)
+}
+
+// pipelineWith is childPipeline with the policy and the pipeline changed by editPolicy and
+// editPipeline (either may be nil) before they are created.
+func pipelineWith(t *testing.T, editPolicy func(*v1.RetryPolicy), editPipeline func(*v1.ConsumerPipeline)) (*v1.ConsumerPipeline, *v1.RetryPolicy, *v1.DeadLetterQueue) {
 	t.Helper()
 	ctx := context.Background()
 	ns, dlq := pipelineFixture(t)
 	source := ns + ".orders"
 	createTopic(t, newKadm(t), source, 2)
 	rp := backoffPolicy(ns, "policy", 4, time.Second, time.Minute)
+	if editPolicy != nil {
+		editPolicy(rp)
+	}
 	if err := env.Client.Create(ctx, rp); err != nil {
 		t.Fatal(err)
 	}
 	p := newPipeline(ns, "orders", source, "policy", "dlq")
+	if editPipeline != nil {
+		editPipeline(p)
+	}
 	if err := env.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}

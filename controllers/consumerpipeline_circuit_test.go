@@ -33,22 +33,11 @@ import (
 // topic and a sink-mode pipeline "orders" with 2 replicas.
 func breakerPipeline(t *testing.T) (*v1.ConsumerPipeline, *v1.RetryPolicy) {
 	t.Helper()
-	ctx := context.Background()
-	ns, _ := pipelineFixture(t)
-	source := ns + ".orders"
-	createTopic(t, newKadm(t), source, 2)
-	rp := backoffPolicy(ns, "policy", 3, time.Second, time.Minute)
-	rp.Spec.CircuitBreaker = &v1.CircuitBreaker{FailureRatioPercent: 50, MinimumRequests: 10,
-		Window: &metav1.Duration{Duration: time.Minute}, OpenDuration: &metav1.Duration{Duration: 30 * time.Second},
-		HalfOpenRequests: 5, CloseSuccessPercent: 80}
-	if err := env.Client.Create(ctx, rp); err != nil {
-		t.Fatal(err)
-	}
-	p := newPipeline(ns, "orders", source, "policy", "dlq")
-	p.Spec.Replicas = ptr.To[int32](2)
-	if err := env.Client.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	p, rp, _ := pipelineWith(t, func(rp *v1.RetryPolicy) {
+		rp.Spec.CircuitBreaker = &v1.CircuitBreaker{FailureRatioPercent: 50, MinimumRequests: 10,
+			Window: &metav1.Duration{Duration: time.Minute}, OpenDuration: &metav1.Duration{Duration: 30 * time.Second},
+			HalfOpenRequests: 5, CloseSuccessPercent: 80}
+	}, func(p *v1.ConsumerPipeline) { p.Spec.Replicas = ptr.To[int32](2) })
 	return p, rp
 }
 
