@@ -47,19 +47,15 @@ import (
 // the fields back. Before applying, the desired object is compared with the cached one; when every
 // field the operator sets already has its value, nothing is written.
 func (r *ConsumerPipelineReconciler) reconcileChildren(ctx context.Context, s *pipelineScope) error {
-	steps := []pipelineStep{
+	steps := []step[*pipelineScope]{
 		{"Access", r.reconcileAccess},
 		{"ConfigMap", r.reconcileConfigMap},
 		{"Deployment", r.reconcileDeployment},
 		{"Circuit", r.readCircuit},
 		{"Alerts", r.reconcileAlerts},
 	}
-	for _, step := range steps {
-		if err := step.fn(ctx, s); err != nil {
-			return fmt.Errorf("%s: %w", step.name, err)
-		}
-	}
-	return nil
+	// Each step records its own problems and goes on: only other errors stop the children.
+	return runSteps(ctx, s, steps, nil)
 }
 
 // renderInputs are the inputs of internal/render for s, which must have its policy and queue.

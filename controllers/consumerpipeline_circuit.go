@@ -149,7 +149,7 @@ func setPipelineCircuit(st *v1.ConsumerPipelineStatus, s *pipelineScope) {
 		if breaker {
 			st.Circuit = v1.CircuitState(s.circuit.State)
 		}
-		c.Message = s.circuit.Message(max(replicas(s.p), int32(len(s.circuit.Pods))))
+		c.Message = s.circuit.Message(max(render.Replicas(s.p), int32(len(s.circuit.Pods))))
 		switch s.circuit.State {
 		case circuitstate.Open:
 			c.Status, c.Reason = metav1.ConditionFalse, v1.ReasonCircuitOpen
@@ -160,12 +160,4 @@ func setPipelineCircuit(st *v1.ConsumerPipelineStatus, s *pipelineScope) {
 		}
 	}
 	meta.SetStatusCondition(&st.Conditions, c)
-}
-
-// replicas is the pipeline's wanted number of consumer pods.
-func replicas(p *v1.ConsumerPipeline) int32 {
-	if p.Spec.Replicas != nil {
-		return *p.Spec.Replicas
-	}
-	return render.DefaultReplicas
 }

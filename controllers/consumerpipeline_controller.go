@@ -121,14 +121,6 @@ func (s *pipelineScope) allProblems() problems {
 	return append(all, s.deploymentProblems...)
 }
 
-// pipelineStep is one named step of a pipeline reconcile. A returned *problem is recorded and ends
-// the reconcile; any other error is returned as is. Steps that can go on after a problem record it
-// in the scope and return nil.
-type pipelineStep struct {
-	name string
-	fn   func(context.Context, *pipelineScope) error
-}
-
 func pipelineOwner(key types.NamespacedName) string { return "ConsumerPipeline/" + key.String() }
 
 // Reconcile brings one pipeline's topics in line with its spec and policy and refreshes its status.
@@ -162,7 +154,7 @@ func newPipelineScope(p *v1.ConsumerPipeline, d KafkaDefaults) *pipelineScope {
 
 // reconcileNormal runs the steps, then patches status if it changed.
 func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pipelineScope) (ctrl.Result, error) {
-	steps := []pipelineStep{
+	steps := []step[*pipelineScope]{
 		{"Finalizer", r.ensureFinalizer},
 		{"RetryPolicy", r.readPolicy},
 		{"DeadLetterQueue", r.readDeadLetterQueue},
@@ -174,15 +166,9 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 		{"UnusedRetryTopics", r.reconcileUnusedRetryTopics},
 		{"LiveFigures", r.refreshLiveFigures},
 	}
-	for _, step := range steps {
-		if err := step.fn(ctx, s); err != nil {
-			var p *problem
-			if !errors.As(err, &p) {
-				return staleOrError(fmt.Errorf("%s: %w", step.name, err))
-			}
-			s.topicProblems.add(p)
-			break
-		}
+	// A problem ends the topic steps and goes on TopicsReady.
+	if err := runSteps(ctx, s, steps, &s.topicProblems); err != nil {
+		return staleOrError(err)
 	}
 	r.recordTopicChanges(s)
 	// The children run whatever the topic steps met: they depend on the spec and the referenced

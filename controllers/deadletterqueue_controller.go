@@ -96,13 +96,6 @@ type dlqScope struct {
 	problems problems
 }
 
-// dlqStep is one named step of a DeadLetterQueue reconcile. A returned *problem is recorded and ends
-// the reconcile; any other error is returned as is.
-type dlqStep struct {
-	name string
-	fn   func(context.Context, *dlqScope) error
-}
-
 // owner is the connection registry's name for q.
 func dlqOwner(key types.NamespacedName) string { return "DeadLetterQueue/" + key.String() }
 
@@ -134,7 +127,7 @@ func (r *DeadLetterQueueReconciler) forget(key types.NamespacedName) {
 
 // reconcileNormal runs the steps, then patches status if it changed.
 func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, s *dlqScope) (ctrl.Result, error) {
-	steps := []dlqStep{
+	steps := []step[*dlqScope]{
 		{"Finalizer", r.ensureFinalizer},
 		{"Alerts", r.reconcileAlerts},
 		{"Connection", r.connect},
@@ -144,15 +137,8 @@ func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, s *dlqS
 		{"Retention", r.enforceMaxMessages},
 		{"LiveFigures", r.refreshLiveFigures},
 	}
-	for _, step := range steps {
-		if err := step.fn(ctx, s); err != nil {
-			var p *problem
-			if !errors.As(err, &p) {
-				return staleOrError(fmt.Errorf("%s: %w", step.name, err))
-			}
-			s.problems.add(p)
-			break
-		}
+	if err := runSteps(ctx, s, steps, &s.problems); err != nil {
+		return staleOrError(err)
 	}
 	before := s.dlq.Status.DeepCopy()
 	st := dlqStatus(s)

@@ -57,6 +57,32 @@ func (p *problem) Error() string { return p.Reason + ": " + p.Message }
 // problems is the list of problems one reconcile met, in the order met.
 type problems []*problem
 
+// step is one named step of a reconcile of a scope S (a *pipelineScope, a *dlqScope).
+type step[S any] struct {
+	name string
+	fn   func(context.Context, S) error
+}
+
+// runSteps runs steps in order. A step returning a *problem ends the run: the problem is added to
+// ps and nil returned (with a nil ps it is returned like any error). Any other error ends the run
+// and is returned with the step's name. Steps that can go on after a problem record it themselves
+// and return nil.
+func runSteps[S any](ctx context.Context, s S, steps []step[S], ps *problems) error {
+	for _, st := range steps {
+		err := st.fn(ctx, s)
+		if err == nil {
+			continue
+		}
+		var p *problem
+		if ps != nil && errors.As(err, &p) {
+			ps.add(p)
+			return nil
+		}
+		return fmt.Errorf("%s: %w", st.name, err)
+	}
+	return nil
+}
+
 // add records p (ignoring nil).
 func (ps *problems) add(p *problem) {
 	if p != nil {

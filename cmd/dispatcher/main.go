@@ -31,7 +31,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/retryops/retry-operator/internal/circuitstate"
 	"github.com/retryops/retry-operator/internal/dispatcher"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
 )
@@ -56,21 +55,14 @@ func run(getenv func(string) string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// The circuit breaker's state goes to the operator when the config asks (internal/circuitstate);
-	// without API access the dispatcher still runs, and the pipeline's status lacks the state.
-	reporter, err := circuitstate.ReporterFor(cfg, getenv, log)
-	if err != nil {
-		log.Warn("The circuit breaker state will not be reported to the operator", "error", err)
-	}
 	opts := dispatcher.Options{
 		Config:     cfg,
 		Handler:    dispatcher.NewHTTPSink(cfg.Sink.URL, int(cfg.Delivery.MaxInFlight)),
 		Logger:     log,
 		Registerer: reg,
 	}
-	if reporter != nil {
-		opts.OnCircuitStateChange = reporter.OnStateChange
-	}
+	// The circuit breaker's state goes to the operator when the config asks (internal/circuitstate).
+	reporter := dispatcher.CircuitReporter(&opts, getenv)
 	e, err := dispatcher.New(opts)
 	if err != nil {
 		log.Error("Cannot start the dispatcher", "error", err)

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -437,7 +438,7 @@ func (r *Runner) report(ctx context.Context, pod *corev1.Pod, p *proc) error {
 	}
 	var statuses []corev1.ContainerStatus
 	for _, c := range pod.Spec.Containers {
-		st := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: ready, Started: ptrBool(exitErr == nil)}
+		st := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: ready, Started: ptr.To(exitErr == nil)}
 		if exitErr == nil {
 			st.State.Running = &corev1.ContainerStateRunning{StartedAt: *pod.Status.StartTime}
 		} else {
@@ -503,8 +504,6 @@ func freePort() string {
 	return port
 }
 
-func ptrBool(b bool) *bool { return &b }
-
 // podField is the downward API's value of a pod field, for the fields a local process can have.
 func podField(pod *corev1.Pod, path string) (string, bool) {
 	switch path {
@@ -540,7 +539,7 @@ func (r *Runner) serviceAccountKubeconfig(ctx context.Context, pod *corev1.Pod, 
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: name}}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: ptrInt64(int64(tokenLifetime / time.Second)),
+		ExpirationSeconds: ptr.To(int64(tokenLifetime / time.Second)),
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}
 	if err := r.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
@@ -557,5 +556,3 @@ func (r *Runner) serviceAccountKubeconfig(ctx context.Context, pod *corev1.Pod, 
 	}
 	return path, nil
 }
-
-func ptrInt64(v int64) *int64 { return &v }

@@ -283,6 +283,17 @@ func await[T any](ctx context.Context, c *call, fn func() (T, error)) (T, error)
 }
 
 // awaitErr is await for functions returning only an error.
+// do runs fn as the operation op (begin, then awaitErr): refused once the admin is closed, counted
+// in flight, bounded by the request timeout. fn gets the operation's context and call.
+func (a *kadmAdmin) do(ctx context.Context, op string, fn func(context.Context, *call) error) error {
+	ctx, c, done, err := a.begin(ctx, op)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return awaitErr(ctx, c, func() error { return fn(ctx, c) })
+}
+
 func awaitErr(ctx context.Context, c *call, fn func() error) error {
 	_, err := await(ctx, c, func() (struct{}, error) { return struct{}{}, fn() })
 	return err
@@ -357,6 +368,24 @@ func (a *kadmAdmin) metadata(ctx context.Context, topics []string) (*kmsg.Metada
 type topicMeta struct {
 	partitions []int32 // sorted
 	rf         int16
+}
+
+// existingTopic reads fresh metadata of one topic; a missing topic is UNKNOWN_TOPIC_OR_PARTITION.
+// Errors come failed through c.
+func (a *kadmAdmin) existingTopic(ctx context.Context, c *call, name string) (topicMeta, error) {
+	resp, err := a.metadata(ctx, []string{name})
+	if err != nil {
+		return topicMeta{}, c.fail(ctx, err)
+	}
+	metas, err := existingTopics(resp)
+	if err != nil {
+		return topicMeta{}, c.fail(ctx, err)
+	}
+	tm, ok := metas[name]
+	if !ok {
+		return topicMeta{}, c.fail(ctx, kerr.UnknownTopicOrPartition)
+	}
+	return tm, nil
 }
 
 // existingTopics splits a metadata response into existing topics and
@@ -471,12 +500,7 @@ func (a *kadmAdmin) CreateTopic(ctx context.Context, name string, partitions int
 	if rf == 0 || rf < -1 {
 		return newError(op, KindOther, fmt.Errorf("invalid replication factor %d (want > 0, or -1 for the broker default)", rf), "")
 	}
-	ctx, c, done, err := a.begin(ctx, op)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return awaitErr(ctx, c, func() error {
+	return a.do(ctx, op, func(ctx context.Context, c *call) error {
 		var cfgs map[string]*string
 		if len(configs) > 0 {
 			cfgs = make(map[string]*string, len(configs))
@@ -505,12 +529,7 @@ func (a *kadmAdmin) AlterTopicConfigs(ctx context.Context, name string, set map[
 	if len(set) == 0 {
 		return nil
 	}
-	ctx, c, done, err := a.begin(ctx, op)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return awaitErr(ctx, c, func() error {
+	return a.do(ctx, op, func(ctx context.Context, c *call) error {
 		keys := make([]string, 0, len(set))
 		for k := range set {
 			keys = append(keys, k)
@@ -545,23 +564,10 @@ func (a *kadmAdmin) AddPartitions(ctx context.Context, name string, total int32)
 	if total <= 0 {
 		return newError(op, KindOther, fmt.Errorf("invalid partition count %d", total), "")
 	}
-	ctx, c, done, err := a.begin(ctx, op)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return awaitErr(ctx, c, func() error {
-		resp, err := a.metadata(ctx, []string{name})
+	return a.do(ctx, op, func(ctx context.Context, c *call) error {
+		tm, err := a.existingTopic(ctx, c, name)
 		if err != nil {
-			return c.fail(ctx, err)
-		}
-		metas, err := existingTopics(resp)
-		if err != nil {
-			return c.fail(ctx, err)
-		}
-		tm, ok := metas[name]
-		if !ok {
-			return c.fail(ctx, kerr.UnknownTopicOrPartition)
+			return err
 		}
 		current := int32(len(tm.partitions))
 		switch {
@@ -588,12 +594,7 @@ func (a *kadmAdmin) DeleteTopic(ctx context.Context, name string) error {
 	if err := validateTopicName(name); err != nil {
 		return newError(op, KindOther, err, "")
 	}
-	ctx, c, done, err := a.begin(ctx, op)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return awaitErr(ctx, c, func() error {
+	return a.do(ctx, op, func(ctx context.Context, c *call) error {
 		resp, err := a.adm.DeleteTopic(ctx, name)
 		if err == nil || errors.Is(err, kerr.UnknownTopicOrPartition) {
 			return nil
@@ -701,23 +702,10 @@ func (a *kadmAdmin) DeleteRecordsBefore(ctx context.Context, topic string, befor
 	if len(before) == 0 {
 		return nil
 	}
-	ctx, c, done, err := a.begin(ctx, op)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return awaitErr(ctx, c, func() error {
+	return a.do(ctx, op, func(ctx context.Context, c *call) error {
 		// Fresh metadata: existence check, and current leaders for sharding.
-		resp, err := a.metadata(ctx, []string{topic})
-		if err != nil {
-			return c.fail(ctx, err)
-		}
-		metas, err := existingTopics(resp)
-		if err != nil {
-			return c.fail(ctx, err)
-		}
-		if _, ok := metas[topic]; !ok {
-			return c.fail(ctx, kerr.UnknownTopicOrPartition)
+		if _, err := a.existingTopic(ctx, c, topic); err != nil {
+			return err
 		}
 
 		os := make(kadm.Offsets)
@@ -833,12 +821,7 @@ func (a *kadmAdmin) GroupLag(ctx context.Context, groups ...string) (map[string]
 
 // Ping implements Admin.
 func (a *kadmAdmin) Ping(ctx context.Context) error {
-	ctx, c, done, err := a.begin(ctx, "ping "+strings.Join(a.servers, ","))
-	if err != nil {
-		return err
-	}
-	defer done()
-	return awaitErr(ctx, c, func() error {
+	return a.do(ctx, "ping "+strings.Join(a.servers, ","), func(ctx context.Context, c *call) error {
 		if _, err := a.metadata(ctx, nil); err != nil {
 			return c.fail(ctx, err)
 		}

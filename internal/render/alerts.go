@@ -257,7 +257,7 @@ func AlertRules(in *Inputs) (RuleFile, error) {
 			},
 		})
 	}
-	if replicas(p) > 0 {
+	if Replicas(p) > 0 {
 		rules = append(rules, Rule{
 			Alert:  AlertDispatcherDown,
 			Expr:   "(sum(" + dp(metrics.Ready) + ") or vector(0)) < 1",
@@ -266,7 +266,7 @@ func AlertRules(in *Inputs) (RuleFile, error) {
 			Annotations: map[string]string{
 				"summary": "No consumer of " + what + " is ready",
 				"description": fmt.Sprintf("No consumer pod of %s has reported ready (%s) for %s although spec.replicas is %d: its records are not being consumed. Check the pods and their logs: %s; kubectl logs -n %s deployment/%s.",
-					what, metrics.Ready, PromDuration(DispatcherDownFor), replicas(p), podsCmd, ns, DeploymentName(p)),
+					what, metrics.Ready, PromDuration(DispatcherDownFor), Replicas(p), podsCmd, ns, DeploymentName(p)),
 			},
 		})
 	}

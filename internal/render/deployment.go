@@ -109,7 +109,7 @@ func Deployment(in *Inputs, configHash string) (*appsv1.Deployment, error) {
 			Labels:    pipelineLabels(p, "consumer"),
 		},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas(p)),
+			Replicas: ptr.To(Replicas(p)),
 			Selector: &metav1.LabelSelector{MatchLabels: SelectorLabels(p)},
 			Template: tmpl,
 		},

@@ -195,7 +195,8 @@ const (
 	defaultCAKey              = "ca.crt"
 )
 
-func replicas(p *v1.ConsumerPipeline) int32 {
+// Replicas is the pipeline's wanted number of consumer pods: spec.replicas or DefaultReplicas.
+func Replicas(p *v1.ConsumerPipeline) int32 {
 	if p.Spec.Replicas == nil {
 		return DefaultReplicas
 	}

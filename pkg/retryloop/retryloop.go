@@ -156,11 +156,6 @@ func New(cfg *Config, h Handler, opts ...Option) (*Loop, error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		o.reg, o.gatherer = reg, reg
 	}
-	// Like the dispatcher, report the circuit breaker's state to the operator when the config asks.
-	reporter, err := circuitstate.ReporterFor(cfg, os.Getenv, o.log)
-	if err != nil {
-		o.log.Warn("The circuit breaker state will not be reported to the operator", "error", err)
-	}
 	eo := dispatcher.Options{
 		Config:       cfg,
 		Handler:      handler(h, o.log),
@@ -168,9 +163,8 @@ func New(cfg *Config, h Handler, opts ...Option) (*Loop, error) {
 		Registerer:   o.reg,
 		KafkaOptions: o.kafkaOpts,
 	}
-	if reporter != nil {
-		eo.OnCircuitStateChange = reporter.OnStateChange
-	}
+	// Like the dispatcher, report the circuit breaker's state to the operator when the config asks.
+	reporter := dispatcher.CircuitReporter(&eo, os.Getenv)
 	e, err := dispatcher.New(eo)
 	if err != nil {
 		return nil, err
