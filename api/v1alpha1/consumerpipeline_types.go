@@ -294,6 +294,7 @@ type PipelineAlerts struct {
 // RetryTopicStatus is one retry tier.
 type RetryTopicStatus struct {
 	// name of the tier's topic.
+	// +kubebuilder:validation:MaxLength=249
 	// +required
 	Name string `json:"name"`
 
@@ -313,6 +314,7 @@ type RetryTopicStatus struct {
 // PipelineTopics are the topics of a pipeline.
 type PipelineTopics struct {
 	// source is the consumed topic.
+	// +kubebuilder:validation:MaxLength=249
 	// +optional
 	Source string `json:"source,omitempty"`
 
@@ -329,29 +331,32 @@ type PipelineTopics struct {
 	// unusedRetries are retry tiers the pipeline made earlier and no longer needs, kept because of the
 	// Retain deletion policy.
 	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=249
 	// +listType=atomic
 	// +optional
 	UnusedRetries []string `json:"unusedRetries,omitempty"`
 
 	// deadLetter is the dead letter topic.
+	// +kubebuilder:validation:MaxLength=249
 	// +optional
 	DeadLetter string `json:"deadLetter,omitempty"`
 }
 
 // ConsumerPipelineStatus is the live state of a pipeline.
 type ConsumerPipelineStatus struct {
-	// observedGeneration is the generation of the spec this status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
-	// conditions: TopicsReady, DeploymentReady, AlertsReady, and Ready summarising them.
+	// conditions are TopicsReady, DeploymentReady, AlertsReady, CircuitClosed, and Ready summarising them.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// observedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
 	// consumerGroup is the consumer group in use (spec.source.consumerGroup or its default).
+	// +kubebuilder:validation:MaxLength=249
 	// +optional
 	ConsumerGroup string `json:"consumerGroup,omitempty"`
 
@@ -408,6 +413,7 @@ type ConsumerPipelineStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ConsumerPipeline struct {
 	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 

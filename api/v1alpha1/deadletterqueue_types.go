@@ -72,13 +72,13 @@ type DeadLetterTopic struct {
 
 // DeadLetterRetention bounds what a dead letter queue keeps.
 type DeadLetterRetention struct {
-	// maxAge is how long a dead letter is kept (the topic's retention.ms). Seed 001: 168h (7 days).
+	// maxAge is how long a dead letter is kept (the topic's retention.ms), such as 168h (7 days).
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
 	// +optional
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 
-	// maxMessages is how many dead letters are kept; the oldest beyond it are deleted. Seed 001: 10000.
+	// maxMessages is how many dead letters are kept; the oldest beyond it are deleted.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MaxMessages *int64 `json:"maxMessages,omitempty"`
@@ -125,11 +125,7 @@ type DeadLetterAlerts struct {
 
 // DeadLetterQueueStatus is the live state of a dead letter queue.
 type DeadLetterQueueStatus struct {
-	// observedGeneration is the generation of the spec this status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
-	// conditions: Ready (the topic exists as specified), Healthy (False, with reason TooManyMessages,
+	// conditions are Ready (the topic exists as specified), Healthy (False, with reason TooManyMessages,
 	// FastGrowth or OldMessages, while a threshold of spec.alerts is crossed at the last refresh; the
 	// alert rules on the same thresholds fire once the crossing has lasted their `for` duration).
 	// +listType=map
@@ -138,7 +134,12 @@ type DeadLetterQueueStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// observedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
 	// topic is the topic the operator manages for this queue.
+	// +kubebuilder:validation:MaxLength=249
 	// +optional
 	Topic string `json:"topic,omitempty"`
 
@@ -204,6 +205,7 @@ type DeadLetterQueueStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type DeadLetterQueue struct {
 	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 

@@ -12,9 +12,9 @@ type JitterMode string
 const (
 	// JitterNone applies no jitter: every delay is its nominal value.
 	JitterNone JitterMode = "None"
-	// JitterAdditive adds U(0, max) to the delay (seed 000: up to 1s).
+	// JitterAdditive adds U(0, max) to the delay: with max 1s, between 0 and 1s more.
 	JitterAdditive JitterMode = "Additive"
-	// JitterProportional multiplies the delay by U(minPercent, maxPercent)/100 (seed 001: 80..120).
+	// JitterProportional multiplies the delay by U(minPercent, maxPercent)/100: 80 and 120 give a delay within 20% of its nominal value.
 	JitterProportional JitterMode = "Proportional"
 	// JitterFull draws the delay from U(0, delay) ("full jitter").
 	JitterFull JitterMode = "Full"
@@ -26,10 +26,10 @@ type CapPlacement string
 
 // The cap placements.
 const (
-	// CapAfterJitter computes min(delay + jitter, maxDelay): no delay ever exceeds maxDelay (seed 000).
+	// CapAfterJitter computes min(delay + jitter, maxDelay): no delay ever exceeds maxDelay.
 	CapAfterJitter CapPlacement = "AfterJitter"
 	// CapBeforeJitter computes min(delay, maxDelay) and then applies jitter, so a capped delay still
-	// spreads around maxDelay (seeds 001 and 004).
+	// spreads around maxDelay.
 	CapBeforeJitter CapPlacement = "BeforeJitter"
 )
 
@@ -68,7 +68,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.classification) || !has(self.classification.rules) || self.classification.rules.all(r, !has(r.maxAttempts) || r.maxAttempts <= self.maxAttempts)",message="a classification rule's maxAttempts cannot exceed the policy's maxAttempts"
 type RetryPolicySpec struct {
 	// maxAttempts is the number of deliveries in all, the first one included: 6 means one delivery and
-	// up to 5 retries (seed 000). 1 means no retry: a failure goes straight to the dead letter queue.
+	// up to 5 retries. 1 means no retry: a failure goes straight to the dead letter queue.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	// +required
@@ -92,7 +92,7 @@ type RetryPolicySpec struct {
 	AttemptTimeout *metav1.Duration `json:"attemptTimeout,omitempty"`
 
 	// deadline is the total time a record may spend being retried, measured from the record's Kafka
-	// timestamp (an SLA, seed 001: 20m). A record past it is dead-lettered with reason deadline_exceeded,
+	// timestamp (an SLA such as 20m). A record past it is dead-lettered with reason deadline_exceeded,
 	// and a retry that would fall due after it is dead-lettered at once. Absent means no deadline.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
@@ -114,7 +114,7 @@ type RetryPolicySpec struct {
 // (n = 1 for the second delivery) is min(initialDelay * multiplier^(n-1), maxDelay).
 // +kubebuilder:validation:XValidation:rule="duration(self.maxDelay) >= duration(self.initialDelay)",message="backoff.maxDelay must be at least backoff.initialDelay"
 type Backoff struct {
-	// initialDelay is the delay before the first retry (the second delivery). Seed 000 waits 2s.
+	// initialDelay is the delay before the first retry (the second delivery), such as 2s.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
 	// +required
@@ -155,19 +155,19 @@ type Jitter struct {
 	// +required
 	Mode JitterMode `json:"mode"`
 
-	// max is the largest delay Additive jitter adds (seed 000: 1s).
+	// max is the largest delay Additive jitter adds, such as 1s.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
 	// +optional
 	Max *metav1.Duration `json:"max,omitempty"`
 
-	// minPercent is the lower bound of Proportional jitter, 0 to 100 (seed 001: 80).
+	// minPercent is the lower bound of Proportional jitter, 0 to 100, such as 80.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	MinPercent *int32 `json:"minPercent,omitempty"`
 
-	// maxPercent is the upper bound of Proportional jitter, 100 to 1000 (seed 001: 120).
+	// maxPercent is the upper bound of Proportional jitter, 100 to 1000, such as 120.
 	// +kubebuilder:validation:Minimum=100
 	// +kubebuilder:validation:Maximum=1000
 	// +optional
@@ -263,7 +263,7 @@ type RetryAfter struct {
 }
 
 // CircuitBreaker opens when too many deliveries fail, pausing consumption for openDuration, then lets
-// a few probe deliveries through (half-open) to decide whether to close again (seed 001 section 5).
+// a few probe deliveries through (half-open) to decide whether to close again.
 type CircuitBreaker struct {
 	// failureRatioPercent opens the breaker when more than this share of deliveries in the window
 	// failed. Defaults to 50.
@@ -349,17 +349,17 @@ type DelayBounds struct {
 
 // RetryPolicyStatus is the computed plan of a RetryPolicy and who uses it.
 type RetryPolicyStatus struct {
-	// observedGeneration is the generation of the spec this status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
-	// conditions: Ready is True when the spec is valid and the plan computed; when False with reason
+	// conditions hold Ready, True when the spec is valid and the plan computed; when False with reason
 	// InvalidSpec the message names the problem.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// schedule has one entry per retry: the window of delays the dispatcher will use.
 	// +kubebuilder:validation:MaxItems=100
@@ -383,6 +383,7 @@ type RetryPolicyStatus struct {
 
 	// pipelineNames lists the ConsumerPipelines using this policy, sorted, at most 20.
 	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MaxLength=253
 	// +listType=atomic
 	// +optional
 	PipelineNames []string `json:"pipelineNames,omitempty"`
@@ -405,6 +406,7 @@ type RetryPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RetryPolicy struct {
 	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 

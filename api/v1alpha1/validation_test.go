@@ -176,7 +176,7 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 		{"unknown delivery ordering", cpl(func(p *v1.ConsumerPipeline) { p.Spec.Delivery = &v1.Delivery{Ordering: "Shuffled"} }), []string{"Unsupported value: \"Shuffled\""}},
 		{"no delivery in flight", cpl(func(p *v1.ConsumerPipeline) { p.Spec.Delivery = &v1.Delivery{MaxInFlight: ptr.To[int32](0)} }), []string{"maxInFlight", "greater than or equal to 1"}},
 		{"policy reference without a name", cpl(func(p *v1.ConsumerPipeline) { p.Spec.RetryPolicyRef.Name = "" }), []string{"spec.retryPolicyRef.name"}},
-		{"consumer group with a slash", cpl(func(p *v1.ConsumerPipeline) { p.Spec.Source.ConsumerGroup = "team/orders" }), []string{"spec.source.consumerGroup", "should match"}},
+		{"consumer group with a slash", cpl(func(p *v1.ConsumerPipeline) { p.Spec.Source.ConsumerGroup = "orders/eu" }), []string{"spec.source.consumerGroup", "should match"}},
 	}
 	if len(cases) < 30 {
 		t.Fatalf("only %d invalid cases", len(cases))
@@ -225,7 +225,7 @@ func sampleObjects(t *testing.T, ns string) map[string]*unstructured.Unstructure
 		objs[filepath.Base(f)] = u
 	}
 	if len(objs) < 8 {
-		t.Fatalf("want at least 8 samples (5 seed policies and one of each kind), found %d", len(objs))
+		t.Fatalf("want at least 8 samples (5 retry policies and one of each other kind), found %d", len(objs))
 	}
 	return objs
 }

@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -119,7 +120,7 @@ func (r *Runner) HealthAddress(key string) string {
 
 func (r *Runner) sync(ctx context.Context) error {
 	pods := &corev1.PodList{}
-	sel, err := labelsSelector(ManagedByLabel)
+	sel, err := labels.Parse(ManagedByLabel)
 	if err != nil {
 		return err
 	}

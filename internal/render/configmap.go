@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -255,21 +256,12 @@ func ConfigHash(cm *corev1.ConfigMap) string {
 		fmt.Fprintf(h, "%s\x00%d:%s\x00%d:", section, len(k), k, len(v))
 		h.Write(v)
 	}
-	for _, k := range sortedKeys(cm.Data) {
+	for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
 		write("data", k, []byte(cm.Data[k]))
 	}
-	for _, k := range sortedKeys(cm.BinaryData) {
+	for _, k := range slices.Sorted(maps.Keys(cm.BinaryData)) {
 		write("binaryData", k, cm.BinaryData[k])
 	}
 	write("secrets", "", []byte(cm.Annotations[AnnotationSecrets]))
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
