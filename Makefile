@@ -4,6 +4,9 @@
 LOCALBIN ?= $(shell pwd)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
+# golangci-lint with kube-api-linter compiled in (hack/setup-lint.sh); KAL's go.mod pins golangci-lint.
+KAL_VERSION ?= v0.0.0-20260716143926-092fe0c72997
+export KAL_VERSION
 
 # envtest binaries (kube-apiserver, etcd, controller-manager) are built from the Go module proxy
 # by hack/setup-envtest.sh into a cache outside the checkout.
@@ -14,6 +17,9 @@ IMG ?= ghcr.io/retryops/retry-operator:dev
 DISPATCHER_IMG ?= ghcr.io/retryops/retry-dispatcher:dev
 
 GO_TEST_FLAGS ?= -count=1
+# The packages with goroutines of their own run under the race detector in `make test`: the
+# dispatcher, circuit-state reporting, Kafka clients and statistics, the controllers, the library.
+RACE_PKGS ?= ./controllers/... ./internal/dispatcher/... ./internal/circuitstate/... ./internal/kafka/... ./internal/kafkastats/... ./pkg/...
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
@@ -51,24 +57,32 @@ verify: manifests generate ## Fail when generated files are stale, gofmt would c
 	  echo "generated files are stale: run 'make manifests generate' and commit:"; git status --porcelain -- api config; git --no-pager diff --stat -- api config; exit 1; fi
 	go vet ./...
 
+.PHONY: lint
+lint: ## Run golangci-lint on the tree (.golangci.yml) and kube-api-linter on the API types (.golangci-kal.yml).
+	@lint=$$(hack/setup-lint.sh) && \
+	  $$lint run ./... && \
+	  $$lint run --config .golangci-kal.yml ./api/...
+
 .PHONY: setup-envtest
 setup-envtest: ## Build (first time) the envtest binaries and print their directory.
 	hack/setup-envtest.sh --print-path
 
 .PHONY: test
-test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, controller-manager) if needed, then run every test.
+test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, controller-manager) if needed, then run every test; RACE_PKGS under the race detector.
 	hack/setup-prometheus.sh >/dev/null
-	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh --print-path --with-controller-manager)" go test $(GO_TEST_FLAGS) ./...
+	@assets=$$(hack/setup-envtest.sh --print-path --with-controller-manager) && \
+	  race=$$(go list $(RACE_PKGS)) && \
+	  rest=$$(go list ./... | grep -vxF -f <(echo "$$race")) && \
+	  echo "go test $(GO_TEST_FLAGS) <$$(echo $$rest | wc -w) packages>" && \
+	  KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) $$rest && \
+	  echo "go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)" && \
+	  KUBEBUILDER_ASSETS=$$assets go test -race $(GO_TEST_FLAGS) $$race
 
 FUZZTIME ?= 60s
 .PHONY: fuzz
 fuzz: ## Run the retry core's fuzz targets for FUZZTIME each.
 	go test ./internal/retry -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime $(FUZZTIME)
 	go test ./internal/retry -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime $(FUZZTIME)
-
-.PHONY: test-short
-test-short: ## Run the unit tests that need no API server.
-	go test $(GO_TEST_FLAGS) -short ./...
 
 ##@ Build
 

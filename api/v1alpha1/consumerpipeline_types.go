@@ -437,5 +437,5 @@ type ConsumerPipelineList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ConsumerPipeline{}, &ConsumerPipelineList{})
+	knownTypes = append(knownTypes, &ConsumerPipeline{}, &ConsumerPipelineList{})
 }

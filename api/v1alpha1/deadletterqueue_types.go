@@ -229,5 +229,5 @@ type DeadLetterQueueList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&DeadLetterQueue{}, &DeadLetterQueueList{})
+	knownTypes = append(knownTypes, &DeadLetterQueue{}, &DeadLetterQueueList{})
 }

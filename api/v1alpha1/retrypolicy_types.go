@@ -430,5 +430,5 @@ type RetryPolicyList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&RetryPolicy{}, &RetryPolicyList{})
+	knownTypes = append(knownTypes, &RetryPolicy{}, &RetryPolicyList{})
 }

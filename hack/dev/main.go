@@ -94,7 +94,7 @@ func run(o options) error {
 		select {
 		case <-ctx.Done():
 		case err := <-manager.Done:
-			return fmt.Errorf("the manager exited (see %s): %v", manager.LogPath, err)
+			return fmt.Errorf("the manager exited (see %s): %w", manager.LogPath, err)
 		}
 		return nil
 	}
@@ -116,10 +116,10 @@ func run(o options) error {
 		return err
 	}
 	if out, err := kubectl(kubeconfig, []byte(demoNamespaceManifest), "apply", "--server-side", "-f", "-"); err != nil {
-		return fmt.Errorf("creating namespace %s: %v\n%s", demoNamespace, err, out)
+		return fmt.Errorf("creating namespace %s: %w\n%s", demoNamespace, err, out)
 	}
 	if out, err := kubectl(kubeconfig, nil, "apply", "--server-side", "-k", demoDir); err != nil {
-		return fmt.Errorf("applying the samples: %v\n%s", err, out)
+		return fmt.Errorf("applying the samples: %w\n%s", err, out)
 	}
 
 	step("Producing %d records a second to %s, the chat pipeline's source topic", o.rate, demoTopic)
@@ -146,7 +146,7 @@ func run(o options) error {
 			fmt.Println()
 			return nil
 		case err := <-manager.Done:
-			return fmt.Errorf("the manager exited (see %s): %v", manager.LogPath, err)
+			return fmt.Errorf("the manager exited (see %s): %w", manager.LogPath, err)
 		case <-tick.C:
 		}
 	}

@@ -61,15 +61,13 @@ type Runner struct {
 }
 
 type proc struct {
-	uid         string
-	cmd         *exec.Cmd
-	done        chan struct{}
-	healthURL   string
-	baseURL     string
-	ready       bool
-	exitErr     error
-	unrunnable  bool
-	readyPosted bool
+	uid        string
+	cmd        *exec.Cmd
+	done       chan struct{}
+	healthURL  string
+	baseURL    string
+	exitErr    error
+	unrunnable bool
 }
 
 // Start runs the runner until ctx ends, then stops every process it started.
@@ -255,7 +253,7 @@ func (r *Runner) launch(ctx context.Context, pod *corev1.Pod) *proc {
 		err := cmd.Wait()
 		_ = logFile.Close()
 		r.mu.Lock()
-		p.exitErr = fmt.Errorf("exited: %v", err)
+		p.exitErr = fmt.Errorf("exited: %w", err)
 		r.mu.Unlock()
 		close(p.done)
 	}()
@@ -316,11 +314,11 @@ func (r *Runner) writeVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Con
 	for _, local := range mounts {
 		_ = filepath.Walk(local, func(path string, info os.FileInfo, err error) error {
 			if err != nil || info.IsDir() {
-				return nil
+				return nil //nolint:nilerr // best effort: a file that cannot be read is left as it is
 			}
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return nil
+			b, readErr := os.ReadFile(path)
+			if readErr != nil {
+				return nil //nolint:nilerr // best effort, as above
 			}
 			if out := remapPaths(string(b), mounts); out != string(b) {
 				return os.WriteFile(path, []byte(out), 0o600)

@@ -106,12 +106,6 @@ func TestSampleTotalsMatchTheDesign(t *testing.T) {
 	}
 }
 
-type outcomeCase struct {
-	name    string
-	outcome retry.Outcome
-	want    retry.Action
-}
-
 func status(code int) retry.Outcome     { return retry.Outcome{HTTPStatus: code} }
 func errType(name string) retry.Outcome { return retry.Outcome{ErrorType: name, Message: name} }
 func message(m string) retry.Outcome    { return retry.Outcome{ErrorType: "Error", Message: m} }
