@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/retryops/retry-operator/internal/retry"
 )
@@ -35,8 +36,9 @@ type Reporter struct {
 	Interval time.Duration
 	// RetryInterval is the pause after a failed write. Defaults to min(5s, Interval).
 	RetryInterval time.Duration
-	// Now is the clock of the entries' times; nil is time.Now.
-	Now func() time.Time
+	// Clock is the clock of the entries' times and of the repeat and retry timers; nil is
+	// clock.RealClock.
+	Clock clock.Clock
 	// Log receives write failures and recoveries; nil discards them.
 	Log *slog.Logger
 
@@ -52,7 +54,7 @@ func (r *Reporter) Observe(to State) {
 	r.init()
 	r.mu.Lock()
 	if to != r.state {
-		r.state, r.since = to, r.now()
+		r.state, r.since = to, r.Clock.Now()
 	}
 	r.mu.Unlock()
 	select {
@@ -61,6 +63,7 @@ func (r *Reporter) Observe(to State) {
 	}
 }
 
+// init prepares the Reporter on first use; every goroutine that reads r.Clock calls it first.
 func (r *Reporter) init() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -68,13 +71,9 @@ func (r *Reporter) init() {
 		r.changed = make(chan struct{}, 1)
 		r.state = Closed
 	}
-}
-
-func (r *Reporter) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
 	}
-	return time.Now()
 }
 
 // Run writes until ctx ends, then removes the pod's entry (bounded by 5 s).
@@ -95,10 +94,21 @@ func (r *Reporter) Run(ctx context.Context) {
 		written = false // the last successful write set an entry
 		pending = true  // a write is due
 		failing = false // the last write failed
-		timer   = time.NewTimer(time.Hour)
+		timer   = r.Clock.NewTimer(time.Hour)
 	)
 	timer.Stop()
 	defer timer.Stop()
+	// rearm sets the timer afresh, dropping a tick that was not received (a fake clock's timer keeps
+	// one; a real one does not).
+	rearm := func(d time.Duration) {
+		if !timer.Stop() {
+			select {
+			case <-timer.C():
+			default:
+			}
+		}
+		timer.Reset(d)
+	}
 loop:
 	for {
 		if pending {
@@ -107,7 +117,7 @@ loop:
 			r.mu.Unlock()
 			var entry *Entry
 			if state != Closed {
-				entry = &Entry{State: state, Since: since.UTC(), ReportedAt: r.now().UTC()}
+				entry = &Entry{State: state, Since: since.UTC(), ReportedAt: r.Clock.Now().UTC()}
 			}
 			switch err := r.write(ctx, entry); {
 			case err != nil && ctx.Err() != nil:
@@ -118,14 +128,14 @@ loop:
 						"configMap", r.ConfigMap, "state", string(state), "error", err.Error())
 				}
 				failing = true
-				timer.Reset(retryAfter)
+				rearm(retryAfter)
 			default:
 				if failing {
 					log.Info("Reported the circuit breaker state to the operator again", "configMap", r.ConfigMap, "state", string(state))
 				}
 				failing, pending, written = false, false, entry != nil
 				if entry != nil {
-					timer.Reset(r.Interval) // the next repeat
+					rearm(r.Interval) // the next repeat
 				}
 			}
 		}
@@ -134,7 +144,7 @@ loop:
 			break loop
 		case <-r.changed:
 			pending = true
-		case <-timer.C:
+		case <-timer.C():
 			// A repeat is due, or a retry: either way the current state is written.
 			r.mu.Lock()
 			pending = pending || r.state != Closed || written

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 const (
@@ -27,25 +28,6 @@ const (
 	otherVal = "keep me"
 	waitFor  = 3 * time.Second
 )
-
-// fakeClock is a settable clock for Reporter.Now.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	return c.t
-}
 
 // lockedBuffer is an io.Writer the test can read while the reporter logs.
 type lockedBuffer struct {
@@ -79,7 +61,7 @@ func (b *lockedBuffer) records(t *testing.T) []map[string]any {
 
 type env struct {
 	cs    *fake.Clientset
-	clock *fakeClock
+	clock *clocktesting.FakeClock // the reporter's: entry times and its repeat and retry timers
 }
 
 func newEnv(t *testing.T, data map[string]string) *env {
@@ -91,7 +73,7 @@ func newEnv(t *testing.T, data map[string]string) *env {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: testCM, Namespace: testNS}, Data: d}
 	// NewSimpleClientset rather than NewClientset: the latter's managed-fields tracker takes ~3.5 s
 	// to build under -race, and these tests need only merge patches and gets.
-	return &env{cs: fake.NewSimpleClientset(cm), clock: &fakeClock{t: t0}} //nolint:staticcheck // see above
+	return &env{cs: fake.NewSimpleClientset(cm), clock: clocktesting.NewFakeClock(t0)} //nolint:staticcheck // see above
 }
 
 func (e *env) reporter(interval time.Duration) *Reporter {
@@ -100,8 +82,20 @@ func (e *env) reporter(interval time.Duration) *Reporter {
 		ConfigMap:  testCM,
 		Pod:        testPod,
 		Interval:   interval,
-		Now:        e.clock.Now,
+		Clock:      e.clock,
 	}
+}
+
+// step moves the reporter's clock on by d (firing its timer when due) and returns the new time.
+func (e *env) step(d time.Duration) time.Time {
+	e.clock.Step(d)
+	return e.clock.Now()
+}
+
+// armed waits until the reporter's timer is set (a repeat or a retry is waiting for the clock).
+func (e *env) armed(t *testing.T) {
+	t.Helper()
+	eventually(t, "the reporter's timer to be set", e.clock.HasWaiters)
 }
 
 // data returns the ConfigMap's data and checks that "other" was not touched.
@@ -266,6 +260,7 @@ func TestReporterRemovesOwnStaleEntryAtStart(t *testing.T) {
 
 	// Closed: nothing more is written, however many intervals pass.
 	drain(notify)
+	e.step(5 * r.Interval)
 	quiet(t, notify, 5*r.Interval, "written while Closed after the start removal")
 	if n := len(e.patches(t)); n != 1 {
 		t.Fatalf("%d patches, want 1", n)
@@ -287,7 +282,7 @@ func TestReporterFollowsObserve(t *testing.T) {
 	checkEntry(t, got, Open, t0, t0)
 
 	// Observing the same state again rewrites the entry but keeps since.
-	t1 := e.clock.Add(5 * time.Second)
+	t1 := e.step(5 * time.Second)
 	r.Observe(Open)
 	eventually(t, "the Open entry to be rewritten", func() bool {
 		got, ok := entryOf(t, e.data(t))
@@ -296,7 +291,7 @@ func TestReporterFollowsObserve(t *testing.T) {
 	got, _ = entryOf(t, e.data(t))
 	checkEntry(t, got, Open, t0, t1)
 
-	t2 := e.clock.Add(10 * time.Second)
+	t2 := e.step(10 * time.Second)
 	r.Observe(HalfOpen)
 	eventually(t, "the HalfOpen entry", func() bool {
 		got, ok := entryOf(t, e.data(t))
@@ -305,7 +300,7 @@ func TestReporterFollowsObserve(t *testing.T) {
 	got, _ = entryOf(t, e.data(t))
 	checkEntry(t, got, HalfOpen, t2, t2)
 
-	e.clock.Add(time.Second)
+	e.step(time.Second)
 	r.Observe(Closed)
 	eventually(t, "the entry to be removed", func() bool {
 		_, ok := entryOf(t, e.data(t))
@@ -331,9 +326,9 @@ func TestReporterRepeatsWhileOpenOnly(t *testing.T) {
 		})
 		got, _ := entryOf(t, e.data(t))
 		checkEntry(t, got, Open, t0, want) // since stays where the breaker opened
-		e.clock.Add(time.Second)
+		e.armed(t)
+		e.step(time.Second) // past the interval: the repeat is written at the new time
 	}
-	// The clock moved by hand only three times; the timer rewrites with the same time as well.
 	if n := len(e.patches(t)); n < 3 {
 		t.Fatalf("%d patches while Open, want at least 3", n)
 	}
@@ -345,7 +340,8 @@ func TestReporterRepeatsWhileOpenOnly(t *testing.T) {
 	})
 	n := len(e.patches(t))
 	drain(notify)
-	// The repeat timer armed by the last Open write fires in this window and must not write.
+	// The repeat timer armed by the last Open write (if it is still set) fires now and must not write.
+	e.step(5 * r.Interval)
 	quiet(t, notify, 5*r.Interval, "written while Closed")
 	if m := len(e.patches(t)); m != n {
 		t.Fatalf("%d patches after closing, want %d", m, n)
@@ -391,17 +387,26 @@ func TestReporterRetriesFailedWrites(t *testing.T) {
 	r.Observe(Open)
 	stop := start(t, r)
 
+	// Each failed write waits RetryInterval on the reporter's clock.
 	eventually(t, "the entry after the failures", func() bool {
-		_, ok := entryOf(t, e.data(t))
-		return ok
+		if _, ok := entryOf(t, e.data(t)); ok {
+			return true
+		}
+		if e.clock.HasWaiters() {
+			e.step(r.RetryInterval)
+		}
+		return false
 	})
 	got, _ := entryOf(t, e.data(t))
-	checkEntry(t, got, Open, t0, t0)
+	if now := e.clock.Now(); got.ReportedAt.Before(t0) || got.ReportedAt.After(now) {
+		t.Fatalf("reportedAt %v, want a time of the retries, in [%v, %v]", got.ReportedAt, t0, now)
+	}
+	checkEntry(t, got, Open, t0, got.ReportedAt)
 	if n := len(e.patches(t)); n != failures+1 {
 		t.Fatalf("%d patches, want %d failures and 1 success", n, failures+1)
 	}
 	// A further successful write is no recovery: it logs nothing.
-	t1 := e.clock.Add(time.Second)
+	t1 := e.step(time.Second)
 	r.Observe(HalfOpen)
 	eventually(t, "the HalfOpen entry", func() bool {
 		got, ok := entryOf(t, e.data(t))
@@ -433,14 +438,14 @@ func TestReporterRetriesFailedWrites(t *testing.T) {
 }
 
 func TestObserveNeverBlocks(t *testing.T) {
-	clock := &fakeClock{t: t0}
-	r := &Reporter{ConfigMap: testCM, Pod: testPod, Interval: time.Second, Now: clock.Now}
+	clock := clocktesting.NewFakeClock(t0)
+	r := &Reporter{ConfigMap: testCM, Pod: testPod, Interval: time.Second, Clock: clock}
 	states := []State{Open, HalfOpen, Closed}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := range 1000 {
-			clock.Add(time.Second)
+			clock.Step(time.Second)
 			r.Observe(states[i%len(states)])
 		}
 	}()

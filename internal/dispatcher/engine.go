@@ -50,6 +50,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"k8s.io/utils/clock"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
@@ -70,7 +71,7 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Clock is the source of time for due times, deadlines and the circuit breaker; nil is the
 	// system clock. Timers always run on real time.
-	Clock retry.Clock
+	Clock clock.Clock
 	// Rand is the random source of jitter; nil uses math/rand/v2. It is guarded by a lock.
 	Rand retry.Rand
 	// KafkaOptions are appended to the consumer client's options (tests, tuning).
@@ -131,7 +132,7 @@ type Engine struct {
 	log       *slog.Logger
 	m         *metrics.Metrics
 	registry  *prometheus.Registry
-	clock     retry.Clock
+	clock     clock.Clock
 	rng       retry.Rand
 	breaker   *retry.Breaker
 	onCircuit func(from, to retry.State)
@@ -210,10 +211,6 @@ func (l *lockedRand) Int63n(n int64) int64 {
 	return l.r.Int63n(n)
 }
 
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
 // New builds an Engine: it compiles the policy and creates the Kafka clients (which connect
 // lazily). Call Run to consume.
 func New(o Options) (*Engine, error) {
@@ -266,7 +263,7 @@ func New(o Options) (*Engine, error) {
 	}
 	e.log = e.log.With("pipeline", e.pipelineID, "consumerGroup", e.group)
 	if e.clock == nil {
-		e.clock = systemClock{}
+		e.clock = clock.RealClock{}
 	}
 	if o.Rand != nil {
 		e.rng = &lockedRand{r: o.Rand}

@@ -3,6 +3,8 @@ package retry
 import (
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // State is a circuit breaker state.
@@ -56,7 +58,7 @@ func OnStateChange(fn func(from, to State)) BreakerOption {
 type Breaker struct {
 	mu       sync.Mutex
 	cfg      CircuitBreakerConfig
-	clock    Clock
+	clock    clock.PassiveClock
 	onChange func(from, to State)
 
 	state    State
@@ -71,21 +73,18 @@ type Breaker struct {
 	successes int32 // successful probes while half-open
 }
 
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-// NewBreaker returns a closed Breaker. A nil clock uses the system clock. The configuration is checked
-// as Compile checks Policy.CircuitBreaker; an invalid one returns a *ValidationError.
-func NewBreaker(cfg CircuitBreakerConfig, clock Clock, opts ...BreakerOption) (*Breaker, error) {
+// NewBreaker returns a closed Breaker reading the time from clk; a nil clk is clock.RealClock. The
+// configuration is checked as Compile checks Policy.CircuitBreaker; an invalid one returns a
+// *ValidationError.
+func NewBreaker(cfg CircuitBreakerConfig, clk clock.PassiveClock, opts ...BreakerOption) (*Breaker, error) {
 	if err := ValidateCircuitBreaker(cfg); err != nil {
 		return nil, err
 	}
-	if clock == nil {
-		clock = systemClock{}
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
-	b := &Breaker{cfg: cfg, clock: clock, state: StateClosed}
-	b.origin = clock.Now()
+	b := &Breaker{cfg: cfg, clock: clk, state: StateClosed}
+	b.origin = clk.Now()
 	b.width = max(cfg.Window/breakerBuckets, 1)
 	for _, o := range opts {
 		o(b)

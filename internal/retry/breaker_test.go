@@ -6,28 +6,13 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/retryops/retry-operator/internal/retry"
 )
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+func newFakeClock() *clocktesting.FakeClock {
+	return clocktesting.NewFakeClock(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC))
 }
 
 type transition struct{ from, to retry.State }
@@ -36,7 +21,7 @@ type transition struct{ from, to retry.State }
 // closes) on a fake clock, recording every state change.
 type breakerHarness struct {
 	t           *testing.T
-	clock       *fakeClock
+	clock       *clocktesting.FakeClock
 	b           *retry.Breaker
 	transitions []transition
 }
@@ -87,7 +72,7 @@ func (h *breakerHarness) open() {
 func (h *breakerHarness) halfOpen() {
 	h.t.Helper()
 	h.open()
-	h.clock.Advance(30 * time.Second)
+	h.clock.Step(30 * time.Second)
 	h.wantState(retry.StateHalfOpen)
 }
 
@@ -136,7 +121,7 @@ func TestBreaker(t *testing.T) {
 			name: "outcomes 59s old still count",
 			run: func(h *breakerHarness) {
 				h.do(9, false)
-				h.clock.Advance(59 * time.Second)
+				h.clock.Step(59 * time.Second)
 				h.do(1, false)
 				h.wantState(retry.StateOpen)
 			},
@@ -145,7 +130,7 @@ func TestBreaker(t *testing.T) {
 			name: "outcomes a whole window old slide out of it",
 			run: func(h *breakerHarness) {
 				h.do(9, false)
-				h.clock.Advance(60 * time.Second)
+				h.clock.Step(60 * time.Second)
 				h.do(1, false)
 				h.wantState(retry.StateClosed) // 1 request in the window
 				h.do(8, false)
@@ -158,10 +143,10 @@ func TestBreaker(t *testing.T) {
 			name: "outcomes slide out bucket by bucket",
 			run: func(h *breakerHarness) {
 				h.do(5, true) // t = 0
-				h.clock.Advance(30 * time.Second)
+				h.clock.Step(30 * time.Second)
 				h.do(5, false) // t = 30s: 5 of 10 failed
 				h.wantState(retry.StateClosed)
-				h.clock.Advance(30 * time.Second)
+				h.clock.Step(30 * time.Second)
 				h.do(1, true) // t = 60s: the successes left, 5 of 6 failed but 6 < 10
 				h.wantState(retry.StateClosed)
 				h.do(4, false) // 9 of 10 failed
@@ -176,12 +161,12 @@ func TestBreaker(t *testing.T) {
 				if until, ok := h.b.OpenUntil(); !ok || !until.Equal(opened.Add(30*time.Second)) {
 					h.t.Fatalf("OpenUntil = %v, %v; want %v", until, ok, opened.Add(30*time.Second))
 				}
-				h.clock.Advance(30*time.Second - time.Nanosecond)
+				h.clock.Step(30*time.Second - time.Nanosecond)
 				if h.b.Allow() {
 					h.t.Fatal("an open breaker admitted a request before its cooldown ended")
 				}
 				h.wantState(retry.StateOpen)
-				h.clock.Advance(time.Nanosecond)
+				h.clock.Step(time.Nanosecond)
 				h.wantState(retry.StateHalfOpen)
 				if _, ok := h.b.OpenUntil(); ok {
 					h.t.Fatal("OpenUntil reports a half-open breaker as open")
@@ -200,7 +185,7 @@ func TestBreaker(t *testing.T) {
 				if h.b.Allow() {
 					h.t.Fatal("a sixth probe was admitted")
 				}
-				h.clock.Advance(time.Hour)
+				h.clock.Step(time.Hour)
 				if h.b.Allow() {
 					h.t.Fatal("a probe was admitted after the five in flight, with time passing")
 				}
@@ -212,12 +197,12 @@ func TestBreaker(t *testing.T) {
 			run: func(h *breakerHarness) {
 				h.halfOpen()
 				h.do(4, true)
-				h.clock.Advance(10 * time.Second)
+				h.clock.Step(10 * time.Second)
 				h.do(1, false)
 				h.wantState(retry.StateOpen)
-				h.clock.Advance(29 * time.Second)
+				h.clock.Step(29 * time.Second)
 				h.wantState(retry.StateOpen)
-				h.clock.Advance(time.Second)
+				h.clock.Step(time.Second)
 				h.wantState(retry.StateHalfOpen)
 				h.do(5, true) // a fresh set of probes
 				h.wantState(retry.StateClosed)
@@ -250,10 +235,10 @@ func TestBreaker(t *testing.T) {
 			name: "outcomes recorded while open are ignored and do not restart the cooldown",
 			run: func(h *breakerHarness) {
 				h.open()
-				h.clock.Advance(20 * time.Second)
+				h.clock.Step(20 * time.Second)
 				h.b.Record(false)
 				h.b.Record(true)
-				h.clock.Advance(10 * time.Second)
+				h.clock.Step(10 * time.Second)
 				h.wantState(retry.StateHalfOpen)
 			},
 		},
@@ -277,12 +262,12 @@ func TestBreakerHookFiresOncePerTransition(t *testing.T) {
 	h := newHarness(t, nil)
 	h.do(10, false) // Closed -> Open
 	h.b.Allow()     // rejected: no transition
-	h.clock.Advance(30 * time.Second)
+	h.clock.Step(30 * time.Second)
 	h.b.State()       // Open -> HalfOpen
 	h.b.State()       // no transition
 	h.do(1, false)    // HalfOpen -> Open
 	h.b.Record(false) // ignored while open
-	h.clock.Advance(30 * time.Second)
+	h.clock.Step(30 * time.Second)
 	h.do(5, true) // Open -> HalfOpen (on Allow), HalfOpen -> Closed
 	h.do(3, true)
 	want := []transition{
@@ -309,7 +294,7 @@ func TestBreakerIsSafeForConcurrentUse(t *testing.T) {
 					h.b.Record(i%3 != 0)
 				}
 				if i%100 == 0 {
-					h.clock.Advance(time.Second)
+					h.clock.Step(time.Second)
 				}
 			}
 		}()

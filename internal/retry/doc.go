@@ -1,6 +1,7 @@
 // Package retry is the pure retry core of retry-operator: the policy math shared by the controller
 // (which shows a policy's computed schedule in status) and the dispatcher (which delays, retries and
-// dead-letters records). It imports the standard library only: no Kubernetes, no Kafka.
+// dead-letters records). It imports the standard library and k8s.io/utils/clock only: no Kubernetes
+// API, no Kafka.
 //
 // A [Policy] is validated and compiled once with [Compile]. The [Compiled] policy then answers, without
 // allocating on the hot path:
@@ -17,5 +18,6 @@
 // Counting convention: attempts count deliveries, the first one included. Retry n (n >= 1) is the
 // delay before delivery attempt n+1, so a policy with MaxAttempts 6 has retries 1..5.
 //
-// Time and randomness are injected ([Clock], [Rand]) so that tests are deterministic.
+// Time and randomness are injected (a k8s.io/utils/clock.PassiveClock for the [Breaker], [Rand] for
+// jitter) so that tests are deterministic.
 package retry

@@ -181,8 +181,3 @@ type Policy struct {
 type Rand interface {
 	Int63n(n int64) int64
 }
-
-// Clock is the injected source of time.
-type Clock interface {
-	Now() time.Time
-}
