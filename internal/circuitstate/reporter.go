@@ -97,17 +97,12 @@ func (r *Reporter) Run(ctx context.Context) {
 		timer   = r.Clock.NewTimer(time.Hour)
 	)
 	timer.Stop()
-	defer timer.Stop()
-	// rearm sets the timer afresh, dropping a tick that was not received (a fake clock's timer keeps
-	// one; a real one does not).
+	defer func() { timer.Stop() }()
+	// rearm replaces the timer, so that a tick the old one sent and nobody received (a fake clock's
+	// timer keeps one) is dropped with it.
 	rearm := func(d time.Duration) {
-		if !timer.Stop() {
-			select {
-			case <-timer.C():
-			default:
-			}
-		}
-		timer.Reset(d)
+		timer.Stop()
+		timer = r.Clock.NewTimer(d)
 	}
 loop:
 	for {

@@ -39,8 +39,7 @@ type failure struct {
 	at         time.Time
 }
 
-// newItem parses a consumed record. tier is false for the source topic. maxBytes bounds the record
-// size delivered.
+// newItem parses a record consumed from partition ps. maxBytes bounds the record size delivered.
 func newItem(r *kgo.Record, ps *partState, maxBytes int64) *item {
 	it := &item{rec: r, view: r, part: ps, attempt: 1, srcTime: r.Timestamp}
 	size := int64(len(r.Key) + len(r.Value))
@@ -145,66 +144,4 @@ func (it *item) parse(tier bool) {
 // idempotencyKey is the record's stable id from its original coordinates.
 func (it *item) idempotencyKey() string {
 	return headers.IdempotencyKey(it.view.Topic, it.view.Partition, it.view.Offset)
-}
-
-func hdr(k, v string) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: []byte(v)} }
-
-// originHeaders appends the original coordinates.
-func (it *item) originHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
-	v := it.view
-	return append(hs,
-		hdr(headers.OriginalTopic, v.Topic),
-		hdr(headers.OriginalPartition, strconv.FormatInt(int64(v.Partition), 10)),
-		hdr(headers.OriginalOffset, strconv.FormatInt(v.Offset, 10)),
-		hdr(headers.OriginalTimestamp, headers.FormatTime(v.Timestamp)),
-	)
-}
-
-// failureHeaders appends the failure context shared by retry and dead-letter records.
-func failureHeaders(hs []kgo.RecordHeader, attempts int32, first time.Time, f *failure) []kgo.RecordHeader {
-	hs = append(hs,
-		hdr(headers.Attempts, strconv.FormatInt(int64(attempts), 10)),
-		hdr(headers.FirstFailure, headers.FormatTime(first)),
-		hdr(headers.LastFailure, headers.FormatTime(f.at)),
-		hdr(headers.ErrorType, f.errorType),
-		hdr(headers.ErrorMessage, headers.TruncateMessage(f.message)),
-	)
-	if f.httpStatus != 0 {
-		hs = append(hs, hdr(headers.HTTPStatus, strconv.Itoa(f.httpStatus)))
-	}
-	if f.rule != "" {
-		hs = append(hs, hdr(headers.Rule, f.rule))
-	}
-	return hs
-}
-
-// retryRecord is the record written to a retry tier after delivery number it.attempt failed.
-func (it *item) retryRecord(topic string, f *failure, due time.Time) *kgo.Record {
-	first := it.firstFailure
-	if first.IsZero() {
-		first = f.at
-	}
-	hs := make([]kgo.RecordHeader, 0, len(it.view.Headers)+14)
-	hs = append(hs, it.view.Headers...)
-	hs = it.originHeaders(hs)
-	hs = append(hs, hdr(headers.SourceTimestamp, headers.FormatTime(it.srcTime)))
-	hs = failureHeaders(hs, it.attempt, first, f)
-	hs = append(hs, hdr(headers.Due, headers.FormatTime(due)))
-	return &kgo.Record{Topic: topic, Key: it.view.Key, Value: it.view.Value, Headers: hs}
-}
-
-// deadLetterRecord is the record written to the dead letter topic. attempts is the number of
-// deliveries made.
-func (it *item) deadLetterRecord(topic, group, pipeline string, attempts int32, f *failure) *kgo.Record {
-	first := it.firstFailure
-	if first.IsZero() {
-		first = f.at
-	}
-	hs := make([]kgo.RecordHeader, 0, len(it.view.Headers)+16)
-	hs = append(hs, it.view.Headers...)
-	hs = it.originHeaders(hs)
-	hs = append(hs, hdr(headers.ConsumerGroup, group), hdr(headers.Pipeline, pipeline))
-	hs = failureHeaders(hs, attempts, first, f)
-	hs = append(hs, hdr(headers.Reason, f.reason))
-	return &kgo.Record{Topic: topic, Key: it.view.Key, Value: it.view.Value, Headers: hs}
 }

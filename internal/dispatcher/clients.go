@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,6 +18,80 @@ import (
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
 )
+
+// newClients creates the consumer's client and, when the configuration has a separate
+// deadLetterKafka connection, the dead-letter producer's (both connect lazily).
+func (e *Engine) newClients(o Options) error {
+	cfg := e.cfg
+	conn, err := ConnectionOptions(&cfg.Kafka)
+	if err != nil {
+		return err
+	}
+	common := e.producerOptions()
+	if e.cl, err = kgo.NewClient(slices.Concat(conn, common, e.consumerOptions(), o.KafkaOptions)...); err != nil {
+		return fmt.Errorf("creating the kafka client: %w", err)
+	}
+	e.dlq = e.cl
+	if cfg.DeadLetterKafka == nil {
+		return nil
+	}
+	dconn, err := ConnectionOptions(cfg.DeadLetterKafka)
+	if err != nil {
+		e.cl.Close()
+		return err
+	}
+	if e.dlq, err = kgo.NewClient(slices.Concat(dconn, common, o.DeadLetterKafkaOptions)...); err != nil {
+		e.cl.Close()
+		return fmt.Errorf("creating the dead-letter kafka client: %w", err)
+	}
+	e.ownDLQ = true
+	return nil
+}
+
+// producerOptions are the options both clients share: logging and how they produce.
+func (e *Engine) producerOptions() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.WithLogger(kgoLogger{e.log.With("component", "kafka")}),
+		kgo.ProducerLinger(0),
+	}
+	// franz-go's default batch size fits Kafka's default max.message.bytes. Only a maxRecordBytes
+	// raised above the default (whose topics must then accept more) makes batches larger.
+	if b := e.cfg.MaxRecordBytes; b > config.DefaultMaxRecordBytes {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(min(b+64<<10, 1<<30))))
+	}
+	return opts
+}
+
+// consumerOptions make the consumer's client a member of the pipeline's group, reading the source
+// topic and every retry tier, committing by hand, and calling the engine on rebalances
+// (rebalance.go).
+func (e *Engine) consumerOptions() []kgo.Opt {
+	g := e.cfg.Group
+	opts := []kgo.Opt{
+		kgo.ConsumerGroup(e.group),
+		kgo.ConsumeTopics(append([]string{e.cfg.Topics.Source}, e.tierNames...)...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(fetchMaxWait),
+		kgo.OnPartitionsAssigned(e.onAssigned),
+		kgo.OnPartitionsRevoked(e.onRevoked),
+		kgo.OnPartitionsLost(e.onLost),
+	}
+	if d := g.SessionTimeout; d != nil && d.Duration > 0 {
+		opts = append(opts, kgo.SessionTimeout(d.Duration))
+	}
+	if d := g.HeartbeatInterval; d != nil && d.Duration > 0 {
+		opts = append(opts, kgo.HeartbeatInterval(d.Duration))
+	}
+	if d := g.RebalanceTimeout; d != nil && d.Duration > 0 {
+		opts = append(opts, kgo.RebalanceTimeout(d.Duration))
+	}
+	if g.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(g.InstanceID))
+	}
+	return opts
+}
 
 // ConnectionOptions returns the franz-go options that reach and authenticate to the cluster k:
 // seed brokers, client id, TLS and SASL. Secrets are read from their files at every connection (a

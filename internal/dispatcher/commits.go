@@ -1,0 +1,205 @@
+package dispatcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
+)
+
+// commitRetryWait is the pause before a failed commit is tried again.
+const commitRetryWait = 500 * time.Millisecond
+
+// finish marks an item finished, advances its partition's commit point and schedules.
+func (e *Engine) finish(it *item, outcome string) { e.finishIn(it, outcome, false) }
+
+// finishIn is finish; from a worker (inWorker) it returns the first record it dispatched, for the
+// worker to process next.
+func (e *Engine) finishIn(it *item, outcome string, inWorker bool) *item {
+	switch outcome {
+	case metrics.OutcomeSuccess:
+		e.m.Success.Inc()
+	case metrics.OutcomeRetried:
+		e.m.Retried.Inc()
+	case metrics.OutcomeDeadLettered:
+		e.m.DeadLettered.Inc()
+	case metrics.OutcomeDropped:
+		e.m.Dropped.Inc()
+	}
+	e.mu.Lock()
+	advanced := it.part.finish(it)
+	e.active--
+	e.handoffOK = inWorker
+	e.scheduleLocked()
+	next := e.handoff
+	e.handoffOK, e.handoff = false, nil
+	if e.waiters > 0 {
+		e.cond.Broadcast()
+	}
+	wake := false
+	if advanced {
+		switch {
+		case !e.commitPending:
+			e.commitPending, wake = true, true
+		case !e.pressureKicked && e.pressureLocked():
+			e.pressureKicked, wake = true, true
+		}
+	}
+	e.mu.Unlock()
+	if wake {
+		kick(e.commitKick)
+	}
+	return next
+}
+
+// abandonItem releases an item's slot without finishing it: its offset is never committed.
+func (e *Engine) abandonItem(it *item) {
+	e.mu.Lock()
+	e.slots -= it.part.abandon(it)
+	e.active--
+	e.gaugesLocked()
+	if e.waiters > 0 {
+		e.cond.Broadcast()
+	}
+	e.mu.Unlock()
+}
+
+type commitEntry struct {
+	ps      *partState
+	offset  int64
+	release int // slots the commit releases: the records popped before it was collected
+}
+
+// collectLocked returns the offsets to commit for the given partitions (all when nil) and updates
+// the lag gauges.
+func (e *Engine) collectLocked(only []*partState) (map[string]map[int32]kgo.EpochOffset, []commitEntry) {
+	var offsets map[string]map[int32]kgo.EpochOffset
+	var entries []commitEntry
+	parts := only
+	if parts == nil {
+		parts = e.order
+	}
+	for _, ps := range parts {
+		e.lagLocked(ps)
+		offset, epoch, release, ok := ps.committable()
+		if !ok {
+			continue
+		}
+		if offsets == nil {
+			offsets = map[string]map[int32]kgo.EpochOffset{}
+		}
+		if offsets[ps.topic] == nil {
+			offsets[ps.topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[ps.topic][ps.partition] = kgo.EpochOffset{Epoch: epoch, Offset: offset}
+		entries = append(entries, commitEntry{ps, offset, release})
+	}
+	return offsets, entries
+}
+
+// commit commits offsets synchronously and records what was committed.
+func (e *Engine) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, entries []commitEntry) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	var cerr error
+	e.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		failed := map[tpKey]bool{}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
+					failed[tpKey{t.Topic, p.Partition}] = true
+					cerr = perr
+				}
+			}
+		}
+		e.mu.Lock()
+		for _, c := range entries {
+			if !failed[c.ps.tpKey] {
+				e.slots -= c.ps.committedTo(c.offset, c.release)
+			}
+		}
+		e.scheduleLocked() // released slots may start deliveries
+		e.mu.Unlock()
+	})
+	if cerr != nil {
+		e.m.CommitErrors.Inc()
+	}
+	return cerr
+}
+
+// commitParts commits what finished in the given partitions (all when nil; that commit also
+// clears the committer's pending wake-ups), one commit at a time. It returns the number of
+// partitions it had offsets for.
+func (e *Engine) commitParts(ctx context.Context, only []*partState) (int, error) {
+	e.commitMu.Lock()
+	defer e.commitMu.Unlock()
+	e.mu.Lock()
+	if only == nil {
+		e.commitPending, e.pressureKicked = false, false
+	}
+	offsets, entries := e.collectLocked(only)
+	e.mu.Unlock()
+	return len(entries), e.commit(ctx, offsets, entries)
+}
+
+// commitLoop commits what finished, one commit at a time: at most every commitInterval on the
+// engine's clock, but at once when half of maxUncommitted finished records wait for their commit
+// (so that the interval never throttles deliveries).
+func (e *Engine) commitLoop(ctx context.Context) {
+	var last time.Time
+	timer := e.clock.NewTimer(time.Hour)
+	stopTimer(timer)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.commitKick:
+		}
+		for e.commitInterval > 0 {
+			wait := e.commitInterval - e.clock.Since(last)
+			if wait <= 0 || e.commitPressure() {
+				break
+			}
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C():
+			case <-e.commitKick: // the slots came under pressure
+				stopTimer(timer)
+			}
+		}
+		last = e.clock.Now()
+		n, err := e.commitParts(ctx, nil)
+		if n > 0 {
+			e.log.Debug("Committed offsets", "partitions", n, "took", e.clock.Since(last), "error", err)
+		}
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("Committing offsets failed; retrying", "error", err)
+			go func() {
+				if e.sleep(ctx, commitRetryWait) {
+					kick(e.commitKick)
+				}
+			}()
+		}
+	}
+}
+
+// commitPressure reports whether half of maxUncommitted finished records wait for their commit.
+func (e *Engine) commitPressure() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pressureLocked()
+}
+
+func (e *Engine) pressureLocked() bool { return 2*(e.slots-e.active) >= e.maxUncommitted }

@@ -1,0 +1,160 @@
+package dispatcher
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
+	"github.com/retryops/retry-operator/internal/retry"
+)
+
+// dispatchLocked hands an item to a worker, starting one when none is idle.
+func (e *Engine) dispatchLocked(it *item) {
+	if e.handoffOK && e.handoff == nil {
+		e.handoff = it
+		return
+	}
+	if e.idle.Add(-1) < 0 {
+		e.idle.Add(1)
+		e.workers.Add(1)
+		go e.worker()
+	}
+	e.work <- it // never blocks: the channel holds maxInFlight items
+}
+
+func (e *Engine) worker() {
+	defer e.workers.Done()
+	for it := range e.work {
+		for it != nil {
+			it = e.process(it)
+		}
+		e.idle.Add(1)
+	}
+}
+
+// process delivers one item and decides what follows. It returns the next item for this worker,
+// when finishing this one dispatched another.
+func (e *Engine) process(it *item) *item {
+	if it.pre != nil {
+		it.pre.at = e.clock.Now()
+		e.deadLetter(it, it.pre, it.attempt-1)
+		return nil
+	}
+	start := e.clock.Now()
+	if !it.due.IsZero() {
+		e.m.RetryLateness.Observe(start.Sub(it.due).Seconds())
+	}
+	it.d = Delivery{Record: it.view, Consumed: it.rec, Attempt: it.attempt, IdempotencyKey: it.idempotencyKey(), FirstFailure: it.firstFailure}
+	ctx, cancel := e.deliverCtx, context.CancelFunc(nil)
+	if e.attemptTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, e.attemptTimeout)
+	}
+	res := e.handler.Deliver(ctx, &it.d)
+	if cancel != nil {
+		cancel()
+	}
+	now := e.clock.Now()
+	e.m.DeliveryDuration.Observe(now.Sub(start).Seconds())
+	if res.Success {
+		e.m.Attempt(it.attempt, true)
+		if it.allowed {
+			e.breaker.Record(true)
+		}
+		return e.finishIn(it, metrics.OutcomeSuccess, true)
+	}
+	if e.deliverCtx.Err() != nil || it.part.goneFlag.Load() {
+		// A failure while abandoning in-flight work (a stop past its drain timeout, a revocation):
+		// likely caused by the cancellation itself, so neither committed nor retried.
+		if it.allowed {
+			e.breaker.Record(true)
+		}
+		e.abandonItem(it)
+		return nil
+	}
+	e.m.Attempt(it.attempt, false)
+
+	o := res.Outcome
+	f := &failure{at: now, message: o.Message, httpStatus: o.HTTPStatus}
+	if o.Transport != retry.TransportNone {
+		f.httpStatus = 0
+	}
+	if res.Undeliverable {
+		if it.allowed {
+			e.breaker.Record(true) // the sink is fine; the record is not
+		}
+		f.reason = headers.ReasonUndeliverable
+		f.errorType = o.ErrorType
+		if f.errorType == "" {
+			f.errorType = headers.ErrorTypeUndeliverable
+		}
+		e.deadLetter(it, f, it.attempt)
+		return nil
+	}
+	dec := e.decide(it, res, now)
+	if it.allowed {
+		e.breaker.Record(!unhealthy(o, dec))
+	}
+	f.rule = dec.Rule
+	f.errorType = dec.ErrorType
+	if f.errorType == "" && f.httpStatus != 0 {
+		f.errorType = "HTTP" + strconv.Itoa(f.httpStatus)
+	}
+	if f.message == "" {
+		f.message = f.errorType
+	}
+	switch dec.Action {
+	case retry.ActionRetry:
+		e.retry(it, f, dec.Due)
+	case retry.ActionDeadLetter:
+		f.reason = string(dec.Reason)
+		e.deadLetter(it, f, it.attempt)
+	default: // Drop
+		return e.finishIn(it, metrics.OutcomeDropped, true)
+	}
+	return nil
+}
+
+// unhealthy says whether a failure counts against the circuit breaker: the sink did not answer,
+// answered 408, 429 or 5xx, or the failure was classified retriable. A deliberate rejection
+// (a 4xx the policy dead-letters) shows a healthy sink.
+func unhealthy(o retry.Outcome, d retry.Decision) bool {
+	if o.Transport != retry.TransportNone || o.HTTPStatus >= 500 || o.HTTPStatus == 408 || o.HTTPStatus == 429 {
+		return true
+	}
+	return d.Action == retry.ActionRetry || d.Reason == retry.ReasonMaxRetriesExceeded
+}
+
+// decide applies the policy, or a handler's forced action.
+func (e *Engine) decide(it *item, res Result, now time.Time) retry.Decision {
+	o := res.Outcome
+	switch res.Force {
+	case retry.ActionDeadLetter:
+		return retry.Decision{Action: retry.ActionDeadLetter, Reason: retry.ReasonNonRetriable, ErrorType: errorTypeOf(o), MaxAttempts: e.pol.MaxAttempts()}
+	case retry.ActionRetry:
+		d := retry.Decision{Action: retry.ActionRetry, ErrorType: errorTypeOf(o), MaxAttempts: e.pol.MaxAttempts()}
+		if it.attempt >= d.MaxAttempts {
+			d.Action, d.Reason = retry.ActionDeadLetter, retry.ReasonMaxRetriesExceeded
+			return d
+		}
+		d.Delay, _ = e.pol.Sample(it.attempt, e.rng)
+		if e.raHonor && o.RetryAfter > 0 {
+			d.Delay, d.FromRetryAfter = min(o.RetryAfter, e.raMax), true
+		}
+		d.Due = now.Add(d.Delay)
+		if dl, ok := e.pol.DeadlineOf(it.srcTime); ok && d.Due.After(dl) {
+			d.Action, d.Reason, d.Delay, d.Due = retry.ActionDeadLetter, retry.ReasonDeadlineExceeded, 0, time.Time{}
+		}
+		return d
+	default:
+		return e.pol.Decide(o, it.attempt, it.srcTime, now, e.rng)
+	}
+}
+
+func errorTypeOf(o retry.Outcome) string {
+	if o.Transport != retry.TransportNone {
+		return o.Transport.ErrorType()
+	}
+	return o.ErrorType
+}

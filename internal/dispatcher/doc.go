@@ -1,0 +1,60 @@
+// Package dispatcher is the data plane of retry-operator: a Kafka consumer that reads a pipeline's
+// source topic and retry tiers, delivers each record to a Handler (the HTTP sink of the dispatcher
+// binary, or the user's function in library mode, pkg/retryloop), classifies failures with the
+// retry core, and writes each failed record to the retry tier of its next attempt or to the dead
+// letter topic. An offset is committed only once its record has finished: delivered, dropped, or
+// written (and acknowledged) to a retry tier or the dead letter topic.
+//
+// # How records flow
+//
+// One poll loop fetches from every assigned partition and appends the records to per-partition
+// queues. A scheduler, run under one lock after every poll, completion and timer, starts deliveries
+// from the queue heads on a pool of workers: one record at a time per partition in Ordered mode,
+// up to delivery.maxInFlight in all. A retry-tier record is delivered only once its due time
+// (header retryops.due) has come: while the head of a tier partition is not due, the partition's
+// fetching is paused (franz-go PauseFetchPartitions), resumed shortly before the head is due, and a
+// timer runs the scheduler at the due time, so nothing sleeps, nothing is skipped or reordered, and
+// the source topic keeps flowing.
+// With a circuit breaker, every partition is paused while the breaker is open.
+//
+// Back-pressure: at most delivery.maxInFlight deliveries run at once, and at most
+// delivery.maxUncommittedRecords finished records wait for their commit (no delivery starts while
+// they do). Otherwise records wait in the partition queues; once the queues of
+// the partitions that are not paused hold delivery.maxBufferedRecords, the poll loop stops polling,
+// and franz-go stops fetching as soon as its one buffered fetch per broker is full. (Pausing for
+// back-pressure instead would discard franz-go's buffered fetch and make the resumed partition wait
+// for the fetch under way; not polling keeps the data and resumes at once.)
+//
+// # Commits
+//
+// Offsets are committed per partition up to the lowest unfinished record, by one committer: every
+// commitInterval, or at once when half of maxUncommittedRecords wait. So a crash redelivers at most
+// maxInFlight + maxUncommittedRecords records. Rebalances are blocked while a poll's records are
+// being queued (BlockRebalanceOnPoll); a revoked partition stops dispatching, waits up to
+// drainTimeout for its deliveries, commits what finished and is dropped. A stop (context
+// cancelled) does the same for every partition and leaves the group.
+//
+// # Time
+//
+// Every time the engine reads and every timer it sets come from one clock, Options.Clock
+// (k8s.io/utils/clock; the real clock by default), so that tests drive due times, the commit
+// interval and the drain timeout with a fake clock.
+//
+// # Files
+//
+// In the order a record meets them:
+//
+//	engine.go     Options, the Engine and its fixed settings, New, Run
+//	clients.go    the franz-go clients: connection (TLS, SASL), consumer-group and producer options
+//	poll.go       the poll loop: fetched records into per-partition queues (partState)
+//	record.go     a consumed record (item): its retryops.* headers parsed, what the handler sees
+//	scheduler.go  which records start now, pausing tier partitions and the timer until a head is due
+//	deliver.go    the workers: delivery to the Handler and the decision on its outcome
+//	produce.go    writes to a retry tier and to the dead letter topic, and the records written
+//	commits.go    finishing a record, and the committer
+//	tracker.go    partitionTracker: a partition's records from fetch to commit (plain data)
+//	rebalance.go  assigned, revoked and lost partitions; the graceful stop
+//
+// and around the engine: handler.go (Handler, Delivery, Result), httpsink.go (the HTTP sink),
+// server.go (metrics and health endpoints), circuitreport.go (reporting the breaker's state).
+package dispatcher

@@ -1,0 +1,109 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type tpKey struct {
+	topic     string
+	partition int32
+}
+
+// partState is the dispatcher's view of one assigned partition: its records (partitionTracker)
+// and its fetch state.
+type partState struct {
+	tpKey
+	partitionTracker
+	tier int // 0: source topic; i > 0: retry tier i-1
+
+	goneFlag atomic.Bool // gone, readable without the lock
+	paused   bool        // desired fetch state
+	revoking bool        // no more dispatching
+	hw       int64       // high watermark seen in the last fetch
+}
+
+// waitRoom waits until the partitions that are not paused hold fewer than maxBuffered records.
+func (e *Engine) waitRoom(ctx context.Context) {
+	for {
+		e.mu.Lock()
+		room := e.ready < e.maxBuffered
+		e.mu.Unlock()
+		if room {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.roomKick:
+		}
+	}
+}
+
+// pollLoop fetches from every assigned partition and queues the records, then schedules.
+func (e *Engine) pollLoop(ctx context.Context) {
+	for {
+		e.waitRoom(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		// Everything buffered (at most one fetch per broker): polling a limited number of records
+		// would drain the buffer partition by partition and starve the others.
+		fetches := e.cl.PollFetches(ctx)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			e.cl.AllowRebalance()
+			return
+		}
+		fetches.EachError(func(topic string, partition int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			e.log.Warn("Fetch error", "topic", topic, "partition", partition, "error", err)
+		})
+		e.mu.Lock()
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if fp.Err != nil && len(fp.Records) == 0 {
+				return
+			}
+			ps := e.partLocked(fp.Topic, fp.Partition)
+			if ps == nil {
+				return
+			}
+			ps.hw = max(ps.hw, fp.HighWatermark)
+			for _, r := range fp.Records {
+				ps.add(newItem(r, ps, e.maxRecordBytes))
+			}
+			e.buffered += len(fp.Records)
+			e.lagLocked(ps)
+		})
+		e.scheduleLocked()
+		e.mu.Unlock()
+		e.cl.AllowRebalance()
+	}
+}
+
+// partLocked returns the state of a partition, creating it on first sight.
+func (e *Engine) partLocked(topic string, partition int32) *partState {
+	k := tpKey{topic, partition}
+	if ps := e.parts[k]; ps != nil {
+		return ps
+	}
+	tier, ok := e.topicTier[topic]
+	if !ok {
+		return nil
+	}
+	ps := &partState{tpKey: k, tier: tier, partitionTracker: newPartitionTracker()}
+	e.parts[k] = ps
+	e.order = append(e.order, ps)
+	return ps
+}
+
+// lagLocked updates the lag gauge of a partition: high watermark minus the next offset to commit.
+func (e *Engine) lagLocked(ps *partState) {
+	if next := ps.position(); next >= 0 && ps.hw > 0 {
+		e.m.Lag(ps.topic, ps.partition, max(ps.hw-next, 0))
+	}
+}

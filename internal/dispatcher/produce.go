@@ -1,0 +1,167 @@
+package dispatcher
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
+)
+
+// deadLetterRetryWait is the pause before a failed dead-letter write is tried again.
+const deadLetterRetryWait = time.Second
+
+// retry writes the record to the tier of its next attempt; it finishes once acknowledged.
+func (e *Engine) retry(it *item, f *failure, due time.Time) {
+	tier := e.tierFor[it.attempt+1]
+	rec := it.retryRecord(e.tierNames[tier], f, due)
+	e.cl.Produce(e.produceCtx, rec, func(_ *kgo.Record, err error) {
+		if err == nil {
+			e.finish(it, metrics.OutcomeRetried)
+			return
+		}
+		if e.produceCtx.Err() != nil {
+			e.abandonItem(it)
+			return
+		}
+		e.m.RetryProduceErr.Inc()
+		e.log.Error("Writing to a retry tier failed; dead-lettering the record", "topic", rec.Topic,
+			"originalTopic", it.view.Topic, "originalPartition", it.view.Partition, "originalOffset", it.view.Offset, "error", err)
+		g := *f
+		g.reason = headers.ReasonUndeliverable
+		g.errorType = headers.ErrorTypeRetryProduceFailed
+		g.message = "writing to retry tier " + rec.Topic + " failed: " + err.Error() + " (last failure: " + f.errorType + ": " + f.message + ")"
+		e.deadLetter(it, &g, it.attempt)
+	})
+}
+
+// deadLetter writes the record to the dead letter topic; it finishes once acknowledged. A failed
+// write is retried every deadLetterRetryWait until it succeeds or the engine gives up on in-flight
+// work.
+func (e *Engine) deadLetter(it *item, f *failure, attempts int32) {
+	rec := it.deadLetterRecord(e.dlqTopic, e.group, e.pipelineID, attempts, f)
+	e.produceDLQ(it, rec, f.reason)
+}
+
+func (e *Engine) produceDLQ(it *item, rec *kgo.Record, reason string) {
+	e.dlq.Produce(e.produceCtx, rec, func(_ *kgo.Record, err error) { e.deadLettered(it, rec, reason, err, false) })
+}
+
+// deadLettered handles the outcome of a dead-letter write. alone says the record was written on
+// its own (not in a batch shared with other records).
+func (e *Engine) deadLettered(it *item, rec *kgo.Record, reason string, err error, alone bool) {
+	if err == nil {
+		e.m.DeadLetter(reason)
+		e.finish(it, metrics.OutcomeDeadLettered)
+		return
+	}
+	if e.produceCtx.Err() != nil {
+		e.abandonItem(it)
+		return
+	}
+	e.m.DLQProduceErr.Inc()
+	if (errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)) && rec.Value != nil {
+		if !alone {
+			// The whole batch was rejected: write this record on its own (one at a time) to learn
+			// whether it is the one too large.
+			go func() {
+				e.aloneMu.Lock()
+				err := e.dlq.ProduceSync(e.produceCtx, rec).FirstErr()
+				e.aloneMu.Unlock()
+				e.deadLettered(it, rec, reason, err, true)
+			}()
+			return
+		}
+		// The broker will never take it: keep the key, headers and context, drop the value.
+		e.log.Error("A dead letter is too large for the dead letter topic; writing it without its value", "topic", rec.Topic,
+			"originalTopic", it.view.Topic, "originalPartition", it.view.Partition, "originalOffset", it.view.Offset, "valueBytes", len(rec.Value))
+		small := *rec
+		small.Headers = append(slices.Clip(rec.Headers), hdr(headers.ValueOmitted, strconv.Itoa(len(rec.Value))))
+		small.Value = nil
+		e.produceDLQ(it, &small, reason)
+		return
+	}
+	e.log.Error("Writing a dead letter failed; retrying in 1s", "topic", rec.Topic,
+		"originalTopic", it.view.Topic, "originalPartition", it.view.Partition, "originalOffset", it.view.Offset, "error", err)
+	go func() {
+		t := e.clock.NewTimer(deadLetterRetryWait)
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-e.produceCtx.Done():
+		}
+		if e.produceCtx.Err() != nil {
+			e.abandonItem(it)
+			return
+		}
+		e.produceDLQ(it, rec, reason)
+	}()
+}
+
+// hdr is a record header with a string value.
+func hdr(k, v string) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: []byte(v)} }
+
+// originHeaders appends the original coordinates.
+func (it *item) originHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
+	v := it.view
+	return append(hs,
+		hdr(headers.OriginalTopic, v.Topic),
+		hdr(headers.OriginalPartition, strconv.FormatInt(int64(v.Partition), 10)),
+		hdr(headers.OriginalOffset, strconv.FormatInt(v.Offset, 10)),
+		hdr(headers.OriginalTimestamp, headers.FormatTime(v.Timestamp)),
+	)
+}
+
+// failureHeaders appends the failure context shared by retry and dead-letter records.
+func failureHeaders(hs []kgo.RecordHeader, attempts int32, first time.Time, f *failure) []kgo.RecordHeader {
+	hs = append(hs,
+		hdr(headers.Attempts, strconv.FormatInt(int64(attempts), 10)),
+		hdr(headers.FirstFailure, headers.FormatTime(first)),
+		hdr(headers.LastFailure, headers.FormatTime(f.at)),
+		hdr(headers.ErrorType, f.errorType),
+		hdr(headers.ErrorMessage, headers.TruncateMessage(f.message)),
+	)
+	if f.httpStatus != 0 {
+		hs = append(hs, hdr(headers.HTTPStatus, strconv.Itoa(f.httpStatus)))
+	}
+	if f.rule != "" {
+		hs = append(hs, hdr(headers.Rule, f.rule))
+	}
+	return hs
+}
+
+// retryRecord is the record written to a retry tier after delivery number it.attempt failed.
+func (it *item) retryRecord(topic string, f *failure, due time.Time) *kgo.Record {
+	first := it.firstFailure
+	if first.IsZero() {
+		first = f.at
+	}
+	hs := make([]kgo.RecordHeader, 0, len(it.view.Headers)+14)
+	hs = append(hs, it.view.Headers...)
+	hs = it.originHeaders(hs)
+	hs = append(hs, hdr(headers.SourceTimestamp, headers.FormatTime(it.srcTime)))
+	hs = failureHeaders(hs, it.attempt, first, f)
+	hs = append(hs, hdr(headers.Due, headers.FormatTime(due)))
+	return &kgo.Record{Topic: topic, Key: it.view.Key, Value: it.view.Value, Headers: hs}
+}
+
+// deadLetterRecord is the record written to the dead letter topic. attempts is the number of
+// deliveries made.
+func (it *item) deadLetterRecord(topic, group, pipeline string, attempts int32, f *failure) *kgo.Record {
+	first := it.firstFailure
+	if first.IsZero() {
+		first = f.at
+	}
+	hs := make([]kgo.RecordHeader, 0, len(it.view.Headers)+16)
+	hs = append(hs, it.view.Headers...)
+	hs = it.originHeaders(hs)
+	hs = append(hs, hdr(headers.ConsumerGroup, group), hdr(headers.Pipeline, pipeline))
+	hs = failureHeaders(hs, attempts, first, f)
+	hs = append(hs, hdr(headers.Reason, f.reason))
+	return &kgo.Record{Topic: topic, Key: it.view.Key, Value: it.view.Value, Headers: hs}
+}

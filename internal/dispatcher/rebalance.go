@@ -1,0 +1,184 @@
+package dispatcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Bounds of the last steps of a stop (after drainTimeout) and of the commit of a revocation.
+const (
+	abandonWait    = 5 * time.Second  // for abandoned deliveries and writes to let go of their slots, and for the workers to return
+	finalCommitMax = 10 * time.Second // for the commit of revoked partitions and the final commit
+)
+
+func (e *Engine) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	if !e.joined.Swap(true) {
+		e.m.Ready.Set(1)
+		e.log.Info("Joined the consumer group")
+	}
+	if len(assigned) > 0 {
+		e.log.Info("Partitions assigned", "partitions", assigned)
+	}
+}
+
+// onRevoked stops dispatching from the revoked partitions, waits up to drainTimeout for their
+// deliveries, commits what finished and forgets them.
+func (e *Engine) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if len(revoked) == 0 {
+		return
+	}
+	e.mu.Lock()
+	parts := e.partsLocked(revoked)
+	for _, ps := range parts {
+		ps.revoking = true
+	}
+	e.waitLocked(func() bool {
+		for _, ps := range parts {
+			if ps.inFlight > 0 {
+				return false
+			}
+		}
+		return true
+	}, e.drainTimeout)
+	e.mu.Unlock()
+
+	cctx, cancel := context.WithTimeout(ctx, finalCommitMax)
+	_, err := e.commitParts(cctx, parts)
+	cancel()
+	if err != nil {
+		e.log.Warn("Committing revoked partitions failed", "error", err)
+	}
+	e.forget(parts)
+	e.log.Info("Partitions revoked", "partitions", revoked)
+}
+
+// onLost forgets partitions that are no longer ours without committing.
+func (e *Engine) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if len(lost) == 0 {
+		return
+	}
+	e.mu.Lock()
+	parts := e.partsLocked(lost)
+	e.mu.Unlock()
+	e.forget(parts)
+	e.log.Warn("Partitions lost", "partitions", lost)
+}
+
+func (e *Engine) partsLocked(tps map[string][]int32) []*partState {
+	var parts []*partState
+	for t, ps := range tps {
+		for _, p := range ps {
+			if s := e.parts[tpKey{t, p}]; s != nil {
+				parts = append(parts, s)
+			}
+		}
+	}
+	return parts
+}
+
+// forget drops partitions: their unfinished records are abandoned (redelivered by the next owner).
+func (e *Engine) forget(parts []*partState) {
+	e.mu.Lock()
+	for _, ps := range parts {
+		if ps.gone {
+			continue
+		}
+		ps.goneFlag.Store(true)
+		released, dropped := ps.revoke() // in-flight records of a forgotten partition are abandoned
+		e.slots -= released
+		e.buffered -= dropped
+		if ps.paused {
+			ps.paused = false
+			e.pausedCnt--
+		}
+		delete(e.parts, ps.tpKey)
+		e.m.DeleteLag(ps.topic, ps.partition)
+	}
+	kept := e.order[:0]
+	for _, ps := range e.order {
+		if !ps.gone {
+			kept = append(kept, ps)
+		}
+	}
+	clear(e.order[len(kept):])
+	e.order = kept
+	e.scheduleLocked()
+	e.gaugesLocked()
+	e.mu.Unlock()
+	kick(e.pauseKick)
+}
+
+// waitLocked waits (e.mu held) until done() or the timeout elapses on the engine's clock; it
+// reports done().
+func (e *Engine) waitLocked(done func() bool, timeout time.Duration) bool {
+	if done() {
+		return true
+	}
+	expired := false
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		if e.sleep(ctx, timeout) {
+			e.mu.Lock()
+			expired = true
+			e.cond.Broadcast()
+			e.mu.Unlock()
+		}
+	}()
+	e.waiters++
+	defer func() { e.waiters-- }()
+	for !done() && !expired {
+		e.cond.Wait()
+	}
+	return done()
+}
+
+// shutdown stops dispatching, drains in-flight work for up to drainTimeout, abandons the rest,
+// commits what finished and leaves the group.
+func (e *Engine) shutdown() {
+	e.stopped.Store(true)
+	e.m.Ready.Set(0)
+	e.mu.Lock()
+	e.stopping = true
+	inflight := e.active
+	drained := e.waitLocked(func() bool { return e.active == 0 }, e.drainTimeout)
+	left := e.active
+	e.mu.Unlock()
+	if !drained {
+		e.log.Warn("Abandoning in-flight deliveries after the drain timeout; they will be delivered again", "inFlight", left, "drainTimeout", e.drainTimeout)
+	}
+	// Abandon whatever is left: deliveries get their context cancelled, pending writes fail.
+	e.deliverCancel()
+	e.produceCancel()
+	e.mu.Lock()
+	e.waitLocked(func() bool { return e.active == 0 }, abandonWait)
+	e.mu.Unlock()
+
+	cctx, cancel := context.WithTimeout(context.Background(), finalCommitMax)
+	if _, err := e.commitParts(cctx, nil); err != nil {
+		e.log.Error("Final commit failed; the uncommitted records will be delivered again", "error", err)
+	}
+	cancel()
+	e.mu.Lock()
+	parts := append([]*partState(nil), e.order...)
+	e.mu.Unlock()
+	e.forget(parts)
+	e.log.Info("Stopped consuming", "drainedInFlight", inflight-left, "abandoned", left)
+
+	e.cl.CloseAllowingRebalance()
+	if e.ownDLQ {
+		e.dlq.Close()
+	}
+	e.mu.Lock()
+	close(e.work)
+	e.mu.Unlock()
+	// Workers stuck in a handler that ignores its context are left behind rather than waited for.
+	returned, cancelWait := context.WithCancel(context.Background())
+	go func() { e.workers.Wait(); cancelWait() }()
+	if e.sleep(returned, abandonWait) {
+		e.log.Warn("Some deliveries did not return after their context was cancelled")
+	}
+	cancelWait()
+}

@@ -1,0 +1,242 @@
+package dispatcher
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+)
+
+// Fetch tuning. A resumed partition is fetched only once the fetch under way returns, which takes
+// up to fetchMaxWait when no data arrives; so a retry-tier partition is resumed resumeLead before
+// its head record falls due.
+const (
+	fetchMaxWait = 500 * time.Millisecond
+	resumeLead   = 2 * fetchMaxWait
+)
+
+// scheduleLocked starts every delivery that may start now, recomputes which partitions should be
+// paused, and arms the timer for the next due time.
+func (e *Engine) scheduleLocked() {
+	if e.stopping {
+		return
+	}
+	now := e.clock.Now()
+	var wake time.Time
+	sinkBlocked, breakerOpen := false, false
+	if e.breaker != nil {
+		if until, open := e.breaker.OpenUntil(); open {
+			sinkBlocked, breakerOpen = true, true
+			wake = until
+		}
+	}
+	n := len(e.order)
+	if n > 0 {
+		e.rr = (e.rr + 1) % n
+	}
+	for k := 0; k < n && e.canStartLocked(); k++ {
+		ps := e.order[(e.rr+k)%n]
+		for it := ps.peek(); it != nil && e.canStartLocked() && !ps.revoking; it = ps.peek() {
+			if e.ordered && ps.inFlight > 0 {
+				break
+			}
+			if it.pre == nil {
+				if !it.due.IsZero() && it.due.After(now) {
+					wake = earliest(wake, it.due)
+					if lead := it.due.Add(-resumeLead); lead.After(now) { // to resume the partition's fetching
+						wake = earliest(wake, lead)
+					}
+					break
+				}
+				if e.pol.Expired(it.srcTime, now) {
+					it.pre = &failure{reason: headers.ReasonDeadlineExceeded, errorType: headers.ErrorTypeDeadlineExceeded,
+						message: "the record is past its deadline (" + e.pol.Policy().Deadline.String() + " after " + headers.FormatTime(it.srcTime) + ")"}
+				} else {
+					if sinkBlocked {
+						break
+					}
+					if e.breaker != nil {
+						if !e.breaker.Allow() {
+							sinkBlocked = true
+							break
+						}
+						it.allowed = true
+					}
+				}
+			}
+			ps.start()
+			e.active++
+			e.slots++
+			e.buffered--
+			e.dispatchLocked(it)
+		}
+	}
+
+	changed := false
+	ready := 0
+	for _, ps := range e.order {
+		want := e.wantPausedLocked(ps, now, breakerOpen)
+		if want != ps.paused {
+			ps.paused = want
+			changed = true
+			if want {
+				e.pausedCnt++
+			} else {
+				e.pausedCnt--
+			}
+		}
+		if !ps.paused {
+			ready += ps.queued()
+		}
+	}
+	if changed {
+		kick(e.pauseKick)
+	}
+	e.ready = ready
+	if ready < e.maxBuffered {
+		kick(e.roomKick)
+	}
+	e.armTimerLocked(wake)
+	e.gaugesLocked()
+}
+
+// canStartLocked reports whether another delivery may start: fewer than maxInFlight under way and
+// fewer than maxUncommitted finished records waiting for their commit.
+func (e *Engine) canStartLocked() bool {
+	return e.active < e.maxInFlight && e.slots-e.active < e.maxUncommitted
+}
+
+func (e *Engine) gaugesLocked() {
+	e.m.InFlight.Set(float64(e.active))
+	e.m.Uncommitted.Set(float64(e.slots - e.active))
+	e.m.Buffered.Set(float64(e.buffered))
+	e.m.PausedPartitions.Set(float64(e.pausedCnt))
+}
+
+func (e *Engine) wantPausedLocked(ps *partState, now time.Time, breakerOpen bool) bool {
+	if ps.revoking || ps.gone {
+		return false
+	}
+	if breakerOpen {
+		return true
+	}
+	if ps.tier > 0 {
+		// Paused while the head is not due; resumed resumeLead before it is, so that the records
+		// behind it are fetched by the time they fall due.
+		if it := ps.peek(); it != nil && it.pre == nil && it.due.Sub(now) > resumeLead {
+			return true
+		}
+	}
+	return false
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// armTimerLocked makes sure scheduling runs again at `at` (zero: no need): timerLoop sets its
+// timer to the earliest time armed.
+func (e *Engine) armTimerLocked(at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	if !e.timerAt.IsZero() && !e.timerAt.After(at) {
+		return // an earlier (or equal) wake-up is already armed
+	}
+	e.timerAt = at
+	kick(e.timerKick)
+}
+
+// timerLoop runs the scheduler at the time armTimerLocked asked for, on the engine's clock.
+func (e *Engine) timerLoop(ctx context.Context) {
+	timer := e.clock.NewTimer(time.Hour)
+	stopTimer(timer)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+			e.onTimer()
+		case <-e.timerKick:
+			e.mu.Lock()
+			at := e.timerAt
+			e.mu.Unlock()
+			if at.IsZero() {
+				continue
+			}
+			stopTimer(timer)
+			if d := at.Sub(e.clock.Now()); d > 0 {
+				timer.Reset(d)
+				if e.clock.Now().Before(at) {
+					continue
+				}
+				// The clock passed `at` while the timer was being set (a fake clock stepped).
+			}
+			e.onTimer()
+		}
+	}
+}
+
+func (e *Engine) onTimer() {
+	e.mu.Lock()
+	e.timerAt = time.Time{}
+	e.scheduleLocked()
+	e.mu.Unlock()
+}
+
+// kick wakes the loop waiting on ch, unless a wake-up is pending already.
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// pauseLoop reconciles franz-go's paused partitions with the desired state.
+func (e *Engine) pauseLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.pauseKick:
+		}
+		want := map[string][]int32{}
+		e.mu.Lock()
+		for _, ps := range e.order {
+			if ps.paused {
+				want[ps.topic] = append(want[ps.topic], ps.partition)
+			}
+		}
+		e.mu.Unlock()
+		current := e.cl.PauseFetchPartitions(nil)
+		toPause, toResume := diffPartitions(want, current), diffPartitions(current, want)
+		if len(toPause) > 0 {
+			e.cl.PauseFetchPartitions(toPause)
+		}
+		if len(toResume) > 0 {
+			e.cl.ResumeFetchPartitions(toResume)
+		}
+	}
+}
+
+// diffPartitions returns the partitions of a that are not in b.
+func diffPartitions(a, b map[string][]int32) map[string][]int32 {
+	var out map[string][]int32
+	for t, ps := range a {
+		for _, p := range ps {
+			if slices.Contains(b[t], p) {
+				continue
+			}
+			if out == nil {
+				out = map[string][]int32{}
+			}
+			out[t] = append(out[t], p)
+		}
+	}
+	return out
+}
