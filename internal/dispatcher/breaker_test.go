@@ -44,16 +44,7 @@ func TestCircuitBreaker(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var mu sync.Mutex
 	var trans []transition
-	gaugeOf := func(name string) float64 {
-		mfs, _ := reg.Gather()
-		for _, mf := range mfs {
-			if mf.GetName() == name {
-				return mf.GetMetric()[0].GetGauge().GetValue()
-			}
-		}
-		return -1
-	}
-	gauge := func() float64 { return gaugeOf(metrics.CircuitState) }
+	gauge := func() float64 { return dt.Gauge(reg, metrics.CircuitState) }
 	pausedWhileOpen := make(chan float64, 10)
 	// Delivery starts as the dispatcher makes them (the sink may see a request later).
 	var startsMu sync.Mutex
@@ -74,10 +65,10 @@ func TestCircuitBreaker(t *testing.T) {
 				deadline := time.Now().Add(openFor * 3 / 4)
 				tick := time.NewTicker(2 * time.Millisecond)
 				defer tick.Stop()
-				v := gaugeOf(metrics.PausedPartitions)
+				v := dt.Gauge(reg, metrics.PausedPartitions)
 				for v < 2 && time.Now().Before(deadline) {
 					<-tick.C
-					v = gaugeOf(metrics.PausedPartitions)
+					v = dt.Gauge(reg, metrics.PausedPartitions)
 				}
 				select {
 				case pausedWhileOpen <- v:

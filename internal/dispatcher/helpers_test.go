@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -82,4 +83,17 @@ func newPipeline(t testing.TB, group string, partitions int32, pol *v1.RetryPoli
 	c := dt.Cluster(t, topics)
 	cfg := dt.Config(c.ListenAddrs(), group, src, dlq, pol, sink.URL)
 	return &pipeline{c: c, sink: sink, cfg: cfg, prod: dt.Client(t, c)}
+}
+
+// committed returns the offset the pipeline's group committed for a partition (-1 for none).
+func (p *pipeline) committed(t testing.TB, topic string, partition int32) int64 {
+	t.Helper()
+	os, err := kadm.NewClient(p.prod).FetchOffsets(context.Background(), p.cfg.ConsumerGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := os.Lookup(topic, partition); ok {
+		return o.At
+	}
+	return -1
 }

@@ -1,14 +1,12 @@
 package dispatcher_test
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
@@ -101,30 +99,13 @@ func TestUnorderedMaxInFlight(t *testing.T) {
 	}
 	dt.Produce(t, p.prod, recs...)
 
-	gauge := func(name string) float64 {
-		mfs, _ := reg.Gather()
-		for _, mf := range mfs {
-			if mf.GetName() == name {
-				return mf.GetMetric()[0].GetGauge().GetValue()
-			}
-		}
-		return -1
-	}
-	adm := kadm.NewClient(p.prod)
-	committed := func() int64 {
-		os, err := adm.FetchOffsets(context.Background(), p.cfg.ConsumerGroup)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o, _ := os.Lookup(p.cfg.Topics.Source, 0)
-		return o.At
-	}
+	committed := func() int64 { return p.committed(t, p.cfg.Topics.Source, 0) }
 	// The stuck record is the only delivery left; the records finished past it wait for their
 	// commit, and no delivery starts while maxUncommittedRecords of them wait.
 	var uncommitted int
 	dt.Eventually(t, 20*time.Second, func() bool {
-		uncommitted = int(gauge(metrics.Uncommitted))
-		return gauge(metrics.InFlight) == 1 && uncommitted >= maxUncommitted && committed() == slowAt &&
+		uncommitted = int(dt.Gauge(reg, metrics.Uncommitted))
+		return dt.Gauge(reg, metrics.InFlight) == 1 && uncommitted >= maxUncommitted && committed() == slowAt &&
 			p.sink.Count() == slowAt+uncommitted
 	}, "deliveries stop past the stuck record (answered %d)", p.sink.Count())
 	t.Logf("stuck at offset %d: %d delivered past it, committed %d", slowAt, uncommitted, committed())

@@ -109,9 +109,9 @@ func (t *partitionTracker) advance() bool {
 
 // committable returns the offset to commit and its leader epoch, and release, the slots a
 // successful commit of it frees (the records popped so far); ok is false when there is nothing
-// new to commit.
+// new to commit, or the partition was revoked.
 func (t *partitionTracker) committable() (offset int64, epoch int32, release int, ok bool) {
-	if t.commitOffset < 0 || t.commitOffset <= t.committed {
+	if t.gone || t.commitOffset < 0 || t.commitOffset <= t.committed {
 		return 0, 0, 0, false
 	}
 	return t.commitOffset, t.commitEpoch, t.popped, true

@@ -11,10 +11,12 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,6 +97,17 @@ func Header(r *kgo.Record, key string) (string, bool) {
 	return "", false
 }
 
+// Gauge returns the value of the gauge name in g (its first series), or -1 when g has none.
+func Gauge(g prometheus.Gatherer, name string) float64 {
+	mfs, _ := g.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
 // Eventually waits until cond holds, checking every few milliseconds, and fails the test with msg
 // after timeout.
 func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
@@ -159,12 +172,10 @@ func (s *Sink) SetBehavior(b func(*Request) Response) {
 	s.mu.Unlock()
 }
 
+// partOf maps "<topic>/<partition>/<offset>" to "<topic>/<partition>".
 func partOf(deliveredFrom string) string {
-	// "<topic>/<partition>/<offset>" -> "<topic>/<partition>"
-	for i := len(deliveredFrom) - 1; i >= 0; i-- {
-		if deliveredFrom[i] == '/' {
-			return deliveredFrom[:i]
-		}
+	if i := strings.LastIndexByte(deliveredFrom, '/'); i >= 0 {
+		return deliveredFrom[:i]
 	}
 	return deliveredFrom
 }
