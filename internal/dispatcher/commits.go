@@ -156,8 +156,7 @@ func (e *Engine) commitParts(ctx context.Context, only []*partState) (int, error
 // (so that the interval never throttles deliveries).
 func (e *Engine) commitLoop(ctx context.Context) {
 	var last time.Time
-	timer := e.clock.NewTimer(time.Hour)
-	stopTimer(timer)
+	timer := e.stoppedTimer()
 	defer timer.Stop()
 	for {
 		select {

@@ -321,6 +321,13 @@ func (e *Engine) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// stoppedTimer returns a timer of the engine's clock that is not running, for a loop to Reset.
+func (e *Engine) stoppedTimer() clock.Timer {
+	t := e.clock.NewTimer(time.Hour)
+	stopTimer(t)
+	return t
+}
+
 // stopTimer stops t and drops a tick it sent that nobody received (a fake clock's timer keeps one,
 // a real one does not), so that a Reset starts afresh.
 func stopTimer(t clock.Timer) {

@@ -106,9 +106,12 @@ func (e *Engine) deadLettered(it *item, rec *kgo.Record, reason string, err erro
 // hdr is a record header with a string value.
 func hdr(k, v string) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: []byte(v)} }
 
-// originHeaders appends the original coordinates.
-func (it *item) originHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
+// outHeaders starts the headers of a record written after a failure: the record's own headers
+// and its original coordinates, with room for n more.
+func (it *item) outHeaders(n int) []kgo.RecordHeader {
 	v := it.view
+	hs := make([]kgo.RecordHeader, 0, len(v.Headers)+4+n)
+	hs = append(hs, v.Headers...)
 	return append(hs,
 		hdr(headers.OriginalTopic, v.Topic),
 		hdr(headers.OriginalPartition, strconv.FormatInt(int64(v.Partition), 10)),
@@ -118,7 +121,11 @@ func (it *item) originHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
 }
 
 // failureHeaders appends the failure context shared by retry and dead-letter records.
-func failureHeaders(hs []kgo.RecordHeader, attempts int32, first time.Time, f *failure) []kgo.RecordHeader {
+func (it *item) failureHeaders(hs []kgo.RecordHeader, attempts int32, f *failure) []kgo.RecordHeader {
+	first := it.firstFailure
+	if first.IsZero() {
+		first = f.at
+	}
 	hs = append(hs,
 		hdr(headers.Attempts, strconv.FormatInt(int64(attempts), 10)),
 		hdr(headers.FirstFailure, headers.FormatTime(first)),
@@ -137,15 +144,9 @@ func failureHeaders(hs []kgo.RecordHeader, attempts int32, first time.Time, f *f
 
 // retryRecord is the record written to a retry tier after delivery number it.attempt failed.
 func (it *item) retryRecord(topic string, f *failure, due time.Time) *kgo.Record {
-	first := it.firstFailure
-	if first.IsZero() {
-		first = f.at
-	}
-	hs := make([]kgo.RecordHeader, 0, len(it.view.Headers)+14)
-	hs = append(hs, it.view.Headers...)
-	hs = it.originHeaders(hs)
+	hs := it.outHeaders(10)
 	hs = append(hs, hdr(headers.SourceTimestamp, headers.FormatTime(it.srcTime)))
-	hs = failureHeaders(hs, it.attempt, first, f)
+	hs = it.failureHeaders(hs, it.attempt, f)
 	hs = append(hs, hdr(headers.Due, headers.FormatTime(due)))
 	return &kgo.Record{Topic: topic, Key: it.view.Key, Value: it.view.Value, Headers: hs}
 }
@@ -153,15 +154,9 @@ func (it *item) retryRecord(topic string, f *failure, due time.Time) *kgo.Record
 // deadLetterRecord is the record written to the dead letter topic. attempts is the number of
 // deliveries made.
 func (it *item) deadLetterRecord(topic, group, pipeline string, attempts int32, f *failure) *kgo.Record {
-	first := it.firstFailure
-	if first.IsZero() {
-		first = f.at
-	}
-	hs := make([]kgo.RecordHeader, 0, len(it.view.Headers)+16)
-	hs = append(hs, it.view.Headers...)
-	hs = it.originHeaders(hs)
+	hs := it.outHeaders(12)
 	hs = append(hs, hdr(headers.ConsumerGroup, group), hdr(headers.Pipeline, pipeline))
-	hs = failureHeaders(hs, attempts, first, f)
+	hs = it.failureHeaders(hs, attempts, f)
 	hs = append(hs, hdr(headers.Reason, f.reason))
 	return &kgo.Record{Topic: topic, Key: it.view.Key, Value: it.view.Value, Headers: hs}
 }

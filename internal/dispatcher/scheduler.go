@@ -153,8 +153,7 @@ func (e *Engine) armTimerLocked(at time.Time) {
 
 // timerLoop runs the scheduler at the time armTimerLocked asked for, on the engine's clock.
 func (e *Engine) timerLoop(ctx context.Context) {
-	timer := e.clock.NewTimer(time.Hour)
-	stopTimer(timer)
+	timer := e.stoppedTimer()
 	defer timer.Stop()
 	for {
 		select {
