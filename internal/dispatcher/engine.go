@@ -117,6 +117,7 @@ type Engine struct {
 	handoff   *item
 	workers   sync.WaitGroup
 
+	// Wake-ups of the loops: pauseLoop, timerLoop, commitLoop, and pollLoop waiting for room.
 	pauseKick  chan struct{}
 	timerKick  chan struct{}
 	commitKick chan struct{}
