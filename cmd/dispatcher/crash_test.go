@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,10 +51,10 @@ func dispatcherBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "dispatcher")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binPath, ".")
+		cmd := exec.Command("go", "build", "-o", binPath, ".")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -201,7 +200,7 @@ func TestCrashRecovery(t *testing.T) {
 		}
 		recs = recs[:0]
 	}
-	for i := 0; i < n; i++ {
+	for i := range n {
 		recs = append(recs, &kgo.Record{Topic: src, Key: []byte(strconv.Itoa(i % 251)), Value: []byte(strconv.Itoa(i))})
 		if len(recs) == cap(recs) {
 			flush()
@@ -231,7 +230,7 @@ func TestCrashRecovery(t *testing.T) {
 		dt.Eventually(t, time.Minute, func() bool { return succeeded() >= at }, "%d records delivered before kill %d", at, k+1)
 		if !readyOK {
 			if resp, err := http.Get("http://" + health + "/readyz"); err == nil {
-				readyOK = resp.StatusCode == 200
+				readyOK = resp.StatusCode == http.StatusOK
 				resp.Body.Close()
 			}
 		}
@@ -247,7 +246,7 @@ func TestCrashRecovery(t *testing.T) {
 
 	// Every record ends delivered or dead-lettered.
 	var wantDLQ, wantOK int
-	for i := 0; i < n; i++ {
+	for i := range n {
 		if k := sinkKind(i); k == "permanent" || k == "always" {
 			wantDLQ++
 		} else {
@@ -294,7 +293,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	okCount := sink.SuccessCounts()
 	lost, wrongDLQ := 0, 0
-	for i := 0; i < n; i++ {
+	for i := range n {
 		key := keyOf[i]
 		kind := sinkKind(i)
 		switch {

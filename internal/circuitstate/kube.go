@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"os"
 
-	"k8s.io/client-go/kubernetes/typed/core/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
@@ -36,7 +36,7 @@ func ReporterFor(c *config.Config, getenv func(string) string, log *slog.Logger)
 		return nil, fmt.Errorf("circuit report: no Kubernetes API configuration (in-cluster or KUBECONFIG): %w", err)
 	}
 	rest.UserAgent = FieldManager
-	core, err := v1.NewForConfig(rest)
+	core, err := corev1client.NewForConfig(rest)
 	if err != nil {
 		return nil, fmt.Errorf("circuit report: %w", err)
 	}

@@ -73,7 +73,7 @@ func newEnv(t *testing.T, data map[string]string) *env {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: testCM, Namespace: testNS}, Data: d}
 	// NewSimpleClientset rather than NewClientset: the latter's managed-fields tracker takes ~3.5 s
 	// to build under -race, and these tests need only merge patches and gets.
-	return &env{cs: fake.NewSimpleClientset(cm), clock: clocktesting.NewFakeClock(t0)} //nolint:staticcheck // see above
+	return &env{cs: fake.NewSimpleClientset(cm), clock: clocktesting.NewFakeClock(t0)}
 }
 
 func (e *env) reporter(interval time.Duration) *Reporter {

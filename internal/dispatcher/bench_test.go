@@ -101,7 +101,7 @@ func produceN(tb testing.TB, cl *kgo.Client, topic string, n int, value []byte) 
 	tb.Helper()
 	var wg sync.WaitGroup
 	var ferr atomic.Value
-	for i := 0; i < n; i++ {
+	for i := range n {
 		wg.Add(1)
 		cl.Produce(context.Background(), &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i)), Value: value}, func(_ *kgo.Record, err error) {
 			if err != nil {
@@ -256,7 +256,7 @@ func runThroughput(tb testing.TB, n, partitions int, reverse bool) throughput {
 func BenchmarkThroughput(b *testing.B) {
 	const n, partitions = 20000, 4
 	var sum throughput
-	for i := 0; i < b.N; i++ {
+	for i := range b.N {
 		r := runThroughput(b, n, partitions, i%2 == 1)
 		sum.bareMin += r.bareMin
 		sum.bare += r.bare
@@ -304,7 +304,7 @@ type holResult struct {
 // runs end before failDelay) while the healthy ones flow.
 func runHOL(tb testing.TB, rate int, dur, work, failDelay time.Duration) holResult {
 	var res holResult
-	for run := 0; run < 2; run++ {
+	for run := range 2 {
 		withFailures := run == 1
 		sink := newBenchSink(tb, work, func(body []byte) bool { return bytes.HasSuffix(body, []byte("|f")) })
 		pol := &v1.RetryPolicySpec{MaxAttempts: 2, Backoff: v1.Backoff{InitialDelay: dt.D(failDelay), Multiplier: "2", MaxDelay: dt.D(failDelay)},
@@ -319,7 +319,7 @@ func runHOL(tb testing.TB, rate int, dur, work, failDelay time.Duration) holResu
 		interval := time.Second / time.Duration(rate)
 		tick := time.NewTicker(interval)
 		healthy := 0
-		for i := 0; i < total; i++ {
+		for i := range total {
 			<-tick.C
 			kind := "h"
 			if withFailures && i%5 == 4 {
@@ -352,7 +352,7 @@ func runHOL(tb testing.TB, rate int, dur, work, failDelay time.Duration) holResu
 // request and records arrive at 400/s over 4 partitions (Ordered).
 func BenchmarkNoHeadOfLineBlocking(b *testing.B) {
 	var ratio, p99, p99Base float64
-	for i := 0; i < b.N; i++ {
+	for range b.N {
 		r := runHOL(b, 400, 5*time.Second, 2*time.Millisecond, 30*time.Second)
 		p, pb := quantile(r.healthy, 0.99), quantile(r.baseline, 0.99)
 		ratio += p.Seconds() / pb.Seconds()

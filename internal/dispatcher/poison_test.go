@@ -38,7 +38,7 @@ func TestPoisonPill(t *testing.T) {
 	if err == nil {
 		for _, r := range resps {
 			if r.Err != nil {
-				err = fmt.Errorf("%v: %s", r.Err, r.ErrMessage)
+				err = fmt.Errorf("%w: %s", r.Err, r.ErrMessage)
 			}
 		}
 	}
@@ -47,7 +47,7 @@ func TestPoisonPill(t *testing.T) {
 	}
 	start(t, dispatcher.Options{Config: p.cfg})
 	var recs []*kgo.Record
-	for i := 0; i < 10; i++ {
+	for i := range 10 {
 		v := []byte(strconv.Itoa(i))
 		switch i {
 		case 3:

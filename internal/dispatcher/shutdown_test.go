@@ -50,7 +50,7 @@ func TestGracefulShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Shutdown(context.Background())
+	defer func() { _ = srv.Shutdown(context.Background()) }()
 	metricsURL, healthURL := "http://"+srv.MetricsAddr().String(), "http://"+srv.HealthAddr().String()
 	get := func(url string) (int, string) {
 		resp, err := http.Get(url)
@@ -72,7 +72,7 @@ func TestGracefulShutdown(t *testing.T) {
 	go func() { done <- e.Run(ctx) }()
 
 	var recs []*kgo.Record
-	for i := 0; i < 20; i++ {
+	for i := range 20 {
 		recs = append(recs, &kgo.Record{Topic: p.cfg.Topics.Source, Value: []byte("r" + strconv.Itoa(i))})
 	}
 	recs = append(recs, &kgo.Record{Topic: p.cfg.Topics.Source, Value: []byte("drains")},
@@ -123,7 +123,7 @@ func TestGracefulShutdown(t *testing.T) {
 	released <- struct{}{}
 	r := start(t, dispatcher.Options{Config: p.cfg})
 	more := []*kgo.Record{}
-	for i := 0; i < 10; i++ {
+	for i := range 10 {
 		more = append(more, &kgo.Record{Topic: p.cfg.Topics.Source, Value: []byte("after" + strconv.Itoa(i))})
 	}
 	dt.Produce(t, p.prod, more...)

@@ -36,7 +36,7 @@ func TestSmoke(t *testing.T) {
 	})
 	start(t, dispatcher.Options{Config: p.cfg})
 	var rs []*kgo.Record
-	for i := 0; i < 10; i++ {
+	for i := range 10 {
 		v := "ok"
 		switch i {
 		case 3:

@@ -185,7 +185,7 @@ func TestMultipliersAreExact(t *testing.T) {
 			}
 		})
 	}
-	if got := time.Duration(1e9 * math.Pow(1.7, 2)); got == 2890000000 {
+	if got := time.Duration(1e9 * math.Pow(1.7, 2)); got == 2890000000 { //nolint:staticcheck // QF1005: math.Pow's float64 rounding is what this checks
 		t.Fatalf("float64 no longer drifts here (%d); pick another example", got)
 	}
 }

@@ -46,7 +46,7 @@ func newHarness(t *testing.T, mutate func(*retry.CircuitBreakerConfig)) *breaker
 // do admits and records n requests with the given result; every one must be admitted.
 func (h *breakerHarness) do(n int, success bool) {
 	h.t.Helper()
-	for i := 0; i < n; i++ {
+	for i := range n {
 		if !h.b.Allow() {
 			h.t.Fatalf("request %d of %d rejected in state %s", i+1, n, h.b.State())
 		}
@@ -177,7 +177,7 @@ func TestBreaker(t *testing.T) {
 			name: "a half-open breaker admits only halfOpenRequests probes",
 			run: func(h *breakerHarness) {
 				h.halfOpen()
-				for i := 0; i < 5; i++ {
+				for i := range 5 {
 					if !h.b.Allow() {
 						h.t.Fatalf("probe %d rejected", i+1)
 					}
@@ -285,11 +285,11 @@ func TestBreakerHookFiresOncePerTransition(t *testing.T) {
 func TestBreakerIsSafeForConcurrentUse(t *testing.T) {
 	h := newHarness(t, nil)
 	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
+	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 2000; i++ {
+			for i := range 2000 {
 				if h.b.Allow() {
 					h.b.Record(i%3 != 0)
 				}

@@ -179,7 +179,7 @@ func parseMultiplier(s string) (*big.Rat, string) {
 		return nil, fmt.Sprintf("is longer than %d characters", MaxMultiplierLength)
 	}
 	digits, dots := 0, 0
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		switch ch := s[i]; {
 		case ch >= '0' && ch <= '9':
 			digits++
@@ -304,7 +304,7 @@ func parseStatus(s string) (statusRange, bool) {
 			return 0, false
 		}
 		n := 0
-		for i := 0; i < 3; i++ {
+		for i := range 3 {
 			if t[i] < '0' || t[i] > '9' {
 				return 0, false
 			}

@@ -37,7 +37,7 @@ func newTextMatcher(pattern string) (textMatcher, error) {
 	// regexp.Compile parses with syntax.Perl: parse the same way to recognise a literal.
 	tree, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil || tree.Op != syntax.OpLiteral || len(tree.Rune) == 0 || slices.Contains(tree.Rune, utf8.RuneError) {
-		return m, nil
+		return m, nil //nolint:nilerr // not a plain literal: the compiled regexp matches it
 	}
 	if tree.Flags&syntax.FoldCase == 0 {
 		m.kind, m.lit = matchContains, string(tree.Rune)

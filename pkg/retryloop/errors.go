@@ -63,7 +63,7 @@ func ErrorType(err error) string {
 		}
 	}
 	for e := err; e != nil; e = errors.Unwrap(e) {
-		if _, ok := e.(*classified); ok {
+		if _, ok := e.(*classified); ok { //nolint:errorlint // the loop walks the chain itself, one link at a time
 			continue
 		}
 		t := reflect.TypeOf(e)
@@ -89,7 +89,7 @@ func result(ctx context.Context, err error) dispatcher.Result {
 	res := dispatcher.Result{Outcome: retry.Outcome{Message: err.Error(), ErrorType: ErrorType(err)}}
 	var forced, status, ra, undeliverable bool
 	for e := err; e != nil; e = errors.Unwrap(e) {
-		c, ok := e.(*classified)
+		c, ok := e.(*classified) //nolint:errorlint // the loop walks the chain itself, one link at a time
 		if !ok {
 			continue
 		}

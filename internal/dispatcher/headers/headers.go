@@ -193,7 +193,7 @@ func IsOwned(name string) bool { return strings.HasPrefix(name, Prefix) }
 // case-insensitive.
 func HeaderName(kafkaName string) string {
 	clean := true
-	for i := 0; i < len(kafkaName); i++ {
+	for i := range len(kafkaName) {
 		if !isTokenChar(kafkaName[i]) || kafkaName[i] == '%' {
 			clean = false
 			break
@@ -206,7 +206,7 @@ func HeaderName(kafkaName string) string {
 	var b strings.Builder
 	b.Grow(len(HTTPKafkaHeaderPrefix) + 3*len(kafkaName))
 	b.WriteString(HTTPKafkaHeaderPrefix)
-	for i := 0; i < len(kafkaName); i++ {
+	for i := range len(kafkaName) {
 		c := kafkaName[i]
 		if isTokenChar(c) && c != '%' {
 			b.WriteByte(c)
