@@ -2,26 +2,36 @@ package controllers
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/internal/ruleapi"
+)
+
+// Condition reasons of the children (DeploymentReady, AlertsReady) that only this controller uses.
+const (
+	// reasonRulesApplied: the alert rules are in place (AlertsReady True).
+	reasonRulesApplied = "RulesApplied"
+	// reasonWaitingForReferences: the RetryPolicy or DeadLetterQueue is missing or invalid, so the
+	// children cannot be rendered; existing ones are left as they are.
+	reasonWaitingForReferences = "WaitingForReferences"
+	// reasonWaitingForTopics: the Deployment is first created once the topics are ready.
+	reasonWaitingForTopics = "WaitingForTopics"
 )
 
 // The children of a pipeline are its dispatcher ConfigMap, its consumer Deployment and its alert
-// rules, rendered by internal/render and applied with server-side apply (field owner
-// "retry-operator", forced), each with the pipeline as controller owner so that garbage collection
+// rules, rendered by internal/render and applied by internal/apply with server-side apply (field
+// owner "retry-operator", forced), each with the pipeline as controller owner so that garbage collection
 // removes them with it. They are reconciled after the topic steps, in this order:
 //
 //  1. ConfigMap: the dispatcher config. Its hash goes on the Deployment's pod template, so a policy,
@@ -32,7 +42,7 @@ import (
 //     exists it is kept in line with the spec whatever Kafka's state: a broker outage must not hold
 //     back a spec change or a drift correction.
 //  3. Alerts: a PrometheusRule when the kind is served, else a ConfigMap with the same rule file
-//     (see ruleAPI and applyAlertRules).
+//     (see ruleapi.API.Apply).
 //
 // They run even when a topic step met a problem, since they depend on the spec, the RetryPolicy and
 // the DeadLetterQueue, not on Kafka. While the policy or the queue is missing or invalid nothing can
@@ -46,16 +56,19 @@ import (
 // served, its PrometheusRules), so an out-of-band change re-enqueues the pipeline, whose apply takes
 // the fields back. Before applying, the desired object is compared with the cached one; when every
 // field the operator sets already has its value, nothing is written.
+//
+// Each step records its own problems and goes on: only other errors stop the children, and show on
+// the condition of the step that met them, DeploymentReady or AlertsReady.
 func (r *ConsumerPipelineReconciler) reconcileChildren(ctx context.Context, s *pipelineScope) error {
-	steps := []step[*pipelineScope]{
+	if err := runSteps(ctx, s, []step[*pipelineScope]{
 		{"Access", r.reconcileAccess},
 		{"ConfigMap", r.reconcileConfigMap},
 		{"Deployment", r.reconcileDeployment},
 		{"Circuit", r.readCircuit},
-		{"Alerts", r.reconcileAlerts},
+	}, &s.deploymentProblems); err != nil {
+		return err
 	}
-	// Each step records its own problems and goes on: only other errors stop the children.
-	return runSteps(ctx, s, steps, nil)
+	return runSteps(ctx, s, []step[*pipelineScope]{{"Alerts", r.reconcileAlerts}}, &s.alertProblems)
 }
 
 // renderInputs are the inputs of internal/render for s, which must have its policy and queue.
@@ -78,16 +91,6 @@ func waitingForReferences() *problem {
 		Message: "the RetryPolicy or the DeadLetterQueue is missing or invalid (see TopicsReady); what exists is left as it is"}
 }
 
-// recordProblem adds err to ps when it is a *problem, and returns any other error.
-func recordProblem(ps *problems, err error) error {
-	var p *problem
-	if errors.As(err, &p) {
-		ps.add(p)
-		return nil
-	}
-	return err
-}
-
 // reconcileConfigMap applies the dispatcher ConfigMap and keeps its hash for the Deployment.
 func (r *ConsumerPipelineReconciler) reconcileConfigMap(ctx context.Context, s *pipelineScope) error {
 	if s.policy == nil || s.queue == nil {
@@ -96,12 +99,12 @@ func (r *ConsumerPipelineReconciler) reconcileConfigMap(ctx context.Context, s *
 	}
 	cm, err := render.ConfigMap(r.renderInputs(s))
 	if err != nil {
-		return recordProblem(&s.deploymentProblems, renderProblem(err))
+		return recordProblem(&s.deploymentProblems, childProblem(err))
 	}
-	live := cachedChild(ctx, r.Client, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
-	_, applied, err := applyOwned(ctx, r.Client, s.p, cm, live)
+	live := apply.Cached(ctx, r.Client, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
+	_, applied, err := apply.Owned(ctx, r.Client, s.p, cm, live)
 	if err != nil {
-		return recordProblem(&s.deploymentProblems, err)
+		return recordProblem(&s.deploymentProblems, childProblem(err))
 	}
 	if applied {
 		ctrl.LoggerFrom(ctx).Info("Applied ConfigMap", "consumerPipeline", klog.KObj(s.p), "configMap", cm.Name)
@@ -115,7 +118,7 @@ func (r *ConsumerPipelineReconciler) reconcileConfigMap(ctx context.Context, s *
 func (r *ConsumerPipelineReconciler) reconcileDeployment(ctx context.Context, s *pipelineScope) error {
 	key := client.ObjectKey{Namespace: s.p.Namespace, Name: render.DeploymentName(s.p)}
 	cur := &appsv1.Deployment{}
-	live := cachedChild(ctx, r.Client, key, cur)
+	live := apply.Cached(ctx, r.Client, key, cur)
 	if live != nil && metav1.IsControlledBy(cur, s.p) {
 		s.deployment = cur
 	}
@@ -126,23 +129,23 @@ func (r *ConsumerPipelineReconciler) reconcileDeployment(ctx context.Context, s 
 	// Rendered first, so that a spec error shows before the topics are ready.
 	d, err := render.Deployment(r.renderInputs(s), s.configHash)
 	if err != nil {
-		return recordProblem(&s.deploymentProblems, renderProblem(err))
+		return recordProblem(&s.deploymentProblems, childProblem(err))
 	}
 	if live == nil && len(s.topicProblems) > 0 {
 		s.deploymentProblems.add(&problem{Reason: reasonWaitingForTopics, Kind: problemWaiting,
 			Message: "the Deployment is created once the topics are ready, so that consumers never start without their retry topics"})
 		return nil
 	}
-	got, applied, err := applyOwned(ctx, r.Client, s.p, d, live)
+	got, applied, err := apply.Owned(ctx, r.Client, s.p, d, live)
 	if err != nil {
-		return recordProblem(&s.deploymentProblems, err)
+		return recordProblem(&s.deploymentProblems, childProblem(err))
 	}
 	if !applied {
 		return nil
 	}
 	ctrl.LoggerFrom(ctx).Info("Applied Deployment", "consumerPipeline", klog.KObj(s.p), "deployment", d.Name)
 	s.deployment = &appsv1.Deployment{}
-	return fromUnstructured(got, s.deployment)
+	return apply.Decode(got, s.deployment)
 }
 
 // reconcileAlerts applies the pipeline's alert rules.
@@ -152,22 +155,15 @@ func (r *ConsumerPipelineReconciler) reconcileAlerts(ctx context.Context, s *pip
 		return nil
 	}
 	in := r.renderInputs(s)
-	msg, err := applyAlertRules(ctx, r.Client, r.Rules, s.p, alertObjects{
-		rule:      func() (*unstructured.Unstructured, error) { return render.PrometheusRule(in) },
-		configMap: func() (*corev1.ConfigMap, error) { return render.AlertConfigMap(in) },
-		key:       client.ObjectKey{Namespace: s.p.Namespace, Name: render.PipelineAlertsName(s.p)},
+	msg, err := r.Rules.Apply(ctx, r.Client, s.p, ruleapi.Rules{
+		Rule:      func() (*unstructured.Unstructured, error) { return render.PrometheusRule(in) },
+		ConfigMap: func() (*corev1.ConfigMap, error) { return render.AlertConfigMap(in) },
+		Key:       client.ObjectKey{Namespace: s.p.Namespace, Name: render.PipelineAlertsName(s.p)},
 	})
 	if err != nil {
-		return recordProblem(&s.alertProblems, err)
+		return recordProblem(&s.alertProblems, childProblem(err))
 	}
 	s.alertsMessage = msg
-	return nil
-}
-
-func fromUnstructured(u *unstructured.Unstructured, obj runtime.Object) error {
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
-		return fmt.Errorf("decoding the applied %s: %w", u.GetKind(), err)
-	}
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/circuitstate"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -51,10 +52,10 @@ func (r *ConsumerPipelineReconciler) reconcileAccess(ctx context.Context, s *pip
 		return recordProblem(&s.deploymentProblems, err)
 	}
 	for _, c := range children {
-		live := cachedChild(ctx, r.Client, client.ObjectKeyFromObject(c.desired), c.live)
-		_, applied, err := applyOwned(ctx, r.Client, p, c.desired, live)
+		live := apply.Cached(ctx, r.Client, client.ObjectKeyFromObject(c.desired), c.live)
+		_, applied, err := apply.Owned(ctx, r.Client, p, c.desired, live)
 		if err != nil {
-			if err := recordProblem(&s.deploymentProblems, err); err != nil {
+			if err := recordProblem(&s.deploymentProblems, childProblem(err)); err != nil {
 				return err
 			}
 			continue
@@ -71,7 +72,7 @@ func (r *ConsumerPipelineReconciler) reconcileAccess(ctx context.Context, s *pip
 func (r *ConsumerPipelineReconciler) deleteOwnServiceAccount(ctx context.Context, s *pipelineScope) error {
 	sa := &corev1.ServiceAccount{}
 	key := types.NamespacedName{Namespace: s.p.Namespace, Name: render.ServiceAccountName(s.p)}
-	if cachedChild(ctx, r.Client, key, sa) == nil || !metav1.IsControlledBy(sa, s.p) {
+	if apply.Cached(ctx, r.Client, key, sa) == nil || !metav1.IsControlledBy(sa, s.p) {
 		return nil
 	}
 	ctrl.LoggerFrom(ctx).Info("Deleting the consumers' ServiceAccount: the template names its own", "consumerPipeline", klog.KObj(s.p), "serviceAccount", sa.Name)
@@ -92,7 +93,7 @@ func (r *ConsumerPipelineReconciler) circuitTTL() time.Duration {
 func (r *ConsumerPipelineReconciler) readCircuit(ctx context.Context, s *pipelineScope) error {
 	cm := &corev1.ConfigMap{}
 	key := types.NamespacedName{Namespace: s.p.Namespace, Name: render.CircuitConfigMapName(s.p)}
-	if cachedChild(ctx, r.Client, key, cm) == nil {
+	if apply.Cached(ctx, r.Client, key, cm) == nil {
 		// Not made yet (or not cached yet): nobody can have reported.
 		sum := circuitstate.Summary{State: circuitstate.Closed}
 		s.circuit = &sum
@@ -108,7 +109,7 @@ func (r *ConsumerPipelineReconciler) readCircuit(ctx context.Context, s *pipelin
 		data[k] = nil
 	}
 	patch, _ := json.Marshal(map[string]any{"data": data})
-	if err := r.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(fieldOwner)); err != nil {
+	if err := r.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(apply.FieldOwner)); err != nil {
 		// The next reconcile tries again; stale entries never count meanwhile.
 		ctrl.LoggerFrom(ctx).Info("Could not delete stale circuit reports", "consumerPipeline", klog.KObj(s.p), "error", err.Error())
 		return nil

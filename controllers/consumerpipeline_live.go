@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 )
 
@@ -56,14 +57,14 @@ func (r *ConsumerPipelineReconciler) refreshLiveFigures(ctx context.Context, s *
 	for _, t := range s.retries {
 		topics = append(topics, t.Name)
 	}
-	offsets, _, err := r.Kafka.Offsets.TopicOffsets(ctx, s.admin, s.connKey, member, topics, r.RefreshInterval)
+	offsets, _, err := r.Kafka.Offsets.Get(ctx, s.admin, s.connKey, member, topics, r.RefreshInterval)
 	if err != nil {
 		log.Info("Could not read the offsets of the pipeline's topics; lag and backlog in status are left as they were",
 			"consumerPipeline", klog.KObj(p), "error", truncate(err.Error(), maxConditionMessage))
 		return nil
 	}
 	group := consumerGroup(p)
-	commits, err := r.Kafka.Live.commits.Committed(ctx, s.admin, s.connKey, member, group, r.RefreshInterval)
+	commits, err := r.Kafka.Commits.Get(ctx, s.admin, s.connKey, member, group, r.RefreshInterval)
 	if err != nil {
 		log.Info("Could not read the offsets the consumer group committed; lag and backlog in status are left as they were",
 			"consumerPipeline", klog.KObj(p), "consumerGroup", group, "error", truncate(err.Error(), maxConditionMessage))
@@ -72,35 +73,14 @@ func (r *ConsumerPipelineReconciler) refreshLiveFigures(ctx context.Context, s *
 	s.live.lagRead = true
 	s.live.consumerLag = nil
 	if po := offsets[source]; po != nil {
-		lag := groupLag(po, commits.Topics[source])
+		lag := kafkastats.GroupLag(po, commits.Topics[source])
 		s.live.consumerLag = &lag
 	}
 	s.live.tierBacklog = make(map[string]int64, len(s.retries))
 	for _, t := range s.retries {
-		s.live.tierBacklog[t.Name] = groupLag(offsets[t.Name], commits.Topics[t.Name])
+		s.live.tierBacklog[t.Name] = kafkastats.GroupLag(offsets[t.Name], commits.Topics[t.Name])
 	}
 	return nil
-}
-
-// groupLag is the number of records of a topic a consumer group has still to read: on each
-// partition, the end offset minus the committed offset; where the group never committed, the end
-// minus the start offset (the dispatcher then starts from the earliest record, franz-go's default
-// reset). This is kadm's Lag for the topics a group committed to; kadm reports nothing for a topic
-// the group never committed to, which here counts in full. A commit below the start offset counts
-// from the start (the records below were deleted unread: no consumer will read them), one past the
-// end counts 0. A topic that does not exist (no offsets) counts 0.
-func groupLag(offsets []kafka.PartitionOffsets, committed map[int32]int64) int64 {
-	var lag int64
-	for _, o := range offsets {
-		from := o.Start
-		if c, ok := committed[o.Partition]; ok && c > from {
-			from = c
-		}
-		if o.End > from {
-			lag += o.End - from
-		}
-	}
-	return lag
 }
 
 // pipelineID is how dead letters name the pipeline they come from (the retryops.pipeline header).
@@ -120,7 +100,7 @@ func (r *ConsumerPipelineReconciler) readDeadLetterCount(ctx context.Context, s 
 		return
 	}
 	n, known := deadLetterCount(dlq.Status, pipelineID(s.p), func(id string) (int64, bool) {
-		return r.Kafka.Live.pipelineCount(key, id)
+		return r.Kafka.ByPipeline.Get(dlqOwner(key), id)
 	})
 	if known {
 		s.live.deadLettersRead, s.live.deadLetterMessages = true, n
@@ -184,27 +164,17 @@ func setPipelineFigures(st *v1.ConsumerPipelineStatus, previous *v1.PipelineTopi
 }
 
 // exportPipeline sets the pipeline's gauges to the figures of its status.
-func (l *liveFigures) exportPipeline(key types.NamespacedName, st v1.ConsumerPipelineStatus) {
-	if l.metrics == nil {
+func (r *ConsumerPipelineReconciler) exportPipeline(key types.NamespacedName, st v1.ConsumerPipelineStatus) {
+	if r.Metrics == nil {
 		return
 	}
-	l.metrics.SetConsumerPipeline(key.Namespace, key.Name, opmetrics.ConsumerPipelineFigures{
+	r.Metrics.SetConsumerPipeline(key.Namespace, key.Name, opmetrics.ConsumerPipelineFigures{
 		ConsumerLag:        st.ConsumerLag,
 		RetryBacklog:       st.RetryBacklog,
 		DeadLetterMessages: st.DeadLetterMessages,
 		ReadyReplicas:      st.ReadyReplicas,
 		Circuit:            string(st.Circuit),
 	})
-}
-
-// forgetPipeline drops everything kept about a pipeline that is gone, its gauges included.
-func (l *liveFigures) forgetPipeline(offsets *offsetsCache, key types.NamespacedName) {
-	member := pipelineOwner(key)
-	offsets.ForgetMember(member)
-	l.commits.Forget(member)
-	if l.metrics != nil {
-		l.metrics.DeleteConsumerPipeline(key.Namespace, key.Name)
-	}
 }
 
 // deadLetterCountsChanged enqueues, when a DeadLetterQueue's status changes what its pipelines
@@ -241,7 +211,7 @@ func (r *ConsumerPipelineReconciler) deadLetterCountsChanged() handler.EventHand
 func changedPipelineCounts(before, after v1.DeadLetterQueueStatus) (changed map[string]bool, all bool) {
 	if (before.Messages == nil) != (after.Messages == nil) ||
 		len(before.Pipelines) >= maxBreakdownEntries || len(after.Pipelines) >= maxBreakdownEntries {
-		return nil, !equalCounts(before.Pipelines, after.Pipelines) || (before.Messages == nil) != (after.Messages == nil)
+		return nil, !slices.Equal(before.Pipelines, after.Pipelines) || (before.Messages == nil) != (after.Messages == nil)
 	}
 	counts := func(cs []v1.NamedCount) map[string]int64 {
 		m := make(map[string]int64, len(cs))
@@ -263,16 +233,4 @@ func changedPipelineCounts(before, after v1.DeadLetterQueueStatus) (changed map[
 		}
 	}
 	return changed, false
-}
-
-func equalCounts(a, b []v1.NamedCount) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

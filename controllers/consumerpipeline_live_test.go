@@ -9,28 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/kafka"
 )
-
-func TestGroupLag(t *testing.T) {
-	for name, tc := range map[string]struct {
-		offsets   []kafka.PartitionOffsets
-		committed map[int32]int64
-		want      int64
-	}{
-		"committed partitions: end minus commit":                {offsets: offsets([2]int64{0, 10}, [2]int64{0, 20}), committed: map[int32]int64{0: 4, 1: 20}, want: 6},
-		"never committed: end minus start":                      {offsets: offsets([2]int64{3, 10}, [2]int64{0, 5}), committed: map[int32]int64{1: 5}, want: 7},
-		"a group that never committed: everything held":         {offsets: offsets([2]int64{2, 10}, [2]int64{0, 5}), want: 13},
-		"a commit below the start counts from the start":        {offsets: offsets([2]int64{8, 10}), committed: map[int32]int64{0: 3}, want: 2},
-		"a commit past the end (topic recreated) counts 0":      {offsets: offsets([2]int64{0, 4}), committed: map[int32]int64{0: 9}, want: 0},
-		"a missing topic counts 0":                              {committed: map[int32]int64{0: 9}, want: 0},
-		"commits of partitions the topic no longer has ignored": {offsets: offsets([2]int64{0, 4}), committed: map[int32]int64{0: 4, 7: 1}, want: 0},
-	} {
-		t.Run(name, func(t *testing.T) {
-			NewWithT(t).Expect(groupLag(tc.offsets, tc.committed)).To(Equal(tc.want))
-		})
-	}
-}
 
 func TestDeadLetterCount(t *testing.T) {
 	full := make([]v1.NamedCount, maxBreakdownEntries)

@@ -16,6 +16,7 @@ import (
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
 	"github.com/retryops/retry-operator/internal/policy"
 	"github.com/retryops/retry-operator/internal/retry"
 )
@@ -55,18 +56,10 @@ func consumerGroup(p *v1.ConsumerPipeline) string {
 	return p.Namespace + "." + p.Name
 }
 
-// pipelineTierNames lists the retry tiers a pipeline made (in use and unused), from its status.
-func pipelineTierNames(t *v1.PipelineTopics) []string {
-	if t == nil {
-		return nil
-	}
-	var names []string
-	for _, r := range t.Retries {
-		names = append(names, r.Name)
-	}
-	names = append(names, t.UnusedRetries...)
-	slices.Sort(names)
-	return slices.Compact(names)
+// createdTiers lists the retry tiers the operator created for a pipeline (in use and unused): the
+// topics it created (annotationCreatedTopics) but the source.
+func createdTiers(p *v1.ConsumerPipeline) []string {
+	return slices.DeleteFunc(createdTopics(p), func(n string) bool { return n == string(p.Spec.Source.Topic) })
 }
 
 // readPolicy computes the retry tiers from the referenced RetryPolicy. A missing or invalid policy
@@ -124,24 +117,19 @@ func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s 
 func (r *ConsumerPipelineReconciler) checkClaims(ctx context.Context, s *pipelineScope) error {
 	p := s.p
 	source := string(p.Spec.Source.Topic)
-	list := &v1.ConsumerPipelineList{}
-	if err := r.List(ctx, list, client.MatchingFields{indexPipelineBySourceClaim: claimKey(s.servers, source)}); err != nil {
+	w, err := kafkaspec.Owner(ctx, r.Client, p, "ConsumerPipeline", &v1.ConsumerPipelineList{},
+		client.MatchingFields{indexPipelineBySourceClaim: kafkaspec.ClaimKey(s.servers, source)})
+	if err != nil {
 		return err
 	}
-	cs := []claimant{claimantOf("ConsumerPipeline", p)}
-	for i := range list.Items {
-		if list.Items[i].UID != p.UID {
-			cs = append(cs, claimantOf("ConsumerPipeline", &list.Items[i]))
-		}
-	}
-	if w, _ := claimWinner(cs); w.UID != p.UID {
+	if w.UID != p.UID {
 		s.ownsTiers = false
 		s.topicProblems.add(&problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: fmt.Sprintf(
 			"source %q is already consumed by %s, created earlier, which manages the %s.retry.* topics: two pipelines on one source would share them; this pipeline leaves them alone",
 			source, w, source)})
 	}
 
-	names := pipelineTierNames(p.Status.Topics)
+	names := createdTiers(p)
 	for _, t := range s.tiers {
 		names = append(names, t.Name)
 	}
@@ -151,7 +139,7 @@ func (r *ConsumerPipelineReconciler) checkClaims(ctx context.Context, s *pipelin
 	slices.Sort(names)
 	for _, name := range slices.Compact(names) {
 		dlqs := &v1.DeadLetterQueueList{}
-		if err := r.List(ctx, dlqs, client.MatchingFields{indexDLQByClaim: claimKey(s.servers, name)}); err != nil {
+		if err := r.List(ctx, dlqs, client.MatchingFields{indexDLQByClaim: kafkaspec.ClaimKey(s.servers, name)}); err != nil {
 			return err
 		}
 		if len(dlqs.Items) == 0 {
@@ -165,6 +153,11 @@ func (r *ConsumerPipelineReconciler) checkClaims(ctx context.Context, s *pipelin
 		}
 	}
 	return nil
+}
+
+// connectPipeline resolves spec.kafka and gets a client.
+func (r *ConsumerPipelineReconciler) connectPipeline(ctx context.Context, s *pipelineScope) error {
+	return r.connect(ctx, &s.kafkaClient, pipelineOwner(client.ObjectKeyFromObject(s.p)), s.p.Namespace, s.p.Spec.Kafka)
 }
 
 // describeTopics describes the source and the retry tiers in one call.
@@ -185,14 +178,72 @@ func (r *ConsumerPipelineReconciler) describeTopics(ctx context.Context, s *pipe
 	return nil
 }
 
+// recordNewTopics records on the pipeline (annotationCreatedTopics) the topics the next steps are
+// about to create, all in one write, before any is created.
+func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pipelineScope) error {
+	var names []string
+	source := s.described[string(s.p.Spec.Source.Topic)]
+	sourcePartitions := source.Partitions
+	if want, managed := sourceSpec(s); managed && !source.Exists {
+		names = append(names, want.Name)
+		sourcePartitions = want.Partitions
+	}
+	if want, _ := tierSpec(s.p, sourcePartitions); s.planKnown && s.ownsTiers && want.Partitions > 0 {
+		for _, t := range s.tiers {
+			if !s.blocked[t.Name] && !s.described[t.Name].Exists {
+				names = append(names, t.Name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return r.recordCreatedTopics(ctx, s.p, names...)
+}
+
+// sourceSpec is the source topic as spec.source.create describes it, and whether the pipeline
+// manages it (it asks to, owns the source and no queue claims the topic).
+func sourceSpec(s *pipelineScope) (kafka.TopicSpec, bool) {
+	source := string(s.p.Spec.Source.Topic)
+	create := s.p.Spec.Source.Create
+	if create == nil || !s.ownsTiers || s.blocked[source] {
+		return kafka.TopicSpec{}, false
+	}
+	want := kafka.TopicSpec{Name: source, Partitions: create.Partitions, ReplicationFactor: -1, Configs: create.Config}
+	if want.Partitions == 0 {
+		want.Partitions = defaultSourcePartitions
+	}
+	if create.ReplicationFactor != nil {
+		want.ReplicationFactor = int16(*create.ReplicationFactor)
+	}
+	return want, true
+}
+
+// tierSpec is a retry tier as spec.retryTopics describes it, nameless: as many partitions as the
+// source (sourcePartitions) unless retryTopics.partitions says otherwise; fix says how to accept
+// more partitions than that.
+func tierSpec(p *v1.ConsumerPipeline, sourcePartitions int32) (want kafka.TopicSpec, fix string) {
+	rt := p.Spec.RetryTopics
+	want = kafka.TopicSpec{Partitions: sourcePartitions, ReplicationFactor: -1}
+	fix = "set spec.retryTopics.partitions to at least that to accept them"
+	if rt != nil && rt.Partitions != nil {
+		want.Partitions = *rt.Partitions
+		fix = "raise spec.retryTopics.partitions to accept them"
+	}
+	if rt != nil && rt.ReplicationFactor != nil {
+		want.ReplicationFactor = int16(*rt.ReplicationFactor)
+	}
+	return want, fix
+}
+
 // reconcileSourceTopic checks the source topic, or creates it and keeps its partitions and configs
 // when spec.source.create is given. More partitions than create.partitions is fine for a source
 // (the topic may predate the pipeline): the operator only ever grows it.
 func (r *ConsumerPipelineReconciler) reconcileSourceTopic(ctx context.Context, s *pipelineScope) error {
 	source := string(s.p.Spec.Source.Topic)
 	have := s.described[source]
-	create := s.p.Spec.Source.Create
-	if create == nil || !s.ownsTiers || s.blocked[source] {
+	want, managed := sourceSpec(s)
+	if !managed {
 		if !have.Exists {
 			s.sourcePartitions = 0
 			s.topicProblems.add(&problem{Reason: v1.ReasonSourceTopicMissing, Kind: problemWaiting, Message: fmt.Sprintf(
@@ -202,20 +253,13 @@ func (r *ConsumerPipelineReconciler) reconcileSourceTopic(ctx context.Context, s
 		s.sourcePartitions = have.Partitions
 		return nil
 	}
-	want := topicSpec{Name: source, Partitions: create.Partitions, ReplicationFactor: -1, Configs: create.Config}
-	if want.Partitions == 0 {
-		want.Partitions = defaultSourcePartitions
-	}
-	if create.ReplicationFactor != nil {
-		want.ReplicationFactor = int16(*create.ReplicationFactor)
-	}
-	plan := planTopic(want, have)
+	plan := kafka.PlanTopic(want, have)
 	plan.ShrinkFrom = 0
-	if plan.empty() {
+	if plan.Empty() {
 		s.sourcePartitions = have.Partitions
 		return nil
 	}
-	now, err := applyTopicPlan(ctx, s.admin, want, have, plan)
+	now, err := kafka.ApplyPlan(ctx, s.admin, want, have, plan)
 	if err != nil {
 		if errors.Is(err, kafka.ErrTopicExists) {
 			return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Message: fmt.Sprintf("source topic %q appeared while being created", source)}
@@ -244,16 +288,7 @@ func (r *ConsumerPipelineReconciler) reconcileRetryTopics(ctx context.Context, s
 	if !s.ownsTiers {
 		return nil
 	}
-	rt := s.p.Spec.RetryTopics
-	want := topicSpec{Partitions: s.sourcePartitions, ReplicationFactor: -1}
-	fix := "set spec.retryTopics.partitions to at least that to accept them"
-	if rt != nil && rt.Partitions != nil {
-		want.Partitions = *rt.Partitions
-		fix = "raise spec.retryTopics.partitions to accept them"
-	}
-	if rt != nil && rt.ReplicationFactor != nil {
-		want.ReplicationFactor = int16(*rt.ReplicationFactor)
-	}
+	want, fix := tierSpec(s.p, s.sourcePartitions)
 	if want.Partitions <= 0 {
 		// The source is missing (already reported): nothing to size the tiers by.
 		return nil
@@ -266,10 +301,10 @@ func (r *ConsumerPipelineReconciler) reconcileRetryTopics(ctx context.Context, s
 		}
 		want.Name = name
 		have := s.described[name]
-		plan := planTopic(want, have)
+		plan := kafka.PlanTopic(want, have)
 		s.retries[i].Partitions = have.Partitions
-		if !plan.empty() {
-			now, err := applyTopicPlan(ctx, s.admin, want, have, plan)
+		if !plan.Empty() {
+			now, err := kafka.ApplyPlan(ctx, s.admin, want, have, plan)
 			if err != nil {
 				if !errors.Is(err, kafka.ErrTopicExists) {
 					errs = append(errs, kafkaProblem(err))
@@ -287,9 +322,9 @@ func (r *ConsumerPipelineReconciler) reconcileRetryTopics(ctx context.Context, s
 	return nil
 }
 
-// reconcileUnusedRetryTopics finds the tiers the pipeline made earlier and no longer needs (after a
-// policy or naming change). Under retryTopics.deletionPolicy Delete they are deleted; under Retain
-// they are listed in status.topics.unusedRetries and left in Kafka.
+// reconcileUnusedRetryTopics finds the tiers the pipeline created earlier and no longer needs (after
+// a policy or naming change). Under retryTopics.deletionPolicy Delete they are deleted (and their
+// record dropped); under Retain they are listed in status.topics.unusedRetries and left in Kafka.
 func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Context, s *pipelineScope) error {
 	if !s.planKnown || !s.ownsTiers {
 		return nil
@@ -299,7 +334,7 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 		current[t.Name] = true
 	}
 	var unused []string
-	for _, name := range pipelineTierNames(s.p.Status.Topics) {
+	for _, name := range createdTiers(s.p) {
 		if !current[name] && !s.blocked[name] {
 			unused = append(unused, name)
 		}
@@ -314,7 +349,7 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 		}
 		return nil
 	}
-	var kept []string
+	var kept, deleted []string
 	var first *problem
 	for _, name := range unused {
 		if err := s.admin.DeleteTopic(ctx, name); err != nil {
@@ -324,11 +359,15 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 			}
 			continue
 		}
+		deleted = append(deleted, name)
 		ctrl.LoggerFrom(ctx).Info("Deleted unused retry topic", "consumerPipeline", klog.KObj(s.p), "topic", name)
 		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicDeleted, "ReconcileTopics",
 			"Retry topic %s no longer used, deleted (retryTopics.deletionPolicy Delete)", name)
 	}
 	s.unused = kept
+	if err := r.forgetCreatedTopics(ctx, s.p, deleted...); err != nil {
+		return err
+	}
 	if first != nil {
 		return first
 	}
@@ -336,8 +375,8 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 }
 
 // recordTopicChange logs a change made in Kafka and keeps it for the reconcile's event.
-func (r *ConsumerPipelineReconciler) recordTopicChange(ctx context.Context, s *pipelineScope, what string, want topicSpec, have kafka.TopicInfo, plan topicPlan) {
-	change := plan.describe(want, have)
+func (r *ConsumerPipelineReconciler) recordTopicChange(ctx context.Context, s *pipelineScope, what string, want kafka.TopicSpec, have kafka.TopicInfo, plan kafka.TopicPlan) {
+	change := plan.Describe(want, have)
 	ctrl.LoggerFrom(ctx).Info("Reconciled topic", "consumerPipeline", klog.KObj(s.p), "topic", want.Name, "change", change)
 	s.changes = append(s.changes, fmt.Sprintf("%s %s %s", what, want.Name, change))
 	s.created = s.created || plan.Create
@@ -355,4 +394,21 @@ func (r *ConsumerPipelineReconciler) recordTopicChanges(s *pipelineScope) {
 		reason = eventTopicCreated
 	}
 	r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, reason, "ReconcileTopics", "%s", truncate(strings.Join(s.changes, "; "), maxConditionMessage))
+}
+
+// deleteTiers deletes the named retry tiers, skipping any a DeadLetterQueue claims.
+func (r *ConsumerPipelineReconciler) deleteTiers(ctx context.Context, s *pipelineScope, tiers []string) error {
+	if err := r.connectPipeline(ctx, s); err != nil {
+		return err
+	}
+	var errs []error
+	for _, t := range tiers {
+		if s.blocked[t] {
+			continue
+		}
+		if err := s.admin.DeleteTopic(ctx, t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -342,4 +343,37 @@ func TestPipelineTopicConflicts(t *testing.T) {
 	g.Eventually(pipelineReady(first), wait, poll).Should(And(notReady(v1.ReasonPartitionShrinkRefused),
 		HaveField("Message", ContainSubstring(source+".retry.1"))))
 	g.Expect(pipelineReady(second)()).To(notReady(v1.ReasonTopicConflict))
+}
+
+// TestPipelineDeletionFollowsItsRecordOfCreatedTopics: the topics a pipeline creates are recorded on
+// it (retry.retryops.dev/created-topics) before they are made, and its deletion policy follows that
+// record, not its status: with its status wiped clean (as by a restore from a backup without
+// status) its retry tiers are still deleted, and its source never.
+func TestPipelineDeletionFollowsItsRecordOfCreatedTopics(t *testing.T) {
+	ctx := context.Background()
+	ns, _ := pipelineFixture(t)
+	adm := newKadm(t)
+	g := NewWithT(t)
+	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "p", 3, time.Second, time.Minute))).To(Succeed())
+	source := ns + ".recorded"
+	p := newPipeline(ns, "recorded", source, "p", "dlq")
+	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: v1.DeletionPolicyDelete}
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	tiers := []string{source + ".retry.1", source + ".retry.2"}
+	g.Expect(p.Annotations).To(HaveKeyWithValue("retry.retryops.dev/created-topics", strings.Join(append([]string{source}, tiers...), ",")))
+
+	before := p.DeepCopy()
+	p.Status = v1.ConsumerPipelineStatus{}
+	g.Expect(env.Client.Status().Patch(ctx, p, client.MergeFrom(before))).To(Succeed())
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+	g.Expect(p.Status.Topics).To(BeNil())
+
+	g.Expect(env.Client.Delete(ctx, p)).To(Succeed())
+	g.Eventually(gone(p), wait, poll).Should(BeTrue())
+	for _, tier := range tiers {
+		g.Expect(describe(adm, tier)()).To(HaveField("Exists", false), tier)
+	}
+	g.Expect(describe(adm, source)()).To(HaveField("Exists", true), "the source topic is never deleted")
 }

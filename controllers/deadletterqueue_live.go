@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"math"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,20 +15,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 	"github.com/retryops/retry-operator/internal/render"
 )
-
-// maxBreakdownEntries bounds status.reasons, status.errorTypes and status.pipelines (the API's
-// MaxItems).
-const maxBreakdownEntries = 20
 
 // dlqLive is what the LiveFigures step of a DeadLetterQueue reconcile found.
 type dlqLive struct {
 	// breakdown is the tally of the records held, every name (nil: not read this time, the status
 	// keeps its figures).
-	breakdown *kafka.Breakdown
+	breakdown *kafkastats.Breakdown
 	// growth is the net growth rate of the message count.
 	growth growthRate
 	// now is when the Healthy condition was judged.
@@ -43,10 +40,9 @@ func (r *DeadLetterQueueReconciler) refreshLiveFigures(ctx context.Context, s *d
 	if !s.counted {
 		return nil
 	}
-	live := r.Kafka.Live
 	key := client.ObjectKeyFromObject(s.dlq)
-	s.live.growth = live.recordGrowth(key, s.offsetsAt, countMessages(s.offsets), dlqGrowthWindow(s.dlq))
-	b, err := live.tallies.Breakdown(ctx, s.conn, s.connKey, key, s.want.Name, s.offsets, s.offsetsAt)
+	s.live.growth = r.growth.record(key, s.offsetsAt, kafkastats.CountMessages(s.offsets), dlqGrowthWindow(s.dlq))
+	b, err := r.Kafka.Tallies.Breakdown(ctx, s.conn, s.connKey, dlqOwner(key), s.want.Name, s.offsets, s.offsetsAt)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -63,11 +59,10 @@ func (r *DeadLetterQueueReconciler) refreshLiveFigures(ctx context.Context, s *d
 // gauges to the figures of st, keeps the full per-pipeline counts for the pipelines, and records an
 // event when Healthy changed.
 func (r *DeadLetterQueueReconciler) publishLiveFigures(ctx context.Context, s *dlqScope, before *v1.DeadLetterQueueStatus, st v1.DeadLetterQueueStatus) {
-	live := r.Kafka.Live
 	key := client.ObjectKeyFromObject(s.dlq)
-	live.exportDLQ(key, st)
+	r.exportDLQ(key, st)
 	if b := s.live.breakdown; b != nil {
-		live.setPipelineCounts(key, b.Pipelines)
+		r.Kafka.ByPipeline.Set(dlqOwner(key), b.Pipelines)
 	}
 
 	old := meta.FindStatusCondition(before.Conditions, v1.ConditionHealthy)
@@ -100,26 +95,14 @@ func healthChanged(before, after *metav1.Condition) bool {
 	}
 }
 
-// forgetDLQ drops everything kept about a queue that is gone, its gauges included.
-func (l *liveFigures) forgetDLQ(key types.NamespacedName) {
-	l.tallies.Forget(key)
-	l.mu.Lock()
-	delete(l.growth, key)
-	delete(l.byPipeline, key)
-	l.mu.Unlock()
-	if l.metrics != nil {
-		l.metrics.DeleteDeadLetterQueue(key.Namespace, key.Name)
-	}
-}
-
 // exportDLQ sets the queue's gauges to the figures of its status: the alert rules read exactly what
 // status shows. A queue never counted has no series.
-func (l *liveFigures) exportDLQ(key types.NamespacedName, st v1.DeadLetterQueueStatus) {
-	if l.metrics == nil {
+func (r *DeadLetterQueueReconciler) exportDLQ(key types.NamespacedName, st v1.DeadLetterQueueStatus) {
+	if r.Metrics == nil {
 		return
 	}
 	if st.Messages == nil {
-		l.metrics.DeleteDeadLetterQueue(key.Namespace, key.Name)
+		r.Metrics.DeleteDeadLetterQueue(key.Namespace, key.Name)
 		return
 	}
 	f := opmetrics.DeadLetterQueueFigures{Messages: *st.Messages, ByReason: map[string]int64{}}
@@ -129,40 +112,37 @@ func (l *liveFigures) exportDLQ(key types.NamespacedName, st v1.DeadLetterQueueS
 	for _, c := range st.Reasons {
 		f.ByReason[c.Name] = c.Count
 	}
-	l.metrics.SetDeadLetterQueue(key.Namespace, key.Name, f)
+	r.Metrics.SetDeadLetterQueue(key.Namespace, key.Name, f)
 }
 
-// setPipelineCounts keeps a queue's complete count of dead letters by pipeline.
-func (l *liveFigures) setPipelineCounts(key types.NamespacedName, counts []kafka.Count) {
-	m := make(map[string]int64, len(counts))
-	for _, c := range counts {
-		m[c.Name] = c.Count
-	}
-	l.mu.Lock()
-	l.byPipeline[key] = m
-	l.mu.Unlock()
+// growthHistory is the recent message counts of every queue, for their growth rates. It is safe
+// for concurrent use.
+type growthHistory struct {
+	mu     sync.Mutex
+	queues map[types.NamespacedName]*growthSamples
 }
 
-// pipelineCount returns the number of dead letters from pipeline held by the queue key, as in the
-// queue's last status, and whether the operator knows the queue's complete counts.
-func (l *liveFigures) pipelineCount(key types.NamespacedName, pipeline string) (int64, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	m, ok := l.byPipeline[key]
-	return m[pipeline], ok
-}
-
-// recordGrowth adds a sample of the queue's message count, taken at at, and returns the growth rate
+// record adds a sample of the queue's message count, taken at at, and returns the growth rate
 // over window.
-func (l *liveFigures) recordGrowth(key types.NamespacedName, at time.Time, messages int64, window time.Duration) growthRate {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	g := l.growth[key]
+func (h *growthHistory) record(key types.NamespacedName, at time.Time, messages int64, window time.Duration) growthRate {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.queues == nil {
+		h.queues = map[types.NamespacedName]*growthSamples{}
+	}
+	g := h.queues[key]
 	if g == nil {
 		g = &growthSamples{}
-		l.growth[key] = g
+		h.queues[key] = g
 	}
 	return g.add(at, messages, window)
+}
+
+// forget drops the history of a queue that is gone.
+func (h *growthHistory) forget(key types.NamespacedName) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.queues, key)
 }
 
 // dlqGrowthWindow is the range over which the DeadLetterQueueGrowth alert measures the growth rate

@@ -1,21 +1,16 @@
 package controllers
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -193,11 +188,11 @@ func TestDLQGrowthWindowFollowsTheAlertRule(t *testing.T) {
 func TestSetDLQBreakdown(t *testing.T) {
 	earlier := metav1.NewTime(liveNow.Add(-time.Hour))
 	oldest, newest := liveNow.Add(-10*time.Minute), liveNow.Add(-time.Minute)
-	full := &kafka.Breakdown{
+	full := &kafkastats.Breakdown{
 		Messages: 3, Oldest: oldest, Newest: newest,
-		Reasons:    []kafka.Count{{Name: "max_retries_exceeded", Count: 2}, {Name: "undeliverable", Count: 1}},
-		ErrorTypes: []kafka.Count{{Name: "TimeoutError", Count: 3}},
-		Pipelines:  []kafka.Count{{Name: "ns/a", Count: 3}},
+		Reasons:    []kafkastats.Count{{Name: "max_retries_exceeded", Count: 2}, {Name: "undeliverable", Count: 1}},
+		ErrorTypes: []kafkastats.Count{{Name: "TimeoutError", Count: 3}},
+		Pipelines:  []kafkastats.Count{{Name: "ns/a", Count: 3}},
 	}
 	shown := v1.DeadLetterQueueStatus{
 		Messages:          ptr.To[int64](3),
@@ -207,13 +202,13 @@ func TestSetDLQBreakdown(t *testing.T) {
 		Pipelines:       []v1.NamedCount{{Name: "ns/a", Count: 3}},
 		LastRefreshTime: &earlier,
 	}
-	many := &kafka.Breakdown{Messages: 25}
+	many := &kafkastats.Breakdown{Messages: 25}
 	for i := range 25 {
-		many.Reasons = append(many.Reasons, kafka.Count{Name: string(rune('a' + i)), Count: int64(100 - i)})
+		many.Reasons = append(many.Reasons, kafkastats.Count{Name: string(rune('a' + i)), Count: int64(100 - i)})
 	}
 	for name, tc := range map[string]struct {
 		before v1.DeadLetterQueueStatus
-		b      *kafka.Breakdown
+		b      *kafkastats.Breakdown
 		check  func(g Gomega, st v1.DeadLetterQueueStatus)
 	}{
 		"a first breakdown writes everything and the refresh time": {
@@ -229,7 +224,7 @@ func TestSetDLQBreakdown(t *testing.T) {
 			check: func(g Gomega, st v1.DeadLetterQueueStatus) { g.Expect(st).To(Equal(shown)) },
 		},
 		"times are kept to the second as the API stores them: milliseconds are no change": {
-			before: shown, b: func() *kafka.Breakdown {
+			before: shown, b: func() *kafkastats.Breakdown {
 				b := *full
 				b.Oldest, b.Newest = oldest.Add(400*time.Millisecond), newest.Add(999*time.Millisecond)
 				return &b
@@ -241,7 +236,7 @@ func TestSetDLQBreakdown(t *testing.T) {
 			check: func(g Gomega, st v1.DeadLetterQueueStatus) { g.Expect(st).To(Equal(shown)) },
 		},
 		"an emptied queue loses its times and lists": {
-			before: shown, b: &kafka.Breakdown{},
+			before: shown, b: &kafkastats.Breakdown{},
 			check: func(g Gomega, st v1.DeadLetterQueueStatus) {
 				g.Expect(st.OldestMessageTime).To(BeNil())
 				g.Expect(st.NewestMessageTime).To(BeNil())
@@ -260,7 +255,7 @@ func TestSetDLQBreakdown(t *testing.T) {
 			},
 		},
 		"names longer than the API allows are cut": {
-			b: &kafka.Breakdown{Messages: 1, ErrorTypes: []kafka.Count{{Name: string(make([]byte, 300)), Count: 1}}},
+			b: &kafkastats.Breakdown{Messages: 1, ErrorTypes: []kafkastats.Count{{Name: string(make([]byte, 300)), Count: 1}}},
 			check: func(g Gomega, st v1.DeadLetterQueueStatus) {
 				g.Expect(st.ErrorTypes).To(HaveLen(1))
 				g.Expect(st.ErrorTypes[0].Name).To(HaveLen(maxNamedCountName))
@@ -272,184 +267,6 @@ func TestSetDLQBreakdown(t *testing.T) {
 			st := *tc.before.DeepCopy()
 			setDLQBreakdown(&st, tc.b, liveNow)
 			tc.check(g, st)
-		})
-	}
-}
-
-// fakeScanner serves records from memory: topic -> partition -> records by offset.
-type fakeScanner struct {
-	records map[string]map[int32][]*kgo.Record
-	calls   []map[string]map[int32]kafka.OffsetRange
-	err     error
-}
-
-func (f *fakeScanner) produce(topic string, partition int32, reasons ...string) {
-	if f.records == nil {
-		f.records = map[string]map[int32][]*kgo.Record{}
-	}
-	if f.records[topic] == nil {
-		f.records[topic] = map[int32][]*kgo.Record{}
-	}
-	for _, reason := range reasons {
-		rs := f.records[topic][partition]
-		f.records[topic][partition] = append(rs, &kgo.Record{
-			Topic: topic, Partition: partition, Offset: int64(len(rs)), Timestamp: liveNow.Add(time.Duration(len(rs)) * time.Second),
-			Headers: []kgo.RecordHeader{{Key: kafka.HeaderReason, Value: []byte(reason)}},
-		})
-	}
-}
-
-func (f *fakeScanner) Scan(_ context.Context, _ kafka.Connection, ranges map[string]map[int32]kafka.OffsetRange, fn func(*kgo.Record)) error {
-	f.calls = append(f.calls, ranges)
-	if f.err != nil {
-		return f.err
-	}
-	for topic, parts := range ranges {
-		for p, r := range parts {
-			for _, rec := range f.records[topic][p] {
-				if rec.Offset >= r.From && rec.Offset < r.To {
-					fn(rec)
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func (f *fakeScanner) ends(topic string, partitions int32) []kafka.PartitionOffsets {
-	out := make([]kafka.PartitionOffsets, partitions)
-	for p := range partitions {
-		out[p] = kafka.PartitionOffsets{Partition: p, End: int64(len(f.records[topic][p]))}
-	}
-	return out
-}
-
-// TestDeadLetterTalliesScanOncePerRefreshForAllQueues proves the batching of the reads: the first
-// queue with new records reads those of every queue of the connection in one scan; the others, and
-// a refresh with nothing new, read nothing; trimmed records leave the counts without a read; a
-// failed scan is not repeated for the same offsets.
-func TestDeadLetterTalliesScanOncePerRefreshForAllQueues(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	clk := clocktesting.NewFakePassiveClock(liveNow)
-	offsets := newOffsetsCache(clk)
-	sc := &fakeScanner{}
-	tallies := newDeadLetterTallies(offsets, sc)
-	q := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
-	conn := kafka.Connection{BootstrapServers: []string{"k:9092"}}
-
-	// Both queues are known to the offsets snapshot (as after a ListOffsets round).
-	sc.produce("a", 0, "max_retries_exceeded", "max_retries_exceeded", "undeliverable")
-	sc.produce("b", 1, "deadline_exceeded")
-	primeSnapshot(offsets, "conn", clk.Now(), map[string][]kafka.PartitionOffsets{"a": sc.ends("a", 2), "b": sc.ends("b", 2)})
-
-	ba, err := tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now())
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ba.Messages).To(Equal(int64(3)))
-	g.Expect(ba.Reasons).To(Equal([]kafka.Count{{Name: "max_retries_exceeded", Count: 2}, {Name: "undeliverable", Count: 1}}))
-	g.Expect(sc.calls).To(HaveLen(1))
-	// b is not a member yet: only a's records were read.
-	g.Expect(sc.calls[0]).To(HaveKey("a"))
-
-	bb, err := tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now())
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(bb.Messages).To(Equal(int64(1)))
-	g.Expect(sc.calls).To(HaveLen(2))
-
-	// Next refresh: new records in both; the first queue reads both topics in one scan, the second
-	// reads nothing.
-	clk.SetTime(clk.Now().Add(time.Minute))
-	sc.produce("a", 1, "undeliverable")
-	sc.produce("b", 1, "deadline_exceeded", "deadline_exceeded")
-	primeSnapshot(offsets, "conn", clk.Now(), map[string][]kafka.PartitionOffsets{"a": sc.ends("a", 2), "b": sc.ends("b", 2)})
-	sc.calls = nil
-	ba, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now())
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ba.Messages).To(Equal(int64(4)))
-	g.Expect(sc.calls).To(HaveLen(1))
-	g.Expect(sc.calls[0]).To(Equal(map[string]map[int32]kafka.OffsetRange{
-		"a": {1: {From: 0, To: 1}},
-		"b": {1: {From: 1, To: 3}},
-	}), "only the new records, of both queues")
-	bb, err = tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now())
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(bb.Reasons).To(Equal([]kafka.Count{{Name: "deadline_exceeded", Count: 3}}))
-	g.Expect(sc.calls).To(HaveLen(1), "b's records were read by a's scan")
-
-	// Nothing new: nothing read.
-	clk.SetTime(clk.Now().Add(time.Minute))
-	_, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now())
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(sc.calls).To(HaveLen(1))
-
-	// Trimmed records leave the counts without a read.
-	trimmed := sc.ends("a", 2)
-	trimmed[0].Start = 2
-	ba, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", trimmed, clk.Now())
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ba.Reasons).To(Equal([]kafka.Count{{Name: "undeliverable", Count: 2}}))
-	g.Expect(sc.calls).To(HaveLen(1))
-
-	// A failed scan returns its error to every queue refreshing from the same offsets, without
-	// scanning again; the next snapshot tries again.
-	clk.SetTime(clk.Now().Add(time.Minute))
-	sc.produce("a", 0, "undeliverable")
-	sc.produce("b", 0, "undeliverable")
-	primeSnapshot(offsets, "conn", clk.Now(), map[string][]kafka.PartitionOffsets{"a": sc.ends("a", 2), "b": sc.ends("b", 2)})
-	sc.calls, sc.err = nil, errors.New("TOPIC_AUTHORIZATION_FAILED")
-	_, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now())
-	g.Expect(err).To(MatchError(ContainSubstring("TOPIC_AUTHORIZATION_FAILED")))
-	_, err = tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now())
-	g.Expect(err).To(HaveOccurred())
-	g.Expect(sc.calls).To(HaveLen(1))
-	clk.SetTime(clk.Now().Add(time.Minute))
-	sc.err = nil
-	bb, err = tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now())
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(bb.Messages).To(Equal(int64(4)))
-
-	// A queue that moves to another connection starts afresh; a forgotten one is dropped.
-	bb, err = tallies.Breakdown(ctx, conn, "other", q("b"), "b", sc.ends("b", 2), clk.Now())
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(bb.Messages).To(Equal(int64(4)), "counted again from the start")
-	tallies.Forget(q("b"))
-	g.Expect(tallies.groups).NotTo(HaveKey("other"))
-}
-
-// primeSnapshot installs a snapshot of the offsets of topics on connKey taken at at, as a round
-// would.
-func primeSnapshot(c *offsetsCache, connKey string, at time.Time, topics map[string][]kafka.PartitionOffsets) {
-	b := c.reads
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	g := b.groups[connKey]
-	if g == nil {
-		g = &readGroup[[]kafka.PartitionOffsets]{keys: map[string][]string{}}
-		b.groups[connKey] = g
-	}
-	g.snapshot, g.taken = map[string][]kafka.PartitionOffsets{}, at
-	for t, po := range topics {
-		g.snapshot[t] = po
-	}
-}
-
-func TestUntilNextRound(t *testing.T) {
-	const interval = 30 * time.Second
-	for name, tc := range map[string]struct {
-		taken time.Time
-		want  time.Duration
-	}{
-		"no snapshot yet: one interval":                           {want: interval},
-		"a snapshot just taken: just after it goes stale":         {taken: liveNow, want: interval + roundSlack - 0},
-		"a snapshot 10s old: 20s and the slack":                   {taken: liveNow.Add(-10 * time.Second), want: 20*time.Second + roundSlack},
-		"stale already (its round is under way): the next one":    {taken: liveNow.Add(-interval - time.Second), want: interval - time.Second + roundSlack},
-		"due within a tenth of the interval: the following round": {taken: liveNow.Add(-interval + time.Second), want: time.Second + roundSlack + interval},
-	} {
-		t.Run(name, func(t *testing.T) {
-			g := NewWithT(t)
-			got := untilNextRound(liveNow, tc.taken, interval)
-			g.Expect(got).To(Equal(min(tc.want, interval)))
-			g.Expect(got).To(BeNumerically(">=", interval/10))
 		})
 	}
 }

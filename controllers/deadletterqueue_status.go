@@ -2,9 +2,7 @@ package controllers
 
 import (
 	"fmt"
-	"math/bits"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +12,7 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -41,7 +40,7 @@ func setDLQFigures(st *v1.DeadLetterQueueStatus, topic *kafka.TopicInfo, offsets
 		st.Partitions, changed = topic.Partitions, true
 	}
 	if counted {
-		if n := countMessages(offsets); st.Messages == nil || n != *st.Messages {
+		if n := kafkastats.CountMessages(offsets); st.Messages == nil || n != *st.Messages {
 			st.Messages, changed = &n, true
 		}
 	}
@@ -60,7 +59,7 @@ func setDLQFigures(st *v1.DeadLetterQueueStatus, topic *kafka.TopicInfo, offsets
 // tally counts the records it read, which is the same number once every record was read, except in
 // a topic written transactionally: commit markers and aborted records take offsets but are no dead
 // letters, so there the breakdown sums to less than messages.
-func setDLQBreakdown(st *v1.DeadLetterQueueStatus, b *kafka.Breakdown, at time.Time) {
+func setDLQBreakdown(st *v1.DeadLetterQueueStatus, b *kafkastats.Breakdown, at time.Time) {
 	if b == nil {
 		return
 	}
@@ -75,7 +74,7 @@ func setDLQBreakdown(st *v1.DeadLetterQueueStatus, b *kafka.Breakdown, at time.T
 			*dst, changed = want, true
 		}
 	}
-	setCounts := func(dst *[]v1.NamedCount, counts []kafka.Count) {
+	setCounts := func(dst *[]v1.NamedCount, counts []kafkastats.Count) {
 		want := namedCounts(counts, maxBreakdownEntries)
 		if !slices.Equal(*dst, want) {
 			*dst, changed = want, true
@@ -94,7 +93,7 @@ func setDLQBreakdown(st *v1.DeadLetterQueueStatus, b *kafka.Breakdown, at time.T
 
 // namedCounts converts the first limit counts (nil when there are none). Names come from record
 // headers anyone can write: they are cut to the API's 253 characters.
-func namedCounts(counts []kafka.Count, limit int) []v1.NamedCount {
+func namedCounts(counts []kafkastats.Count, limit int) []v1.NamedCount {
 	if len(counts) > limit {
 		counts = counts[:limit]
 	}
@@ -166,76 +165,10 @@ func setDLQReady(st *v1.DeadLetterQueueStatus, generation int64, ps problems, re
 }
 
 // dlqReadyMessage describes a ready topic.
-func dlqReadyMessage(want topicSpec, topic *kafka.TopicInfo) string {
+func dlqReadyMessage(want kafka.TopicSpec, topic *kafka.TopicInfo) string {
 	partitions := want.Partitions
 	if topic != nil && topic.Exists {
 		partitions = topic.Partitions
 	}
 	return fmt.Sprintf("topic %s has %d partitions as specified", want.Name, partitions)
-}
-
-// countMessages is the number of records held: end minus start, summed over partitions.
-func countMessages(offsets []kafka.PartitionOffsets) int64 {
-	var n int64
-	for _, o := range offsets {
-		if o.End > o.Start && o.Start >= 0 {
-			n += o.End - o.Start
-		}
-	}
-	return n
-}
-
-// trimPlan returns, per partition, the offset before which records must be deleted so that the topic
-// holds maxMessages records, or nil when it holds no more than that.
-//
-// Record timestamps are not read (that would mean fetching every partition's head), so the age order
-// across partitions is unknown. The excess is spread over the partitions in proportion to what each
-// holds, by the largest-remainder method so the total is exact: with keys spread evenly by the
-// partitioner, records at the same relative position of each partition are about the same age, and
-// this deletes about the oldest ones. Within a partition the deletion is always of the oldest.
-func trimPlan(offsets []kafka.PartitionOffsets, maxMessages int64) map[int32]int64 {
-	total := countMessages(offsets)
-	excess := total - maxMessages
-	if maxMessages < 0 || excess <= 0 {
-		return nil
-	}
-	type share struct {
-		i         int
-		held, cut int64
-		rem       int64 // remainder of the proportional share, scaled by total
-	}
-	shares := make([]share, 0, len(offsets))
-	var assigned int64
-	for i := range offsets {
-		held := countMessages(offsets[i : i+1])
-		if held == 0 {
-			continue
-		}
-		// excess*held/total in 128 bits: excess < total, so the quotient fits.
-		hi, lo := bits.Mul64(uint64(excess), uint64(held))
-		cut, rem := bits.Div64(hi, lo, uint64(total))
-		shares = append(shares, share{i: i, held: held, cut: int64(cut), rem: int64(rem)})
-		assigned += int64(cut)
-	}
-	// Hand out what rounding down left, largest remainder first, then lowest partition.
-	sort.SliceStable(shares, func(a, b int) bool {
-		if shares[a].rem != shares[b].rem {
-			return shares[a].rem > shares[b].rem
-		}
-		return offsets[shares[a].i].Partition < offsets[shares[b].i].Partition
-	})
-	for k := 0; assigned < excess; k = (k + 1) % len(shares) {
-		if shares[k].cut < shares[k].held {
-			shares[k].cut++
-			assigned++
-		}
-	}
-	out := make(map[int32]int64, len(shares))
-	for _, sh := range shares {
-		if sh.cut > 0 {
-			o := offsets[sh.i]
-			out[o.Partition] = o.Start + sh.cut
-		}
-	}
-	return out
 }

@@ -1,21 +1,17 @@
 package controllers
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
-	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
+	"github.com/retryops/retry-operator/internal/kafkastats"
 )
 
 func offsets(startEnd ...[2]int64) []kafka.PartitionOffsets {
@@ -75,7 +71,7 @@ func TestTrimPlan(t *testing.T) {
 						after[i].Start = b
 					}
 				}
-				g.Expect(countMessages(after)).To(Equal(tc.max), "the topic holds exactly the limit afterwards")
+				g.Expect(kafkastats.CountMessages(after)).To(Equal(tc.max), "the topic holds exactly the limit afterwards")
 			}
 		})
 	}
@@ -167,89 +163,8 @@ func TestDLQTopicSpec(t *testing.T) {
 		Topic:     v1.DeadLetterTopic{Name: "q", Partitions: 6, ReplicationFactor: ptr.To[int32](3), Config: map[string]string{"compression.type": "zstd"}},
 		Retention: &v1.DeadLetterRetention{MaxAge: &metav1.Duration{Duration: 168 * time.Hour}, MaxMessages: ptr.To[int64](10)},
 	}}
-	g.Expect(dlqTopicSpec(dlq)).To(Equal(topicSpec{Name: "q", Partitions: 6, ReplicationFactor: 3,
+	g.Expect(dlqTopicSpec(dlq)).To(Equal(kafka.TopicSpec{Name: "q", Partitions: 6, ReplicationFactor: 3,
 		Configs: map[string]string{"compression.type": "zstd", "retention.ms": "604800000"}}))
 	g.Expect(dlqTopicSpec(&v1.DeadLetterQueue{Spec: v1.DeadLetterQueueSpec{Topic: v1.DeadLetterTopic{Name: "q"}}})).
-		To(Equal(topicSpec{Name: "q", Partitions: 3, ReplicationFactor: -1, Configs: map[string]string{}}))
-}
-
-// TestOffsetsCacheReadsAllTopicsOfAConnectionInOneRound proves the batching: queues on one connection
-// share one ListOffsets call per refresh interval, a topic missing from the snapshot is listed alone,
-// and a queue that leaves drops out of the next round.
-func TestOffsetsCacheReadsAllTopicsOfAConnectionInOneRound(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
-	fake := kafkafake.New()
-	for _, name := range []string{"a", "b", "c", "late"} {
-		fake.AddTopic(name, 2, 1, nil)
-	}
-	fake.Produce("b", 1, 4)
-	c := newOffsetsCache(clk)
-	q := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
-	const interval = 30 * time.Second
-
-	// The first reads register the queues; each finds the snapshot missing its topic or stale.
-	for _, n := range []string{"a", "b", "c"} {
-		_, _, err := c.Offsets(ctx, fake, "conn", q(n), n, interval)
-		g.Expect(err).NotTo(HaveOccurred())
-	}
-	fake.ResetCalls()
-
-	// One interval later, the first queue refreshes for all; the others read the snapshot.
-	clk.SetTime(clk.Now().Add(interval))
-	for _, n := range []string{"a", "b", "c"} {
-		po, at, err := c.Offsets(ctx, fake, "conn", q(n), n, interval)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(at).To(Equal(clk.Now()))
-		if n == "b" {
-			g.Expect(countMessages(po)).To(Equal(int64(4)))
-		}
-	}
-	calls := fake.CallsTo(kafkafake.ListOffsets)
-	g.Expect(calls).To(HaveLen(1), "one round for three queues")
-	g.Expect(calls[0].Args).To(ConsistOf(ConsistOf("a", "b", "c")))
-
-	// A new queue within the interval lists its own topic alone.
-	fake.ResetCalls()
-	_, _, err := c.Offsets(ctx, fake, "conn", q("late"), "late", interval)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(fake.CallsTo(kafkafake.ListOffsets)).To(ConsistOf(HaveField("Args", ConsistOf(ConsistOf("late")))))
-
-	// A queue that goes is not listed any more; another connection is a separate round.
-	c.Forget(q("c"))
-	fake.ResetCalls()
-	clk.SetTime(clk.Now().Add(interval))
-	for _, n := range []string{"a", "b", "late"} {
-		_, _, err := c.Offsets(ctx, fake, "conn", q(n), n, interval)
-		g.Expect(err).NotTo(HaveOccurred())
-	}
-	g.Expect(fake.CallsTo(kafkafake.ListOffsets)).To(ConsistOf(HaveField("Args", ConsistOf(ConsistOf("a", "b", "late")))))
-
-	// Set makes a change this operator made visible without asking Kafka.
-	c.Set("conn", "a", offsets([2]int64{0, 0}, [2]int64{0, 0}))
-	fake.ResetCalls()
-	po, _, err := c.Offsets(ctx, fake, "conn", q("a"), "a", interval)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(po).To(HaveLen(2))
-	g.Expect(fake.CallCount(kafkafake.ListOffsets)).To(Equal(0))
-
-	// An error reaches every reader and is not cached.
-	clk.SetTime(clk.Now().Add(interval))
-	fake.FailNext(kafkafake.ListOffsets, kafka.ErrUnreachable)
-	_, _, err = c.Offsets(ctx, fake, "conn", q("a"), "a", interval)
-	g.Expect(errors.Is(err, kafka.ErrUnreachable)).To(BeTrue())
-	_, _, err = c.Offsets(ctx, fake, "conn", q("a"), "a", interval)
-	g.Expect(err).NotTo(HaveOccurred())
-
-	// A round refused for lack of authorisation (an ACL on one topic fails the whole request) falls
-	// back to listing the reader's own topic, so the other queues are not affected.
-	clk.SetTime(clk.Now().Add(interval))
-	fake.ResetCalls()
-	fake.FailNext(kafkafake.ListOffsets, kafka.ErrAuth)
-	po, _, err = c.Offsets(ctx, fake, "conn", q("b"), "b", interval)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(countMessages(po)).To(Equal(int64(4)))
-	g.Expect(fake.CallsTo(kafkafake.ListOffsets)).To(HaveLen(2))
-	g.Expect(fake.CallsTo(kafkafake.ListOffsets)[1].Args).To(ConsistOf(ConsistOf("b")))
+		To(Equal(kafka.TopicSpec{Name: "q", Partitions: 3, ReplicationFactor: -1, Configs: map[string]string{}}))
 }

@@ -29,7 +29,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 )
 
@@ -54,9 +54,9 @@ func produceDeadLetters(t *testing.T, addrs []string, topic string, dls []*deadL
 	defer cancel()
 	for _, d := range dls {
 		r := &kgo.Record{Topic: topic, Partition: d.partition, Value: []byte("payload"), Timestamp: d.at, Headers: []kgo.RecordHeader{
-			{Key: kafka.HeaderReason, Value: []byte(d.reason)},
-			{Key: kafka.HeaderErrorType, Value: []byte(d.errType)},
-			{Key: kafka.HeaderPipeline, Value: []byte(d.pipeline)},
+			{Key: kafkastats.HeaderReason, Value: []byte(d.reason)},
+			{Key: kafkastats.HeaderErrorType, Value: []byte(d.errType)},
+			{Key: kafkastats.HeaderPipeline, Value: []byte(d.pipeline)},
 		}}
 		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 			t.Fatalf("produce to %s: %v", topic, err)

@@ -17,6 +17,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafka/franz"
+	"github.com/retryops/retry-operator/internal/kafkastats"
 )
 
 // refreshKeys are the Kafka requests a status refresh may send.
@@ -40,12 +42,13 @@ var refreshBounds = map[kmsg.Key]int64{
 type liveScale struct {
 	tb        testing.TB
 	cluster   *kfake.Cluster
-	factory   *kafka.Factory
+	factory   *franz.Factory
 	admin     kafka.Admin
 	conn      kafka.Connection
 	clock     *clocktesting.FakePassiveClock
-	offsets   *offsetsCache
-	live      *liveFigures
+	offsets   *kafkastats.Offsets
+	commits   *kafkastats.Commits
+	tallies   *kafkastats.Tallies
 	ref       *kadm.Client
 	refClient *kgo.Client
 	queues    int
@@ -100,14 +103,15 @@ func newLiveScale(tb testing.TB, queues, pipelines int) *liveScale {
 			tb.Fatal(err)
 		}
 	}
-	s.factory = kafka.NewFactory(kafka.WithRequestTimeout(20 * time.Second))
+	s.factory = franz.NewFactory(franz.WithRequestTimeout(20 * time.Second))
 	tb.Cleanup(s.factory.Close)
 	s.conn = kafka.Connection{BootstrapServers: c.ListenAddrs()}
 	if s.admin, err = s.factory.Admin(ctx, s.conn); err != nil {
 		tb.Fatal(err)
 	}
-	s.offsets = newOffsetsCache(s.clock)
-	s.live = newLiveFigures(s.clock, s.offsets, s.factory, nil)
+	s.offsets = kafkastats.NewOffsets(s.clock)
+	s.commits = kafkastats.NewCommits(s.clock)
+	s.tallies = kafkastats.NewTallies(s.offsets, s.factory)
 	return s
 }
 
@@ -137,8 +141,8 @@ func (s *liveScale) produce(n int) {
 	for i := range s.queues {
 		for k := range n {
 			rs = append(rs, &kgo.Record{Topic: s.queueTopic(i), Partition: int32((s.produced + k) % 3), Value: []byte("x"),
-				Headers: []kgo.RecordHeader{{Key: kafka.HeaderReason, Value: []byte("max_retries_exceeded")},
-					{Key: kafka.HeaderPipeline, Value: []byte(fmt.Sprintf("ns/cpl-%03d", i))}}})
+				Headers: []kgo.RecordHeader{{Key: kafkastats.HeaderReason, Value: []byte("max_retries_exceeded")},
+					{Key: kafkastats.HeaderPipeline, Value: []byte(fmt.Sprintf("ns/cpl-%03d", i))}}})
 		}
 	}
 	for i := range s.pipelines {
@@ -202,16 +206,17 @@ func (s *liveScale) refresh() refreshResult {
 	start := time.Now()
 	work(s.queues, func(i int) error {
 		who := types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("dlq-%03d", i)}
-		po, at, err := s.offsets.Offsets(ctx, s.admin, "conn", who, s.queueTopic(i), liveScaleInterval)
+		got, at, err := s.offsets.Get(ctx, s.admin, "conn", dlqOwner(who), []string{s.queueTopic(i)}, liveScaleInterval)
 		if err != nil {
 			return err
 		}
-		b, err := s.live.tallies.Breakdown(ctx, s.conn, "conn", who, s.queueTopic(i), po, at)
+		po := got[s.queueTopic(i)]
+		b, err := s.tallies.Breakdown(ctx, s.conn, "conn", dlqOwner(who), s.queueTopic(i), po, at)
 		if err != nil {
 			return err
 		}
-		if b.Messages != countMessages(po) {
-			return fmt.Errorf("queue %d: %d tallied, %d held", i, b.Messages, countMessages(po))
+		if b.Messages != kafkastats.CountMessages(po) {
+			return fmt.Errorf("queue %d: %d tallied, %d held", i, b.Messages, kafkastats.CountMessages(po))
 		}
 		res.held[i] = b.Messages
 		return nil
@@ -219,15 +224,15 @@ func (s *liveScale) refresh() refreshResult {
 	work(s.pipelines, func(i int) error {
 		member := pipelineOwner(types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("cpl-%03d", i)})
 		topics := s.pipelineTopics(i)
-		offs, _, err := s.offsets.TopicOffsets(ctx, s.admin, "conn", member, topics, liveScaleInterval)
+		offs, _, err := s.offsets.Get(ctx, s.admin, "conn", member, topics, liveScaleInterval)
 		if err != nil {
 			return err
 		}
-		commits, err := s.live.commits.Committed(ctx, s.admin, "conn", member, s.group(i), liveScaleInterval)
+		commits, err := s.commits.Get(ctx, s.admin, "conn", member, s.group(i), liveScaleInterval)
 		if err != nil {
 			return err
 		}
-		res.lag[i] = groupLag(offs[topics[0]], commits.Topics[topics[0]])
+		res.lag[i] = kafkastats.GroupLag(offs[topics[0]], commits.Topics[topics[0]])
 		return nil
 	})
 	wg.Wait()
@@ -290,12 +295,13 @@ func TestRefreshCostsConstantKafkaRequests(t *testing.T) {
 		s.warmUp()
 
 		s.produce(3)
-		scans, scanned := s.live.tallies.scans.Load(), s.live.tallies.scanned.Load()
+		scans, scanned := s.tallies.Scans()
 		r := s.refresh()
-		if got := s.live.tallies.scans.Load() - scans; got != 1 {
+		scansNow, scannedNow := s.tallies.Scans()
+		if got := scansNow - scans; got != 1 {
 			t.Errorf("%d scans for one refresh, want 1 for all queues", got)
 		}
-		if got := s.live.tallies.scanned.Load() - scanned; got != int64(3*n) {
+		if got := scannedNow - scanned; got != int64(3*n) {
 			t.Errorf("%d records read, want the %d new ones", got, 3*n)
 		}
 		t.Logf("%d queues and %d pipelines (%d topics), new records everywhere: one refresh in %v with %s",
@@ -306,9 +312,9 @@ func TestRefreshCostsConstantKafkaRequests(t *testing.T) {
 		}
 		perScale = append(perScale, r.requests)
 
-		scans = s.live.tallies.scans.Load()
+		scans, _ = s.tallies.Scans()
 		r = s.refresh()
-		if got := s.live.tallies.scans.Load() - scans; got != 0 {
+		if got, _ := s.tallies.Scans(); got-scans != 0 {
 			t.Errorf("%d scans with nothing new, want none", got)
 		}
 		t.Logf("%d queues and %d pipelines, nothing new: one refresh in %v with %s", n, n, r.took.Round(time.Millisecond), describeRequests(r.requests))

@@ -3,12 +3,8 @@ package controllers
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -30,7 +26,6 @@ type RetryPolicyReconciler struct {
 
 // Reconcile rebuilds one policy's status from its spec and the cluster and patches it when it changed.
 func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
 	p := &v1.RetryPolicy{}
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
 		if apierrors.IsNotFound(err) && r.Metrics != nil {
@@ -44,29 +39,19 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 
 	st := policyStatus(p, pipelines.Items)
-	if equality.Semantic.DeepEqual(st, p.Status) {
-		r.export(p, st)
-		return ctrl.Result{}, nil
-	}
-	before := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionReady)
-	after := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
-
-	patch := client.MergeFrom(p.DeepCopy())
-	p.Status = st
-	if err := r.Status().Patch(ctx, p, patch); err != nil {
-		return ctrl.Result{}, err
+	_, _, err := policyStatusWriter.patch(ctx, r.Client, r.Recorder, p, func(p *v1.RetryPolicy) { p.Status = st },
+		"Retry plan computed: "+st.ScheduleSummary, "schedule", st.ScheduleSummary)
+	if err != nil {
+		return staleOrError(err)
 	}
 	r.export(p, st)
-	if readyChanged(before, after) {
-		if after.Status == metav1.ConditionTrue {
-			log.Info("Policy is valid", "retryPolicy", klog.KObj(p), "schedule", st.ScheduleSummary)
-			r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, after.Reason, "Validate", "Retry plan computed: %s", st.ScheduleSummary)
-		} else {
-			log.Info("Policy is invalid", "retryPolicy", klog.KObj(p), "reason", after.Reason, "message", after.Message)
-			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, after.Reason, "Validate", "%s", after.Message)
-		}
-	}
 	return ctrl.Result{}, nil
+}
+
+// policyStatusWriter writes a policy's status.
+var policyStatusWriter = statusWriter[*v1.RetryPolicy]{
+	conditions: func(p *v1.RetryPolicy) []metav1.Condition { return p.Status.Conditions },
+	logKey:     "retryPolicy", ready: "Policy is valid", notReady: "Policy is invalid", action: "Validate",
 }
 
 // export sets the policy's gauge to the dead letters its status shows.
@@ -74,15 +59,6 @@ func (r *RetryPolicyReconciler) export(p *v1.RetryPolicy, st v1.RetryPolicyStatu
 	if r.Metrics != nil && st.DeadLetterMessages != nil {
 		r.Metrics.SetRetryPolicy(p.Namespace, p.Name, *st.DeadLetterMessages)
 	}
-}
-
-// readyChanged tells whether the Ready condition changed (status, reason or message): each such
-// change is worth an event.
-func readyChanged(before, after *metav1.Condition) bool {
-	if after == nil {
-		return false
-	}
-	return before == nil || before.Status != after.Status || before.Reason != after.Reason || before.Message != after.Message
 }
 
 // SetupWithManager registers the controller: it watches RetryPolicies and the ConsumerPipelines that

@@ -85,7 +85,7 @@ func setPolicyReady(st *v1.RetryPolicyStatus, generation int64, specErr error) {
 	c := metav1.Condition{Type: v1.ConditionReady, ObservedGeneration: generation}
 	switch {
 	case specErr != nil:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1.ReasonInvalidSpec, truncate(specErr.Error(), 1024)
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1.ReasonInvalidSpec, truncate(specErr.Error(), maxConditionMessage)
 	case len(st.Schedule) == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1.ReasonValid, "no retries: a failed delivery goes to the dead letter queue at once"
 	default:
@@ -117,11 +117,4 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }

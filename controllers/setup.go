@@ -1,22 +1,51 @@
 package controllers
 
+// The manager's permissions, generated into config/rbac/role.yaml by `make manifests`. Each is what a
+// controller touches, no wildcards (rbac_test.go checks): children are applied with server-side
+// apply, which needs create (for a new object) and patch; configmaps delete is for the alert
+// ConfigMap replaced by a PrometheusRule once that kind is served; the CRD is watched, by metadata,
+// to notice the PrometheusRule CRD coming and going. Owner references with blockOwnerDeletion need
+// update on the owners' finalizers.
+// +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies;deadletterqueues;consumerpipelines,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies/status;deadletterqueues/status;consumerpipelines/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies/finalizers;deadletterqueues/finalizers;consumerpipelines/finalizers,verbs=update
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=core,resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
+	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/opmetrics"
+	"github.com/retryops/retry-operator/internal/ruleapi"
 )
 
 // Defaults of Options.
@@ -34,6 +63,10 @@ const (
 
 // Options are the operator-wide settings the manager passes to every controller.
 type Options struct {
+	// Kafka hands out the Kafka clients (required): the admin client of each connection, and record
+	// scans. When it is also a manager.Runnable (the franz-go factory is: it sweeps idle clients and
+	// closes them all when the manager stops), it is added to the manager.
+	Kafka kafka.ClientFactory
 	// StatusRefreshInterval is how often live figures (DLQ counts, lag) are refreshed, and how often
 	// topics are compared with their spec (drift is corrected within one interval).
 	StatusRefreshInterval time.Duration
@@ -50,8 +83,6 @@ type Options struct {
 	DefaultKafkaTLS *kafka.TLSConfig
 	// DefaultKafkaSASL is the SASL configuration of the default connection; nil means none.
 	DefaultKafkaSASL *kafka.SASLConfig
-	// KafkaRequestTimeout bounds every Kafka admin call (kafka.DefaultRequestTimeout when zero).
-	KafkaRequestTimeout time.Duration
 	// DeletionTimeout bounds how long a deleting resource waits for Kafka to delete its topics,
 	// counted from its deletion timestamp; then the finalizer goes with a Warning event
 	// (DefaultDeletionTimeout when zero).
@@ -63,13 +94,62 @@ type Options struct {
 	// Closed; a report not repeated for three intervals is stale (DefaultCircuitReportInterval when
 	// zero).
 	CircuitReportInterval time.Duration
-	// Clock is the time source of the deletion bound and the offsets batcher (the real clock when
-	// nil).
+	// Clock is the time source of the deletion bound, the live figures and the circuit reports (the
+	// real clock when nil).
 	Clock clock.PassiveClock
 }
 
-// SetupWithManager registers every controller of the operator with mgr.
-func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+// kafkaAccess is what the reconcilers of the kinds that own topics share about Kafka: the default
+// connection, the clients, and the batched reads of the live figures (internal/kafkastats).
+type kafkaAccess struct {
+	Defaults    kafkaspec.Defaults
+	Connections *kafka.Registry
+	Offsets     *kafkastats.Offsets
+	Commits     *kafkastats.Commits
+	Tallies     *kafkastats.Tallies
+	// ByPipeline is each queue's complete count of dead letters by pipeline, as last written to its
+	// status (status.pipelines shows the 20 largest only), by the queue's owner name.
+	ByPipeline *kafkastats.Counts
+}
+
+// topicReconciler is what the reconcilers of the kinds that own topics (DeadLetterQueue,
+// ConsumerPipeline) share: the clients, Kafka, the clock, the deletion bound and the alert rules,
+// and the parts of their reconcile that are the same: the finalizer, the connection, the claims on
+// topics, the record of the topics created, and the bounded deletion.
+type topicReconciler struct {
+	client.Client
+	Recorder recorder.EventRecorder
+	Kafka    *kafkaAccess
+	Clock    clock.PassiveClock
+	// Metrics are the operator's gauges; nil exports nothing.
+	Metrics *opmetrics.Metrics
+	// RefreshInterval is the resync period: live figures are at most one old, drift in Kafka is
+	// corrected within one.
+	RefreshInterval time.Duration
+	// DeletionTimeout bounds how long a deleting resource waits for Kafka before letting go.
+	DeletionTimeout time.Duration
+	// Controller are extra controller options (concurrency, rate limiter).
+	Controller controller.Options
+	// RuleLabels are extra labels on the alert rule objects.
+	RuleLabels map[string]string
+	// Rules knows whether PrometheusRule is served.
+	Rules *ruleapi.API
+}
+
+// reconcilers are the operator's reconcilers, built on one set of shared dependencies.
+type reconcilers struct {
+	policy   *RetryPolicyReconciler
+	queue    *DeadLetterQueueReconciler
+	pipeline *ConsumerPipelineReconciler
+	rules    *ruleapi.API
+}
+
+// newReconcilers builds the reconcilers of mgr's controllers on client c (mgr's client, or one that
+// wraps it), with opts' defaults applied.
+func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcilers, error) {
+	if opts.Kafka == nil {
+		return nil, errors.New("no Kafka client factory in the options")
+	}
 	if opts.StatusRefreshInterval <= 0 {
 		opts.StatusRefreshInterval = 30 * time.Second
 	}
@@ -85,102 +165,184 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if opts.DispatcherImage == "" {
 		opts.DispatcherImage = DefaultDispatcherImage
 	}
-	defaults := KafkaDefaults{BootstrapServers: opts.DefaultBootstrapServers, TLS: opts.DefaultKafkaTLS, SASL: opts.DefaultKafkaSASL}
-
-	if err := setupIndexes(ctx, mgr); err != nil {
-		return fmt.Errorf("indexing pipelines: %w", err)
-	}
-	if err := setupTopicIndexes(ctx, mgr, defaults); err != nil {
-		return fmt.Errorf("indexing topic claims and Secrets: %w", err)
-	}
 	// The operator's gauges, served by the manager's metrics endpoint. Registering again on the same
 	// registry (several managers in one process, as in tests) reuses the collectors.
 	metrics, err := opmetrics.Register(ctrlmetrics.Registry)
 	if err != nil {
-		return fmt.Errorf("operator metrics: %w", err)
+		return nil, fmt.Errorf("operator metrics: %w", err)
 	}
-	if err := (&RetryPolicyReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("retrypolicy-controller"),
-		Metrics:  metrics,
-	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("retrypolicy controller: %w", err)
-	}
-
-	factory := kafka.NewFactory(kafka.WithRequestTimeout(opts.KafkaRequestTimeout))
-	if err := mgr.Add(manager.RunnableFunc(factory.Start)); err != nil {
-		return fmt.Errorf("kafka client factory: %w", err)
-	}
+	offsets := kafkastats.NewOffsets(opts.Clock)
 	access := &kafkaAccess{
-		Defaults:    defaults,
-		Connections: newConnectionRegistry(factory),
-		Offsets:     newOffsetsCache(opts.Clock),
-	}
-	access.Live = newLiveFigures(opts.Clock, access.Offsets, factory, metrics)
-	// Each controller gets its own rate limiter: errors back off per resource from 0.5s up to the
-	// resync interval (at most maxErrorBackoff), so a broker that comes back is noticed soon.
-	controllerOpts := func() controller.Options {
-		return controller.Options{
-			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](
-				500*time.Millisecond, min(opts.StatusRefreshInterval, maxErrorBackoff)),
-		}
+		Defaults:    kafkaspec.Defaults{BootstrapServers: opts.DefaultBootstrapServers, TLS: opts.DefaultKafkaTLS, SASL: opts.DefaultKafkaSASL},
+		Connections: kafka.NewRegistry(opts.Kafka),
+		Offsets:     offsets,
+		Commits:     kafkastats.NewCommits(opts.Clock),
+		Tallies:     kafkastats.NewTallies(offsets, opts.Kafka),
+		ByPipeline:  &kafkastats.Counts{},
 	}
 	// Whether PrometheusRule is served, shared by both controllers that apply alert rules.
-	rules := newRuleAPI(mgr)
-	if err := mgr.Add(rules); err != nil {
+	rules := ruleapi.New(mgr)
+	// Each controller gets its own rate limiter: errors back off per resource from 0.5s up to the
+	// resync interval (at most maxErrorBackoff), so a broker that comes back is noticed soon.
+	topics := func(name string) topicReconciler {
+		return topicReconciler{
+			Client:          c,
+			Recorder:        mgr.GetEventRecorder(name),
+			Kafka:           access,
+			Clock:           opts.Clock,
+			Metrics:         metrics,
+			RefreshInterval: opts.StatusRefreshInterval,
+			DeletionTimeout: opts.DeletionTimeout,
+			RuleLabels:      opts.AlertRuleLabels,
+			Rules:           rules,
+			Controller: controller.Options{
+				MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+				RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](
+					500*time.Millisecond, min(opts.StatusRefreshInterval, maxErrorBackoff)),
+			},
+		}
+	}
+	return &reconcilers{
+		policy: &RetryPolicyReconciler{
+			Client:   c,
+			Recorder: mgr.GetEventRecorder("retrypolicy-controller"),
+			Metrics:  metrics,
+		},
+		queue: &DeadLetterQueueReconciler{
+			topicReconciler: topics("deadletterqueue-controller"),
+			growth:          &growthHistory{},
+		},
+		pipeline: &ConsumerPipelineReconciler{
+			topicReconciler:       topics("consumerpipeline-controller"),
+			DispatcherImage:       opts.DispatcherImage,
+			CircuitReportInterval: opts.CircuitReportInterval,
+		},
+		rules: rules,
+	}, nil
+}
+
+// SetupWithManager registers every controller of the operator with mgr.
+func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	rs, err := newReconcilers(mgr, mgr.GetClient(), opts)
+	if err != nil {
+		return err
+	}
+	if err := setupIndexes(ctx, mgr, rs.queue.Kafka.Defaults); err != nil {
+		return fmt.Errorf("indexing: %w", err)
+	}
+	if r, ok := opts.Kafka.(manager.Runnable); ok {
+		if err := mgr.Add(r); err != nil {
+			return fmt.Errorf("kafka client factory: %w", err)
+		}
+	}
+	if err := mgr.Add(rs.rules); err != nil {
 		return fmt.Errorf("alert rules: %w", err)
 	}
-	if err := (&DeadLetterQueueReconciler{
-		Client:          mgr.GetClient(),
-		Recorder:        mgr.GetEventRecorder("deadletterqueue-controller"),
-		Kafka:           access,
-		Clock:           opts.Clock,
-		RefreshInterval: opts.StatusRefreshInterval,
-		DeletionTimeout: opts.DeletionTimeout,
-		Controller:      controllerOpts(),
-		RuleLabels:      opts.AlertRuleLabels,
-		Rules:           rules,
-	}).SetupWithManager(mgr); err != nil {
+	if err := rs.policy.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("retrypolicy controller: %w", err)
+	}
+	if err := rs.queue.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("deadletterqueue controller: %w", err)
 	}
-	if err := (&ConsumerPipelineReconciler{
-		Client:          mgr.GetClient(),
-		Recorder:        mgr.GetEventRecorder("consumerpipeline-controller"),
-		Kafka:           access,
-		Clock:           opts.Clock,
-		RefreshInterval: opts.StatusRefreshInterval,
-		DeletionTimeout: opts.DeletionTimeout,
-		Controller:      controllerOpts(),
-		DispatcherImage: opts.DispatcherImage,
-		RuleLabels:      opts.AlertRuleLabels,
-		Rules:           rules,
-
-		CircuitReportInterval: opts.CircuitReportInterval,
-	}).SetupWithManager(mgr); err != nil {
+	if err := rs.pipeline.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("consumerpipeline controller: %w", err)
 	}
 	return nil
 }
 
-// setupTopicIndexes registers the indexes of the topic controllers: claims of DeadLetterQueue topics
-// and of pipeline sources (by cluster and topic), and the Secrets both kinds reference.
-func setupTopicIndexes(ctx context.Context, mgr ctrl.Manager, d KafkaDefaults) error {
+// setupIndexes registers the field indexes of constants.go: the pipelines by the objects they
+// reference, the claims of queue topics and of pipeline sources (by cluster and topic), and the
+// Secrets both kinds reference.
+func setupIndexes(ctx context.Context, mgr ctrl.Manager, d kafkaspec.Defaults) error {
 	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &v1.DeadLetterQueue{}, indexDLQByClaim, func(o client.Object) []string {
-		q := o.(*v1.DeadLetterQueue)
-		return []string{claimKey(connectionServers(q.Spec.Kafka, d), string(q.Spec.Topic.Name))}
-	}); err != nil {
-		return err
+	for _, i := range []struct {
+		obj   client.Object
+		field string
+		index func(client.Object) []string
+	}{
+		{&v1.ConsumerPipeline{}, indexPipelineByPolicy, func(o client.Object) []string {
+			return []string{o.(*v1.ConsumerPipeline).Spec.RetryPolicyRef.Name}
+		}},
+		{&v1.ConsumerPipeline{}, indexPipelineByDLQ, func(o client.Object) []string {
+			return []string{o.(*v1.ConsumerPipeline).Spec.DeadLetterQueueRef.Name}
+		}},
+		{&v1.DeadLetterQueue{}, indexDLQByClaim, func(o client.Object) []string {
+			q := o.(*v1.DeadLetterQueue)
+			return []string{kafkaspec.ClaimKey(kafkaspec.Servers(q.Spec.Kafka, d), string(q.Spec.Topic.Name))}
+		}},
+		{&v1.ConsumerPipeline{}, indexPipelineBySourceClaim, func(o client.Object) []string {
+			p := o.(*v1.ConsumerPipeline)
+			return []string{kafkaspec.ClaimKey(kafkaspec.Servers(p.Spec.Kafka, d), string(p.Spec.Source.Topic))}
+		}},
+		{&v1.DeadLetterQueue{}, indexKafkaSecrets, func(o client.Object) []string {
+			return kafkaspec.SecretNames(o.(*v1.DeadLetterQueue).Spec.Kafka)
+		}},
+		{&v1.ConsumerPipeline{}, indexKafkaSecrets, func(o client.Object) []string {
+			return kafkaspec.SecretNames(o.(*v1.ConsumerPipeline).Spec.Kafka)
+		}},
+	} {
+		if err := idx.IndexField(ctx, i.obj, i.field, i.index); err != nil {
+			return fmt.Errorf("%s: %w", i.field, err)
+		}
 	}
-	if err := idx.IndexField(ctx, &v1.ConsumerPipeline{}, indexPipelineBySourceClaim, func(o client.Object) []string {
-		p := o.(*v1.ConsumerPipeline)
-		return []string{claimKey(connectionServers(p.Spec.Kafka, d), string(p.Spec.Source.Topic))}
-	}); err != nil {
-		return err
+	return nil
+}
+
+// requestsFor lists the objects of list's kind matching opts and returns a request for each of
+// them but skip (nil: none skipped). A failed list is logged and yields none.
+func requestsFor(ctx context.Context, c client.Reader, list client.ObjectList, skip client.Object, opts ...client.ListOption) []ctrl.Request {
+	if err := c.List(ctx, list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the objects to reconcile after a change failed")
+		return nil
 	}
-	if err := idx.IndexField(ctx, &v1.DeadLetterQueue{}, indexKafkaSecrets, secretIndexFunc); err != nil {
-		return err
+	var out []ctrl.Request
+	_ = meta.EachListItem(list, func(item runtime.Object) error {
+		if o, ok := item.(client.Object); ok && (skip == nil || o.GetUID() != skip.GetUID()) {
+			out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
+		return nil
+	})
+	return out
+}
+
+// requestsForSecret lists the objects of list's kind in the Secret's namespace that reference it.
+func requestsForSecret(ctx context.Context, c client.Reader, secret client.Object, list client.ObjectList) []ctrl.Request {
+	return requestsFor(ctx, c, list, nil, client.InNamespace(secret.GetNamespace()), client.MatchingFields{indexKafkaSecrets: secret.GetName()})
+}
+
+// specOrLifecycleChanged passes creations, deletions and updates that change the spec (generation),
+// the annotations (but for those the operator writes itself) or the deletion timestamp. It drops
+// the updates this operator's own writes cause (status, finalizer, its annotations), which would
+// otherwise trigger a second, idle reconcile that, on a cache not yet up to date, would even write
+// the same status again.
+func specOrLifecycleChanged() predicate.Predicate {
+	return predicate.Or(
+		predicate.GenerationChangedPredicate{},
+		predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() ||
+				!maps.Equal(userAnnotations(e.ObjectOld), userAnnotations(e.ObjectNew))
+		}},
+	)
+}
+
+// userAnnotations are the annotations of o but those the operator writes.
+func userAnnotations(o client.Object) map[string]string {
+	a := o.GetAnnotations()
+	if _, ok := a[annotationCreatedTopics]; !ok {
+		if _, ok := a[annotationDeletionFailure]; !ok {
+			return a
+		}
 	}
-	return idx.IndexField(ctx, &v1.ConsumerPipeline{}, indexKafkaSecrets, secretIndexFunc)
+	a = maps.Clone(a)
+	delete(a, annotationCreatedTopics)
+	delete(a, annotationDeletionFailure)
+	return a
+}
+
+// createdOrDeleted passes only creations and deletions.
+func createdOrDeleted() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }

@@ -24,6 +24,7 @@ import (
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
+	"github.com/retryops/retry-operator/internal/kafka/franz"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -105,8 +106,8 @@ func runSuite(m *testing.M) int {
 	defer cancel()
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{
 		StatusRefreshInterval:   resyncInterval,
+		Kafka:                   franz.NewFactory(franz.WithRequestTimeout(kafkaRequestTimeout)),
 		DefaultBootstrapServers: broker.ListenAddrs(),
-		KafkaRequestTimeout:     kafkaRequestTimeout,
 		DeletionTimeout:         deletionTimeout,
 		CircuitReportInterval:   circuitReportInterval,
 	}); err != nil {

@@ -35,6 +35,7 @@ import (
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
+	"github.com/retryops/retry-operator/internal/kafka/franz"
 )
 
 // writeCounter counts API writes: those that succeeded, and those refused with a conflict (a
@@ -258,6 +259,7 @@ func runScale(tb testing.TB, dlqs, pipelines int, interval time.Duration) scaleR
 		tb.Fatal(err)
 	}
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{
+		Kafka:                   franz.NewFactory(),
 		StatusRefreshInterval:   interval,
 		DefaultBootstrapServers: c.ListenAddrs(),
 	}); err != nil {

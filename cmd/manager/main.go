@@ -25,11 +25,13 @@ import (
 	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafka/franz"
 )
 
 // options are the manager's command-line settings.
 type options struct {
 	kafka                   kafkaFlags
+	kafkaRequestTimeout     time.Duration
 	metricsAddr             string
 	metricsSecure           bool
 	probeAddr               string
@@ -63,7 +65,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		return nil
 	})
 	o.controllers.DefaultBootstrapServers = splitList(os.Getenv("KAFKA_BOOTSTRAP_SERVERS"))
-	fs.DurationVar(&o.controllers.KafkaRequestTimeout, "kafka-request-timeout", kafka.DefaultRequestTimeout, "Upper bound of every Kafka admin call (dial, authentication and all round trips).")
+	fs.DurationVar(&o.kafkaRequestTimeout, "kafka-request-timeout", franz.DefaultRequestTimeout, "Upper bound of every Kafka admin call (dial, authentication and all round trips).")
 	fs.DurationVar(&o.controllers.DeletionTimeout, "kafka-deletion-timeout", controllers.DefaultDeletionTimeout, "How long a deleted DeadLetterQueue or ConsumerPipeline waits for Kafka to delete its topics before it goes anyway, with a Warning event.")
 	fs.IntVar(&o.controllers.MaxConcurrentReconciles, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "How many resources of one kind are reconciled at once.")
 	o.kafka.bind(fs)
@@ -207,6 +209,8 @@ func run(ctx context.Context, cfg *rest.Config, o *options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	// The only franz-go in the manager: the controllers see Kafka through internal/kafka alone.
+	o.controllers.Kafka = franz.NewFactory(franz.WithRequestTimeout(o.kafkaRequestTimeout))
 	if err := controllers.SetupWithManager(ctx, mgr, o.controllers); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}

@@ -114,7 +114,7 @@ func TestKafkaDefaultConnectionFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := o.controllers
-	if fmt.Sprint(c.DefaultBootstrapServers) != "[a:9092 b:9092]" || c.KafkaRequestTimeout != 3*time.Second ||
+	if fmt.Sprint(c.DefaultBootstrapServers) != "[a:9092 b:9092]" || o.kafkaRequestTimeout != 3*time.Second ||
 		c.DeletionTimeout != 30*time.Second || c.MaxConcurrentReconciles != 8 {
 		t.Errorf("unexpected options: %+v", c)
 	}

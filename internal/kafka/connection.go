@@ -14,10 +14,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // SASL mechanism names accepted in SASLConfig.Mechanism.
@@ -112,7 +108,7 @@ func (c Connection) Key() string {
 		writeField(h, "sasl:none")
 	} else {
 		writeField(h, "sasl")
-		writeField(h, normalizeMechanism(c.SASL.Mechanism))
+		writeField(h, c.SASL.MechanismName())
 		writeField(h, c.SASL.Username)
 		writeField(h, c.SASL.Password)
 	}
@@ -238,7 +234,10 @@ func presence(b []byte) string {
 	return "set"
 }
 
-func normalizeMechanism(m string) string { return strings.ToUpper(strings.TrimSpace(m)) }
+// MechanismName is the mechanism normalised: upper case, without surrounding
+// spaces (MechanismPlain, MechanismScramSHA256 or MechanismScramSHA512 when
+// valid).
+func (s *SASLConfig) MechanismName() string { return strings.ToUpper(strings.TrimSpace(s.Mechanism)) }
 
 // Validate reports every problem with the connection at once (joined), or
 // nil. It never includes a secret in its messages.
@@ -261,12 +260,12 @@ func (c Connection) Validate() error {
 		}
 	}
 	if c.TLS != nil {
-		if _, err := c.TLS.build(); err != nil {
+		if _, err := c.TLS.Config(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if c.SASL != nil {
-		if _, err := c.SASL.mechanism(); err != nil {
+		if err := c.SASL.validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -296,8 +295,9 @@ func (e *ConfigError) Error() string {
 // Unwrap returns the individual problems.
 func (e *ConfigError) Unwrap() []error { return e.Errs }
 
-// build returns the crypto/tls config for t.
-func (t *TLSConfig) build() (*tls.Config, error) {
+// Config returns the crypto/tls configuration of t, or every problem with its
+// PEM data (joined).
+func (t *TLSConfig) Config() (*tls.Config, error) {
 	cfg := &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		ServerName:         t.ServerName,
@@ -363,8 +363,8 @@ func appendPEMCerts(pool *x509.CertPool, data []byte) error {
 	return nil
 }
 
-// mechanism returns the franz-go SASL mechanism for s.
-func (s *SASLConfig) mechanism() (sasl.Mechanism, error) {
+// validate reports every problem with s (joined), or nil.
+func (s *SASLConfig) validate() error {
 	var errs []error
 	if s.Username == "" {
 		errs = append(errs, errors.New("SASL username is empty"))
@@ -372,20 +372,11 @@ func (s *SASLConfig) mechanism() (sasl.Mechanism, error) {
 	if s.Password == "" {
 		errs = append(errs, errors.New("SASL password is empty"))
 	}
-	var m sasl.Mechanism
-	switch normalizeMechanism(s.Mechanism) {
-	case MechanismPlain:
-		m = plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()
-	case MechanismScramSHA256:
-		m = scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()
-	case MechanismScramSHA512:
-		m = scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()
+	switch s.MechanismName() {
+	case MechanismPlain, MechanismScramSHA256, MechanismScramSHA512:
 	default:
 		errs = append(errs, fmt.Errorf("unknown SASL mechanism %q (want %s, %s or %s)",
 			s.Mechanism, MechanismPlain, MechanismScramSHA256, MechanismScramSHA512))
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return m, nil
+	return errors.Join(errs...)
 }

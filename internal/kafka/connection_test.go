@@ -7,15 +7,17 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/retryops/retry-operator/internal/kafka/kafkatest"
 )
 
 func fullConn(t *testing.T) Connection {
 	t.Helper()
-	pki := newPKI(t, "ca")
-	certPEM, keyPEM := pki.issue(t, "client", false)
+	pki := kafkatest.NewPKI(t, "ca")
+	certPEM, keyPEM := pki.Issue(t, "client", false)
 	return Connection{
 		BootstrapServers: []string{"b1:9092", "b2:9092"},
-		TLS:              &TLSConfig{CAPEM: pki.caPEM, CertPEM: certPEM, KeyPEM: keyPEM, ServerName: "kafka.example"},
+		TLS:              &TLSConfig{CAPEM: pki.CAPEM, CertPEM: certPEM, KeyPEM: keyPEM, ServerName: "kafka.example"},
 		SASL:             &SASLConfig{Mechanism: MechanismScramSHA512, Username: "svc", Password: "s3cr3t-Passw0rd"},
 		ClientID:         "op",
 	}

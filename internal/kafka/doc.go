@@ -1,19 +1,21 @@
-// Package kafka is the operator's only view of Kafka: a Connection (plain
-// data resolved from Secrets by the controllers), a Factory that builds and
-// caches franz-go clients per Connection, and the small Admin interface the
-// controllers call to reconcile topics and report offsets and consumer-group
-// lag.
+// Package kafka is the operator's only view of Kafka, and carries no Kafka
+// client library: a Connection (plain data resolved from Secrets by the
+// controllers), the small Admin interface the controllers call to reconcile
+// topics and read offsets and consumer-group commits, the Scanner that reads
+// records, the ClientFactory that hands both out per Connection, a Registry
+// that closes the clients of connections nobody uses any more, and the
+// planning of a topic against its spec (PlanTopic, ApplyPlan).
 //
-// Everything speaks the real Kafka protocol through franz-go (kgo/kadm), so
-// it works unchanged against Apache Kafka, Strimzi, Redpanda or MSK; the
-// tests run it against kfake, an in-process Kafka-protocol broker.
+// The implementation, which speaks the real Kafka protocol through franz-go
+// (kgo/kadm) so that it works unchanged against Apache Kafka, Strimzi,
+// Redpanda or MSK, is in the franz subpackage; only the command that wires
+// the operator imports it. The kafkafake subpackage provides an in-memory
+// Admin for controller unit tests.
 //
 // Errors returned by Admin methods are *Error values. Use IsAuthError,
-// IsUnreachable and IsTLSError to pick a status condition, and errors.Is with
-// ErrTopicExists / ErrTopicNotFound for control flow. Messages keep the Kafka
-// error code name (for example "SASL_AUTHENTICATION_FAILED: ...") and never
-// contain the SASL password.
-//
-// The kafkafake subpackage provides an in-memory Admin for controller unit
-// tests.
+// IsUnreachable and IsTLSError to pick a status condition, CodeOf and
+// IsRetriable for the Kafka error code a broker answered with, and errors.Is
+// with ErrTopicExists / ErrTopicNotFound for control flow. Messages keep the
+// Kafka error code name (for example "SASL_AUTHENTICATION_FAILED: ...") and
+// never contain the SASL password.
 package kafka

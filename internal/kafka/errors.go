@@ -11,10 +11,6 @@ import (
 	"os"
 	"strings"
 	"syscall"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Kind classifies an Error.
@@ -42,8 +38,8 @@ const (
 	// exist.
 	KindTopicNotFound
 	// KindClosed means the admin client was closed (evicted by the
-	// Factory or the Factory was closed); obtain a new one from
-	// Factory.Admin.
+	// factory, or the factory was closed); obtain a new one from the
+	// factory.
 	KindClosed
 )
 
@@ -100,16 +96,48 @@ type Error struct {
 	// Code is the Kafka error code name (for example
 	// "TOPIC_AUTHORIZATION_FAILED") when the failure carries one, else "".
 	Code string
+	// Retriable is true when Code is one Kafka documents as retriable (the
+	// same request may succeed later without any change, NOT_CONTROLLER
+	// say).
+	Retriable bool
 
 	msg string
 	err error
 }
 
+// NewError wraps cause as the failure of op, for implementations of Admin
+// and their fakes. A kind of KindOther is refined from the cause (the
+// sentinels, network, TLS and deadline errors); secret (a SASL password) is
+// scrubbed from the message. Use WithCode to record a broker error code.
+func NewError(op string, kind Kind, cause error, secret string) *Error {
+	if kind == KindOther {
+		kind = KindOf(cause)
+	}
+	if kind == KindClosed && !errors.Is(cause, ErrClosed) {
+		cause = fmt.Errorf("%w: %w", ErrClosed, cause)
+	}
+	msg := "kafka " + op + ": " + cause.Error()
+	// Defence in depth: client libraries do not put the password in an
+	// error, but scrub it anyway. Very short secrets are skipped so that
+	// ordinary text is not mangled.
+	if len(secret) >= 4 {
+		msg = strings.ReplaceAll(msg, secret, redacted)
+	}
+	return &Error{Op: op, Kind: kind, msg: msg, err: cause}
+}
+
+// WithCode records the Kafka error code the failure carries, and whether
+// Kafka documents it as retriable, and returns e.
+func (e *Error) WithCode(code string, retriable bool) *Error {
+	e.Code, e.Retriable = code, retriable
+	return e
+}
+
 // Error returns the (secret-free) message.
 func (e *Error) Error() string { return e.msg }
 
-// Unwrap returns the underlying cause, so errors.Is(err, kerr.X) and
-// errors.As(err, **kerr.Error) keep working.
+// Unwrap returns the underlying cause, so that errors.Is and errors.As keep
+// working on it.
 func (e *Error) Unwrap() error { return e.err }
 
 // Is matches the package sentinels by Kind.
@@ -133,63 +161,44 @@ func (e *Error) Is(target error) bool {
 
 // IsAuthError reports whether err is an authentication or authorization
 // failure: SASL credentials rejected, SASL required but not configured, or
-// TOPIC/CLUSTER/GROUP_AUTHORIZATION_FAILED. Brokers that reject credentials
-// by closing the connection instead of answering SASL_AUTHENTICATION_FAILED
-// (Kafka before 1.0, kfake) are recognised too: a call that fails on a broken
-// connection after a SASL exchange broke off during that call is reported as
-// SASL_AUTHENTICATION_FAILED.
+// TOPIC/CLUSTER/GROUP_AUTHORIZATION_FAILED.
 func IsAuthError(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, ErrAuth) {
-		return true
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Kind == KindAuth
-	}
-	return kindOfCause(err) == KindAuth
+	return err != nil && (errors.Is(err, ErrAuth) || KindOf(err) == KindAuth)
 }
 
 // IsUnreachable reports whether err is a connectivity failure or timeout:
 // dial refused or timed out, DNS failure, connection broken, or the call not
 // completing within the request timeout.
 func IsUnreachable(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, ErrUnreachable) {
-		return true
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Kind == KindUnreachable
-	}
-	return kindOfCause(err) == KindUnreachable
+	return err != nil && (errors.Is(err, ErrUnreachable) || KindOf(err) == KindUnreachable)
 }
 
 // IsTLSError reports whether err is a TLS handshake, certificate or
 // TLS/plaintext mismatch failure.
 func IsTLSError(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, ErrTLS) {
-		return true
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Kind == KindTLS
-	}
-	return kindOfCause(err) == KindTLS
+	return err != nil && (errors.Is(err, ErrTLS) || KindOf(err) == KindTLS)
 }
 
-// KindOf returns the Kind of err (KindOther for errors not produced by this
-// package and not recognisable).
+// IsRetriable reports whether err carries a Kafka error code that Kafka
+// documents as retriable.
+func IsRetriable(err error) bool {
+	e, ok := errors.AsType[*Error](err)
+	return ok && e.Code != "" && e.Retriable
+}
+
+// CodeOf returns the Kafka error code name err carries, or "".
+func CodeOf(err error) string {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Code
+	}
+	return ""
+}
+
+// KindOf returns the Kind of err: an *Error's own, a sentinel's, or the kind
+// of a standard library cause (network, TLS, deadline); KindOther for
+// anything else.
 func KindOf(err error) Kind {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Kind
 	}
 	switch {
@@ -206,59 +215,19 @@ func KindOf(err error) Kind {
 	case errors.Is(err, ErrClosed):
 		return KindClosed
 	}
-	return kindOfCause(err)
-}
-
-// authCodes are the Kafka error codes that mean "your identity or ACLs do not
-// allow this".
-var authCodes = []error{
-	kerr.SaslAuthenticationFailed,
-	kerr.IllegalSaslState,
-	kerr.UnsupportedSaslMechanism,
-	kerr.TopicAuthorizationFailed,
-	kerr.ClusterAuthorizationFailed,
-	kerr.GroupAuthorizationFailed,
-	kerr.TransactionalIDAuthorizationFailed,
-	kerr.DelegationTokenAuthorizationFailed,
-}
-
-// kindOfCause classifies a raw (franz-go, net, crypto/tls, context) error.
-func kindOfCause(err error) Kind {
-	if err == nil {
+	switch {
+	case err == nil:
 		return KindOther
-	}
-	if errors.Is(err, kgo.ErrClientClosed) {
-		return KindClosed
-	}
-	if _, ok := errors.AsType[*kadm.AuthError](err); ok {
-		return KindAuth
-	}
-	for _, code := range authCodes {
-		if errors.Is(err, code) {
-			return KindAuth
-		}
-	}
-	if errors.Is(err, kerr.TopicAlreadyExists) {
-		return KindTopicExists
-	}
-	if errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) {
-		return KindTopicNotFound
-	}
-	if fe, ok := errors.AsType[*kgo.ErrFirstReadEOF](err); ok && strings.Contains(fe.Error(), "SASL") {
-		// The broker hung up right after our first request: it
-		// requires SASL and we sent none.
-		return KindAuth
-	}
-	if isTLSCause(err) {
+	case IsTLSCause(err):
 		return KindTLS
-	}
-	if isNetCause(err) {
+	case IsNetCause(err):
 		return KindUnreachable
 	}
 	return KindOther
 }
 
-func isTLSCause(err error) bool {
+// IsTLSCause reports whether err is a crypto/tls or crypto/x509 failure.
+func IsTLSCause(err error) bool {
 	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
 		return true
 	}
@@ -277,16 +246,11 @@ func isTLSCause(err error) bool {
 	if _, ok := errors.AsType[tls.AlertError](err); ok {
 		return true
 	}
-	// franz-go's guess for "broker closed the connection right after the
-	// dial / during ApiVersions": TLS on one side only.
-	if fe, ok := errors.AsType[*kgo.ErrFirstReadEOF](err); ok {
-		msg := fe.Error()
-		return strings.Contains(msg, "TLS")
-	}
 	return strings.Contains(err.Error(), "tls: ")
 }
 
-func isNetCause(err error) bool {
+// IsNetCause reports whether err is a network failure or a deadline.
+func IsNetCause(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
 		return true
 	}
@@ -308,45 +272,4 @@ func isNetCause(err error) bool {
 		return true
 	}
 	return false
-}
-
-// kafkaCode returns the Kafka error code name in err, if any.
-func kafkaCode(err error) string {
-	if ke, ok := errors.AsType[*kerr.Error](err); ok {
-		return ke.Message
-	}
-	return ""
-}
-
-// newError builds an *Error for op from cause, classifying it and scrubbing
-// secret out of the message. kind overrides the classification unless it is
-// KindOther.
-func newError(op string, kind Kind, cause error, secret string) *Error {
-	if kind == KindOther {
-		kind = KindOf(cause)
-	}
-	msg := "kafka " + op + ": " + cause.Error()
-	if kind == KindClosed && !errors.Is(cause, ErrClosed) {
-		cause = fmt.Errorf("%w: %w", ErrClosed, cause)
-		msg = "kafka " + op + ": " + cause.Error()
-	}
-	// Defence in depth: franz-go never puts the password in an error, but
-	// scrub it anyway. Very short secrets are skipped so that ordinary text
-	// is not mangled.
-	if len(secret) >= 4 {
-		msg = strings.ReplaceAll(msg, secret, redacted)
-	}
-	return &Error{Op: op, Kind: kind, Code: kafkaCode(cause), msg: msg, err: cause}
-}
-
-// brokerErr wraps a per-resource broker error code with the broker's optional
-// message, keeping the code name first ("INVALID_CONFIG: ...: message").
-func brokerErr(err error, message string) error {
-	if err == nil {
-		return nil
-	}
-	if message == "" {
-		return err
-	}
-	return fmt.Errorf("%w: %s", err, message)
 }

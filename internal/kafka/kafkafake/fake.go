@@ -6,12 +6,11 @@ package kafkafake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/retryops/retry-operator/internal/kafka"
 )
@@ -245,7 +244,25 @@ func (f *Fake) offsets(name string) []kafka.PartitionOffsets {
 }
 
 func notFound(op, name string) error {
-	return fmt.Errorf("kafka %s %q: %w: %w", op, name, kafka.ErrTopicNotFound, kerr.UnknownTopicOrPartition)
+	return brokerError(fmt.Sprintf("%s %q", op, name), kafka.KindTopicNotFound, codeUnknownTopic, true, "")
+}
+
+// The Kafka error codes the fake answers with.
+const (
+	codeUnknownTopic      = "UNKNOWN_TOPIC_OR_PARTITION"
+	codeTopicExists       = "TOPIC_ALREADY_EXISTS"
+	codeInvalidPartitions = "INVALID_PARTITIONS"
+	codeOffsetOutOfRange  = "OFFSET_OUT_OF_RANGE"
+)
+
+// brokerError is the error of op that a broker answered with code, as the real implementation
+// reports it: a *kafka.Error carrying the code.
+func brokerError(op string, kind kafka.Kind, code string, retriable bool, detail string) error {
+	cause := errors.New(code + detail)
+	if kind == kafka.KindTopicNotFound {
+		cause = fmt.Errorf("%w: %w", kafka.ErrTopicNotFound, cause)
+	}
+	return kafka.NewError(op, kind, cause, "").WithCode(code, retriable)
 }
 
 // DescribeTopics implements kafka.Admin.
@@ -272,7 +289,7 @@ func (f *Fake) CreateTopic(ctx context.Context, name string, partitions int32, r
 		return err
 	}
 	if _, ok := f.topics[name]; ok {
-		return fmt.Errorf("kafka create topic %q: %w: %w", name, kafka.ErrTopicExists, kerr.TopicAlreadyExists)
+		return brokerError(fmt.Sprintf("create topic %q", name), kafka.KindTopicExists, codeTopicExists, false, "")
 	}
 	if partitions == -1 {
 		partitions = f.DefaultPartitions
@@ -323,8 +340,8 @@ func (f *Fake) AddPartitions(ctx context.Context, name string, total int32) erro
 	case total == current:
 		return nil
 	case total < current:
-		return fmt.Errorf("kafka grow topic %q to %d partitions: %w: topic has %d partitions; Kafka cannot reduce the partition count",
-			name, total, kerr.InvalidPartitions, current)
+		return brokerError(fmt.Sprintf("grow topic %q to %d partitions", name, total), kafka.KindOther, codeInvalidPartitions, false,
+			fmt.Sprintf(": topic has %d partitions; Kafka cannot reduce the partition count", current))
 	}
 	for range total - current {
 		t.start = append(t.start, 0)
@@ -381,10 +398,10 @@ func (f *Fake) DeleteRecordsBefore(ctx context.Context, topicName string, before
 	// Validate everything first so a failure changes nothing.
 	for p, off := range before {
 		if p < 0 || int(p) >= len(t.end) {
-			return fmt.Errorf("kafka delete records of topic %q: partition %d: %w", topicName, p, kerr.UnknownTopicOrPartition)
+			return brokerError(fmt.Sprintf("delete records of topic %q: partition %d", topicName, p), kafka.KindTopicNotFound, codeUnknownTopic, true, "")
 		}
 		if off < -1 || off > t.end[p] {
-			return fmt.Errorf("kafka delete records of topic %q: partition %d offset %d: %w", topicName, p, off, kerr.OffsetOutOfRange)
+			return brokerError(fmt.Sprintf("delete records of topic %q: partition %d offset %d", topicName, p, off), kafka.KindOther, codeOffsetOutOfRange, false, "")
 		}
 	}
 	for p, off := range before {

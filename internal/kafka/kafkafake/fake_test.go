@@ -6,8 +6,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-
 	"github.com/retryops/retry-operator/internal/kafka"
 )
 
@@ -31,7 +29,7 @@ func TestFakeTopics(t *testing.T) {
 	if err := f.AddPartitions(ctx, "dlq", 5); err != nil {
 		t.Fatalf("same count must be a no-op: %v", err)
 	}
-	if err := f.AddPartitions(ctx, "dlq", 1); !errors.Is(err, kerr.InvalidPartitions) {
+	if err := f.AddPartitions(ctx, "dlq", 1); kafka.CodeOf(err) != "INVALID_PARTITIONS" {
 		t.Fatalf("shrink: %v", err)
 	}
 	got, err := f.DescribeTopics(ctx, "dlq", "missing")
@@ -89,7 +87,7 @@ func TestFakeOffsetsAndLag(t *testing.T) {
 	if err := f.DeleteRecordsBefore(ctx, "src", map[int32]int64{0: 2}); err != nil {
 		t.Fatalf("below start must be a no-op: %v", err)
 	}
-	if err := f.DeleteRecordsBefore(ctx, "src", map[int32]int64{0: 11}); !errors.Is(err, kerr.OffsetOutOfRange) {
+	if err := f.DeleteRecordsBefore(ctx, "src", map[int32]int64{0: 11}); kafka.CodeOf(err) != "OFFSET_OUT_OF_RANGE" {
 		t.Fatalf("past end: %v", err)
 	}
 	offs, err := f.ListOffsets(ctx, "src", "nope")
@@ -134,7 +132,8 @@ func TestFakeErrorInjection(t *testing.T) {
 	if err := f.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.FailNext(CreateTopic, kerr.TopicAuthorizationFailed, errors.New("boom"))
+	denied := kafka.NewError("create topic", kafka.KindAuth, errors.New("TOPIC_AUTHORIZATION_FAILED"), "").WithCode("TOPIC_AUTHORIZATION_FAILED", false)
+	f.FailNext(CreateTopic, denied, errors.New("boom"))
 	if err := f.CreateTopic(ctx, "t", 1, 1, nil); !kafka.IsAuthError(err) {
 		t.Fatalf("first: %v", err)
 	}

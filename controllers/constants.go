@@ -1,0 +1,79 @@
+package controllers
+
+import "time"
+
+// topicFinalizer guards the Kafka topics of DeadLetterQueues and ConsumerPipelines: it is added
+// before the first Kafka side effect and removed once the deletion policy has been carried out, or
+// once the deletion bound has passed with Kafka unreachable.
+const topicFinalizer = "retry.retryops.dev/topic"
+
+// Annotations the operator writes on the DeadLetterQueues and ConsumerPipelines it reconciles: its
+// memory of what it did in Kafka, kept with the resource's metadata so that a restore from a backup
+// or a status wiped clean cannot lose it (status is rebuilt from the world and never read back as
+// a record of what the operator did).
+const (
+	// annotationCreatedTopics lists, comma-separated and sorted, the topics the operator created for
+	// the resource: a queue's dead letter topic, a pipeline's source (when spec.source.create made
+	// it) and retry tiers. It is written before the topics are created, so that a topic is never
+	// made without its record. The deletion policy of a pipeline deletes the retry tiers it lists
+	// (never the source), and only those; a queue's lists its topic, which tells a topic deleted out
+	// of band and made again (TopicRecreated) from a first creation.
+	annotationCreatedTopics = "retry.retryops.dev/created-topics"
+	// annotationDeletionFailure is the error of the last failed attempt to delete a deleting
+	// resource's topics. Once the deletion bound has passed it means an attempt was made and failed:
+	// no new one is made, and the finalizer goes with a Warning event quoting it.
+	annotationDeletionFailure = "retry.retryops.dev/deletion-failure"
+)
+
+// Field indexes.
+const (
+	// indexDLQByClaim indexes DeadLetterQueues by kafkaspec.ClaimKey(servers, topic), cluster-wide:
+	// topics are cluster-wide in Kafka, so queues in different namespaces can claim the same one.
+	indexDLQByClaim = ".spec.topic.claim"
+	// indexPipelineBySourceClaim indexes ConsumerPipelines by kafkaspec.ClaimKey(servers, source
+	// topic), cluster-wide: pipelines on one source would share their <source>.retry.* topics.
+	indexPipelineBySourceClaim = ".spec.source.claim"
+	// indexKafkaSecrets indexes DeadLetterQueues and ConsumerPipelines by the names of the Secrets
+	// their spec.kafka references, so that a Secret change re-reconciles exactly the resources that
+	// use it.
+	indexKafkaSecrets = ".spec.kafka.secrets"
+	// indexPipelineByPolicy and indexPipelineByDLQ index ConsumerPipelines by the objects they
+	// reference, so that a policy or a dead letter queue finds its pipelines without listing every
+	// pipeline of the namespace.
+	indexPipelineByPolicy = ".spec.retryPolicyRef.name"
+	indexPipelineByDLQ    = ".spec.deadLetterQueueRef.name"
+)
+
+// Event reasons of Kafka side effects (condition reasons are in api/v1alpha1).
+const (
+	eventTopicCreated   = "TopicCreated"
+	eventTopicRecreated = "TopicRecreated"
+	eventTopicCorrected = "TopicCorrected"
+	eventTopicDeleted   = "TopicDeleted"
+	eventTopicKept      = "TopicKept"
+	eventTopicMayRemain = "TopicMayRemain"
+	eventRecordsTrimmed = "RecordsTrimmed"
+)
+
+// Condition reasons that api/v1alpha1 does not declare.
+const (
+	// reasonReconcileError: a step of the reconcile failed with an error that is not a known
+	// problem (the API server refused a read, say); the error is returned too, so the work queue
+	// retries with backoff.
+	reasonReconcileError = "ReconcileError"
+	// reasonNameConflict: an object of a child's name exists and another controller owns it.
+	reasonNameConflict = "NameConflict"
+)
+
+// maxConditionMessage bounds the error text copied into a condition or an event.
+const maxConditionMessage = 1024
+
+// maxBreakdownEntries bounds status.reasons, status.errorTypes and status.pipelines of a
+// DeadLetterQueue (the API's MaxItems).
+const maxBreakdownEntries = 20
+
+// staleRetry is how soon a reconcile that read a stale object is retried.
+const staleRetry = 200 * time.Millisecond
+
+// deletionRetryStep is the longest wait between two attempts to delete a resource's topics.
+const deletionRetryStep = 5 * time.Second

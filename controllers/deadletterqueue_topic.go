@@ -1,0 +1,234 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
+	"github.com/retryops/retry-operator/internal/kafkastats"
+	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/internal/ruleapi"
+)
+
+// reconcileAlerts is the Alerts step: it applies the queue's own alert rules (size, growth, oldest
+// dead letter), owned by the queue. It comes before the Kafka steps, which the rules do not depend
+// on, so that they are in place while the brokers are unreachable. A problem (a name taken by
+// another owner) makes Ready False without stopping the other steps.
+func (r *DeadLetterQueueReconciler) reconcileAlerts(ctx context.Context, s *dlqScope) error {
+	in := &render.DeadLetterQueueInputs{DLQ: s.dlq, RuleLabels: r.RuleLabels}
+	_, err := r.Rules.Apply(ctx, r.Client, s.dlq, ruleapi.Rules{
+		Rule:      func() (*unstructured.Unstructured, error) { return render.DeadLetterQueuePrometheusRule(in) },
+		ConfigMap: func() (*corev1.ConfigMap, error) { return render.DeadLetterQueueAlertConfigMap(in) },
+		Key:       client.ObjectKey{Namespace: s.dlq.Namespace, Name: render.DeadLetterQueueAlertsName(s.dlq)},
+	})
+	return recordProblem(&s.problems, childProblem(err))
+}
+
+// connectQueue resolves spec.kafka and gets a client.
+func (r *DeadLetterQueueReconciler) connectQueue(ctx context.Context, s *dlqScope) error {
+	return r.connect(ctx, &s.kafkaClient, dlqOwner(client.ObjectKeyFromObject(s.dlq)), s.dlq.Namespace, s.dlq.Spec.Kafka)
+}
+
+// claimTopic makes sure this queue is the oldest one claiming its topic; a newer one reports the
+// conflict and leaves the topic alone.
+func (r *DeadLetterQueueReconciler) claimTopic(ctx context.Context, s *dlqScope) error {
+	winner, err := r.topicOwner(ctx, s.dlq)
+	if err != nil {
+		return err
+	}
+	if winner.UID == s.dlq.UID {
+		return nil
+	}
+	r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
+	return &problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: fmt.Sprintf(
+		"topic %q is already managed by %s, created earlier; this queue leaves the topic alone until that one is deleted",
+		s.want.Name, winner)}
+}
+
+// topicOwner returns the oldest queue claiming dlq's topic on dlq's cluster.
+func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, dlq *v1.DeadLetterQueue) (kafkaspec.Claimant, error) {
+	return kafkaspec.Owner(ctx, r.Client, dlq, "DeadLetterQueue", &v1.DeadLetterQueueList{}, client.MatchingFields{indexDLQByClaim: r.claimKey(dlq)})
+}
+
+// reconcileTopic creates the topic, grows its partitions and sets its configs back when they
+// drifted. More partitions than the spec asks for are reported, never "fixed". A topic about to be
+// created is first recorded on the queue (annotationCreatedTopics).
+func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqScope) error {
+	got, err := s.admin.DescribeTopics(ctx, s.want.Name)
+	if err != nil {
+		return kafkaProblem(err)
+	}
+	have := got[s.want.Name]
+	plan := kafka.PlanTopic(s.want, have)
+	s.topic = &have
+	if !plan.Empty() {
+		recreated := plan.Create && slices.Contains(createdTopics(s.dlq), s.want.Name)
+		if plan.Create {
+			if err := r.recordCreatedTopics(ctx, s.dlq, s.want.Name); err != nil {
+				return err
+			}
+		}
+		now, err := kafka.ApplyPlan(ctx, s.admin, s.want, have, plan)
+		s.topic = &now
+		if err != nil {
+			if errors.Is(err, kafka.ErrTopicExists) {
+				// Created by someone else in between: look again at the next resync.
+				return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Message: fmt.Sprintf("topic %q appeared while being created", s.want.Name)}
+			}
+			return kafkaProblem(err)
+		}
+		r.recordTopicChange(ctx, s.dlq, s.want, have, plan, recreated)
+		if plan.Create {
+			// A new topic holds nothing: no need to ask Kafka.
+			empty := make([]kafka.PartitionOffsets, s.want.Partitions)
+			for i := range empty {
+				empty[i].Partition = int32(i)
+			}
+			r.Kafka.Offsets.Set(s.connKey, s.want.Name, empty)
+		}
+	}
+	s.problems.add(shrinkProblem("topic", s.want, plan,
+		fmt.Sprintf("set spec.topic.partitions to %d to accept them", plan.ShrinkFrom)))
+	return nil
+}
+
+// recordTopicChange logs a change made in Kafka and records its event; recreated says the operator
+// had created the topic before (it was deleted out of band).
+func (r *DeadLetterQueueReconciler) recordTopicChange(ctx context.Context, dlq *v1.DeadLetterQueue, want kafka.TopicSpec, have kafka.TopicInfo, plan kafka.TopicPlan, recreated bool) {
+	what := plan.Describe(want, have)
+	reason := eventTopicCorrected
+	switch {
+	case recreated:
+		reason = eventTopicRecreated
+		what = "recreated (it had been deleted out of band) with " + strconv.Itoa(int(want.Partitions)) + " partitions"
+	case plan.Create:
+		reason = eventTopicCreated
+	}
+	ctrl.LoggerFrom(ctx).Info("Reconciled topic", "deadLetterQueue", klog.KObj(dlq), "topic", want.Name, "change", what)
+	r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, reason, "ReconcileTopic", "Topic %s %s", want.Name, what)
+}
+
+// readOffsets reads the topic's offsets through the batched reads.
+func (r *DeadLetterQueueReconciler) readOffsets(ctx context.Context, s *dlqScope) error {
+	got, at, err := r.Kafka.Offsets.Get(ctx, s.admin, s.connKey, dlqOwner(client.ObjectKeyFromObject(s.dlq)), []string{s.want.Name}, s.interval)
+	if err != nil {
+		return kafkaProblem(err)
+	}
+	s.offsets, s.offsetsAt, s.counted = got[s.want.Name], at, true
+	return nil
+}
+
+// enforceMaxMessages deletes the oldest records when the topic holds more than
+// spec.retention.maxMessages (see trimPlan for how the deletion is spread over partitions).
+func (r *DeadLetterQueueReconciler) enforceMaxMessages(ctx context.Context, s *dlqScope) error {
+	ret := s.dlq.Spec.Retention
+	if ret == nil || ret.MaxMessages == nil || !s.counted {
+		return nil
+	}
+	before := trimPlan(s.offsets, *ret.MaxMessages)
+	if len(before) == 0 {
+		return nil
+	}
+	held := kafkastats.CountMessages(s.offsets)
+	if err := s.admin.DeleteRecordsBefore(ctx, s.want.Name, before); err != nil {
+		return kafkaProblem(err)
+	}
+	for i := range s.offsets {
+		if b, ok := before[s.offsets[i].Partition]; ok {
+			s.offsets[i].Start = b
+		}
+	}
+	r.Kafka.Offsets.Set(s.connKey, s.want.Name, s.offsets)
+	left := kafkastats.CountMessages(s.offsets)
+	ctrl.LoggerFrom(ctx).Info("Trimmed dead letters", "deadLetterQueue", klog.KObj(s.dlq), "topic", s.want.Name, "deleted", held-left, "left", left)
+	r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, eventRecordsTrimmed, "EnforceRetention",
+		"Deleted the %d oldest dead letters of topic %s to keep retention.maxMessages %d", held-left, s.want.Name, *ret.MaxMessages)
+	return nil
+}
+
+// dlqTopicSpec is the topic a queue asks for. retention.maxAge becomes the topic's retention.ms.
+func dlqTopicSpec(dlq *v1.DeadLetterQueue) kafka.TopicSpec {
+	t := dlq.Spec.Topic
+	want := kafka.TopicSpec{Name: string(t.Name), Partitions: t.Partitions, ReplicationFactor: -1, Configs: map[string]string{}}
+	if want.Partitions == 0 {
+		want.Partitions = 3
+	}
+	if t.ReplicationFactor != nil {
+		want.ReplicationFactor = int16(*t.ReplicationFactor)
+	}
+	for k, v := range t.Config {
+		want.Configs[k] = v
+	}
+	if ret := dlq.Spec.Retention; ret != nil && ret.MaxAge != nil {
+		want.Configs["retention.ms"] = strconv.FormatInt(ret.MaxAge.Milliseconds(), 10)
+	}
+	return want
+}
+
+// trimPlan returns, per partition, the offset before which records must be deleted so that the topic
+// holds maxMessages records, or nil when it holds no more than that.
+//
+// Record timestamps are not read (that would mean fetching every partition's head), so the age order
+// across partitions is unknown. The excess is spread over the partitions in proportion to what each
+// holds, by the largest-remainder method so the total is exact: with keys spread evenly by the
+// partitioner, records at the same relative position of each partition are about the same age, and
+// this deletes about the oldest ones. Within a partition the deletion is always of the oldest.
+func trimPlan(offsets []kafka.PartitionOffsets, maxMessages int64) map[int32]int64 {
+	total := kafkastats.CountMessages(offsets)
+	excess := total - maxMessages
+	if maxMessages < 0 || excess <= 0 {
+		return nil
+	}
+	type share struct {
+		i         int
+		held, cut int64
+		rem       int64 // remainder of the proportional share, scaled by total
+	}
+	shares := make([]share, 0, len(offsets))
+	var assigned int64
+	for i := range offsets {
+		held := kafkastats.CountMessages(offsets[i : i+1])
+		if held == 0 {
+			continue
+		}
+		// excess*held/total in 128 bits: excess < total, so the quotient fits.
+		hi, lo := bits.Mul64(uint64(excess), uint64(held))
+		cut, rem := bits.Div64(hi, lo, uint64(total))
+		shares = append(shares, share{i: i, held: held, cut: int64(cut), rem: int64(rem)})
+		assigned += int64(cut)
+	}
+	// Hand out what rounding down left, largest remainder first, then lowest partition.
+	sort.SliceStable(shares, func(a, b int) bool {
+		if shares[a].rem != shares[b].rem {
+			return shares[a].rem > shares[b].rem
+		}
+		return offsets[shares[a].i].Partition < offsets[shares[b].i].Partition
+	})
+	for k := 0; assigned < excess; k = (k + 1) % len(shares) {
+		if shares[k].cut < shares[k].held {
+			shares[k].cut++
+			assigned++
+		}
+	}
+	out := make(map[int32]int64, len(shares))
+	for _, sh := range shares {
+		if sh.cut > 0 {
+			o := offsets[sh.i]
+			out[o.Partition] = o.Start + sh.cut
+		}
+	}
+	return out
+}

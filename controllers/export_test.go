@@ -1,0 +1,17 @@
+package controllers
+
+import (
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// NewReconcilers builds the DeadLetterQueue and ConsumerPipeline reconcilers as SetupWithManager
+// does, on client c, for the tests that call Reconcile directly (mgr gives the scheme, the REST
+// mapper and the event recorders; it need not run).
+func NewReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*DeadLetterQueueReconciler, *ConsumerPipelineReconciler, error) {
+	rs, err := newReconcilers(mgr, c, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rs.queue, rs.pipeline, nil
+}

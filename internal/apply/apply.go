@@ -1,0 +1,208 @@
+// Package apply applies the objects a resource owns (ConfigMaps, Deployments, PrometheusRules,
+// RBAC objects) with server-side apply as the operator's field manager, with the resource as
+// controller owner, and only when the cached object lacks a field the operator sets: a resync that
+// finds everything in place writes nothing.
+package apply
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+)
+
+// FieldOwner is the server-side apply field manager of every object the operator applies.
+const FieldOwner = "retry-operator"
+
+// ConflictError is an object of the name to apply that exists and belongs to another controller
+// owner: it is left alone.
+type ConflictError struct {
+	// Kind and Name are the object's.
+	Kind, Name string
+	// OwnerKind and OwnerName are its controller owner's.
+	OwnerKind, OwnerName string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%s %s exists and belongs to %s %s: delete or rename it", e.Kind, e.Name, e.OwnerKind, e.OwnerName)
+}
+
+// Cached reads an object from c (the manager's cache) into obj: obj when it exists, nil when it
+// does not or the read failed (then Owned applies without comparing).
+func Cached(ctx context.Context, c client.Reader, key client.ObjectKey, obj client.Object) client.Object {
+	if err := c.Get(ctx, key, obj); err != nil {
+		return nil
+	}
+	return obj
+}
+
+// Owned applies desired (a typed object or an unstructured one, with apiVersion and kind) with
+// server-side apply as FieldOwner, forcing ownership of its fields, with owner as controller owner
+// (and blockOwnerDeletion). live is the object as cached (nil when absent or unknown): when it
+// already holds every field desired sets, with the same values, nothing is sent, so a resync writes
+// nothing. Otherwise the apply reverts out-of-band changes to the fields the operator owns; fields it
+// does not set (defaults, other managers' additions) are left alone. A list to which another
+// manager added items never compares equal: it is applied again at each reconcile, which the API
+// server answers without a change.
+//
+// It returns the object as the API server has it after the apply (or as cached), and whether it
+// applied. An object of that name controlled by another owner is a *ConflictError and is left
+// alone; the API server's errors are returned as they are (apierrors.IsInvalid tells an object it
+// rejects as invalid, a pod template that passes the CRD's schema but not the Deployment's
+// validation, say).
+func Owned(ctx context.Context, c client.Client, owner client.Object, desired runtime.Object, live client.Object) (*unstructured.Unstructured, bool, error) {
+	u, err := Object(desired)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := controllerutil.SetControllerReference(owner, u, c.Scheme()); err != nil {
+		return nil, false, err
+	}
+	if live != nil {
+		if ref := metav1.GetControllerOf(live); ref != nil && ref.UID != owner.GetUID() {
+			return nil, false, &ConflictError{Kind: u.GetKind(), Name: u.GetName(), OwnerKind: ref.Kind, OwnerName: ref.Name}
+		}
+		have, err := toUnstructuredMap(live)
+		if err != nil {
+			return nil, false, err
+		}
+		want := maps.Clone(u.Object)
+		// Objects read from the cache may lack their apiVersion and kind.
+		delete(want, "apiVersion")
+		delete(want, "kind")
+		if contains(have, want) {
+			return &unstructured.Unstructured{Object: have}, false, nil
+		}
+	}
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return nil, false, err
+	}
+	return u, true, nil
+}
+
+// Object converts an object to the unstructured form applied: without status, without null
+// values (a typed object's zero creationTimestamp, say), so that the operator owns only the fields
+// it sets.
+func Object(obj runtime.Object) (*unstructured.Unstructured, error) {
+	m, err := toUnstructuredMap(obj)
+	if err != nil {
+		return nil, err
+	}
+	m = runtime.DeepCopyJSON(m)
+	delete(m, "status")
+	pruneNulls(m)
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+func toUnstructuredMap(obj runtime.Object) (map[string]any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u.Object, nil
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+}
+
+// pruneNulls removes null values from maps, recursively.
+func pruneNulls(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if e == nil {
+				delete(v, k)
+				continue
+			}
+			pruneNulls(e)
+		}
+	case []any:
+		for _, e := range v {
+			pruneNulls(e)
+		}
+	}
+}
+
+// contains reports whether have holds every field of want with the same value. Lists must have the
+// same length and match element by element (the API server keeps the order of an applied list); an
+// empty map or list in want matches an absent field.
+func contains(have, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return len(w) == 0 && have == nil
+		}
+		for k, wv := range w {
+			hv, ok := h[k]
+			if !ok {
+				if isEmpty(wv) {
+					continue
+				}
+				return false
+			}
+			if !contains(hv, wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok {
+			return len(w) == 0 && have == nil
+		}
+		if len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !contains(h[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		if hn, ok := number(have); ok {
+			wn, ok := number(want)
+			return ok && hn == wn
+		}
+		return have == want
+	}
+}
+
+func isEmpty(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		return len(v) == 0
+	case []any:
+		return len(v) == 0
+	}
+	return false
+}
+
+// number returns v as a float64 when it is a JSON number of any Go type.
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case float64:
+		if math.IsNaN(n) {
+			return 0, false
+		}
+		return n, true
+	}
+	return 0, false
+}
+
+// Decode converts u, as Owned returned it, into the typed obj.
+func Decode(u *unstructured.Unstructured, obj runtime.Object) error {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		return fmt.Errorf("decoding the applied %s: %w", u.GetKind(), err)
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package kafkaspec
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/kafka"
+)
+
+// Keys read from the Secrets a KafkaConnection references.
+const (
+	secretKeyCA       = "ca.crt"
+	secretKeyCert     = corev1.TLSCertKey
+	secretKeyKey      = corev1.TLSPrivateKeyKey
+	secretKeyUsername = "username"
+	secretKeyPassword = "password"
+)
+
+// Defaults is the operator-wide default Kafka connection, used by resources whose spec.kafka
+// names no bootstrap servers.
+//
+// Merging rule: a resource that sets spec.kafka.bootstrapServers gets exactly its own connection (its
+// tls and sasl, or none). A resource that does not gets the default bootstrap servers, and for tls and
+// sasl its own settings where given and the defaults otherwise.
+type Defaults struct {
+	// BootstrapServers are the default seed brokers.
+	BootstrapServers []string
+	// TLS is the default TLS configuration; nil means plaintext.
+	TLS *kafka.TLSConfig
+	// SASL is the default SASL configuration; nil means none.
+	SASL *kafka.SASLConfig
+}
+
+// Error is a problem with spec.kafka: a Secret or key it names that does not exist (Missing; it
+// may be created later), or a connection that cannot work as specified. The message names what to
+// fix and never a secret's value.
+type Error struct {
+	// Missing is true for a missing Secret or key.
+	Missing bool
+	// Message says what is wrong.
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Servers returns the bootstrap servers a KafkaConnection resolves to, without reading any Secret.
+// It identifies the cluster for topic claims.
+func Servers(spec *v1.KafkaConnection, d Defaults) []string {
+	if spec != nil && len(spec.BootstrapServers) > 0 {
+		return spec.BootstrapServers
+	}
+	return d.BootstrapServers
+}
+
+// SecretNames lists the Secrets a KafkaConnection references, sorted and distinct.
+func SecretNames(spec *v1.KafkaConnection) []string {
+	if spec == nil {
+		return nil
+	}
+	var names []string
+	if spec.TLS != nil {
+		if spec.TLS.CASecretRef != nil {
+			names = append(names, spec.TLS.CASecretRef.Name)
+		}
+		if spec.TLS.ClientCertSecretRef != nil {
+			names = append(names, spec.TLS.ClientCertSecretRef.Name)
+		}
+	}
+	if spec.SASL != nil {
+		names = append(names, spec.SASL.SecretRef.Name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// Resolve turns a KafkaConnection, the Secrets it references (read in namespace through c) and the
+// operator defaults into a kafka.Connection. A missing Secret or key, or an unusable connection, is
+// an *Error; other errors come from the API server.
+func Resolve(ctx context.Context, c client.Reader, namespace string, spec *v1.KafkaConnection, d Defaults) (kafka.Connection, error) {
+	conn := kafka.Connection{BootstrapServers: Servers(spec, d)}
+	if spec == nil || len(spec.BootstrapServers) == 0 {
+		conn.TLS, conn.SASL = d.TLS, d.SASL
+	}
+	if len(conn.BootstrapServers) == 0 {
+		return kafka.Connection{}, &Error{
+			Message: "no Kafka bootstrap servers: set spec.kafka.bootstrapServers or start the manager with --kafka-bootstrap-servers"}
+	}
+	read := func(name, key string) ([]byte, error) {
+		s := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, &Error{Missing: true, Message: fmt.Sprintf("Secret %q not found", name)}
+			}
+			return nil, err
+		}
+		v, ok := s.Data[key]
+		if !ok || len(v) == 0 {
+			return nil, &Error{Missing: true, Message: fmt.Sprintf("Secret %q has no key %q", name, key)}
+		}
+		return v, nil
+	}
+	if spec != nil && spec.TLS != nil {
+		t := &kafka.TLSConfig{ServerName: spec.TLS.ServerName}
+		if ref := spec.TLS.CASecretRef; ref != nil {
+			key := ref.Key
+			if key == "" {
+				key = secretKeyCA
+			}
+			ca, err := read(ref.Name, key)
+			if err != nil {
+				return kafka.Connection{}, err
+			}
+			t.CAPEM = ca
+		}
+		if ref := spec.TLS.ClientCertSecretRef; ref != nil {
+			cert, err := read(ref.Name, secretKeyCert)
+			if err != nil {
+				return kafka.Connection{}, err
+			}
+			key, err := read(ref.Name, secretKeyKey)
+			if err != nil {
+				return kafka.Connection{}, err
+			}
+			t.CertPEM, t.KeyPEM = cert, key
+		}
+		conn.TLS = t
+	}
+	if spec != nil && spec.SASL != nil {
+		user, err := read(spec.SASL.SecretRef.Name, secretKeyUsername)
+		if err != nil {
+			return kafka.Connection{}, err
+		}
+		pass, err := read(spec.SASL.SecretRef.Name, secretKeyPassword)
+		if err != nil {
+			return kafka.Connection{}, err
+		}
+		conn.SASL = &kafka.SASLConfig{Mechanism: string(spec.SASL.Mechanism), Username: string(user), Password: string(pass)}
+	}
+	if err := conn.Validate(); err != nil {
+		// Validate's messages never contain a secret.
+		return kafka.Connection{}, &Error{Message: err.Error()}
+	}
+	return conn, nil
+}

@@ -1,0 +1,226 @@
+package kafkastats
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/retryops/retry-operator/internal/kafka"
+)
+
+// batchedReads batches one kind of read (the offsets of topics, the commits of consumer groups) over
+// the resources that share a connection: each resource (a member) declares the keys it reads; a
+// round reads the keys of every member of the connection with one call of read, at most once per
+// interval, single flight; a member whose keys are missing from a fresh snapshot reads them alone
+// and merges them in.
+//
+// A round refused for lack of authorisation (an ACL denying one of the keys fails the whole request)
+// is not the business of every member: each then reads its own keys alone, so only the member whose
+// key is denied reports it. Other failures (an unreachable broker) concern every member alike and
+// reach each one as they are. A failed round is not cached.
+type batchedReads[V any] struct {
+	clock clock.PassiveClock
+	read  func(ctx context.Context, admin kafka.Admin, keys []string) (map[string]V, error)
+
+	mu     sync.Mutex
+	groups map[string]*readGroup[V] // by kafka.Connection.Key
+	member map[string]string        // member -> connection key
+}
+
+// readGroup is the snapshot of one connection.
+type readGroup[V any] struct {
+	keys     map[string][]string // member -> the keys it reads
+	snapshot map[string]V        // a key read and not found has the zero value
+	taken    time.Time
+	inflight *readRound
+}
+
+// readRound is a round under way; done is closed when it ends.
+type readRound struct {
+	done chan struct{}
+	err  error
+}
+
+func newBatchedReads[V any](c clock.PassiveClock, read func(context.Context, kafka.Admin, []string) (map[string]V, error)) *batchedReads[V] {
+	return &batchedReads[V]{clock: c, read: read, groups: map[string]*readGroup[V]{}, member: map[string]string{}}
+}
+
+// Get returns the values of keys read for member over the connection connKey (admin is its
+// client), no older than maxAge, and when they were read.
+func (b *batchedReads[V]) Get(ctx context.Context, admin kafka.Admin, connKey, member string, keys []string, maxAge time.Duration) (map[string]V, time.Time, error) {
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	for {
+		b.mu.Lock()
+		g := b.join(connKey, member, keys)
+		now := b.clock.Now()
+		if !g.taken.IsZero() && now.Sub(g.taken) < maxAge {
+			out, missing := g.lookup(keys)
+			taken := g.taken
+			b.mu.Unlock()
+			if len(missing) == 0 {
+				return out, taken, nil
+			}
+			alone, at, err := b.readAlone(ctx, admin, connKey, missing)
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			maps.Copy(out, alone)
+			if len(missing) == len(keys) {
+				taken = at
+			}
+			return out, taken, nil
+		}
+		if r := g.inflight; r != nil {
+			b.mu.Unlock()
+			select {
+			case <-r.done:
+			case <-ctx.Done():
+				return nil, time.Time{}, ctx.Err()
+			}
+			if r.err != nil {
+				return b.afterFailedRound(ctx, admin, connKey, keys, r.err)
+			}
+			continue // the round that just ended is fresh enough unless maxAge is tiny
+		}
+		r := &readRound{done: make(chan struct{})}
+		g.inflight = r
+		var all []string
+		for _, ks := range g.keys {
+			all = append(all, ks...)
+		}
+		all = slices.Compact(slices.Sorted(slices.Values(all)))
+		b.mu.Unlock()
+
+		// The round serves every waiter: it must not end with this caller's context.
+		got, err := b.read(context.WithoutCancel(ctx), admin, all)
+
+		b.mu.Lock()
+		r.err = err
+		g.inflight = nil
+		if err == nil {
+			g.snapshot, g.taken = make(map[string]V, len(all)), now
+			for _, k := range all {
+				g.snapshot[k] = got[k] // missing: the zero value
+			}
+		}
+		close(r.done)
+		out, _ := g.lookup(keys)
+		if len(g.keys) == 0 && b.groups[connKey] == g {
+			delete(b.groups, connKey) // every member left during the round
+		}
+		b.mu.Unlock()
+		if err != nil {
+			return b.afterFailedRound(ctx, admin, connKey, keys, err)
+		}
+		return out, now, nil
+	}
+}
+
+// afterFailedRound reads the member's own keys alone after an authorisation failure; other failures
+// are returned as they are.
+func (b *batchedReads[V]) afterFailedRound(ctx context.Context, admin kafka.Admin, connKey string, keys []string, err error) (map[string]V, time.Time, error) {
+	if !kafka.IsAuthError(err) {
+		return nil, time.Time{}, err
+	}
+	return b.readAlone(ctx, admin, connKey, keys)
+}
+
+// readAlone reads keys and merges them into the snapshot, keeping the snapshot's time (the merged
+// entries are fresher than that).
+func (b *batchedReads[V]) readAlone(ctx context.Context, admin kafka.Admin, connKey string, keys []string) (map[string]V, time.Time, error) {
+	now := b.clock.Now()
+	got, err := b.read(ctx, admin, keys)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	out := make(map[string]V, len(keys))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.groups[connKey]
+	for _, k := range keys {
+		out[k] = got[k]
+		if g != nil && g.snapshot != nil {
+			g.snapshot[k] = got[k]
+		}
+	}
+	return out, now, nil
+}
+
+// Set replaces the value of key in the snapshot of connKey, if there is one.
+func (b *batchedReads[V]) Set(connKey, key string, v V) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if g, ok := b.groups[connKey]; ok && g.snapshot != nil {
+		g.snapshot[key] = v
+	}
+}
+
+// Peek returns the value of key in the snapshot of connKey and when the snapshot was taken (also
+// when the snapshot lacks key).
+func (b *batchedReads[V]) Peek(connKey, key string) (v V, taken time.Time, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g, found := b.groups[connKey]
+	if !found || g.snapshot == nil {
+		return v, taken, false
+	}
+	v, ok = g.snapshot[key]
+	return v, g.taken, ok
+}
+
+// Forget removes member from its group; a group left without members is dropped.
+func (b *batchedReads[V]) Forget(member string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.leave(member)
+}
+
+// lookup returns the snapshot's values of keys and the keys it lacks. The caller holds the lock.
+func (g *readGroup[V]) lookup(keys []string) (map[string]V, []string) {
+	out := make(map[string]V, len(keys))
+	var missing []string
+	for _, k := range keys {
+		v, ok := g.snapshot[k]
+		if !ok {
+			missing = append(missing, k)
+			continue
+		}
+		out[k] = v
+	}
+	return out, missing
+}
+
+// join makes member a member of the group of connKey reading keys. b.mu must be held.
+func (b *batchedReads[V]) join(connKey, member string, keys []string) *readGroup[V] {
+	if old, ok := b.member[member]; ok && old != connKey {
+		b.leave(member)
+	}
+	g, ok := b.groups[connKey]
+	if !ok {
+		g = &readGroup[V]{keys: map[string][]string{}}
+		b.groups[connKey] = g
+	}
+	if !slices.Equal(g.keys[member], keys) {
+		g.keys[member] = slices.Clone(keys)
+	}
+	b.member[member] = connKey
+	return g
+}
+
+// leave removes member from its group. b.mu must be held.
+func (b *batchedReads[V]) leave(member string) {
+	key, ok := b.member[member]
+	if !ok {
+		return
+	}
+	delete(b.member, member)
+	g := b.groups[key]
+	delete(g.keys, member)
+	if len(g.keys) == 0 && g.inflight == nil {
+		delete(b.groups, key)
+	}
+}

@@ -1,0 +1,147 @@
+package kafkastats
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
+)
+
+var liveNow = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+// offsets makes the offsets of partitions 0, 1, ... from their start and end.
+func offsets(startEnd ...[2]int64) []kafka.PartitionOffsets {
+	out := make([]kafka.PartitionOffsets, len(startEnd))
+	for i, se := range startEnd {
+		out[i] = kafka.PartitionOffsets{Partition: int32(i), Start: se[0], End: se[1]}
+	}
+	return out
+}
+
+// TestOffsetsCacheReadsAllTopicsOfAConnectionInOneRound proves the batching: queues on one connection
+// share one ListOffsets call per refresh interval, a topic missing from the snapshot is listed alone,
+// and a queue that leaves drops out of the next round.
+func TestOffsetsCacheReadsAllTopicsOfAConnectionInOneRound(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	fake := kafkafake.New()
+	for _, name := range []string{"a", "b", "c", "late"} {
+		fake.AddTopic(name, 2, 1, nil)
+	}
+	fake.Produce("b", 1, 4)
+	c := NewOffsets(clk)
+	q := func(n string) string { return "DeadLetterQueue/ns/" + n }
+	const interval = 30 * time.Second
+
+	// The first reads register the queues; each finds the snapshot missing its topic or stale.
+	for _, n := range []string{"a", "b", "c"} {
+		_, _, err := c.Get(ctx, fake, "conn", q(n), []string{n}, interval)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	fake.ResetCalls()
+
+	// One interval later, the first queue refreshes for all; the others read the snapshot.
+	clk.SetTime(clk.Now().Add(interval))
+	for _, n := range []string{"a", "b", "c"} {
+		po, at, err := c.Get(ctx, fake, "conn", q(n), []string{n}, interval)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(at).To(Equal(clk.Now()))
+		if n == "b" {
+			g.Expect(CountMessages(po["b"])).To(Equal(int64(4)))
+		}
+	}
+	calls := fake.CallsTo(kafkafake.ListOffsets)
+	g.Expect(calls).To(HaveLen(1), "one round for three queues")
+	g.Expect(calls[0].Args).To(ConsistOf(ConsistOf("a", "b", "c")))
+
+	// A new queue within the interval lists its own topic alone.
+	fake.ResetCalls()
+	_, _, err := c.Get(ctx, fake, "conn", q("late"), []string{"late"}, interval)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fake.CallsTo(kafkafake.ListOffsets)).To(ConsistOf(HaveField("Args", ConsistOf(ConsistOf("late")))))
+
+	// A queue that goes is not listed any more; another connection is a separate round.
+	c.Forget(q("c"))
+	fake.ResetCalls()
+	clk.SetTime(clk.Now().Add(interval))
+	for _, n := range []string{"a", "b", "late"} {
+		_, _, err := c.Get(ctx, fake, "conn", q(n), []string{n}, interval)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(fake.CallsTo(kafkafake.ListOffsets)).To(ConsistOf(HaveField("Args", ConsistOf(ConsistOf("a", "b", "late")))))
+
+	// Set makes a change this operator made visible without asking Kafka.
+	c.Set("conn", "a", offsets([2]int64{0, 0}, [2]int64{0, 0}))
+	fake.ResetCalls()
+	po, _, err := c.Get(ctx, fake, "conn", q("a"), []string{"a"}, interval)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(po["a"]).To(HaveLen(2))
+	g.Expect(fake.CallCount(kafkafake.ListOffsets)).To(Equal(0))
+
+	// An error reaches every reader and is not cached.
+	clk.SetTime(clk.Now().Add(interval))
+	fake.FailNext(kafkafake.ListOffsets, kafka.ErrUnreachable)
+	_, _, err = c.Get(ctx, fake, "conn", q("a"), []string{"a"}, interval)
+	g.Expect(errors.Is(err, kafka.ErrUnreachable)).To(BeTrue())
+	_, _, err = c.Get(ctx, fake, "conn", q("a"), []string{"a"}, interval)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// A round refused for lack of authorisation (an ACL on one topic fails the whole request) falls
+	// back to listing the reader's own topic, so the other queues are not affected.
+	clk.SetTime(clk.Now().Add(interval))
+	fake.ResetCalls()
+	fake.FailNext(kafkafake.ListOffsets, kafka.ErrAuth)
+	po, _, err = c.Get(ctx, fake, "conn", q("b"), []string{"b"}, interval)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(CountMessages(po["b"])).To(Equal(int64(4)))
+	g.Expect(fake.CallsTo(kafkafake.ListOffsets)).To(HaveLen(2))
+	g.Expect(fake.CallsTo(kafkafake.ListOffsets)[1].Args).To(ConsistOf(ConsistOf("b")))
+}
+
+func TestGroupLag(t *testing.T) {
+	for name, tc := range map[string]struct {
+		offsets   []kafka.PartitionOffsets
+		committed map[int32]int64
+		want      int64
+	}{
+		"committed partitions: end minus commit":                {offsets: offsets([2]int64{0, 10}, [2]int64{0, 20}), committed: map[int32]int64{0: 4, 1: 20}, want: 6},
+		"never committed: end minus start":                      {offsets: offsets([2]int64{3, 10}, [2]int64{0, 5}), committed: map[int32]int64{1: 5}, want: 7},
+		"a group that never committed: everything held":         {offsets: offsets([2]int64{2, 10}, [2]int64{0, 5}), want: 13},
+		"a commit below the start counts from the start":        {offsets: offsets([2]int64{8, 10}), committed: map[int32]int64{0: 3}, want: 2},
+		"a commit past the end (topic recreated) counts 0":      {offsets: offsets([2]int64{0, 4}), committed: map[int32]int64{0: 9}, want: 0},
+		"a missing topic counts 0":                              {committed: map[int32]int64{0: 9}, want: 0},
+		"commits of partitions the topic no longer has ignored": {offsets: offsets([2]int64{0, 4}), committed: map[int32]int64{0: 4, 7: 1}, want: 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			NewWithT(t).Expect(GroupLag(tc.offsets, tc.committed)).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestUntilNextRound(t *testing.T) {
+	const interval = 30 * time.Second
+	for name, tc := range map[string]struct {
+		taken time.Time
+		want  time.Duration
+	}{
+		"no snapshot yet: one interval":                           {want: interval},
+		"a snapshot just taken: just after it goes stale":         {taken: liveNow, want: interval + roundSlack - 0},
+		"a snapshot 10s old: 20s and the slack":                   {taken: liveNow.Add(-10 * time.Second), want: 20*time.Second + roundSlack},
+		"stale already (its round is under way): the next one":    {taken: liveNow.Add(-interval - time.Second), want: interval - time.Second + roundSlack},
+		"due within a tenth of the interval: the following round": {taken: liveNow.Add(-interval + time.Second), want: time.Second + roundSlack + interval},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := untilNextRound(liveNow, tc.taken, interval)
+			g.Expect(got).To(Equal(min(tc.want, interval)))
+			g.Expect(got).To(BeNumerically(">=", interval/10))
+		})
+	}
+}
