@@ -1,0 +1,145 @@
+// Package layers checks the import rules of ARCHITECTURE.md, so that the map stays true: each rule
+// there that a machine can check is a case here.
+package layers
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const (
+	module = "github.com/retryops/retry-operator/"
+	franz  = "github.com/twmb/franz-go/..."
+)
+
+// matches reports whether the import path d is f, or under f when f ends in /... .
+func matches(d, f string) bool {
+	if p, ok := strings.CutSuffix(f, "/..."); ok {
+		return d == p || strings.HasPrefix(d, p+"/")
+	}
+	return d == f
+}
+
+// goList runs go list from the module root with a template and returns its lines.
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok { //nolint:errorlint // exec returns *ExitError itself
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestDependencies checks what each layer may depend on, transitively (test files excluded).
+func TestDependencies(t *testing.T) {
+	cases := []struct {
+		name string
+		// pkg is a package pattern relative to the module root.
+		pkg string
+		// forbidden are import paths no dependency may have; a path ending in /... stands for
+		// the path and everything under it.
+		forbidden []string
+		// allowedModule, when set, are the only module packages the dependencies may include
+		// (besides the package itself).
+		allowedModule []string
+	}{
+		{
+			name:          "the API types depend on apimachinery alone, no module package",
+			pkg:           "./api/...",
+			forbidden:     []string{"sigs.k8s.io/controller-runtime/...", franz, "k8s.io/client-go/..."},
+			allowedModule: []string{},
+		},
+		{
+			name:          "the retry core is pure: the standard library and the clock",
+			pkg:           "./internal/retry",
+			forbidden:     []string{"k8s.io/apimachinery/...", "sigs.k8s.io/...", franz, "k8s.io/client-go/..."},
+			allowedModule: []string{},
+		},
+		{
+			name:      "the controllers reach Kafka only through the franz-free interface",
+			pkg:       "./controllers",
+			forbidden: []string{franz, module + "internal/kafka/franz", module + "internal/dispatcher"},
+		},
+		{
+			name:      "the Kafka interface and the statistics built on it are franz-free",
+			pkg:       "./internal/kafka ./internal/kafkastats ./internal/kafkaspec",
+			forbidden: []string{franz},
+		},
+		{
+			name:      "rendering is pure: no Kafka client, no API server client",
+			pkg:       "./internal/render ./internal/policy ./internal/dispatcher/config",
+			forbidden: []string{franz, "sigs.k8s.io/controller-runtime/...", "k8s.io/client-go/rest", module + "internal/kafka/...", module + "controllers"},
+		},
+		{
+			name:      "the data plane knows nothing of the control plane",
+			pkg:       "./internal/dispatcher/... ./pkg/... ./cmd/dispatcher",
+			forbidden: []string{"sigs.k8s.io/controller-runtime/...", module + "controllers", module + "internal/kafka/...", module + "internal/render", module + "internal/kafkastats", module + "cmd/manager"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			deps := goList(t, append([]string{"-deps", "-f", "{{.ImportPath}}"}, strings.Fields(tc.pkg)...)...)
+			self := goList(t, append([]string{"-f", "{{.ImportPath}}"}, strings.Fields(tc.pkg)...)...)
+			for _, d := range deps {
+				for _, f := range tc.forbidden {
+					if matches(d, f) {
+						t.Errorf("%s depends on %s", tc.pkg, d)
+					}
+				}
+				if tc.allowedModule != nil && strings.HasPrefix(d, module) && !slices.Contains(self, d) && !slices.Contains(tc.allowedModule, d) {
+					t.Errorf("%s depends on the module package %s", tc.pkg, d)
+				}
+			}
+		})
+	}
+}
+
+// TestImporters checks which packages may import a package directly (test files excluded).
+func TestImporters(t *testing.T) {
+	imports := map[string][]string{}
+	for _, line := range goList(t, "-f", "{{.ImportPath}}={{join .Imports \",\"}}", "./...") {
+		pkg, list, _ := strings.Cut(line, "=")
+		if list != "" {
+			imports[pkg] = strings.Split(list, ",")
+		}
+	}
+	cases := []struct {
+		name    string
+		target  string
+		allowed []string
+	}{
+		{"only the manager wires the controllers", module + "controllers", []string{module + "cmd/manager"}},
+		{"only the manager builds franz-go admin clients", module + "internal/kafka/franz", []string{module + "cmd/manager"}},
+		{"only the programs and the library build a dispatcher", module + "internal/dispatcher", []string{module + "cmd/dispatcher", module + "pkg/retryloop"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for pkg, list := range imports {
+				if slices.Contains(list, tc.target) && !slices.Contains(tc.allowed, pkg) {
+					t.Errorf("%s imports %s; only %v may", pkg, tc.target, tc.allowed)
+				}
+			}
+		})
+	}
+	// No library code imports a program, a test harness or a script.
+	for pkg, list := range imports {
+		if !strings.HasPrefix(pkg, module+"internal/") && !strings.HasPrefix(pkg, module+"pkg/") && !strings.HasPrefix(pkg, module+"controllers") && !strings.HasPrefix(pkg, module+"api/") {
+			continue
+		}
+		for _, imp := range list {
+			for _, p := range []string{"cmd/", "test/", "hack/"} {
+				if strings.HasPrefix(imp, module+p) {
+					t.Errorf("%s imports %s", pkg, imp)
+				}
+			}
+		}
+	}
+}
