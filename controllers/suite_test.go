@@ -21,11 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
-	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // env is the control plane shared by this package's tests; the manager runs against it for the whole

@@ -250,7 +250,7 @@ func (c Connection) Validate() error {
 		host, port, err := net.SplitHostPort(strings.TrimSpace(s))
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("bootstrap server %d %q is not host:port: %v", i, s, err))
+			errs = append(errs, fmt.Errorf("bootstrap server %d %q is not host:port: %w", i, s, err))
 		case host == "":
 			errs = append(errs, fmt.Errorf("bootstrap server %d %q has an empty host", i, s))
 		default:
@@ -322,7 +322,7 @@ func (t *TLSConfig) Config() (*tls.Config, error) {
 		if err != nil {
 			// crypto/tls error texts describe the problem, never the
 			// key material.
-			errs = append(errs, fmt.Errorf("TLS client certificate/key pair is invalid: %v", err))
+			errs = append(errs, fmt.Errorf("TLS client certificate/key pair is invalid: %w", err))
 		} else {
 			cfg.Certificates = []tls.Certificate{cert}
 		}
@@ -349,7 +349,7 @@ func appendPEMCerts(pool *x509.CertPool, data []byte) error {
 		}
 		cert, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			return fmt.Errorf("certificate %d: %v", n+1, err)
+			return fmt.Errorf("certificate %d: %w", n+1, err)
 		}
 		pool.AddCert(cert)
 		n++

@@ -94,7 +94,7 @@ func TestTallyCountsIncrementallyAndForgetsTrimmedRecords(t *testing.T) {
 	}
 
 	// Trimming the oldest 4 records of each partition takes them out of the counts.
-	for p := int32(0); p < 3; p++ {
+	for p := range int32(3) {
 		if err := admin.DeleteRecordsBefore(ctx, "dlq", map[int32]int64{p: 4}); err != nil {
 			t.Fatal(err)
 		}

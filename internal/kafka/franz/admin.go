@@ -225,9 +225,15 @@ func validateTopicName(name string) error {
 		return fmt.Errorf("topic name is %d characters long (max 249)", len(name))
 	}
 	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+		if !isTopicNameChar(r) {
 			return fmt.Errorf("topic name %q contains %q (allowed: ASCII letters, digits, '.', '_', '-')", name, r)
 		}
 	}
 	return nil
+}
+
+// isTopicNameChar reports whether Kafka allows r in a topic name: ASCII letters, digits, '.', '_'
+// and '-'.
+func isTopicNameChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
 }

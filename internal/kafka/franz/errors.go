@@ -76,7 +76,7 @@ func newError(op string, kind kafka.Kind, cause error, secret string) *kafka.Err
 	}
 	e := kafka.NewError(op, kind, cause, secret)
 	if ke, ok := errors.AsType[*kerr.Error](cause); ok {
-		e.WithCode(ke.Message, ke.Retriable)
+		e = e.WithCode(ke.Message, ke.Retriable)
 	}
 	return e
 }
