@@ -55,16 +55,6 @@ const (
 	eventRecordsTrimmed = "RecordsTrimmed"
 )
 
-// Condition reasons that api/v1alpha1 does not declare.
-const (
-	// reasonReconcileError: a step of the reconcile failed with an error that is not a known
-	// problem (the API server refused a read, say); the error is returned too, so the work queue
-	// retries with backoff.
-	reasonReconcileError = "ReconcileError"
-	// reasonNameConflict: an object of a child's name exists and another controller owns it.
-	reasonNameConflict = "NameConflict"
-)
-
 // maxConditionMessage bounds the error text copied into a condition or an event.
 const maxConditionMessage = 1024
 

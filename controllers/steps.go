@@ -134,7 +134,7 @@ func runSteps[S any](ctx context.Context, s S, steps []step[S], ps *problems) er
 		}
 		err = fmt.Errorf("%s: %w", st.name, err)
 		if !apierrors.IsConflict(err) {
-			ps.add(&problem{Reason: reasonReconcileError, Kind: problemTransient, Err: err,
+			ps.add(&problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err,
 				Message: truncate(err.Error(), maxConditionMessage)})
 		}
 		return err
@@ -214,7 +214,7 @@ func childProblem(err error) error {
 	case errors.As(err, &se):
 		return &problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(se.Error(), maxConditionMessage)}
 	case errors.As(err, &conflict):
-		return &problem{Reason: reasonNameConflict, Kind: problemWaiting, Message: conflict.Error()}
+		return &problem{Reason: v1.ReasonNameConflict, Kind: problemWaiting, Message: conflict.Error()}
 	case apierrors.IsInvalid(err):
 		return &problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(err.Error(), maxConditionMessage)}
 	}

@@ -112,7 +112,7 @@ func TestFinishReconcile(t *testing.T) {
 	}{
 		"all fine: status written, resync":       {wantWritten: true, want: ctrl.Result{RequeueAfter: time.Minute}},
 		"a stale read: nothing written, retried": {err: conflict, want: ctrl.Result{RequeueAfter: staleRetry}},
-		"a failed step: written, error returned": {err: boom, ps: problems{{Reason: reasonReconcileError, Kind: problemTransient, Err: boom}}, wantWritten: true, wantErr: boom},
+		"a failed step: written, error returned": {err: boom, ps: problems{{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: boom}}, wantWritten: true, wantErr: boom},
 		"a transient problem: its error":         {ps: problems{{Reason: v1.ReasonKafkaUnavailable, Kind: problemTransient, Err: boom}}, wantWritten: true, wantErr: boom},
 		"user errors only: no requeue":           {ps: problems{{Reason: v1.ReasonInvalidSpec, Kind: problemUser}}, wantWritten: true},
 		"a conflicting status write: retried":    {writeErr: conflict, wantWritten: true, want: ctrl.Result{RequeueAfter: staleRetry}},
@@ -144,7 +144,7 @@ func TestRunStepsRecordsAFailedStep(t *testing.T) {
 	g.Expect(err.Error()).To(Equal("Second: boom"))
 	g.Expect(ran).To(Equal(1), "the steps after a failed one do not run")
 	g.Expect(ps).To(HaveLen(1))
-	g.Expect(ps[0].Reason).To(Equal(reasonReconcileError))
+	g.Expect(ps[0].Reason).To(Equal(v1.ReasonReconcileError))
 	g.Expect(ps[0].Message).To(Equal("Second: boom"))
 	g.Expect(ps.transient()).To(MatchError(boom))
 

@@ -70,6 +70,13 @@ const (
 	ReasonKafkaRejected = "KafkaRejected"
 	// ReasonDeleting means the resource is being deleted and the operator is removing its topics.
 	ReasonDeleting = "Deleting"
+	// ReasonReconcileError means a step of the reconcile failed with an error of no known kind (the
+	// API server refused a read, say); the message has the error, and the operator retries with
+	// backoff.
+	ReasonReconcileError = "ReconcileError"
+	// ReasonNameConflict means an object with the name of a child the operator makes exists and
+	// another controller owns it; the operator leaves it alone and waits for it to go.
+	ReasonNameConflict = "NameConflict"
 )
 
 // Condition reasons of the Healthy condition of a DeadLetterQueue. Healthy reflects the thresholds of
