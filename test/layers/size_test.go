@@ -1,0 +1,49 @@
+package layers
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// maxLines is the most lines a hand-written, non-test Go file may have: enough for one concern,
+// few enough to read in one sitting.
+const maxLines = 500
+
+// TestFilesReadInOneSitting fails on a non-generated, non-test Go file over maxLines lines.
+func TestFilesReadInOneSitting(t *testing.T) {
+	root := "../.."
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "bin", ".dev", "testdata":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, []byte("Code generated")) || strings.HasPrefix(filepath.Base(path), "zz_generated") {
+			return nil
+		}
+		if n := bytes.Count(b, []byte("\n")); n > maxLines {
+			rel, _ := filepath.Rel(root, path)
+			t.Errorf("%s has %d lines (at most %d): split it along its seams", rel, n, maxLines)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
