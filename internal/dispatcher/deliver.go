@@ -2,6 +2,8 @@ package dispatcher
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -28,10 +30,44 @@ func (e *Engine) worker() {
 	defer e.workers.Done()
 	for it := range e.work {
 		for it != nil {
-			it = e.process(it)
+			it = e.processSafe(it)
 		}
 		e.idle.Add(1)
 	}
+}
+
+// maxPanicMessage bounds the error message of a record dead-lettered after a panic.
+const maxPanicMessage = 1024
+
+// processSafe is process with no panic escaping: a panic while processing a record, in the handler
+// or the dispatcher, is counted and the record, unless already finished, is dead-lettered with
+// reason undeliverable (error type Panic, the panic value as the message): the record, not the
+// sink, is at fault as far as the dispatcher can tell, and a crash would only redeliver it.
+func (e *Engine) processSafe(it *item) (next *item) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		next = nil
+		e.m.Panics.Inc()
+		msg := fmt.Sprint(v)
+		if len(msg) > maxPanicMessage {
+			msg = msg[:maxPanicMessage] + "..."
+		}
+		e.log.Error("Processing a record panicked; dead-lettering it", "topic", it.rec.Topic, "partition", it.rec.Partition,
+			"offset", it.rec.Offset, "panic", msg, "stack", string(debug.Stack()))
+		e.mu.Lock()
+		finished := it.done || it.abandoned
+		e.mu.Unlock()
+		if finished {
+			return
+		}
+		attempts := min(max(it.attempt, 0), e.maxAttempts())
+		e.deadLetter(it, &failure{reason: headers.ReasonUndeliverable, errorType: headers.ErrorTypePanic, message: "panic: " + msg,
+			at: e.clock.Now()}, attempts)
+	}()
+	return e.process(it)
 }
 
 // process delivers one item and decides what follows. It returns the next item for this worker,

@@ -259,6 +259,9 @@ func newSettings(cfg *config.Config, pol *retry.Compiled) (settings, error) {
 	return s, nil
 }
 
+// maxAttempts is the policy's number of deliveries in all.
+func (s *settings) maxAttempts() int32 { return int32(len(s.tierFor) - 1) }
+
 // Registry is the registry the metrics went to when Options.Registerer was nil.
 func (e *Engine) Registry() *prometheus.Registry { return e.registry }
 

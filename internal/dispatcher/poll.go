@@ -74,7 +74,7 @@ func (e *Engine) pollLoop(ctx context.Context) {
 			}
 			ps.hw = max(ps.hw, fp.HighWatermark)
 			for _, r := range fp.Records {
-				ps.add(newItem(r, ps, e.maxRecordBytes))
+				ps.add(newItem(r, ps, &e.settings))
 			}
 			e.buffered += len(fp.Records)
 			e.lagLocked(ps)

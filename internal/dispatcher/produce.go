@@ -18,6 +18,12 @@ const deadLetterRetryWait = time.Second
 
 // retry writes the record to the tier of its next attempt; it finishes once acknowledged.
 func (e *Engine) retry(it *item, f *failure, due time.Time) {
+	if it.attempt < 1 || it.attempt >= e.maxAttempts() { // no tier holds the next attempt
+		g := *f
+		g.reason = headers.ReasonMaxRetriesExceeded
+		e.deadLetter(it, &g, it.attempt)
+		return
+	}
 	tier := e.tierFor[it.attempt+1]
 	rec := it.retryRecord(e.tierNames[tier], f, due)
 	e.cl.Produce(e.produceCtx, rec, func(_ *kgo.Record, err error) {

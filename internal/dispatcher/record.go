@@ -39,8 +39,10 @@ type failure struct {
 	at         time.Time
 }
 
-// newItem parses a record consumed from partition ps. maxBytes bounds the record size delivered.
-func newItem(r *kgo.Record, ps *partState, maxBytes int64) *item {
+// newItem parses a record consumed from partition ps. s bounds the record size delivered and the
+// values of its retryops.* headers, which are untrusted input.
+func newItem(r *kgo.Record, ps *partState, s *settings) *item {
+	maxBytes := s.maxRecordBytes
 	it := &item{rec: r, view: r, part: ps, attempt: 1, srcTime: r.Timestamp}
 	size := int64(len(r.Key) + len(r.Value))
 	owned := false
@@ -51,7 +53,7 @@ func newItem(r *kgo.Record, ps *partState, maxBytes int64) *item {
 		}
 	}
 	if owned {
-		it.parse(ps.tier > 0)
+		it.parse(ps.tier > 0, s)
 	} else if ps.tier > 0 {
 		it.pre = &failure{reason: headers.ReasonUndeliverable, errorType: headers.ErrorTypeMalformedHeaders,
 			message: "retry-tier record without retryops headers"}
@@ -66,7 +68,7 @@ func newItem(r *kgo.Record, ps *partState, maxBytes int64) *item {
 // parse reads the retryops.* headers and builds the view without them. On a retry tier every
 // retry header must decode; on the source topic (a replayed dead letter) only complete original
 // coordinates are kept, and the attempt count and deadline start afresh.
-func (it *item) parse(tier bool) {
+func (it *item) parse(tier bool, s *settings) {
 	r := it.rec
 	view := *r
 	view.Headers = make([]kgo.RecordHeader, 0, len(r.Headers))
@@ -77,7 +79,7 @@ func (it *item) parse(tier bool) {
 		oTime, srcTime, first, due   time.Time
 		attempts                     int64 = -1
 		haveTopic, haveTime, haveSrc bool
-		bad                          string
+		bad, malformed, attemptsRaw  string
 	)
 	for _, h := range r.Headers {
 		if !headers.IsOwned(h.Key) {
@@ -101,6 +103,7 @@ func (it *item) parse(tier bool) {
 			haveSrc = err == nil
 		case headers.Attempts:
 			attempts, err = strconv.ParseInt(v, 10, 32)
+			attemptsRaw = v
 		case headers.FirstFailure:
 			first, err = headers.ParseTime(v)
 		case headers.Due:
@@ -122,10 +125,16 @@ func (it *item) parse(tier bool) {
 	case bad != "":
 	case !origOK:
 		bad = "incomplete retryops.original.* headers"
-	case attempts < 1:
-		bad = "missing or invalid " + headers.Attempts
+	case attempts == -1 && attemptsRaw == "":
+		bad = "missing " + headers.Attempts
+	case attempts < 1 || attempts > int64(s.maxAttempts()):
+		malformed = headers.Attempts + " " + quoteBounded(attemptsRaw) + " out of range 1.." + strconv.Itoa(int(s.maxAttempts()))
 	case due.IsZero():
 		bad = "missing " + headers.Due
+	}
+	if malformed != "" {
+		it.pre = &failure{reason: headers.ReasonMalformed, errorType: headers.ErrorTypeMalformedHeaders, message: malformed}
+		return
 	}
 	if bad != "" {
 		it.pre = &failure{reason: headers.ReasonUndeliverable, errorType: headers.ErrorTypeMalformedHeaders, message: bad}
@@ -144,4 +153,15 @@ func (it *item) parse(tier bool) {
 // idempotencyKey is the record's stable id from its original coordinates.
 func (it *item) idempotencyKey() string {
 	return headers.IdempotencyKey(it.view.Topic, it.view.Partition, it.view.Offset)
+}
+
+// maxQuoted bounds the length of a header value quoted in an error message.
+const maxQuoted = 64
+
+// quoteBounded quotes an untrusted header value for an error message, cut to maxQuoted bytes.
+func quoteBounded(v string) string {
+	if len(v) > maxQuoted {
+		return strconv.QuoteToASCII(v[:maxQuoted]) + "..."
+	}
+	return strconv.QuoteToASCII(v)
 }

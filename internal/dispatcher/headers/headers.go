@@ -90,12 +90,16 @@ const (
 )
 
 // The dead-letter reasons (values of the Reason header). They are spelled as the retry core's
-// retry.Reason values.
+// retry.Reason values, except ReasonMalformed, which only the dispatcher reports.
 const (
 	ReasonNonRetriable       = "non_retriable_error"
 	ReasonMaxRetriesExceeded = "max_retries_exceeded"
 	ReasonDeadlineExceeded   = "deadline_exceeded"
 	ReasonUndeliverable      = "undeliverable"
+	// ReasonMalformed: a retry-tier record's retryops.* headers are out of range (an attempt count
+	// outside 1..maxAttempts, a due time later than its tier's latest delay allows); the record is
+	// dead-lettered at once, without being delivered, and the error message names the header.
+	ReasonMalformed = "malformed"
 )
 
 // Error types the dispatcher itself reports (values of the ErrorType header).
@@ -112,6 +116,9 @@ const (
 	ErrorTypeRetryProduceFailed = "RetryProduceFailed"
 	// ErrorTypeDeadlineExceeded: the record was past its deadline before it was delivered.
 	ErrorTypeDeadlineExceeded = "DeadlineExceeded"
+	// ErrorTypePanic: processing the record panicked (in a library handler or the dispatcher); the
+	// record is dead-lettered with reason undeliverable and the panic value as the message.
+	ErrorTypePanic = "Panic"
 	// ErrorTypeUndeliverable: a library handler reported the record as undeliverable.
 	ErrorTypeUndeliverable = "Undeliverable"
 )

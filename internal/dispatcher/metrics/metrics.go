@@ -27,6 +27,7 @@ type Metrics struct {
 	CommitErrors     prometheus.Counter
 	RetryProduceErr  prometheus.Counter
 	DLQProduceErr    prometheus.Counter
+	Panics           prometheus.Counter
 
 	lag         *prometheus.GaugeVec
 	deadLetters *prometheus.CounterVec
@@ -83,8 +84,12 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 		Name: CommitErrorsTotal,
 		Help: "Failed offset commits.",
 	}, []string{LabelPipeline})
+	panics := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: PanicsTotal,
+		Help: "Panics recovered while processing a record; the record was dead-lettered.",
+	}, []string{LabelPipeline})
 
-	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs} {
+	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -112,7 +117,8 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 	m.CommitErrors = commitErrs.WithLabelValues(pipeline)
 	m.RetryProduceErr = produceErrs.WithLabelValues(pipeline, KindRetry)
 	m.DLQProduceErr = produceErrs.WithLabelValues(pipeline, KindDeadLetter)
-	for _, r := range []string{"non_retriable_error", "max_retries_exceeded", "deadline_exceeded", "undeliverable"} {
+	m.Panics = panics.WithLabelValues(pipeline)
+	for _, r := range []string{"non_retriable_error", "max_retries_exceeded", "deadline_exceeded", "undeliverable", "malformed"} {
 		m.deadLetters.WithLabelValues(pipeline, r)
 	}
 	return m, nil

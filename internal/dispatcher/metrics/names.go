@@ -45,6 +45,9 @@ const (
 	CommitErrorsTotal = "retryops_dispatcher_commit_errors_total"
 	// PausedPartitions is the number of partitions whose fetching is paused (gauge; label pipeline).
 	PausedPartitions = "retryops_dispatcher_paused_partitions"
+	// PanicsTotal counts panics recovered while processing a record (counter; label pipeline): the
+	// record is dead-lettered (reason undeliverable, error type Panic) and the worker goes on.
+	PanicsTotal = "retryops_dispatcher_panics_total"
 	// Ready is 1 once the consumer joined its group and until it stops (gauge; label pipeline).
 	Ready = "retryops_dispatcher_ready"
 )
@@ -114,6 +117,7 @@ var All = []Desc{
 	{CommitErrorsTotal, "counter", []string{LabelPipeline}},
 	{PausedPartitions, "gauge", []string{LabelPipeline}},
 	{Ready, "gauge", []string{LabelPipeline}},
+	{PanicsTotal, "counter", []string{LabelPipeline}},
 }
 
 // Exported reports whether name is a metric the data plane exports, accepting a histogram's
