@@ -65,6 +65,9 @@ type settings struct {
 	tierNames      []string
 	tierFor        []int // tierFor[attempt] for attempt in 2..maxAttempts
 	topicTier      map[string]int
+	// tierLatest[t] is the longest delay a record of retry tier t (partState.tier, 1-based) can
+	// wait: the latest of its retries' windows, or the Retry-After cap when honoured and larger.
+	tierLatest []time.Duration
 }
 
 // Engine is the dispatcher loop for one pipeline. See the package documentation for the file that
@@ -255,6 +258,16 @@ func newSettings(cfg *config.Config, pol *retry.Compiled) (settings, error) {
 			return settings{}, fmt.Errorf("no retry tier holds delivery attempt %d", a)
 		}
 		s.tierFor[a] = idx
+	}
+	s.tierLatest = make([]time.Duration, len(cfg.Topics.Retries)+1)
+	for a := int32(2); a <= pol.MaxAttempts(); a++ {
+		t := s.tierFor[a] + 1
+		if w, ok := pol.Window(a - 1); ok {
+			s.tierLatest[t] = max(s.tierLatest[t], w.Latest)
+		}
+		if s.raHonor {
+			s.tierLatest[t] = max(s.tierLatest[t], s.raMax)
+		}
 	}
 	return s, nil
 }

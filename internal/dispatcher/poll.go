@@ -73,8 +73,9 @@ func (e *Engine) pollLoop(ctx context.Context) {
 				return
 			}
 			ps.hw = max(ps.hw, fp.HighWatermark)
+			now := e.clock.Now()
 			for _, r := range fp.Records {
-				ps.add(newItem(r, ps, &e.settings))
+				ps.add(newItem(r, ps, &e.settings, now))
 			}
 			e.buffered += len(fp.Records)
 			e.lagLocked(ps)

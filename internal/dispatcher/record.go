@@ -39,9 +39,13 @@ type failure struct {
 	at         time.Time
 }
 
-// newItem parses a record consumed from partition ps. s bounds the record size delivered and the
-// values of its retryops.* headers, which are untrusted input.
-func newItem(r *kgo.Record, ps *partState, s *settings) *item {
+// maxClockSkew is the tolerance of the due-time bound for clocks of dispatcher replicas that differ.
+const maxClockSkew = time.Minute
+
+// newItem parses a record consumed from partition ps at time now. s bounds the record size
+// delivered and the values of its retryops.* headers, which are untrusted input. A timestamp before
+// 1970 (-1 from old producers) starts the deadline at now, when the record is first seen.
+func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 	maxBytes := s.maxRecordBytes
 	it := &item{rec: r, view: r, part: ps, attempt: 1, srcTime: r.Timestamp}
 	size := int64(len(r.Key) + len(r.Value))
@@ -53,10 +57,13 @@ func newItem(r *kgo.Record, ps *partState, s *settings) *item {
 		}
 	}
 	if owned {
-		it.parse(ps.tier > 0, s)
+		it.parse(ps.tier, s, now)
 	} else if ps.tier > 0 {
 		it.pre = &failure{reason: headers.ReasonUndeliverable, errorType: headers.ErrorTypeMalformedHeaders,
 			message: "retry-tier record without retryops headers"}
+	}
+	if it.srcTime.Before(time.UnixMilli(0)) {
+		it.srcTime = now
 	}
 	if it.pre == nil && size > maxBytes {
 		it.pre = &failure{reason: headers.ReasonUndeliverable, errorType: headers.ErrorTypeRecordTooLarge,
@@ -65,10 +72,11 @@ func newItem(r *kgo.Record, ps *partState, s *settings) *item {
 	return it
 }
 
-// parse reads the retryops.* headers and builds the view without them. On a retry tier every
-// retry header must decode; on the source topic (a replayed dead letter) only complete original
+// parse reads the retryops.* headers and builds the view without them. On a retry tier (tier > 0)
+// every retry header must decode, and the attempt count (1..maxAttempts) and the due time (at most
+// the tier's latest delay after now, plus maxClockSkew) must be in range; on the source topic (a replayed dead letter) only complete original
 // coordinates are kept, and the attempt count and deadline start afresh.
-func (it *item) parse(tier bool, s *settings) {
+func (it *item) parse(tier int, s *settings, now time.Time) {
 	r := it.rec
 	view := *r
 	view.Headers = make([]kgo.RecordHeader, 0, len(r.Headers))
@@ -80,6 +88,7 @@ func (it *item) parse(tier bool, s *settings) {
 		attempts                     int64 = -1
 		haveTopic, haveTime, haveSrc bool
 		bad, malformed, attemptsRaw  string
+		dueRaw                       string
 	)
 	for _, h := range r.Headers {
 		if !headers.IsOwned(h.Key) {
@@ -108,6 +117,7 @@ func (it *item) parse(tier bool, s *settings) {
 			first, err = headers.ParseTime(v)
 		case headers.Due:
 			due, err = headers.ParseTime(v)
+			dueRaw = v
 		}
 		if err != nil && bad == "" {
 			bad = h.Key + ": " + err.Error()
@@ -118,7 +128,7 @@ func (it *item) parse(tier bool, s *settings) {
 		view.Topic, view.Partition, view.Offset, view.Timestamp = oTopic, int32(oPart), oOff, oTime
 	}
 	it.view = &view
-	if !tier {
+	if tier == 0 {
 		return // a replay: fresh attempts and deadline, original coordinates when complete
 	}
 	switch {
@@ -131,6 +141,9 @@ func (it *item) parse(tier bool, s *settings) {
 		malformed = headers.Attempts + " " + quoteBounded(attemptsRaw) + " out of range 1.." + strconv.Itoa(int(s.maxAttempts()))
 	case due.IsZero():
 		bad = "missing " + headers.Due
+	case tier < len(s.tierLatest) && due.After(now.Add(s.tierLatest[tier]+maxClockSkew)):
+		malformed = headers.Due + " " + quoteBounded(dueRaw) + " later than the tier's latest delay (" +
+			s.tierLatest[tier].String() + ") after " + headers.FormatTime(now)
 	}
 	if malformed != "" {
 		it.pre = &failure{reason: headers.ReasonMalformed, errorType: headers.ErrorTypeMalformedHeaders, message: malformed}
