@@ -42,8 +42,8 @@ type failure struct {
 // maxClockSkew is the tolerance of the due-time bound for clocks of dispatcher replicas that differ.
 const maxClockSkew = time.Minute
 
-// newItem parses a record consumed from partition ps at time now. s bounds the record size
-// delivered and the values of its retryops.* headers, which are untrusted input. A timestamp before
+// newItem parses a record consumed from partition ps at time now. s bounds the size of what is
+// delivered (key, value and the headers other than retryops.*) and the values of its retryops.* headers, which are untrusted input. A timestamp before
 // 1970 (-1 from old producers) starts the deadline at now, when the record is first seen.
 func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 	maxBytes := s.maxRecordBytes
@@ -51,10 +51,11 @@ func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 	size := int64(len(r.Key) + len(r.Value))
 	owned := false
 	for i := range r.Headers {
-		size += int64(len(r.Headers[i].Key) + len(r.Headers[i].Value))
 		if headers.IsOwned(r.Headers[i].Key) {
 			owned = true
+			continue // the dispatcher's own headers are not delivered: not counted against maxBytes
 		}
+		size += int64(len(r.Headers[i].Key) + len(r.Headers[i].Value))
 	}
 	if owned {
 		it.parse(ps.tier, s, now)

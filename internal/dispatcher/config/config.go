@@ -67,8 +67,9 @@ type Config struct {
 	// +optional
 	Delivery Delivery `json:"delivery"`
 
-	// maxRecordBytes is the largest record (key + value + headers) delivered to the sink; a larger
-	// one is dead-lettered at once with reason undeliverable. Defaults to 1 MiB
+	// maxRecordBytes is the largest record (key + value + headers, not counting the dispatcher's
+	// own retryops.* headers, which are not delivered) delivered to the sink; a larger one is
+	// dead-lettered at once with reason undeliverable. Defaults to 1 MiB
 	// (DefaultMaxRecordBytes). A failed record is written to a retry tier with about 1 KiB of
 	// headers more: with Kafka's default max.message.bytes (about 1 MB) a record within a few KiB of
 	// 1 MiB may not fit, and is then dead-lettered (undeliverable, error type RetryProduceFailed;
