@@ -163,7 +163,7 @@ type DeadLetterQueueStatus struct {
 	NewestMessageTime *metav1.Time `json:"newestMessageTime,omitempty"`
 
 	// reasons counts the dead letters held by reason (non_retriable_error, max_retries_exceeded,
-	// deadline_exceeded, undeliverable), the largest first, at most 20. Like errorTypes and pipelines
+	// deadline_exceeded, undeliverable, malformed), the largest first, at most 20. Like errorTypes and pipelines
 	// it is read from the records' context headers ("unknown" for a record without the header), and
 	// kept up to date incrementally: a refresh reads only the dead letters new since the last one, and
 	// those trimmed or expired leave the counts.
