@@ -51,6 +51,7 @@
 //	scheduler.go  which records start now, pausing tier partitions and the timer until a head is due
 //	deliver.go    the workers: delivery to the Handler and the decision on its outcome
 //	produce.go    writes to a retry tier and to the dead letter topic, and the records written
+//	deadletter.go a failed dead-letter write: retried, written stripped, or reported stuck
 //	commits.go    finishing a record, and the committer
 //	tracker.go    partitionTracker: a partition's records from fetch to commit (plain data)
 //	rebalance.go  assigned, revoked and lost partitions; the graceful stop

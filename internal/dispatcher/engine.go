@@ -108,7 +108,8 @@ type Engine struct {
 	buffered  int // fetched, not yet dispatched
 	ready     int // buffered in partitions that are not paused: what gates polling
 	stopping  bool
-	timerAt   time.Time // the wake-up timerLoop is set for; zero: none
+	stuck     atomic.Int32 // dead letters whose stripped write failed (changed under mu)
+	timerAt   time.Time    // the wake-up timerLoop is set for; zero: none
 	pausedCnt int
 
 	// Workers (deliver.go).
@@ -285,7 +286,10 @@ func (e *Engine) Client() *kgo.Client { return e.cl }
 func (e *Engine) Live() bool { return e.runErr.Load() == nil }
 
 // Ready reports whether the engine joined its group and is not stopping.
-func (e *Engine) Ready() bool { return e.started.Load() && e.joined.Load() && !e.stopped.Load() }
+// A stuck dead letter (deadletter.go) makes it not ready.
+func (e *Engine) Ready() bool {
+	return e.started.Load() && e.joined.Load() && !e.stopped.Load() && e.stuck.Load() == 0
+}
 
 func (e *Engine) circuitChanged(from, to retry.State) {
 	v := metrics.CircuitClosed

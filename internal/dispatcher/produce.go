@@ -1,20 +1,14 @@
 package dispatcher
 
 import (
-	"errors"
-	"slices"
 	"strconv"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
 )
-
-// deadLetterRetryWait is the pause before a failed dead-letter write is tried again.
-const deadLetterRetryWait = time.Second
 
 // retry writes the record to the tier of its next attempt; it finishes once acknowledged.
 func (e *Engine) retry(it *item, f *failure, due time.Time) {
@@ -47,8 +41,8 @@ func (e *Engine) retry(it *item, f *failure, due time.Time) {
 }
 
 // deadLetter writes the record to the dead letter topic; it finishes once acknowledged. A failed
-// write is retried every deadLetterRetryWait until it succeeds or the engine gives up on in-flight
-// work.
+// write is retried a few times, then written stripped, and reported stuck if even that fails
+// (deadletter.go).
 func (e *Engine) deadLetter(it *item, f *failure, attempts int32) {
 	rec := it.deadLetterRecord(e.dlqTopic, e.group, e.pipelineID, attempts, f)
 	e.produceDLQ(it, rec, f.reason)
@@ -56,57 +50,6 @@ func (e *Engine) deadLetter(it *item, f *failure, attempts int32) {
 
 func (e *Engine) produceDLQ(it *item, rec *kgo.Record, reason string) {
 	e.dlq.Produce(e.produceCtx, rec, func(_ *kgo.Record, err error) { e.deadLettered(it, rec, reason, err, false) })
-}
-
-// deadLettered handles the outcome of a dead-letter write. alone says the record was written on
-// its own (not in a batch shared with other records).
-func (e *Engine) deadLettered(it *item, rec *kgo.Record, reason string, err error, alone bool) {
-	if err == nil {
-		e.m.DeadLetter(reason)
-		e.finish(it, metrics.OutcomeDeadLettered)
-		return
-	}
-	if e.produceCtx.Err() != nil {
-		e.abandonItem(it)
-		return
-	}
-	e.m.DLQProduceErr.Inc()
-	if (errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)) && rec.Value != nil {
-		if !alone {
-			// The whole batch was rejected: write this record on its own (one at a time) to learn
-			// whether it is the one too large.
-			go func() {
-				e.aloneMu.Lock()
-				err := e.dlq.ProduceSync(e.produceCtx, rec).FirstErr()
-				e.aloneMu.Unlock()
-				e.deadLettered(it, rec, reason, err, true)
-			}()
-			return
-		}
-		// The broker will never take it: keep the key, headers and context, drop the value.
-		e.log.Error("A dead letter is too large for the dead letter topic; writing it without its value", "topic", rec.Topic,
-			"originalTopic", it.view.Topic, "originalPartition", it.view.Partition, "originalOffset", it.view.Offset, "valueBytes", len(rec.Value))
-		small := *rec
-		small.Headers = append(slices.Clip(rec.Headers), hdr(headers.ValueOmitted, strconv.Itoa(len(rec.Value))))
-		small.Value = nil
-		e.produceDLQ(it, &small, reason)
-		return
-	}
-	e.log.Error("Writing a dead letter failed; retrying in 1s", "topic", rec.Topic,
-		"originalTopic", it.view.Topic, "originalPartition", it.view.Partition, "originalOffset", it.view.Offset, "error", err)
-	go func() {
-		t := e.clock.NewTimer(deadLetterRetryWait)
-		defer t.Stop()
-		select {
-		case <-t.C():
-		case <-e.produceCtx.Done():
-		}
-		if e.produceCtx.Err() != nil {
-			e.abandonItem(it)
-			return
-		}
-		e.produceDLQ(it, rec, reason)
-	}()
 }
 
 // hdr is a record header with a string value.

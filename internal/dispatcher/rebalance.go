@@ -143,7 +143,8 @@ func (e *Engine) shutdown() {
 	e.mu.Lock()
 	e.stopping = true
 	inflight := e.active
-	drained := e.waitLocked(func() bool { return e.active == 0 }, e.drainTimeout)
+	// A stuck dead letter will not finish by waiting: it is abandoned below.
+	drained := e.waitLocked(func() bool { return e.active <= int(e.stuck.Load()) }, e.drainTimeout)
 	left := e.active
 	e.mu.Unlock()
 	if !drained {

@@ -26,6 +26,10 @@ type item struct {
 	done      bool // finished: its offset may be committed
 	abandoned bool // given up during a stop or revocation: never committed
 
+	dlqTries int  // failed dead-letter writes
+	dlqLevel int  // what the dead letter dropped: 0 nothing, 1 its value, 2 all but retryops.* headers
+	dlqStuck bool // counted in Engine.stuck
+
 	d Delivery // what the handler gets, kept here to save an allocation
 }
 

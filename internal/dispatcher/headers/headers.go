@@ -87,6 +87,9 @@ const (
 	// ValueOmitted is set (to the value's size in bytes) on a dead letter written without its value
 	// because the dead letter topic rejected it as too large.
 	ValueOmitted = "retryops.value.omitted"
+	// KeyOmitted is set (to the key's size in bytes) on a dead letter written stripped: without its
+	// key, value and user headers, because it could not be written whole.
+	KeyOmitted = "retryops.key.omitted"
 )
 
 // The dead-letter reasons (values of the Reason header). They are spelled as the retry core's

@@ -28,6 +28,7 @@ type Metrics struct {
 	RetryProduceErr  prometheus.Counter
 	DLQProduceErr    prometheus.Counter
 	Panics           prometheus.Counter
+	StuckDeadLetters prometheus.Gauge
 
 	lag         *prometheus.GaugeVec
 	deadLetters *prometheus.CounterVec
@@ -67,6 +68,7 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 	buffered := gauge(Buffered, "Records fetched and waiting for delivery (retry-tier records not yet due included).")
 	circuit := gauge(CircuitState, "Circuit breaker state: 0 closed, 1 half-open, 2 open.")
 	paused := gauge(PausedPartitions, "Partitions whose fetching is paused (retry tiers not yet due, back-pressure, open circuit).")
+	stuck := gauge(StuckDeadLetters, "Records whose dead-letter write failed even stripped to coordinates and reason; nothing past them is committed.")
 	ready := gauge(Ready, "1 once the consumer joined its group, until it stops.")
 	m.lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: ConsumerLag,
@@ -89,7 +91,7 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 		Help: "Panics recovered while processing a record; the record was dead-lettered.",
 	}, []string{LabelPipeline})
 
-	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics} {
+	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics, stuck} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -118,6 +120,7 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 	m.RetryProduceErr = produceErrs.WithLabelValues(pipeline, KindRetry)
 	m.DLQProduceErr = produceErrs.WithLabelValues(pipeline, KindDeadLetter)
 	m.Panics = panics.WithLabelValues(pipeline)
+	m.StuckDeadLetters = stuck.WithLabelValues(pipeline)
 	for _, r := range []string{"non_retriable_error", "max_retries_exceeded", "deadline_exceeded", "undeliverable", "malformed"} {
 		m.deadLetters.WithLabelValues(pipeline, r)
 	}

@@ -48,6 +48,10 @@ const (
 	// PanicsTotal counts panics recovered while processing a record (counter; label pipeline): the
 	// record is dead-lettered (reason undeliverable, error type Panic) and the worker goes on.
 	PanicsTotal = "retryops_dispatcher_panics_total"
+	// StuckDeadLetters is the number of records whose dead-letter write failed even stripped to its
+	// coordinates and reason (gauge; label pipeline): nothing past them is committed in their
+	// partitions, the write is retried slowly, and the dispatcher is not ready while any is stuck.
+	StuckDeadLetters = "retryops_dispatcher_stuck_dead_letters"
 	// Ready is 1 once the consumer joined its group and until it stops (gauge; label pipeline).
 	Ready = "retryops_dispatcher_ready"
 )
@@ -118,6 +122,7 @@ var All = []Desc{
 	{PausedPartitions, "gauge", []string{LabelPipeline}},
 	{Ready, "gauge", []string{LabelPipeline}},
 	{PanicsTotal, "counter", []string{LabelPipeline}},
+	{StuckDeadLetters, "gauge", []string{LabelPipeline}},
 }
 
 // Exported reports whether name is a metric the data plane exports, accepting a histogram's
