@@ -8,6 +8,7 @@ package devenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -50,10 +51,19 @@ type Runner struct {
 	Log logr.Logger
 	// Interval is how often Pods are listed. Defaults to 500ms.
 	Interval time.Duration
+	// RestartBackoff is the first wait before a process that exited is started again, as a kubelet
+	// restarts a container of a Deployment's Pod: doubled after each exit, at most MaxRestartBackoff,
+	// and back to the first wait once a process has run for MaxRestartBackoff. Defaults to 10s, a
+	// kubelet's.
+	RestartBackoff time.Duration
 
 	mu    sync.Mutex
 	procs map[string]*proc // by namespace/name
 }
+
+// MaxRestartBackoff caps the wait before a process that keeps exiting is started again (a kubelet's
+// CrashLoopBackOff cap).
+const MaxRestartBackoff = 5 * time.Minute
 
 type proc struct {
 	uid        string
@@ -63,12 +73,24 @@ type proc struct {
 	baseURL    string
 	exitErr    error
 	unrunnable bool
+
+	// started is when the process started; exited, its termination once it exited (with exitErr).
+	started time.Time
+	exited  *corev1.ContainerStateTerminated
+	// restarts is how many times the Pod's process was started again; last is the termination of
+	// the previous process, backoff the wait before this one is started again once it exits.
+	restarts int32
+	last     *corev1.ContainerStateTerminated
+	backoff  time.Duration
 }
 
 // Start runs the runner until ctx ends, then stops every process it started.
 func (r *Runner) Start(ctx context.Context) error {
 	if r.Interval == 0 {
 		r.Interval = 500 * time.Millisecond
+	}
+	if r.RestartBackoff == 0 {
+		r.RestartBackoff = 10 * time.Second
 	}
 	r.procs = map[string]*proc{}
 	defer r.stopAll()
@@ -142,9 +164,16 @@ func (r *Runner) sync(ctx context.Context) error {
 		}
 		if p == nil {
 			p = r.launch(ctx, pod)
+			p.backoff = r.RestartBackoff
 			r.mu.Lock()
 			r.procs[key] = p
 			r.mu.Unlock()
+		} else if next := r.restartDue(ctx, pod, p); next != nil {
+			p = next
+			r.mu.Lock()
+			r.procs[key] = p
+			r.mu.Unlock()
+			r.Log.Info("Restarted pod process", "pod", key, "restarts", p.restarts, "lastExitCode", p.last.ExitCode)
 		}
 		if err := r.report(ctx, pod, p); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			r.Log.Error(err, "Reporting pod status failed", "pod", key)
@@ -226,7 +255,7 @@ func (r *Runner) launch(ctx context.Context, pod *corev1.Pod) *proc {
 	}
 	p.baseURL = "http://127.0.0.1:" + health
 	p.healthURL = p.baseURL + "/readyz"
-	logFile, err := os.Create(filepath.Join(dir, "log"))
+	logFile, err := createLog(dir)
 	if err != nil {
 		p.exitErr = err
 		close(p.done)
@@ -242,27 +271,63 @@ func (r *Runner) launch(ctx context.Context, pod *corev1.Pod) *proc {
 		_ = logFile.Close()
 		return p
 	}
-	p.cmd = cmd
+	p.cmd, p.started = cmd, time.Now()
 	r.Log.Info("Started pod process", "pod", key, "pid", cmd.Process.Pid, "log", logFile.Name(), "health", p.healthURL)
 	go func() {
 		err := cmd.Wait()
 		_ = logFile.Close()
+		code := -1
+		if cmd.ProcessState != nil {
+			code = cmd.ProcessState.ExitCode()
+		}
+		term := &corev1.ContainerStateTerminated{
+			ExitCode: int32(code), Reason: "Completed",
+			StartedAt: metav1.NewTime(p.started), FinishedAt: metav1.Now(),
+		}
+		if err != nil {
+			term.Reason, term.Message = "Error", err.Error()
+		}
 		r.mu.Lock()
 		p.exitErr = fmt.Errorf("exited: %w", err)
+		if err == nil {
+			p.exitErr = errors.New("exited: status 0")
+		}
+		p.exited = term
 		r.mu.Unlock()
 		close(p.done)
 	}()
 	return p
 }
 
+// restartDue starts the Pod's process again, as a kubelet would (a Deployment's Pods restart
+// always), once p's process exited and its back-off has passed, and returns the new proc; nil while
+// p runs or waits.
+func (r *Runner) restartDue(ctx context.Context, pod *corev1.Pod, p *proc) *proc {
+	r.mu.Lock()
+	exited := p.exited
+	r.mu.Unlock()
+	if exited == nil || time.Now().Before(exited.FinishedAt.Add(p.backoff)) {
+		return nil
+	}
+	next := r.launch(ctx, pod)
+	next.restarts, next.last = p.restarts+1, exited
+	next.backoff = min(2*p.backoff, MaxRestartBackoff)
+	if exited.FinishedAt.Sub(exited.StartedAt.Time) >= MaxRestartBackoff {
+		next.backoff = r.RestartBackoff
+	}
+	return next
+}
+
 // report writes the Pod's status as a kubelet would: Running once the process started, Ready while
-// its readiness endpoint answers 200, Failed when it exited.
+// its readiness endpoint answers 200; a process that exited waits in CrashLoopBackOff for its
+// restart, with its exit in lastState and restartCount counting the restarts; Failed when the
+// process could not be started at all.
 func (r *Runner) report(ctx context.Context, pod *corev1.Pod, p *proc) error {
 	if p.unrunnable {
 		return nil
 	}
 	r.mu.Lock()
-	exitErr := p.exitErr
+	exitErr, exited := p.exitErr, p.exited
 	r.mu.Unlock()
 	ready := false
 	if exitErr == nil && p.healthURL != "" {
@@ -273,10 +338,14 @@ func (r *Runner) report(ctx context.Context, pod *corev1.Pod, p *proc) error {
 		}
 	}
 	phase := corev1.PodRunning
-	if exitErr != nil {
-		phase, ready = corev1.PodFailed, false
+	waiting := exitErr != nil && exited != nil
+	if exitErr != nil && !waiting {
+		phase = corev1.PodFailed
 	}
-	if pod.Status.Phase == phase && isReady(pod) == ready {
+	if exitErr != nil {
+		ready = false
+	}
+	if pod.Status.Phase == phase && isReady(pod) == ready && restartCount(pod) == p.restarts && isWaiting(pod) == waiting {
 		return nil
 	}
 	now := metav1.Now()
@@ -298,16 +367,37 @@ func (r *Runner) report(ctx context.Context, pod *corev1.Pod, p *proc) error {
 	}
 	var statuses []corev1.ContainerStatus
 	for _, c := range pod.Spec.Containers {
-		st := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: ready, Started: ptr.To(exitErr == nil)}
-		if exitErr == nil {
-			st.State.Running = &corev1.ContainerStateRunning{StartedAt: *pod.Status.StartTime}
-		} else {
+		st := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: ready, Started: ptr.To(exitErr == nil), RestartCount: p.restarts}
+		if p.last != nil {
+			st.LastTerminationState.Terminated = p.last
+		}
+		switch {
+		case exitErr == nil:
+			st.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(p.started)}
+		case waiting:
+			st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+				Message: fmt.Sprintf("back-off %s restarting failed container", p.backoff)}
+			st.LastTerminationState.Terminated = exited
+		default:
 			st.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: exitErr.Error()}
 		}
 		statuses = append(statuses, st)
 	}
 	pod.Status.ContainerStatuses = statuses
 	return r.Client.Status().Patch(ctx, pod, patch)
+}
+
+// restartCount is the restart count the Pod's status shows.
+func restartCount(pod *corev1.Pod) int32 {
+	if len(pod.Status.ContainerStatuses) == 0 {
+		return 0
+	}
+	return pod.Status.ContainerStatuses[0].RestartCount
+}
+
+// isWaiting reports whether the Pod's status shows its container waiting for a restart.
+func isWaiting(pod *corev1.Pod) bool {
+	return len(pod.Status.ContainerStatuses) > 0 && pod.Status.ContainerStatuses[0].State.Waiting != nil
 }
 
 func isReady(pod *corev1.Pod) bool {
@@ -352,4 +442,12 @@ func (r *Runner) stopAll() {
 		go func() { defer wg.Done(); r.stop(k, p) }()
 	}
 	wg.Wait()
+}
+
+// createLog creates the log file of a Pod's process in dir (made if the Pod mounts nothing).
+func createLog(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return os.Create(filepath.Join(dir, "log"))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -37,9 +38,13 @@ func TestRunnerRunsDeploymentPodsAsLocalProcesses(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	defer cm.Stop()
 
+	// crasher exits with code 3 at once, as a dispatcher in a crash loop would.
+	crasher := filepath.Join(t.TempDir(), "crasher")
+	g.Expect(os.WriteFile(crasher, []byte("#!/bin/sh\nexit 3\n"), 0o755)).To(Succeed())
 	r := &devenv.Runner{
 		Client: env.Client, Dir: t.TempDir(), Log: zap.New(zap.UseDevMode(true)),
-		Images: map[string]string{"ghcr.io/retryops/retry-dispatcher": bin},
+		Images:         map[string]string{"ghcr.io/retryops/retry-dispatcher": bin, "example.com/crasher": crasher},
+		RestartBackoff: 200 * time.Millisecond, Interval: 50 * time.Millisecond,
 	}
 	runnerDone := make(chan struct{})
 	go func() { defer close(runnerDone); _ = r.Start(ctx) }()
@@ -106,8 +111,43 @@ func TestRunnerRunsDeploymentPodsAsLocalProcesses(t *testing.T) {
 	g.Expect(env.Client.Delete(ctx, dep, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
 	g.Eventually(r.Running, 60*time.Second, 200*time.Millisecond).Should(BeEmpty())
 
+	// A process that exits is started again with back-off, as a kubelet restarts a container: the
+	// Pod stays Running, not Ready, and shows the restarts and the last exit, so a crash loop is
+	// visible with kubectl get pods.
+	crash := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "crasher", Namespace: "default", Labels: labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "dispatcher", Image: "example.com/crasher:1"}}},
+	}
+	g.Expect(env.Client.Create(ctx, crash)).To(Succeed())
+	var sawWaiting bool
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(crash), crash)).To(Succeed())
+		g.Expect(crash.Status.ContainerStatuses).To(HaveLen(1))
+		st := crash.Status.ContainerStatuses[0]
+		if st.State.Waiting != nil && st.State.Waiting.Reason == "CrashLoopBackOff" {
+			sawWaiting = true
+		}
+		g.Expect(crash.Status.Phase).To(Equal(corev1.PodRunning))
+		g.Expect(st.RestartCount).To(BeNumerically(">=", 2))
+		g.Expect(st.LastTerminationState.Terminated).NotTo(BeNil())
+		g.Expect(st.LastTerminationState.Terminated.ExitCode).To(Equal(int32(3)))
+		g.Expect(st.LastTerminationState.Terminated.Reason).To(Equal("Error"))
+	}, 60*time.Second, 50*time.Millisecond).Should(Succeed())
+	g.Expect(sawWaiting).To(BeTrue(), "the container waited in CrashLoopBackOff between restarts")
+	g.Expect(isPodReady(crash)).To(BeFalse())
+	g.Expect(env.Client.Delete(ctx, crash)).To(Succeed())
+
 	cancel()
 	<-runnerDone
+}
+
+func isPodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func httpGet(url string) (string, error) {
