@@ -37,7 +37,9 @@ import (
 // other non-2xx answer. A 2xx answer is success. 413 and 415 make the record undeliverable (dead-lettered at once). Any
 // other answer is a failure classified by the policy with its status, the response header
 // Retryops-Error-Type as error type, the first KiB of the body as message, and Retry-After. A
-// request that gets no answer is a transport failure (TimeoutError or ConnectionError).
+// request that gets no answer is a transport failure (TimeoutError or ConnectionError), never
+// re-sent silently by net/http (noReplay): every copy the sink receives is an attempt the policy
+// decided.
 type HTTPSink struct {
 	url string
 	rt  http.RoundTripper
@@ -137,6 +139,7 @@ func (s *HTTPSink) Deliver(ctx context.Context, d *Delivery) Result {
 		set(headers.HTTPDeliveredFrom, headers.IdempotencyKey(c.Topic, c.Partition, c.Offset))
 	}
 
+	noReplay(req, len(r.Value))
 	resp, err := s.rt.RoundTrip(req)
 	if err != nil {
 		return Result{Outcome: retry.Outcome{Transport: transportError(ctx, err), Message: err.Error()}}
@@ -167,6 +170,26 @@ func (s *HTTPSink) Deliver(ctx context.Context, d *Delivery) Result {
 		return Result{Undeliverable: true, Outcome: o}
 	}
 	return Result{Outcome: o}
+}
+
+// noReplay makes a request that net/http will not send again by itself. net/http re-sends a
+// request that failed on a reused connection after being written (the server closed it without
+// answering) when the request is "replayable" (Request.isReplayable): its body can be had again
+// (GetBody, or no body at all) and its method is idempotent or it carries Idempotency-Key, as
+// every delivery does. Such a silent second copy is a duplicate the policy never saw; the failure
+// must come back as a transport failure instead. So the body cannot be had again (no GetBody);
+// an empty value has no body to withhold (and a body of unknown length would be sent chunked), so
+// its Idempotency-Key goes under the lower-case name, which net/http's rule does not look up
+// (header names are case-insensitive; HTTP/2 sends them lower-case anyway). A request that was
+// never written is still retried by net/http: that sends no duplicate.
+func noReplay(req *http.Request, n int) {
+	req.GetBody = nil
+	if n == 0 {
+		if v, ok := req.Header[headers.HTTPIdempotencyKey]; ok {
+			delete(req.Header, headers.HTTPIdempotencyKey)
+			req.Header[strings.ToLower(headers.HTTPIdempotencyKey)] = v
+		}
+	}
 }
 
 // parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP date.
