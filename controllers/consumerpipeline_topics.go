@@ -349,9 +349,24 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 		}
 		return nil
 	}
+	// A tier is deleted only once the pipeline's group has consumed it to the end: records waiting in
+	// it would otherwise be lost with it.
+	undrained, err := undrainedTiers(ctx, s.admin, consumerGroup(s.p), unused)
+	if err != nil {
+		return kafkaProblem(err)
+	}
 	var kept, deleted []string
 	var first *problem
 	for _, name := range unused {
+		if left, ok := undrained[name]; ok {
+			kept = append(kept, name)
+			if slices.Contains(newly, name) {
+				ctrl.LoggerFrom(ctx).Info("Retry topic no longer used, kept until consumed", "consumerPipeline", klog.KObj(s.p), "topic", name, "records", left)
+				r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicKept, "ReconcileTopics",
+					"Retry topic %s no longer used; %d records wait in it, so it is deleted once the consumer group has consumed them", name, left)
+			}
+			continue
+		}
 		if err := s.admin.DeleteTopic(ctx, name); err != nil {
 			kept = append(kept, name)
 			if first == nil {
@@ -411,4 +426,36 @@ func (r *ConsumerPipelineReconciler) deleteTiers(ctx context.Context, s *pipelin
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// undrainedTiers returns, of the topics tiers, those holding records the consumer group group has
+// not consumed (by their count): a partition is drained when it is empty or the group's committed
+// offset reached its end. Topics that no longer exist are drained.
+func undrainedTiers(ctx context.Context, admin kafka.Admin, group string, tiers []string) (map[string]int64, error) {
+	if len(tiers) == 0 {
+		return nil, nil
+	}
+	offsets, err := admin.ListOffsets(ctx, tiers...)
+	if err != nil {
+		return nil, err
+	}
+	committed, err := admin.GroupOffsets(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for topic, parts := range offsets {
+		var left int64
+		for _, po := range parts {
+			at, ok := committed[group].Topics[topic][po.Partition]
+			if !ok || at < po.Start {
+				at = po.Start
+			}
+			left += max(po.End-at, 0)
+		}
+		if left > 0 {
+			out[topic] = left
+		}
+	}
+	return out, nil
 }

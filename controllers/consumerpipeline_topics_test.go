@@ -377,3 +377,42 @@ func TestPipelineDeletionFollowsItsRecordOfCreatedTopics(t *testing.T) {
 	}
 	g.Expect(describe(adm, source)()).To(HaveField("Exists", true), "the source topic is never deleted")
 }
+
+// A retry tier no longer needed still holds records: under Delete it is kept until the pipeline's
+// consumer group has consumed them, then deleted; an empty one goes at once.
+func TestPipelineKeepsAnUnusedRetryTopicUntilItIsConsumed(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, _ := pipelineFixture(t)
+	adm := newKadm(t)
+	source := ns + ".draining"
+	createTopic(t, adm, source, 1)
+	rp := backoffPolicy(ns, "p", 4, time.Second, time.Minute)
+	g.Expect(env.Client.Create(ctx, rp)).To(Succeed())
+	p := newPipeline(ns, "draining", source, "p", "dlq")
+	p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: v1.DeletionPolicyDelete}
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	g.Eventually(func() ([]tierSummary, error) { _, err := pipelineReady(p)(); return tiersOf(p), err }, wait, poll).Should(HaveLen(3))
+
+	// Two records wait in the third tier when the policy drops it (and the second).
+	tier2, tier3 := source+".retry.2", source+".retry.3"
+	produce(t, broker.ListenAddrs(), tier3, map[int32]int{0: 2})
+	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
+	unused := func() ([]string, error) {
+		_, err := pipelineReady(p)()
+		if p.Status.Topics == nil {
+			return nil, err
+		}
+		return p.Status.Topics.UnusedRetries, err
+	}
+	g.Eventually(unused, wait, poll).Should(Equal([]string{tier3}))
+	g.Expect(describe(adm, tier2)()).To(HaveField("Exists", false), "the empty tier is deleted at once")
+	g.Consistently(describe(adm, tier3), 2*resyncInterval, poll).Should(HaveField("Exists", true), "records wait in it")
+	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(And(
+		HaveField("Reason", "TopicKept"), HaveField("Note", ContainSubstring("2 records wait in it")))))
+
+	// Once the group has consumed them, it goes too.
+	commitOffsets(t, adm, ns+".draining", map[string]map[int32]int64{tier3: {0: 2}})
+	g.Eventually(unused, wait, poll).Should(BeEmpty())
+	g.Expect(describe(adm, tier3)()).To(HaveField("Exists", false))
+}
