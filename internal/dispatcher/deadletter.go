@@ -19,7 +19,8 @@ import (
 // headers, keeping its retryops.* headers (coordinates, reason, error type and bounded message).
 // When even that fails the dead letter is stuck: logged, counted (metrics.StuckDeadLetters), the
 // engine not ready, its partition committing nothing past it, and the stripped write tried again
-// every stuckRetryWait. A stop abandons it (uncommitted) without waiting the drain timeout.
+// every stuckRetryWait. A stop or a revocation does not wait the drain timeout for it; it is
+// abandoned (uncommitted) at once on a stop, and at its next try once its partition is revoked.
 const (
 	deadLetterTries     = 3
 	deadLetterRetryWait = time.Second
@@ -94,7 +95,7 @@ func (e *Engine) deadLettered(it *item, rec *kgo.Record, reason string, err erro
 		log.Error("Writing a dead letter failed; retrying", "tries", it.dlqTries, "in", wait)
 	}
 	go func() {
-		if !e.sleep(e.produceCtx, wait) {
+		if !e.sleep(e.produceCtx, wait) || it.part.goneFlag.Load() { // stopping, or the partition revoked
 			e.unstick(it)
 			e.abandonItem(it)
 			return
@@ -121,6 +122,7 @@ func (it *item) stripped(rec *kgo.Record) *kgo.Record {
 func (e *Engine) stick(it *item) {
 	e.mu.Lock()
 	it.dlqStuck = true
+	it.part.stuck++
 	n := e.stuck.Add(1)
 	if e.waiters > 0 {
 		e.cond.Broadcast() // a stop waiting for in-flight work no longer waits for this one
@@ -138,6 +140,7 @@ func (e *Engine) unstick(it *item) {
 		return
 	}
 	it.dlqStuck = false
+	it.part.stuck--
 	n := e.stuck.Add(-1)
 	e.mu.Unlock()
 	e.m.StuckDeadLetters.Set(float64(n))

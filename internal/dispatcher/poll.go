@@ -23,6 +23,7 @@ type partState struct {
 	goneFlag atomic.Bool // gone, readable without the lock
 	paused   bool        // desired fetch state
 	revoking bool        // no more dispatching
+	stuck    int         // in-flight dead letters that cannot be written (deadletter.go)
 	hw       int64       // high watermark seen in the last fetch
 }
 

@@ -36,7 +36,7 @@ func (e *Engine) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 	}
 	e.waitLocked(func() bool {
 		for _, ps := range parts {
-			if ps.inFlight > 0 {
+			if ps.inFlight > ps.stuck { // a stuck dead letter will not finish by waiting
 				return false
 			}
 		}
