@@ -39,7 +39,8 @@ const (
 	// pipeline, reason).
 	DeadLettersTotal = "retryops_dispatcher_dead_letters_total"
 	// ProduceErrorsTotal counts failed writes to a retry tier or the dead letter queue (counter;
-	// labels pipeline, kind). A failed dead-letter write is retried; the partition's commits wait.
+	// labels pipeline, kind). A failed dead-letter write is retried a few times, then written
+	// stripped to its retryops headers, then counted in StuckDeadLetters; the partition's commits wait.
 	ProduceErrorsTotal = "retryops_dispatcher_produce_errors_total"
 	// CommitErrorsTotal counts failed offset commits (counter; label pipeline).
 	CommitErrorsTotal = "retryops_dispatcher_commit_errors_total"
