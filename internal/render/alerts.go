@@ -54,6 +54,7 @@ const (
 	AlertRetryBacklogHigh             = "RetryBacklogHigh"
 	AlertCircuitOpen                  = "CircuitOpen"
 	AlertDispatcherDown               = "DispatcherDown"
+	AlertDeadLettersStuck             = "DeadLettersStuck"
 	AlertDeadLetterQueueSize          = "DeadLetterQueueSize"
 	AlertDeadLetterQueueGrowth        = "DeadLetterQueueGrowth"
 	AlertDeadLetterQueueOldestMessage = "DeadLetterQueueOldestMessage"
@@ -71,6 +72,9 @@ const (
 	CircuitOpenFor = time.Minute
 	// DispatcherDownFor is how long no consumer may be ready before DispatcherDown fires.
 	DispatcherDownFor = 5 * time.Minute
+	// DeadLettersStuckFor is how long a dead letter may stay unwritable (the dispatcher retries it
+	// every 30s meanwhile) before DeadLettersStuck fires.
+	DeadLettersStuckFor = 5 * time.Minute
 	// OldestMessageFor is how long the oldest dead letter must stay too old before
 	// DeadLetterQueueOldestMessage fires (it damps a refresh that briefly misses a purge).
 	OldestMessageFor = 5 * time.Minute
@@ -190,6 +194,9 @@ func DeadLetterQueueAlertThresholds(d *v1.DeadLetterQueue) DeadLetterQueueThresh
 //   - DispatcherDown (critical): no consumer reporting ready for DispatcherDownFor, including when
 //     no series exist at all (nothing scraped); only when replicas > 0. The library mode exports the
 //     dispatcher's metrics too, so this applies in template mode as well.
+//   - DeadLettersStuck (critical): a consumer holds a record whose dead-letter write failed even
+//     stripped to its context headers, for DeadLettersStuckFor: nothing past it is committed on its
+//     partition; only when replicas > 0.
 //
 // The operator's gauges are aggregated with max by (namespace, consumerpipeline) so that two operator
 // replicas exporting during a leader hand-over raise one alert. Every selector is scoped to the
@@ -267,6 +274,19 @@ func AlertRules(in *Inputs) (RuleFile, error) {
 				"summary": "No consumer of " + what + " is ready",
 				"description": fmt.Sprintf("No consumer pod of %s has reported ready (%s) for %s although spec.replicas is %d: its records are not being consumed. Check the pods and their logs: %s; kubectl logs -n %s deployment/%s.",
 					what, metrics.Ready, PromDuration(DispatcherDownFor), Replicas(p), podsCmd, ns, DeploymentName(p)),
+			},
+		})
+	}
+	if Replicas(p) > 0 {
+		rules = append(rules, Rule{
+			Alert:  AlertDeadLettersStuck,
+			Expr:   "max by (namespace) (" + dp(metrics.StuckDeadLetters) + ") > 0",
+			For:    PromDuration(DeadLettersStuckFor),
+			Labels: labels(SeverityCritical),
+			Annotations: map[string]string{
+				"summary": "Dead letters of " + what + " cannot be written",
+				"description": fmt.Sprintf("A consumer of %s has held {{ $value | humanize }} record(s) for %s whose dead-letter write to topic %s failed even stripped to its context headers (is the topic there, and may the consumer write to it?): nothing past them is committed on their partitions, and the pod is not ready. The pod's log names topic, partition, offset and the broker's error: %s; kubectl logs -n %s deployment/%s.",
+					what, PromDuration(DeadLettersStuckFor), in.DLQ.Spec.Topic.Name, podsCmd, ns, DeploymentName(p)),
 			},
 		})
 	}

@@ -154,7 +154,7 @@ func TestEveryMetricOfTheRulesIsExported(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range []string{render.AlertConsumerLagHigh, render.AlertRetryBacklogHigh, render.AlertCircuitOpen, render.AlertDispatcherDown,
+	for _, a := range []string{render.AlertConsumerLagHigh, render.AlertRetryBacklogHigh, render.AlertCircuitOpen, render.AlertDispatcherDown, render.AlertDeadLettersStuck,
 		render.AlertDeadLetterQueueSize, render.AlertDeadLetterQueueGrowth, render.AlertDeadLetterQueueOldestMessage} {
 		if !alerts[a] {
 			t.Errorf("no rendered rule file holds %s, so its metrics went unchecked", a)

@@ -228,11 +228,30 @@ func pipelineAlertCases(t *testing.T, in *render.Inputs) map[string]alertCase {
 				series: []promSeries{series(dmetrics.Ready, dp, constant(0, n))}},
 		}}
 	}
+	stuck := func() alertCase {
+		f := render.DeadLettersStuckFor
+		iv := interval(f)
+		at := f + 2*iv
+		n := samples(at, iv)
+		return alertCase{interval: iv, scenarios: []scenario{
+			{name: "fires when a dead letter stays stuck for its duration", at: at, fires: true, value: 1,
+				series: []promSeries{series(dmetrics.StuckDeadLetters, dp, constant(1, n))}},
+			{name: "silent when nothing is stuck", at: at,
+				series: []promSeries{series(dmetrics.StuckDeadLetters, dp, constant(0, n))}},
+			{name: "silent when stuck for less than its duration", at: f - iv,
+				series: []promSeries{series(dmetrics.StuckDeadLetters, dp, constant(1, n))}},
+			{name: "silent when only other pipelines are stuck", at: at, series: []promSeries{
+				series(dmetrics.StuckDeadLetters, with(dp, dmetrics.LabelPipeline, "other"), constant(1, n)),
+				series(dmetrics.StuckDeadLetters, with(dp, "namespace", "other-namespace"), constant(1, n)),
+			}},
+		}}
+	}
 	return map[string]alertCase{
 		render.AlertConsumerLagHigh:  thresholdCase(opmetrics.ConsumerPipelineConsumerLag, op, opmetrics.LabelConsumerPipeline, float64(th.MaxConsumerLag), th.For),
 		render.AlertRetryBacklogHigh: thresholdCase(opmetrics.ConsumerPipelineRetryBacklog, op, opmetrics.LabelConsumerPipeline, float64(th.MaxRetryBacklog), th.For),
 		render.AlertCircuitOpen:      circuit(),
 		render.AlertDispatcherDown:   down(),
+		render.AlertDeadLettersStuck: stuck(),
 	}
 }
 
@@ -424,9 +443,9 @@ func TestPipelineAlertRulesWithPromtool(t *testing.T) {
 		want   []string
 	}{
 		{"sink mode, the seed defaults, a circuit breaker", sinkURIInputs,
-			[]string{render.AlertConsumerLagHigh, render.AlertRetryBacklogHigh, render.AlertCircuitOpen, render.AlertDispatcherDown}},
+			[]string{render.AlertConsumerLagHigh, render.AlertRetryBacklogHigh, render.AlertCircuitOpen, render.AlertDispatcherDown, render.AlertDeadLettersStuck}},
 		{"sink mode, a lag threshold, no circuit breaker", sinkRefSecretsInputs,
-			[]string{render.AlertConsumerLagHigh, render.AlertRetryBacklogHigh, render.AlertDispatcherDown}},
+			[]string{render.AlertConsumerLagHigh, render.AlertRetryBacklogHigh, render.AlertDispatcherDown, render.AlertDeadLettersStuck}},
 		{"template mode, small thresholds, scaled to zero", func(t *testing.T) *render.Inputs {
 			in := templateMinimalInputs(t)
 			in.Pipeline.Spec.Replicas = ptr.To[int32](0)
@@ -440,7 +459,7 @@ func TestPipelineAlertRulesWithPromtool(t *testing.T) {
 			in.Tiers = nil
 			in.Pipeline.Spec.Alerts.For = pdur(90 * time.Minute)
 			return in
-		}, []string{render.AlertConsumerLagHigh, render.AlertDispatcherDown}},
+		}, []string{render.AlertConsumerLagHigh, render.AlertDispatcherDown, render.AlertDeadLettersStuck}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.inputs(t)
