@@ -87,7 +87,9 @@ func (e *Engine) process(it *item) *item {
 	if e.attemptTimeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, e.attemptTimeout)
 	}
+	e.busyStart(it, start)
 	res := e.handler.Deliver(ctx, &it.d)
+	e.busyEnd(it)
 	if cancel != nil {
 		cancel()
 	}

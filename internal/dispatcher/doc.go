@@ -57,5 +57,7 @@
 //	rebalance.go  assigned, revoked and lost partitions; the graceful stop
 //
 // and around the engine: handler.go (Handler, Delivery, Result), httpsink.go (the HTTP sink),
-// server.go (metrics and health endpoints), circuitreport.go (reporting the breaker's state).
+// server.go (metrics and health endpoints), health.go (what liveness and readiness check: the poll
+// loop's heartbeat, deliveries past their bound, partitions lost), circuitreport.go (reporting the
+// breaker's state).
 package dispatcher

@@ -95,6 +95,16 @@ type Engine struct {
 	joined  atomic.Bool
 	stopped atomic.Bool
 	runErr  atomic.Value
+	// pollHook, when set (tests), is called at the start of every iteration of the poll loop.
+	pollHook func()
+
+	// Health (health.go).
+	pollBeat atomic.Int64 // UnixNano of the poll loop's last iteration, on the engine's clock
+	busyMu   sync.Mutex
+	busy     map[*item]time.Time // deliveries under way and their start
+	ownedMu  sync.Mutex
+	owned    map[tpKey]struct{} // assigned partitions
+	lostAll  atomic.Bool        // partitions were lost and none is owned
 
 	// Partitions and scheduling (poll.go, scheduler.go), guarded by mu.
 	mu        sync.Mutex
@@ -174,6 +184,8 @@ func New(o Options) (*Engine, error) {
 		clock:      o.Clock,
 		onCircuit:  o.OnCircuitStateChange,
 		parts:      map[tpKey]*partState{},
+		busy:       map[*item]time.Time{},
+		owned:      map[tpKey]struct{}{},
 		work:       make(chan *item, s.maxInFlight),
 		pauseKick:  make(chan struct{}, 1),
 		timerKick:  make(chan struct{}, 1),
@@ -282,15 +294,6 @@ func (e *Engine) Registry() *prometheus.Registry { return e.registry }
 // Client is the consumer's franz-go client (for tests and diagnostics).
 func (e *Engine) Client() *kgo.Client { return e.cl }
 
-// Live reports whether the engine is healthy: false once Run failed.
-func (e *Engine) Live() bool { return e.runErr.Load() == nil }
-
-// Ready reports whether the engine joined its group and is not stopping.
-// A stuck dead letter (deadletter.go) makes it not ready.
-func (e *Engine) Ready() bool {
-	return e.started.Load() && e.joined.Load() && !e.stopped.Load() && e.stuck.Load() == 0
-}
-
 func (e *Engine) circuitChanged(from, to retry.State) {
 	v := metrics.CircuitClosed
 	switch to {
@@ -321,13 +324,17 @@ func (e *Engine) Run(ctx context.Context) error {
 		wg.Go(func() { loop(bg) })
 	}
 
-	e.pollLoop(ctx)
+	err := e.pollLoop(ctx)
+	if err != nil {
+		e.runErr.Store(err)
+		e.log.Error("Consuming failed", "error", err)
+	}
 
 	e.shutdown()
 	cancelBG()
 	wg.Wait()
 	e.log.Info("Dispatcher stopped")
-	return nil
+	return err
 }
 
 // sleep waits d on the engine's clock; it reports false when ctx ended first.

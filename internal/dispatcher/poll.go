@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -27,39 +28,54 @@ type partState struct {
 	hw       int64       // high watermark seen in the last fetch
 }
 
-// waitRoom waits until the partitions that are not paused hold fewer than maxBuffered records.
-func (e *Engine) waitRoom(ctx context.Context) {
-	for {
-		e.mu.Lock()
-		room := e.ready < e.maxBuffered
-		e.mu.Unlock()
-		if room {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-e.roomKick:
-		}
+// waitRoom waits until the partitions that are not paused hold fewer than maxBuffered records,
+// for pollBeatEvery at most (the loop beats while it waits); it reports whether there is room.
+func (e *Engine) waitRoom(ctx context.Context) bool {
+	e.mu.Lock()
+	room := e.ready < e.maxBuffered
+	e.mu.Unlock()
+	if room {
+		return true
 	}
+	t := time.NewTimer(pollBeatEvery)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-e.roomKick:
+	case <-t.C:
+	}
+	return false
 }
 
-// pollLoop fetches from every assigned partition and queues the records, then schedules.
-func (e *Engine) pollLoop(ctx context.Context) {
+// pollLoop fetches from every assigned partition and queues the records, then schedules. It
+// returns when ctx ends, or with an error when the client was closed under it.
+func (e *Engine) pollLoop(ctx context.Context) error {
 	for {
-		e.waitRoom(ctx)
-		if ctx.Err() != nil {
-			return
+		e.beat()
+		if e.pollHook != nil {
+			e.pollHook()
+		}
+		if !e.waitRoom(ctx) {
+			if ended(ctx) {
+				return nil
+			}
+			continue
 		}
 		// Everything buffered (at most one fetch per broker): polling a limited number of records
 		// would drain the buffer partition by partition and starve the others.
-		fetches := e.cl.PollFetches(ctx)
-		if ctx.Err() != nil || fetches.IsClientClosed() {
+		pctx, cancel := e.pollBounded(ctx)
+		fetches := e.cl.PollFetches(pctx)
+		cancel()
+		if ended(ctx) {
 			e.cl.AllowRebalance()
-			return
+			return nil
+		}
+		if fetches.IsClientClosed() {
+			e.cl.AllowRebalance()
+			return errors.New("dispatcher: the Kafka client was closed")
 		}
 		fetches.EachError(func(topic string, partition int32, err error) {
-			if errors.Is(err, context.Canceled) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) { // a bounded poll
 				return
 			}
 			e.log.Warn("Fetch error", "topic", topic, "partition", partition, "error", err)
@@ -84,6 +100,16 @@ func (e *Engine) pollLoop(ctx context.Context) {
 		e.scheduleLocked()
 		e.mu.Unlock()
 		e.cl.AllowRebalance()
+	}
+}
+
+// ended reports whether ctx is done: a stop, not a failure.
+func ended(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
 	}
 }
 

@@ -14,6 +14,7 @@ const (
 )
 
 func (e *Engine) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	e.own(assigned, true, false)
 	if !e.joined.Swap(true) {
 		e.m.Ready.Set(1)
 		e.log.Info("Joined the consumer group")
@@ -29,6 +30,7 @@ func (e *Engine) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 	if len(revoked) == 0 {
 		return
 	}
+	defer e.own(revoked, false, false)
 	e.mu.Lock()
 	parts := e.partsLocked(revoked)
 	for _, ps := range parts {
@@ -56,6 +58,7 @@ func (e *Engine) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 
 // onLost forgets partitions that are no longer ours without committing.
 func (e *Engine) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	e.own(lost, false, true)
 	if len(lost) == 0 {
 		return
 	}

@@ -16,9 +16,11 @@ import (
 
 // Health is what the health endpoints report.
 type Health interface {
-	// Live is /healthz: false makes the kubelet restart the container.
+	// Live is /healthz: false makes the kubelet restart the container (Engine: Run failed, the poll
+	// loop or a delivery is stuck; see health.go).
 	Live() bool
-	// Ready is /readyz: true once the consumer joined its group, until it stops.
+	// Ready is /readyz: true once the consumer joined its group, until it stops (Engine: and not
+	// while a dead letter is stuck or every partition was lost).
 	Ready() bool
 }
 

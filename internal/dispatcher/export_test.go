@@ -1,0 +1,18 @@
+package dispatcher
+
+import (
+	"context"
+)
+
+// SetPollHook makes the poll loop call f at the start of every iteration (a test seam to stall it).
+// Call it before Run.
+func (e *Engine) SetPollHook(f func()) { e.pollHook = f }
+
+// LosePartitions calls the engine's OnPartitionsLost callback, as franz-go does when the session
+// is lost.
+func (e *Engine) LosePartitions(lost map[string][]int32) { e.onLost(context.Background(), e.cl, lost) }
+
+// AssignPartitions calls the engine's OnPartitionsAssigned callback.
+func (e *Engine) AssignPartitions(assigned map[string][]int32) {
+	e.onAssigned(context.Background(), e.cl, assigned)
+}
