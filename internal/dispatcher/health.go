@@ -21,9 +21,14 @@ import (
 // (OnPartitionsLost: the group session expired) and none is owned, until some are assigned again.
 const (
 	pollBeatEvery     = time.Second
-	pollStallBound    = 30 * time.Second // max(30 × pollBeatEvery, 60 × fetchMaxWait)
+	pollStallFloor    = 30 * time.Second // 30 × pollBeatEvery, 60 × fetchMaxWait
 	workerStallMargin = 30 * time.Second
 )
+
+// pollStallBound is how long the poll loop may go without beating before the engine is not live.
+func (s *settings) pollStallBound() time.Duration {
+	return max(pollStallFloor, s.drainTimeout+finalCommitMax+pollBeatEvery)
+}
 
 // beat records an iteration of the poll loop.
 func (e *Engine) beat() { e.pollBeat.Store(e.clock.Now().UnixNano()) }
@@ -48,7 +53,7 @@ func (e *Engine) busyEnd(it *item) {
 }
 
 // Live reports whether the engine is healthy: Run has not failed and, while it runs, the poll loop
-// beat within pollStallBound and no delivery has run past attemptTimeout plus workerStallMargin.
+// beat within pollStallBound() and no delivery has run past attemptTimeout plus workerStallMargin.
 func (e *Engine) Live() bool {
 	if e.runErr.Load() != nil {
 		return false
@@ -57,7 +62,7 @@ func (e *Engine) Live() bool {
 		return true
 	}
 	now := e.clock.Now()
-	if last := e.pollBeat.Load(); last != 0 && now.Sub(time.Unix(0, last)) > pollStallBound {
+	if last := e.pollBeat.Load(); last != 0 && now.Sub(time.Unix(0, last)) > e.pollStallBound() {
 		return false
 	}
 	if e.attemptTimeout <= 0 {

@@ -167,3 +167,26 @@ func TestNotReadyAfterLoss(t *testing.T) {
 		t.Fatal("/readyz failed after partitions were assigned again")
 	}
 }
+
+// TestNotLiveAfterRunFailed: a Run that ends with an error (the Kafka client closed under it)
+// leaves /healthz failing.
+func TestNotLiveAfterRunFailed(t *testing.T) {
+	p := newPipeline(t, "live-run-failed", 1, simplePolicy(2, time.Second), nil)
+	fc := clocktesting.NewFakeClock(time.Now())
+	r := startOnClock(t, p, fc, succeed, nil)
+	probe := healthz(t, r.e)
+	r.e.Client().Close()
+	select {
+	case err := <-r.done:
+		if err == nil {
+			t.Fatal("Run returned nil after its client was closed")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its client was closed")
+	}
+	r.stopped = true
+	r.cancel()
+	if probe(dispatcher.PathHealthz) {
+		t.Fatal("/healthz ok after Run failed")
+	}
+}
