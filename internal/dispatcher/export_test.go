@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"time"
 )
 
 // SetPollHook makes the poll loop call f at the start of every iteration (a test seam to stall it).
@@ -16,3 +17,6 @@ func (e *Engine) LosePartitions(lost map[string][]int32) { e.onLost(context.Back
 func (e *Engine) AssignPartitions(assigned map[string][]int32) {
 	e.onAssigned(context.Background(), e.cl, assigned)
 }
+
+// LastBeat is when, on the engine's clock, the poll loop last went round.
+func (e *Engine) LastBeat() time.Time { return time.Unix(0, e.pollBeat.Load()) }

@@ -66,7 +66,7 @@ func TestLiveWhileHealthy(t *testing.T) {
 	r := startOnClock(t, p, fc, succeed, nil)
 	probe := healthz(t, r.e)
 	for i := range 5 {
-		time.Sleep(1500 * time.Millisecond) // the idle poll loop beats at least every second
+		waitBeat(t, r.e, fc) // the idle poll loop beats at least every second
 		fc.Step(20 * time.Second)
 		if !probe(dispatcher.PathHealthz) {
 			t.Fatalf("/healthz failed after %v of an idle, healthy engine", time.Duration(i+1)*20*time.Second)
@@ -132,12 +132,12 @@ func TestLiveFailsWhenWorkerStuck(t *testing.T) {
 		t.Fatal("no delivery")
 	}
 	fc.Step(20 * time.Second)
-	time.Sleep(1500 * time.Millisecond) // the poll loop beats
+	waitBeat(t, r.e, fc) // the poll loop beats
 	if !probe(dispatcher.PathHealthz) {
 		t.Fatal("/healthz failed 20s into a delivery: within attemptTimeout plus the margin")
 	}
 	fc.Step(20 * time.Second)
-	time.Sleep(1500 * time.Millisecond)
+	waitBeat(t, r.e, fc)
 	if probe(dispatcher.PathHealthz) {
 		t.Fatal("/healthz ok with a delivery stuck for 40s (attemptTimeout 1s)")
 	}
@@ -188,5 +188,17 @@ func TestNotLiveAfterRunFailed(t *testing.T) {
 	r.cancel()
 	if probe(dispatcher.PathHealthz) {
 		t.Fatal("/healthz ok after Run failed")
+	}
+}
+
+// waitBeat waits until the poll loop has gone round at the fake clock's present time.
+func waitBeat(t *testing.T, e *dispatcher.Engine, fc *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.LastBeat().Before(fc.Now()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the poll loop did not go round within 10s (last beat %v, clock %v)", e.LastBeat(), fc.Now())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
