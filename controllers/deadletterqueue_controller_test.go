@@ -526,7 +526,7 @@ func TestDeadLetterQueueOffsetsAreListedInOneRoundPerResync(t *testing.T) {
 	g.Expect(reqs).To(HaveEach(queues), "every request lists the offsets of all the queues' topics")
 	// Requests come in pairs (start, end) sent together; pairs are at least about an interval apart.
 	// The snapshot may have caught a round between its two requests: that last one is left out.
-	reqs, at = reqs[:len(reqs)&^1], at[:len(at)&^1]
+	at = at[:len(at)&^1]
 	var roundStarts []time.Time
 	for i := 0; i+1 < len(at); i += 2 {
 		g.Expect(at[i+1].Sub(at[i])).To(BeNumerically("<", refresh/2), "start and end offsets are one round")
