@@ -275,10 +275,7 @@ func AlertRules(in *Inputs) (RuleFile, error) {
 				"description": fmt.Sprintf("No consumer pod of %s has reported ready (%s) for %s although spec.replicas is %d: its records are not being consumed. Check the pods and their logs: %s; kubectl logs -n %s deployment/%s.",
 					what, metrics.Ready, PromDuration(DispatcherDownFor), Replicas(p), podsCmd, ns, DeploymentName(p)),
 			},
-		})
-	}
-	if Replicas(p) > 0 {
-		rules = append(rules, Rule{
+		}, Rule{
 			Alert:  AlertDeadLettersStuck,
 			Expr:   "max by (namespace) (" + dp(metrics.StuckDeadLetters) + ") > 0",
 			For:    PromDuration(DeadLettersStuckFor),
