@@ -24,7 +24,9 @@ type DeliveryOrdering string
 
 // The delivery orderings.
 const (
-	// OrderingOrdered delivers the records of a partition one at a time, in offset order.
+	// OrderingOrdered delivers the records of a source partition one at a time, in offset order. A
+	// retry tier's records, out of order with their source by nature, are each delivered at their
+	// own due time.
 	OrderingOrdered DeliveryOrdering = "Ordered"
 	// OrderingUnordered delivers up to delivery.maxInFlight records at once, in any order.
 	OrderingUnordered DeliveryOrdering = "Unordered"
@@ -176,8 +178,9 @@ type RetryTopics struct {
 
 // Delivery bounds how records are handed to the consumer.
 type Delivery struct {
-	// ordering is Ordered (the records of a partition one at a time, in order; the default) or
-	// Unordered (up to maxInFlight at once, in any order).
+	// ordering is Ordered (the records of a source partition one at a time, in order; the default)
+	// or Unordered (up to maxInFlight at once, in any order). Either way a retry tier delivers each
+	// record at its own due time.
 	// +kubebuilder:default=Ordered
 	// +optional
 	Ordering DeliveryOrdering `json:"ordering,omitempty"`

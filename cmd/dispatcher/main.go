@@ -82,7 +82,8 @@ func run(getenv func(string) string) int {
 	stopReporter := reporter.Start()
 	err = e.Run(ctx)
 	stopReporter()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Within the grace period: see ShutdownAfterDrain and circuitstate.RemoveTimeout.
+	sctx, cancel := context.WithTimeout(context.Background(), serverShutdownMax)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
 	if err != nil {
@@ -91,6 +92,9 @@ func run(getenv func(string) string) int {
 	}
 	return 0
 }
+
+// serverShutdownMax bounds the shutdown of the metrics and health server after the engine stopped.
+const serverShutdownMax = time.Second
 
 func logLevel(s string) slog.Level {
 	switch strings.ToLower(s) {

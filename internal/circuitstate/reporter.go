@@ -152,7 +152,7 @@ loop:
 	// Remove what this pod may have left: its entry, or one an earlier process of it left when the
 	// first removal never completed.
 	if written || !closed || failing || pending {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cctx, cancel := context.WithTimeout(context.Background(), RemoveTimeout)
 		defer cancel()
 		if err := r.write(cctx, nil); err != nil {
 			log.Warn("Could not remove the circuit breaker report; the operator ignores it once stale",
@@ -169,8 +169,12 @@ func (r *Reporter) write(ctx context.Context, e *Entry) error {
 // OnStateChange is Observe in the shape of dispatcher.Options.OnCircuitStateChange.
 func (r *Reporter) OnStateChange(_, to retry.State) { r.Observe(State(to)) }
 
+// RemoveTimeout bounds the removal of a pod's entry when its reporter stops: part of the pod's
+// shutdown, which must fit its termination grace period.
+const RemoveTimeout = 2 * time.Second
+
 // Start runs Run in the background; stop ends it and waits until the pod's entry is removed (at
-// most 5 s). A nil Reporter starts nothing.
+// most RemoveTimeout). A nil Reporter starts nothing.
 func (r *Reporter) Start() (stop func()) {
 	if r == nil {
 		return func() {}

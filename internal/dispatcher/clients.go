@@ -69,7 +69,7 @@ func (e *Engine) consumerOptions() []kgo.Opt {
 	g := e.cfg.Group
 	opts := []kgo.Opt{
 		kgo.ConsumerGroup(e.group),
-		kgo.ConsumeTopics(append([]string{e.cfg.Topics.Source}, e.tierNames...)...),
+		kgo.ConsumeTopics(slices.Concat([]string{e.cfg.Topics.Source}, e.tierNames, e.drainNames)...),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),

@@ -31,8 +31,13 @@ func (e *Engine) finishIn(it *item, outcome string, inWorker bool) *item {
 		e.m.Dropped.Inc()
 	}
 	e.mu.Lock()
-	advanced := it.part.finish(it)
-	e.active--
+	advanced, live := it.part.finish(it)
+	if live { // else the revocation released it
+		e.active--
+		if it.part.tier == 0 {
+			e.srcDone++
+		}
+	}
 	e.handoffOK = inWorker
 	e.scheduleLocked()
 	next := e.handoff
@@ -56,11 +61,15 @@ func (e *Engine) finishIn(it *item, outcome string, inWorker bool) *item {
 	return next
 }
 
-// abandonItem releases an item's slot without finishing it: its offset is never committed.
+// abandonItem releases an item's slot without finishing it: its offset is never committed. The
+// slot may start another delivery at once.
 func (e *Engine) abandonItem(it *item) {
 	e.mu.Lock()
-	e.slots -= it.part.abandon(it)
-	e.active--
+	if it.part.abandon(it) { // else the revocation released it
+		e.slots--
+		e.active--
+	}
+	e.scheduleLocked()
 	e.gaugesLocked()
 	if e.waiters > 0 {
 		e.cond.Broadcast()
@@ -124,7 +133,11 @@ func (e *Engine) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 		e.mu.Lock()
 		for _, c := range entries {
 			if !failed[c.ps.tpKey] {
-				e.slots -= c.ps.committedTo(c.offset, c.release)
+				released := c.ps.committedTo(c.offset, c.release)
+				e.slots -= released
+				if c.ps.tier == 0 {
+					e.srcDone -= released
+				}
 			}
 		}
 		e.scheduleLocked() // released slots may start deliveries
@@ -140,8 +153,12 @@ func (e *Engine) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 // clears the committer's pending wake-ups), one commit at a time. It returns the number of
 // partitions it had offsets for.
 func (e *Engine) commitParts(ctx context.Context, only []*partState) (int, error) {
-	e.commitMu.Lock()
-	defer e.commitMu.Unlock()
+	select { // one commit at a time; waiting for the one under way is bounded by ctx
+	case e.commitSem <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-e.commitSem }()
 	e.mu.Lock()
 	if only == nil {
 		e.commitPending, e.pressureKicked = false, false
@@ -194,11 +211,12 @@ func (e *Engine) commitLoop(ctx context.Context) {
 	}
 }
 
-// commitPressure reports whether half of maxUncommitted finished records wait for their commit.
+// commitPressure reports whether half of maxUncommitted finished records of the source topic wait
+// for their commit (retry tiers are bounded by their look-ahead window instead).
 func (e *Engine) commitPressure() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.pressureLocked()
 }
 
-func (e *Engine) pressureLocked() bool { return 2*(e.slots-e.active) >= e.maxUncommitted }
+func (e *Engine) pressureLocked() bool { return 2*e.srcDone >= e.maxUncommitted }

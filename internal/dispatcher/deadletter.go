@@ -95,7 +95,7 @@ func (e *Engine) deadLettered(it *item, rec *kgo.Record, reason string, err erro
 		log.Error("Writing a dead letter failed; retrying", "tries", it.dlqTries, "in", wait)
 	}
 	go func() {
-		if !e.sleep(e.produceCtx, wait) || it.part.goneFlag.Load() { // stopping, or the partition revoked
+		if !e.sleep(it.part.dlqCtx, wait) || it.part.goneFlag.Load() { // stopping, or the partition revoked
 			e.unstick(it)
 			e.abandonItem(it)
 			return

@@ -83,7 +83,7 @@ func (e *Engine) process(it *item) *item {
 		e.m.RetryLateness.Observe(start.Sub(it.due).Seconds())
 	}
 	it.d = Delivery{Record: it.view, Consumed: it.rec, Attempt: it.attempt, IdempotencyKey: it.idempotencyKey(), FirstFailure: it.firstFailure}
-	ctx, cancel := e.deliverCtx, context.CancelFunc(nil)
+	ctx, cancel := it.part.ctx, context.CancelFunc(nil)
 	if e.attemptTimeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, e.attemptTimeout)
 	}
@@ -102,7 +102,7 @@ func (e *Engine) process(it *item) *item {
 		}
 		return e.finishIn(it, metrics.OutcomeSuccess, true)
 	}
-	if e.deliverCtx.Err() != nil || it.part.goneFlag.Load() {
+	if it.part.ctx.Err() != nil {
 		// A failure while abandoning in-flight work (a stop past its drain timeout, a revocation):
 		// likely caused by the cancellation itself, so neither committed nor retried.
 		if it.allowed {
@@ -144,7 +144,7 @@ func (e *Engine) process(it *item) *item {
 	}
 	switch dec.Action {
 	case retry.ActionRetry:
-		e.retry(it, f, dec.Due)
+		e.retry(it, f, dec)
 	case retry.ActionDeadLetter:
 		f.reason = string(dec.Reason)
 		e.deadLetter(it, f, it.attempt)

@@ -62,12 +62,24 @@ type settings struct {
 	group          string
 	pipelineID     string
 	dlqTopic       string
-	tierNames      []string
-	tierFor        []int // tierFor[attempt] for attempt in 2..maxAttempts
-	topicTier      map[string]int
+	tierNames      []string // the current retry tiers
+	drainNames     []string // tiers of earlier policies still holding records (config Topics.Draining)
+	tierFor        []int    // tierFor[attempt] for attempt in 2..maxAttempts
+	// topicTier maps each consumed topic to its partState.tier: 0 the source, 1.. the current retry
+	// tiers, then the draining ones.
+	topicTier map[string]int
 	// tierLatest[t] is the longest delay a record of retry tier t (partState.tier, 1-based) can
 	// wait: the latest of its retries' windows, or the Retry-After cap when honoured and larger.
 	tierLatest []time.Duration
+	// tierWin[t] is the range of backoff delays (no Retry-After) of current tier t (1-based), and
+	// tierEarliest[t] the shortest delay any record of tier t waits (0 when unknown): what the
+	// look-ahead needs to know that no record behind the last one fetched can be due sooner.
+	tierWin      []retry.Window
+	tierEarliest []time.Duration
+	// lookAheadRecords and lookAheadBytes bound what a retry-tier partition holds from its first
+	// unfinished record on; the partition is paused while its window is full.
+	lookAheadRecords int
+	lookAheadBytes   int64
 }
 
 // Engine is the dispatcher loop for one pipeline. See the package documentation for the file that
@@ -115,6 +127,7 @@ type Engine struct {
 	rr        int
 	active    int // dispatched, not finished (delivering or writing)
 	slots     int // dispatched and not yet committed: active + finished records waiting for a commit
+	srcDone   int // finished records of the source topic waiting for their commit: gated by maxUncommitted
 	buffered  int // fetched, not yet dispatched
 	ready     int // buffered in partitions that are not paused: what gates polling
 	stopping  bool
@@ -141,7 +154,7 @@ type Engine struct {
 	// is already on its way, pressureKicked that the pressure wake-up was sent (both under mu).
 	commitPending  bool
 	pressureKicked bool
-	commitMu       sync.Mutex
+	commitSem      chan struct{} // held by the commit under way
 
 	deliverCtx    context.Context
 	deliverCancel context.CancelFunc
@@ -191,6 +204,7 @@ func New(o Options) (*Engine, error) {
 		timerKick:  make(chan struct{}, 1),
 		commitKick: make(chan struct{}, 1),
 		roomKick:   make(chan struct{}, 1),
+		commitSem:  make(chan struct{}, 1),
 	}
 	e.cond = sync.NewCond(&e.mu)
 	if e.log == nil {
@@ -272,17 +286,84 @@ func newSettings(cfg *config.Config, pol *retry.Compiled) (settings, error) {
 		}
 		s.tierFor[a] = idx
 	}
-	s.tierLatest = make([]time.Duration, len(cfg.Topics.Retries)+1)
+	for i, name := range cfg.Topics.Draining {
+		s.topicTier[name] = len(cfg.Topics.Retries) + 1 + i
+		s.drainNames = append(s.drainNames, name)
+	}
+	n := len(cfg.Topics.Retries) + 1
+	s.tierLatest = make([]time.Duration, n, n+len(s.drainNames))
+	s.tierWin = make([]retry.Window, n)
+	s.tierEarliest = make([]time.Duration, n, n+len(s.drainNames))
+	seen := make([]bool, n)
 	for a := int32(2); a <= pol.MaxAttempts(); a++ {
 		t := s.tierFor[a] + 1
 		if w, ok := pol.Window(a - 1); ok {
+			if !seen[t] {
+				s.tierWin[t] = w
+			}
+			s.tierWin[t].Earliest = min(s.tierWin[t].Earliest, w.Earliest)
+			s.tierWin[t].Latest = max(s.tierWin[t].Latest, w.Latest)
+			seen[t] = true
 			s.tierLatest[t] = max(s.tierLatest[t], w.Latest)
 		}
 		if s.raHonor {
 			s.tierLatest[t] = max(s.tierLatest[t], s.raMax)
 		}
 	}
+	// A Retry-After shorter than every tier's delays goes to the tier with the shortest, and may be
+	// fetched only when a record of that tier would be: Retry-After is a lower bound, and the
+	// backoff's shortest delay is then the upper one.
+	for t := 1; t < n; t++ {
+		if seen[t] {
+			s.tierEarliest[t] = s.tierWin[t].Earliest
+		}
+	}
+	for range s.drainNames { // delays unknown: due at most MaxDrainingDelay ahead, maybe at once
+		s.tierLatest = append(s.tierLatest, config.MaxDrainingDelay)
+		s.tierEarliest = append(s.tierEarliest, 0)
+	}
+	s.lookAheadRecords = s.maxBuffered
+	s.lookAheadBytes = max(minLookAheadBytes, 4*s.maxRecordBytes)
 	return s, nil
+}
+
+// minLookAheadBytes is the least a retry-tier partition may hold in its look-ahead window.
+const minLookAheadBytes = 16 << 20
+
+// retryTier returns the tier (an index of tierNames) a record waits in before delivery attempt a,
+// delay from now. A backoff delay goes to the attempt's tier. A delay from a sink's Retry-After goes
+// to the attempt's tier when that tier's backoff delays cover it; else to the tier with the longest
+// shortest delay not above it (the tier whose delays cover it, or the one closest below), or, when
+// it is shorter than every tier's delays, to the tier with the shortest. So a tier's records stay
+// roughly in due order, and a long Retry-After does not hold up the records behind it.
+func (s *settings) retryTier(a int32, delay time.Duration, fromRetryAfter bool) int {
+	t := s.tierFor[a]
+	if !fromRetryAfter {
+		return t
+	}
+	if w := s.tierWin[t+1]; w.Earliest <= delay && delay <= w.Latest {
+		return t
+	}
+	below, lowest := -1, -1
+	for i := 1; i < len(s.tierWin); i++ {
+		w := s.tierWin[i]
+		if w.Latest == 0 {
+			continue // a tier no attempt uses
+		}
+		if w.Earliest <= delay && (below < 0 || w.Earliest > s.tierWin[below].Earliest) {
+			below = i
+		}
+		if lowest < 0 || w.Earliest < s.tierWin[lowest].Earliest {
+			lowest = i
+		}
+	}
+	switch {
+	case below > 0:
+		return below - 1
+	case lowest > 0:
+		return lowest - 1
+	}
+	return t
 }
 
 // maxAttempts is the policy's number of deliveries in all.

@@ -20,3 +20,9 @@ func (e *Engine) AssignPartitions(assigned map[string][]int32) {
 
 // LastBeat is when, on the engine's clock, the poll loop last went round.
 func (e *Engine) LastBeat() time.Time { return time.Unix(0, e.pollBeat.Load()) }
+
+// RevokePartitions calls the engine's OnPartitionsRevoked callback, as franz-go does in a
+// rebalance; it returns when the callback does (after up to drainTimeout).
+func (e *Engine) RevokePartitions(revoked map[string][]int32) {
+	e.onRevoked(context.Background(), e.cl, revoked)
+}

@@ -26,6 +26,21 @@ type partState struct {
 	revoking bool        // no more dispatching
 	stuck    int         // in-flight dead letters that cannot be written (deadletter.go)
 	hw       int64       // high watermark seen in the last fetch
+	lastTime time.Time   // timestamp of the last record fetched (at most now): a retry tier's look-ahead
+
+	// ctx ends when the partition is forgotten (or every delivery is abandoned at a stop): it is
+	// the context of its deliveries; dlqCtx, ending then too (or when pending writes are
+	// abandoned at a stop), bounds the waits between its dead-letter writes.
+	ctx       context.Context
+	dlqCtx    context.Context
+	cancelCtx context.CancelFunc
+	cancelDLQ context.CancelFunc
+}
+
+// cancel ends the partition's contexts.
+func (ps *partState) cancel() {
+	ps.cancelCtx()
+	ps.cancelDLQ()
 }
 
 // waitRoom waits until the partitions that are not paused hold fewer than maxBuffered records,
@@ -93,6 +108,12 @@ func (e *Engine) pollLoop(ctx context.Context) error {
 			now := e.clock.Now()
 			for _, r := range fp.Records {
 				ps.add(newItem(r, ps, &e.settings, now))
+				if r.Timestamp.After(ps.lastTime) {
+					ps.lastTime = r.Timestamp
+				}
+			}
+			if ps.lastTime.After(now) {
+				ps.lastTime = now // a producer's clock ahead of ours
 			}
 			e.buffered += len(fp.Records)
 			e.lagLocked(ps)
@@ -123,7 +144,9 @@ func (e *Engine) partLocked(topic string, partition int32) *partState {
 	if !ok {
 		return nil
 	}
-	ps := &partState{tpKey: k, tier: tier, partitionTracker: newPartitionTracker()}
+	ps := &partState{tpKey: k, tier: tier, partitionTracker: newPartitionTracker(tier > 0)}
+	ps.ctx, ps.cancelCtx = context.WithCancel(e.deliverCtx)
+	ps.dlqCtx, ps.cancelDLQ = context.WithCancel(e.produceCtx)
 	e.parts[k] = ps
 	e.order = append(e.order, ps)
 	return ps

@@ -8,18 +8,20 @@ import (
 
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
+	"github.com/retryops/retry-operator/internal/retry"
 )
 
-// retry writes the record to the tier of its next attempt; it finishes once acknowledged.
-func (e *Engine) retry(it *item, f *failure, due time.Time) {
+// retry writes the record to the tier of its next attempt (retryTier); it finishes once
+// acknowledged.
+func (e *Engine) retry(it *item, f *failure, dec retry.Decision) {
 	if it.attempt < 1 || it.attempt >= e.maxAttempts() { // no tier holds the next attempt
 		g := *f
 		g.reason = headers.ReasonMaxRetriesExceeded
 		e.deadLetter(it, &g, it.attempt)
 		return
 	}
-	tier := e.tierFor[it.attempt+1]
-	rec := it.retryRecord(e.tierNames[tier], f, due)
+	tier := e.retryTier(it.attempt+1, dec.Delay, dec.FromRetryAfter)
+	rec := it.retryRecord(e.tierNames[tier], f, dec.Due)
 	e.cl.Produce(e.produceCtx, rec, func(_ *kgo.Record, err error) {
 		if err == nil {
 			e.finish(it, metrics.OutcomeRetried)

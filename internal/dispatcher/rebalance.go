@@ -7,10 +7,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Bounds of the last steps of a stop (after drainTimeout) and of the commit of a revocation.
+// Bounds of the last steps of a stop (after drainTimeout) and of the commit of a revocation. Every
+// wait of a stop is bounded, so a stop ends at most drainTimeout + ShutdownAfterDrain after it began
+// (the operator's terminationGracePeriodSeconds adds a margin above that; see internal/render).
 const (
-	abandonWait    = 5 * time.Second  // for abandoned deliveries and writes to let go of their slots, and for the workers to return
-	finalCommitMax = 10 * time.Second // for the commit of revoked partitions and the final commit
+	abandonWait    = 2 * time.Second // for abandoned deliveries and writes to let go of their slots
+	finalCommitMax = 5 * time.Second // for the commit of revoked partitions and the final commit, the commit lock included
+	leaveMax       = 2 * time.Second // for leaving the group and closing the clients
+	workersMax     = time.Second     // for the workers to return
+
+	// ShutdownAfterDrain bounds what a stop takes after its drain timeout.
+	ShutdownAfterDrain = abandonWait + finalCommitMax + leaveMax + workersMax
 )
 
 func (e *Engine) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
@@ -89,8 +96,13 @@ func (e *Engine) forget(parts []*partState) {
 			continue
 		}
 		ps.goneFlag.Store(true)
-		released, dropped := ps.revoke() // in-flight records of a forgotten partition are abandoned
+		ps.cancel() // deliveries still under way are abandoned, and dead-letter retries stop
+		released, inFlight, dropped := ps.revoke()
 		e.slots -= released
+		e.active -= inFlight // their calls may still run; they no longer hold a slot
+		if ps.tier == 0 {
+			e.srcDone -= released - inFlight
+		}
 		e.buffered -= dropped
 		if ps.paused {
 			ps.paused = false
@@ -171,18 +183,30 @@ func (e *Engine) shutdown() {
 	e.forget(parts)
 	e.log.Info("Stopped consuming", "drainedInFlight", inflight-left, "abandoned", left)
 
-	e.cl.CloseAllowingRebalance()
-	if e.ownDLQ {
-		e.dlq.Close()
+	// Leaving the group is a request to the broker: bounded, the clients are closed in the
+	// background past it.
+	if !e.within(leaveMax, func() {
+		e.cl.CloseAllowingRebalance()
+		if e.ownDLQ {
+			e.dlq.Close()
+		}
+	}) {
+		e.log.Warn("Leaving the consumer group took too long; the group coordinator expires the membership after the session timeout", "waited", leaveMax)
 	}
 	e.mu.Lock()
 	close(e.work)
 	e.mu.Unlock()
 	// Workers stuck in a handler that ignores its context are left behind rather than waited for.
-	returned, cancelWait := context.WithCancel(context.Background())
-	go func() { e.workers.Wait(); cancelWait() }()
-	if e.sleep(returned, abandonWait) {
+	if !e.within(workersMax, e.workers.Wait) {
 		e.log.Warn("Some deliveries did not return after their context was cancelled")
 	}
-	cancelWait()
+}
+
+// within runs f and waits for it up to d on the engine's clock (f runs on in the background past
+// that); it reports whether f returned in time.
+func (e *Engine) within(d time.Duration, f func()) bool {
+	returned, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { f(); cancel() }()
+	return !e.sleep(returned, d)
 }

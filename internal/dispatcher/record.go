@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -20,6 +21,7 @@ type item struct {
 	srcTime      time.Time // start of the deadline
 	firstFailure time.Time // zero before the first failure
 
+	size    int64    // bytes of key, value and headers as consumed (the look-ahead window's measure)
 	pre     *failure // non-nil: dead-letter without delivering
 	allowed bool     // the breaker admitted the delivery: exactly one Record follows
 
@@ -54,13 +56,17 @@ func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 	it := &item{rec: r, view: r, part: ps, attempt: 1, srcTime: r.Timestamp}
 	size := int64(len(r.Key) + len(r.Value))
 	owned := false
+	var ownBytes int64
 	for i := range r.Headers {
+		hb := int64(len(r.Headers[i].Key) + len(r.Headers[i].Value))
 		if headers.IsOwned(r.Headers[i].Key) {
 			owned = true
+			ownBytes += hb
 			continue // the dispatcher's own headers are not delivered: not counted against maxBytes
 		}
-		size += int64(len(r.Headers[i].Key) + len(r.Headers[i].Value))
+		size += hb
 	}
+	it.size = size + ownBytes
 	if owned {
 		it.parse(ps.tier, s, now)
 	} else if ps.tier > 0 {
@@ -93,7 +99,7 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 		attempts                     int64 = -1
 		haveTopic, haveTime, haveSrc bool
 		bad, malformed, attemptsRaw  string
-		dueRaw                       string
+		dueRaw, lastType             string
 	)
 	for _, h := range r.Headers {
 		if !headers.IsOwned(h.Key) {
@@ -123,6 +129,8 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 		case headers.Due:
 			due, err = headers.ParseTime(v)
 			dueRaw = v
+		case headers.ErrorType:
+			lastType = v
 		}
 		if err != nil && bad == "" {
 			bad = h.Key + ": " + err.Error()
@@ -142,8 +150,8 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 		bad = "incomplete retryops.original.* headers"
 	case attempts == -1 && attemptsRaw == "":
 		bad = "missing " + headers.Attempts
-	case attempts < 1 || attempts > int64(s.maxAttempts()):
-		malformed = headers.Attempts + " " + quoteBounded(attemptsRaw) + " out of range 1.." + strconv.Itoa(int(s.maxAttempts()))
+	case attempts < 1 || attempts > maxAttemptsHeader:
+		malformed = headers.Attempts + " " + quoteBounded(attemptsRaw) + " out of range 1.." + strconv.Itoa(maxAttemptsHeader)
 	case due.IsZero():
 		bad = "missing " + headers.Due
 	case tier < len(s.tierLatest) && due.After(now.Add(s.tierLatest[tier]+maxClockSkew)):
@@ -159,6 +167,15 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 		return
 	}
 	it.attempt = int32(attempts) + 1
+	if int32(attempts) >= s.maxAttempts() {
+		// Written under a policy that allowed more deliveries (its maxAttempts was lowered since).
+		et := lastType
+		if et == "" || len(et) > maxQuoted || !utf8.ValidString(et) {
+			et = headers.ErrorTypeMaxAttemptsLowered
+		}
+		it.pre = &failure{reason: headers.ReasonMaxRetriesExceeded, errorType: et, message: "the record had " + strconv.FormatInt(attempts, 10) +
+			" deliveries; the retry policy now allows " + strconv.Itoa(int(s.maxAttempts()))}
+	}
 	it.due = due
 	it.firstFailure = first
 	if haveSrc {
@@ -168,10 +185,23 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 	}
 }
 
+// dueKey is when the record may start: its due time, or at once (zero) for a record to
+// dead-letter without delivery.
+func (it *item) dueKey() time.Time {
+	if it.pre != nil {
+		return time.Time{}
+	}
+	return it.due
+}
+
 // idempotencyKey is the record's stable id from its original coordinates.
 func (it *item) idempotencyKey() string {
 	return headers.IdempotencyKey(it.view.Topic, it.view.Partition, it.view.Offset)
 }
+
+// maxAttemptsHeader bounds retryops.attempts: the API's limit on maxAttempts. A count above the
+// current policy's maxAttempts but within it comes from a policy that allowed more deliveries.
+const maxAttemptsHeader = 100
 
 // maxQuoted bounds the length of a header value quoted in an error message.
 const maxQuoted = 64

@@ -9,8 +9,8 @@ import (
 )
 
 // Fetch tuning. A resumed partition is fetched only once the fetch under way returns, which takes
-// up to fetchMaxWait when no data arrives; so a retry-tier partition is resumed resumeLead before
-// its head record falls due.
+// up to fetchMaxWait when no data arrives; so a paused retry-tier partition is resumed resumeLead
+// before a record in or behind its look-ahead window may fall due.
 const (
 	fetchMaxWait = 500 * time.Millisecond
 	resumeLead   = 2 * fetchMaxWait
@@ -35,18 +35,15 @@ func (e *Engine) scheduleLocked() {
 	if n > 0 {
 		e.rr = (e.rr + 1) % n
 	}
-	for k := 0; k < n && e.canStartLocked(); k++ {
+	for k := 0; k < n && e.active < e.maxInFlight; k++ {
 		ps := e.order[(e.rr+k)%n]
-		for it := ps.peek(); it != nil && e.canStartLocked() && !ps.revoking; it = ps.peek() {
-			if e.ordered && ps.inFlight > 0 {
-				break
-			}
+		if ps.revoking {
+			continue
+		}
+		for it := ps.peek(); it != nil && e.canStartLocked(ps, it); it = ps.peek() {
 			if it.pre == nil {
 				if !it.due.IsZero() && it.due.After(now) {
-					wake = earliest(wake, it.due)
-					if lead := it.due.Add(-resumeLead); lead.After(now) { // to resume the partition's fetching
-						wake = earliest(wake, lead)
-					}
+					wake = earliest(wake, it.due) // the partition's next record to fall due
 					break
 				}
 				if e.pol.Expired(it.srcTime, now) {
@@ -76,7 +73,10 @@ func (e *Engine) scheduleLocked() {
 	changed := false
 	ready := 0
 	for _, ps := range e.order {
-		want := e.wantPausedLocked(ps, now, breakerOpen)
+		want, resumeAt := e.wantPausedLocked(ps, now, breakerOpen)
+		if !resumeAt.IsZero() {
+			wake = earliest(wake, resumeAt)
+		}
 		if want != ps.paused {
 			ps.paused = want
 			changed = true
@@ -86,7 +86,7 @@ func (e *Engine) scheduleLocked() {
 				e.pausedCnt--
 			}
 		}
-		if !ps.paused {
+		if !ps.paused && ps.tier == 0 {
 			ready += ps.queued()
 		}
 	}
@@ -101,10 +101,21 @@ func (e *Engine) scheduleLocked() {
 	e.gaugesLocked()
 }
 
-// canStartLocked reports whether another delivery may start: fewer than maxInFlight under way and
-// fewer than maxUncommitted finished records waiting for their commit.
-func (e *Engine) canStartLocked() bool {
-	return e.active < e.maxInFlight && e.slots-e.active < e.maxUncommitted
+// canStartLocked reports whether the record it, next in partition ps, may start: fewer than
+// maxInFlight deliveries under way and, for the source topic, fewer than maxUncommitted finished
+// records waiting for their commit, unless it is the record that holds back its partition's commits
+// (starting it is what frees them). A retry tier's records start in any order, so their finished
+// records are bounded by the tier's look-ahead window instead.
+func (e *Engine) canStartLocked(ps *partState, it *item) bool {
+	switch {
+	case e.active >= e.maxInFlight:
+		return false
+	case ps.tier > 0:
+		return true
+	case e.ordered && ps.inFlight > 0:
+		return false
+	}
+	return e.srcDone < e.maxUncommitted || ps.isHead(it)
 }
 
 func (e *Engine) gaugesLocked() {
@@ -114,21 +125,35 @@ func (e *Engine) gaugesLocked() {
 	e.m.PausedPartitions.Set(float64(e.pausedCnt))
 }
 
-func (e *Engine) wantPausedLocked(ps *partState, now time.Time, breakerOpen bool) bool {
+// wantPausedLocked says whether a partition's fetching should be paused, and when to look again
+// (zero: on the next event). Every partition pauses while the breaker is open. A retry tier also
+// pauses while its look-ahead window is full, and while nothing it holds nor anything behind it can
+// fall due within resumeLead: no record behind the last one fetched is due before that record's
+// timestamp plus the tier's shortest delay.
+func (e *Engine) wantPausedLocked(ps *partState, now time.Time, breakerOpen bool) (bool, time.Time) {
 	if ps.revoking || ps.gone {
-		return false
+		return false, time.Time{}
 	}
 	if breakerOpen {
-		return true
+		return true, time.Time{}
 	}
-	if ps.tier > 0 {
-		// Paused while the head is not due; resumed resumeLead before it is, so that the records
-		// behind it are fetched by the time they fall due.
-		if it := ps.peek(); it != nil && it.pre == nil && it.due.Sub(now) > resumeLead {
-			return true
-		}
+	if ps.tier == 0 {
+		return false, time.Time{}
 	}
-	return false
+	if records, bytes := ps.window(); records >= e.lookAheadRecords || bytes >= e.lookAheadBytes {
+		return true, time.Time{} // resumed as its records finish
+	}
+	if ps.lastTime.IsZero() {
+		return false, time.Time{} // nothing fetched yet
+	}
+	soonest := ps.lastTime.Add(e.tierEarliest[ps.tier])
+	if it := ps.peek(); it != nil {
+		soonest = earliest(soonest, it.dueKey())
+	}
+	if resume := soonest.Add(-resumeLead); resume.After(now) {
+		return true, resume
+	}
+	return false, time.Time{}
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -1,5 +1,7 @@
 package dispatcher
 
+import "container/heap"
+
 // partitionTracker follows the records of one partition from fetch to commit: which are queued,
 // which are in flight, which finished, and up to which offset the partition may be committed. It
 // is plain data (no client, no lock, no goroutine): the engine calls it with its lock held.
@@ -9,14 +11,23 @@ package dispatcher
 // may have gaps: compacted records, transaction markers). A record finished out of order waits
 // until every record before it finished; a record abandoned in a live partition is never finished,
 // so nothing past it is committed and it is delivered again after a restart or a rebalance.
+//
+// A source partition starts its records in offset order. A retry-tier partition (byDue) reads
+// ahead and starts its records in the order they fall due (earliest first, then by offset), each
+// at its own due time, so that jitter survives the tier; commits still advance only over the
+// finished prefix.
 type partitionTracker struct {
 	items []*item // fetched records in offset order; items[:head] are popped (nil)
 	head  int     // first unfinished record
-	next  int     // first record not yet started
+	next  int     // first record not yet started (source partitions: records start in order)
+	byDue bool    // records start by due time (retry tiers), from ready
+	ready dueHeap // queued records by due time (byDue only)
 
-	inFlight int // started, not finished
-	held     int // started and not yet committed (or abandoned): the engine's slots of this partition
-	popped   int // finished records popped from items, waiting for their commit
+	nQueued  int   // fetched, not yet started
+	inFlight int   // started, not finished
+	held     int   // started and not yet committed (or abandoned): the engine's slots of this partition
+	popped   int   // finished records popped from items, waiting for their commit
+	bytes    int64 // size of the records in items[head:] (the look-ahead window of a retry tier)
 
 	commitOffset int64 // next offset to commit; -1 until something finished
 	commitEpoch  int32 // leader epoch of the record before commitOffset
@@ -28,60 +39,91 @@ type partitionTracker struct {
 // to the front of items (when they are at most as many as the popped ones).
 const compactAfter = 1024
 
-func newPartitionTracker() partitionTracker {
-	return partitionTracker{commitOffset: -1, committed: -1}
+func newPartitionTracker(byDue bool) partitionTracker {
+	return partitionTracker{commitOffset: -1, committed: -1, byDue: byDue}
 }
 
 // add queues a fetched record (in offset order).
-func (t *partitionTracker) add(it *item) { t.items = append(t.items, it) }
+func (t *partitionTracker) add(it *item) {
+	t.items = append(t.items, it)
+	t.nQueued++
+	t.bytes += it.size
+	if t.byDue {
+		heap.Push(&t.ready, it)
+	}
+}
 
 // queued is the number of records not yet started.
-func (t *partitionTracker) queued() int { return len(t.items) - t.next }
+func (t *partitionTracker) queued() int { return t.nQueued }
 
-// peek returns the next record to start, or nil when none is queued.
+// window is the number and size of the records held from the first unfinished one on.
+func (t *partitionTracker) window() (records int, bytes int64) { return len(t.items) - t.head, t.bytes }
+
+// peek returns the next record to start, or nil when none is queued: the next in offset order, or
+// for a retry tier the one due first.
 func (t *partitionTracker) peek() *item {
+	if t.byDue {
+		if len(t.ready) > 0 {
+			return t.ready[0]
+		}
+		return nil
+	}
 	if t.next < len(t.items) {
 		return t.items[t.next]
 	}
 	return nil
 }
 
+// isHead reports whether it is the partition's first unfinished record: the one that holds back
+// its commits.
+func (t *partitionTracker) isHead(it *item) bool {
+	return t.head < len(t.items) && t.items[t.head] == it
+}
+
 // start marks the record peek returned as in flight.
 func (t *partitionTracker) start() {
-	t.next++
+	if t.byDue {
+		heap.Pop(&t.ready)
+	} else {
+		t.next++
+	}
+	t.nQueued--
 	t.inFlight++
 	t.held++
 }
 
 // finish marks a started record finished and moves the commit point over the finished prefix. It
-// reports whether the partition now has an offset to commit past the last committed one.
-func (t *partitionTracker) finish(it *item) bool {
+// reports whether the partition now has an offset to commit past the last committed one, and live,
+// false when the partition was revoked (it released the record's slot and in-flight count then).
+func (t *partitionTracker) finish(it *item) (advanced, live bool) {
 	it.done = true
 	t.inFlight--
 	if t.gone {
-		return false // a revoked partition released its slots already
+		return false, false
 	}
-	return t.advance()
+	return t.advance(), true
 }
 
 // abandon gives up a started record without finishing it: its offset is never committed. It
-// returns the slots released (1, or 0 when the partition was revoked and released them already).
-func (t *partitionTracker) abandon(it *item) int {
+// reports live, false when the partition was revoked (it released the record's slot and in-flight
+// count then); otherwise the record's slot is released.
+func (t *partitionTracker) abandon(it *item) (live bool) {
 	it.abandoned = true
 	t.inFlight--
 	if t.gone {
-		return 0
+		return false
 	}
 	t.held--
-	return 1
+	return true
 }
 
 // advance pops the finished prefix, moves the commit point and compacts items.
 func (t *partitionTracker) advance() bool {
 	moved := false
-	for t.head < t.next && t.items[t.head].done {
+	for t.head < len(t.items) && t.items[t.head].done {
 		r := t.items[t.head].rec
 		t.commitOffset, t.commitEpoch = r.Offset+1, r.LeaderEpoch
+		t.bytes -= t.items[t.head].size
 		t.items[t.head] = nil
 		t.head++
 		t.popped++
@@ -101,7 +143,9 @@ func (t *partitionTracker) advance() bool {
 		k := copy(t.items, t.items[t.head:])
 		clear(t.items[k:])
 		t.items = t.items[:k]
-		t.next -= t.head
+		if !t.byDue {
+			t.next -= t.head
+		}
 		t.head = 0
 	}
 	return t.commitOffset > t.committed
@@ -140,12 +184,36 @@ func (t *partitionTracker) position() int64 {
 
 // revoke forgets the partition: the queued records are dropped and every slot is released (the
 // records in flight are abandoned; finishing them later changes nothing). It returns the slots
-// released and the number of queued records dropped.
-func (t *partitionTracker) revoke() (released, dropped int) {
-	released, dropped = t.held, t.queued()
+// released, how many of them were in flight, and the number of queued records dropped.
+func (t *partitionTracker) revoke() (released, inFlight, dropped int) {
+	released, inFlight, dropped = t.held, t.inFlight, t.nQueued
 	t.gone = true
-	t.held, t.popped = 0, 0
+	t.held, t.popped, t.nQueued, t.bytes = 0, 0, 0, 0
 	clear(t.items)
 	t.items, t.head, t.next = nil, 0, 0
-	return released, dropped
+	clear(t.ready)
+	t.ready = nil
+	return released, inFlight, dropped
+}
+
+// dueHeap orders queued retry-tier records by due time, then offset. A record to dead-letter
+// without delivery (pre set) or with no due time is due at once.
+type dueHeap []*item
+
+func (h dueHeap) Len() int { return len(h) }
+func (h dueHeap) Less(i, j int) bool {
+	a, b := h[i].dueKey(), h[j].dueKey()
+	if !a.Equal(b) {
+		return a.Before(b)
+	}
+	return h[i].rec.Offset < h[j].rec.Offset
+}
+func (h dueHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)   { *h = append(*h, x.(*item)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return it
 }

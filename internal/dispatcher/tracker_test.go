@@ -1,7 +1,9 @@
 package dispatcher
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -118,7 +120,7 @@ func TestPartitionTracker(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := newPartitionTracker()
+			tr := newPartitionTracker(false)
 			byOffset := map[int64]*item{}
 			for _, o := range tc.offsets {
 				it := &item{rec: &kgo.Record{Offset: o, LeaderEpoch: 7}}
@@ -144,14 +146,16 @@ func TestPartitionTracker(t *testing.T) {
 					}
 				case "finish":
 					for _, o := range offsets {
-						advanced = tr.finish(byOffset[o])
+						advanced, _ = tr.finish(byOffset[o])
 						if !byOffset[o].done {
 							t.Fatalf("step %d: offset %d not marked done", i, o)
 						}
 					}
 				case "abandon":
 					for _, o := range offsets {
-						released += tr.abandon(byOffset[o])
+						if tr.abandon(byOffset[o]) {
+							released++
+						}
 					}
 				case "commit":
 					if off, epoch, release, ok := tr.committable(); ok {
@@ -161,7 +165,7 @@ func TestPartitionTracker(t *testing.T) {
 						released = tr.committedTo(off, release)
 					}
 				case "revoke":
-					released, dropped = tr.revoke()
+					released, _, dropped = tr.revoke()
 				default:
 					t.Fatalf("step %d: unknown op %q", i, op.do)
 				}
@@ -186,7 +190,7 @@ func TestPartitionTracker(t *testing.T) {
 // TestPartitionTrackerPosition: the lag is measured from the first unfinished record, or from the
 // commit point once every fetched record finished.
 func TestPartitionTrackerPosition(t *testing.T) {
-	tr := newPartitionTracker()
+	tr := newPartitionTracker(false)
 	if p := tr.position(); p != -1 {
 		t.Fatalf("position of an empty tracker %d, want -1", p)
 	}
@@ -205,5 +209,49 @@ func TestPartitionTrackerPosition(t *testing.T) {
 		if p := tr.position(); p != step.want {
 			t.Fatalf("position %d, want %d", p, step.want)
 		}
+	}
+}
+
+// TestPartitionTrackerByDue: a retry tier's records start in due order (a record to dead-letter at
+// once first, ties by offset), while the commit point advances only over the finished prefix in
+// offset order, and the window counts what is held from the first unfinished record on.
+func TestPartitionTrackerByDue(t *testing.T) {
+	base := time.Unix(1000, 0)
+	tr := newPartitionTracker(true)
+	var its []*item
+	for i, due := range []time.Duration{3, 1, 2, 1} {
+		it := &item{rec: &kgo.Record{Offset: int64(10 + i)}, due: base.Add(due * time.Second), size: 100}
+		its = append(its, it)
+		tr.add(it)
+	}
+	pre := &item{rec: &kgo.Record{Offset: 14}, due: base.Add(9 * time.Second), size: 50, pre: &failure{}}
+	tr.add(pre)
+	if n, b := tr.window(); n != 5 || b != 450 {
+		t.Fatalf("window %d records %d bytes, want 5 and 450", n, b)
+	}
+	var order []int64
+	for tr.peek() != nil {
+		order = append(order, tr.peek().rec.Offset)
+		tr.start()
+	}
+	if want := []int64{14, 11, 13, 12, 10}; !slices.Equal(order, want) {
+		t.Fatalf("start order %v, want %v", order, want)
+	}
+	if !tr.isHead(its[0]) || tr.isHead(its[1]) {
+		t.Fatal("the head is the first unfinished record in offset order")
+	}
+	for _, it := range []*item{pre, its[1], its[3], its[2]} {
+		if adv, live := tr.finish(it); adv || !live {
+			t.Fatalf("finishing offset %d before offset 10: advanced %v live %v, want false true", it.rec.Offset, adv, live)
+		}
+	}
+	if adv, _ := tr.finish(its[0]); !adv {
+		t.Fatal("finishing offset 10 must advance the commit point")
+	}
+	if off, _, release, ok := tr.committable(); !ok || off != 15 || release != 5 {
+		t.Fatalf("committable %d (release %d, ok %v), want 15, 5", off, release, ok)
+	}
+	if n, b := tr.window(); n != 0 || b != 0 {
+		t.Fatalf("window after the prefix finished: %d records %d bytes, want 0", n, b)
 	}
 }

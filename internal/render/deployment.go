@@ -32,9 +32,12 @@ const (
 	PathHealthz = "/healthz"
 	PathReadyz  = "/readyz"
 	PathMetrics = "/metrics"
-	// drainMargin is added to the config's drainTimeout for terminationGracePeriodSeconds: time to
-	// leave the group and flush after the drain.
-	drainMargin = 10
+	// ShutdownMargin (seconds) is added to the config's drainTimeout for
+	// terminationGracePeriodSeconds: what the dispatcher may take after its drain (abandoning what
+	// is left, the final commit, leaving the group: dispatcher.ShutdownAfterDrain, 10 s), removing
+	// its circuit breaker report (circuitstate.RemoveTimeout, 2 s) and stopping its server (1 s),
+	// plus 2 s for the signal to arrive and the process to exit. A test keeps it above their sum.
+	ShutdownMargin = 15
 )
 
 // DefaultDispatcherResources are the dispatcher container's resources when Inputs.DispatcherResources
@@ -81,7 +84,7 @@ func Deployment(in *Inputs, configHash string) (*appsv1.Deployment, error) {
 		return nil, err
 	}
 	p := in.Pipeline
-	grace := int64(math.Ceil(config.Dur(r.cfg.DrainTimeout, config.DefaultDrainTimeout).Seconds())) + drainMargin
+	grace := int64(math.Ceil(config.Dur(r.cfg.DrainTimeout, config.DefaultDrainTimeout).Seconds())) + ShutdownMargin
 
 	// Secret files are readable by the pod's fsGroup only when there is one (the kubelet gives the
 	// files to that group), otherwise by every user of the container.

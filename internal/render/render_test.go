@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/circuitstate"
 	"github.com/retryops/retry-operator/internal/dispatcher"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/render"
@@ -404,6 +405,20 @@ func TestProbesAndPortsMatchTheDispatcher(t *testing.T) {
 		if pr.probe.HTTPGet.Path != pr.path || pr.probe.HTTPGet.Port.IntVal != ports[render.PortHealth] {
 			t.Errorf("probe %s on port %v, want %s on %d", pr.probe.HTTPGet.Path, pr.probe.HTTPGet.Port, pr.path, ports[render.PortHealth])
 		}
+	}
+}
+
+// TestGracePeriodCoversTheShutdown: the pod's terminationGracePeriodSeconds is drainTimeout plus
+// ShutdownMargin, and that margin covers every bounded step of the dispatcher's stop after its drain.
+func TestGracePeriodCoversTheShutdown(t *testing.T) {
+	after := dispatcher.ShutdownAfterDrain + circuitstate.RemoveTimeout + time.Second // + the server's shutdown (cmd/dispatcher)
+	if margin := time.Duration(render.ShutdownMargin) * time.Second; margin < after+2*time.Second {
+		t.Fatalf("ShutdownMargin %v does not cover the stop after the drain (%v) with 2s to spare", margin, after)
+	}
+	d := mustDeployment(t, sinkURIInputs(t))
+	want := int64(config.DefaultDrainTimeout.Seconds()) + render.ShutdownMargin
+	if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g != want {
+		t.Fatalf("terminationGracePeriodSeconds %v, want drainTimeout + ShutdownMargin = %d", g, want)
 	}
 }
 

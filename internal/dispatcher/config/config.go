@@ -204,6 +204,14 @@ type Topics struct {
 	// attempt i+1, the last tier also every later attempt).
 	// +optional
 	Retries Tiers `json:"retries,omitempty"`
+	// draining are retry tiers of an earlier policy (or naming) that still hold records the
+	// consumer group has not consumed: the dispatcher consumes them too, delivers each record at its
+	// due time (at most MaxDrainingDelay ahead) and then follows the current policy (a record that
+	// already had the current maxAttempts deliveries is dead-lettered as max_retries_exceeded). The
+	// operator lists a tier here until the group's committed offsets reach its end, and only then
+	// drops it (and, under retryTopics.deletionPolicy Delete, deletes it). At most MaxDrainingTiers.
+	// +optional
+	Draining []string `json:"draining,omitempty"`
 	// deadLetter is the dead letter topic. It lives on deadLetterKafka when that is set. Env:
 	// KAFKA_TOPIC_DLQ.
 	// +required

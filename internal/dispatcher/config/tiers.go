@@ -11,6 +11,13 @@ import (
 	"github.com/retryops/retry-operator/internal/retry"
 )
 
+// Bounds of Topics.Draining: how many tiers of earlier policies a dispatcher drains, and how far
+// ahead a record of such a tier may be due (its delays are no longer known).
+const (
+	MaxDrainingTiers = 32
+	MaxDrainingDelay = 7 * 24 * time.Hour
+)
+
 // Tiers are the retry tiers of a pipeline, in order.
 type Tiers []RetryTier
 

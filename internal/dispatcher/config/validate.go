@@ -82,6 +82,19 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if len(c.Topics.Draining) > MaxDrainingTiers {
+		p.add("topics.draining lists %d topics; at most %d", len(c.Topics.Draining), MaxDrainingTiers)
+	}
+	for i, name := range c.Topics.Draining {
+		field := fmt.Sprintf("topics.draining[%d]", i)
+		if !validTopic(field, "", name) {
+			continue
+		}
+		if other, dup := consumed[name]; dup {
+			p.add("%s %q is also %s; every consumed topic must be distinct", field, name, other)
+		}
+		consumed[name] = field
+	}
 	if other, dup := consumed[c.Topics.DeadLetter]; dup && c.Topics.DeadLetter != "" && c.DeadLetterKafka == nil {
 		p.add("topics.deadLetter %q is also %s: dead letters would be consumed again", c.Topics.DeadLetter, other)
 	}

@@ -4,6 +4,7 @@
 package dispatchertest
 
 import (
+	"maps"
 	"context"
 	"fmt"
 	"io"
@@ -154,12 +155,13 @@ type Sink struct {
 	cur, max int
 	curFrom  map[string]int // concurrent requests per delivered-from topic/partition
 	maxFrom  int
+	maxPer   map[string]int // the most concurrent requests seen per delivered-from topic/partition
 	notify   chan struct{}
 }
 
 // NewSink starts a sink; a nil behavior answers 200 to everything.
 func NewSink(t testing.TB, behavior func(*Request) Response) *Sink {
-	s := &Sink{behavior: behavior, byKey: map[string][]*Request{}, curFrom: map[string]int{}, notify: make(chan struct{}, 1)}
+	s := &Sink{behavior: behavior, byKey: map[string][]*Request{}, curFrom: map[string]int{}, maxPer: map[string]int{}, notify: make(chan struct{}, 1)}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -191,6 +193,7 @@ func (s *Sink) serve(w http.ResponseWriter, r *http.Request) {
 	s.max = max(s.max, s.cur)
 	s.curFrom[part]++
 	s.maxFrom = max(s.maxFrom, s.curFrom[part])
+	s.maxPer[part] = max(s.maxPer[part], s.curFrom[part])
 	b := s.behavior
 	s.mu.Unlock()
 
@@ -299,6 +302,14 @@ func (s *Sink) MaxConcurrent() (overall, perPartition int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.max, s.maxFrom
+}
+
+// MaxConcurrentPer returns the most concurrent requests seen for each delivered-from
+// topic/partition.
+func (s *Sink) MaxConcurrentPer() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.maxPer)
 }
 
 // WaitFor waits until cond (called with the sink's requests) holds.

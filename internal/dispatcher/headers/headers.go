@@ -124,6 +124,10 @@ const (
 	ErrorTypePanic = "Panic"
 	// ErrorTypeUndeliverable: a library handler reported the record as undeliverable.
 	ErrorTypeUndeliverable = "Undeliverable"
+	// ErrorTypeMaxAttemptsLowered: a retry-tier record had as many deliveries as the retry policy
+	// now allows (its maxAttempts was lowered after the record was written) and carried no usable
+	// error type of its own; it is dead-lettered with reason max_retries_exceeded.
+	ErrorTypeMaxAttemptsLowered = "MaxAttemptsLowered"
 )
 
 // MaxErrorMessageBytes bounds the ErrorMessage header.

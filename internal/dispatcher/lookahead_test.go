@@ -1,0 +1,200 @@
+package dispatcher_test
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/dispatcher"
+	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+)
+
+// ksUniform is the Kolmogorov-Smirnov test of xs against U(lo, hi): the statistic D and its
+// p-value (the asymptotic Kolmogorov distribution with Stephens' correction for finite n).
+func ksUniform(xs []float64, lo, hi float64) (d, p float64) {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := float64(len(s))
+	for i, x := range s {
+		f := min(max((x-lo)/(hi-lo), 0), 1)
+		d = max(d, math.Abs(f-float64(i)/n), math.Abs(float64(i+1)/n-f))
+	}
+	l := (math.Sqrt(n) + 0.12 + 0.11/math.Sqrt(n)) * d
+	for k := 1; k <= 100; k++ {
+		p += 2 * math.Pow(-1, float64(k-1)) * math.Exp(-2*float64(k*k)*l*l)
+	}
+	return d, min(max(p, 0), 1)
+}
+
+func TestKSUniform(t *testing.T) {
+	even := make([]float64, 1000)
+	for i := range even {
+		even[i] = 4 + 2*(float64(i)+0.5)/1000
+	}
+	if _, p := ksUniform(even, 4, 6); p < 0.99 {
+		t.Errorf("evenly spread sample: p = %.3g, want about 1", p)
+	}
+	top := make([]float64, 1000)
+	for i := range top {
+		top[i] = 5.9 + 0.1*float64(i)/1000 // everything in the window's top 5%
+	}
+	if _, p := ksUniform(top, 4, 6); p > 1e-6 {
+		t.Errorf("sample bunched at the top: p = %.3g, want about 0", p)
+	}
+}
+
+// TestJitterSurvivesTiers: 1,000 records that fail within one second under proportional jitter
+// x U(0.8, 1.2) of a 5 s delay are retried at their own due times: the delays, from the failed
+// delivery's answer to the retry's arrival, spread over [4 s, 6 s] as the policy says (a
+// Kolmogorov-Smirnov test does not tell them from U(4 s, 6 s), p > 0.01), none outside the window
+// by more than 20 ms. A tier partition that released its records in order, each when the head
+// before it fell due, bunched them at the window's end (issue 13, defect 8).
+func TestJitterSurvivesTiers(t *testing.T) {
+	const n = 1000
+	pol := simplePolicy(2, 5*time.Second)
+	pol.Backoff.Jitter = &v1.Jitter{Mode: v1.JitterProportional, MinPercent: i32p(80), MaxPercent: i32p(120)}
+	p := newPipeline(t, "jitter-tiers", 2, pol, func(r *dt.Request) dt.Response {
+		if r.Attempt == 1 {
+			return dt.Response{Status: 503}
+		}
+		return dt.Response{}
+	})
+	p.cfg.Delivery.MaxInFlight = 64
+	start(t, dispatcher.Options{Config: p.cfg})
+	recs := make([]string, n)
+	for i := range recs {
+		recs[i] = "r" + strconv.Itoa(i)
+	}
+	produceKeys(t, p, recs)
+	p.sink.WaitFor(t, 60*time.Second, func(reqs []*dt.Request) bool {
+		ok := 0
+		for _, r := range reqs {
+			if r.Attempt == 2 {
+				ok++
+			}
+		}
+		return ok == n
+	}, "every record retried once")
+
+	var delays []float64
+	var firstFail, lastFail time.Time
+	outside := 0
+	for _, r := range p.sink.Requests() {
+		if r.Attempt != 1 {
+			continue
+		}
+		if firstFail.IsZero() || r.At.Before(firstFail) {
+			firstFail = r.At
+		}
+		if r.At.After(lastFail) {
+			lastFail = r.At
+		}
+		var retry *dt.Request
+		for _, q := range p.sink.ByKey(r.Key) {
+			if q.Attempt == 2 {
+				retry = q
+			}
+		}
+		d := retry.At.Sub(r.At)
+		if d < 4*time.Second-20*time.Millisecond || d > 6*time.Second+20*time.Millisecond {
+			outside++
+		}
+		delays = append(delays, d.Seconds())
+	}
+	if spread := lastFail.Sub(firstFail); spread > time.Second {
+		t.Fatalf("the first deliveries took %v; the test needs them to fail within one second", spread)
+	}
+	slices.Sort(delays)
+	dec := make([]string, 0, 10)
+	for q := 1; q <= 10; q++ {
+		dec = append(dec, strconv.FormatFloat(delays[min(q*len(delays)/10, len(delays)-1)], 'f', 3, 64))
+	}
+	d, pv := ksUniform(delays, 4, 6)
+	t.Logf("delays (deciles, s): %v; KS D = %.4f, p = %.3g; outside the window by more than 20 ms: %d", dec, d, pv, outside)
+	if pv <= 0.01 {
+		t.Errorf("the retry delays are not distributed as the policy's jitter: KS p = %.3g (D = %.4f)", pv, d)
+	}
+	if outside > 0 {
+		t.Errorf("%d retries came more than 20 ms outside the jitter window [4s, 6s]", outside)
+	}
+}
+
+// TestRetryAfterDoesNotHoldUpItsTier: a record whose sink asks for Retry-After 4 s, far longer than
+// its tier's 50 ms, goes to the tier whose delay covers it (the last one here), so the records
+// failing after it are retried after their own 50 ms, not after its 4 s (issue 13, defect 6).
+func TestRetryAfterDoesNotHoldUpItsTier(t *testing.T) {
+	pol := simplePolicy(3, 50*time.Millisecond)
+	pol.Backoff.MaxDelay = dt.D(100 * time.Millisecond)
+	pol.RetryAfter = &v1.RetryAfter{Mode: v1.RetryAfterHonor, MaxDelay: dt.PD(4 * time.Second)}
+	p := newPipeline(t, "retry-after-tier", 1, pol, func(r *dt.Request) dt.Response {
+		switch {
+		case string(r.Body) == "slow" && r.Attempt == 1:
+			return dt.Response{Status: 503, RetryAfter: "4"}
+		case r.Attempt == 1:
+			return dt.Response{Status: 503}
+		}
+		return dt.Response{}
+	})
+	p.cfg.Delivery.Ordering = v1.OrderingUnordered
+	start(t, dispatcher.Options{Config: p.cfg})
+	produceKeys(t, p, []string{"slow", "a", "b", "c"})
+	p.sink.WaitFor(t, 20*time.Second, func(reqs []*dt.Request) bool {
+		n := 0
+		for _, r := range reqs {
+			if r.Attempt == 2 {
+				n++
+			}
+		}
+		return n == 4
+	}, "every record retried once")
+	for _, key := range []string{"slow", "a", "b", "c"} {
+		var first, second time.Time
+		var from string
+		for _, r := range p.sink.Requests() {
+			if string(r.Body) != key {
+				continue
+			}
+			if r.Attempt == 1 {
+				first = r.At
+			} else {
+				second, from = r.At, r.DeliveredFrom
+			}
+		}
+		d := second.Sub(first)
+		t.Logf("%s: retried after %v from %s", key, d.Round(time.Millisecond), from)
+		if key == "slow" {
+			if d < 4*time.Second {
+				t.Errorf("slow: retried after %v, before its Retry-After of 4s", d)
+			}
+			if want := p.cfg.Topics.Retries[len(p.cfg.Topics.Retries)-1].Name; !hasPrefix(from, want+"/") {
+				t.Errorf("slow: retried from %s, want the tier whose delay covers 4s, %s", from, want)
+			}
+			continue
+		}
+		if d > time.Second {
+			t.Errorf("%s: retried after %v; its backoff is 50ms: the Retry-After of another record held up its tier", key, d)
+		}
+	}
+	if dl := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 1, time.Second); len(dl) != 0 {
+		reason, _ := dt.Header(dl[0], headers.Reason)
+		t.Errorf("dead letter %q (%s), want none", dl[0].Key, reason)
+	}
+}
+
+func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
+
+// produceKeys writes one record per key to the pipeline's source topic, with the key as its value.
+func produceKeys(t *testing.T, p *pipeline, keys []string) {
+	t.Helper()
+	rs := make([]*kgo.Record, len(keys))
+	for i, k := range keys {
+		rs[i] = &kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte(k), Value: []byte(k)}
+	}
+	dt.Produce(t, p.prod, rs...)
+}
