@@ -133,6 +133,9 @@ func (in *Inputs) render() (*rendered, error) {
 			c.Topics.Retries[i].Attempts = slices.Clone(in.Tiers[i].Attempts)
 		}
 	}
+	if c.Topics.Draining, err = in.draining(c); err != nil {
+		return nil, err
+	}
 	var mounts []secretMount
 	c.Kafka, mounts = kafkaConfig(source, "kafka")
 	if dlqConn != nil {
@@ -157,6 +160,32 @@ func (in *Inputs) render() (*rendered, error) {
 	}
 	c.Default()
 	return &rendered{cfg: c, mounts: mounts}, nil
+}
+
+// draining is topics.draining: Inputs.Draining sorted, without duplicates and without the names the
+// dispatcher consumes anyway (the source, a current tier) or must never consume (a topic named as the
+// dead letter topic, even when that one is on another cluster). More than config.MaxDrainingTiers
+// is the caller's mistake (the controller bounds the list and reports the rest).
+func (in *Inputs) draining(c *config.Config) ([]string, error) {
+	skip := map[string]bool{c.Topics.Source: true, c.Topics.DeadLetter: true}
+	for _, t := range c.Topics.Retries {
+		skip[t.Name] = true
+	}
+	var out []string
+	for _, name := range in.Draining {
+		if name != "" && !skip[name] {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) > config.MaxDrainingTiers {
+		return nil, fmt.Errorf("render: Inputs.Draining lists %d tiers; at most %d", len(out), config.MaxDrainingTiers)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // compile compiles the policy; an invalid one is a *SpecError.

@@ -27,6 +27,11 @@ type Inputs struct {
 	// and creates them (config.BuildTiers of the compiled policy's plan with spec.retryTopics.naming).
 	// Required when the policy allows a retry (maxAttempts > 1); ignored otherwise.
 	Tiers config.Tiers
+	// Draining are retry tiers of an earlier policy (or naming) that still hold records the consumer
+	// group has not consumed (config topics.draining): the dispatcher consumes them too until the
+	// controller drops them. At most config.MaxDrainingTiers; names of a current tier, the source or
+	// the dead letter topic are left out. Optional.
+	Draining []string
 	// DefaultBootstrapServers are the operator-wide default brokers (--kafka-bootstrap-servers), used
 	// by a pipeline or DLQ whose spec.kafka names none. Operator-wide TLS or SASL defaults cannot
 	// reach the pods (they are not Secrets in the pipeline's namespace): only the Secrets the
