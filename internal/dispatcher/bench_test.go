@@ -282,11 +282,21 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(sum.bareCPU.Seconds()/sum.oursCPU.Seconds(), "cpu_ratio_bare/ours")
 }
 
+// throughputFloor is the least ratio of the dispatcher's records/s to the bare loop's (the same
+// request) that TestThroughputAgainstBareLoop accepts: the benchmark's target is 0.9; the floor
+// leaves room for a noisy machine while failing a dispatcher that lost its parallelism.
+const throughputFloor = 0.5
+
 // TestThroughputAgainstBareLoop is BenchmarkThroughput with fewer records, run by default: it checks
-// that all three loops deliver everything and logs the ratios.
+// that all three loops deliver everything, logs the ratios and fails below throughputFloor.
 func TestThroughputAgainstBareLoop(t *testing.T) {
 	const n = 3000
 	r := runThroughput(t, n, 4, false)
+	defer func() {
+		if ratio := r.bare.Seconds() / r.ours.Seconds(); ratio < throughputFloor {
+			t.Errorf("the dispatcher delivered at %.2f times the bare loop's rate in the same run, below the floor %.2f", ratio, throughputFloor)
+		}
+	}()
 	t.Logf("records/s: bare (body only) %.0f, bare (same request) %.0f, dispatcher %.0f; ratio ours/bare %.2f (body only %.2f); allocs/record %.0f, %.0f, %.0f; CPU us/record bare %.0f, dispatcher %.0f",
 		n/r.bareMin.Seconds(), n/r.bare.Seconds(), n/r.ours.Seconds(), r.bare.Seconds()/r.ours.Seconds(), r.bareMin.Seconds()/r.ours.Seconds(),
 		r.bareMinAllocs, r.bareAllocs, r.oursAllocs, float64(r.bareCPU.Microseconds())/n, float64(r.oursCPU.Microseconds())/n)

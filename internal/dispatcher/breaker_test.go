@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +47,10 @@ func TestCircuitBreaker(t *testing.T) {
 	var trans []transition
 	gauge := func() float64 { return dt.Gauge(reg, metrics.CircuitState) }
 	pausedWhileOpen := make(chan float64, 10)
+	// franz-go's own paused set while the breaker is open: what stops the fetching, not only the
+	// engine's view of it.
+	var eng atomic.Pointer[dispatcher.Engine]
+	franzPaused := make(chan map[string][]int32, 10)
 	// Delivery starts as the dispatcher makes them (the sink may see a request later).
 	var startsMu sync.Mutex
 	var starts []time.Time
@@ -74,10 +79,24 @@ func TestCircuitBreaker(t *testing.T) {
 				case pausedWhileOpen <- v:
 				default:
 				}
+				var fp map[string][]int32
+				for time.Now().Before(deadline) {
+					if e := eng.Load(); e != nil {
+						fp = e.Client().PauseFetchPartitions(nil) // with nothing to add: the current set
+						if len(fp[p.cfg.Topics.Source]) == 2 {
+							break
+						}
+					}
+					<-tick.C
+				}
+				select {
+				case franzPaused <- fp:
+				default:
+				}
 			}()
 		}
 	}})
-	_ = r
+	eng.Store(r.e)
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}
@@ -167,6 +186,9 @@ func TestCircuitBreaker(t *testing.T) {
 	}
 	if paused := <-pausedWhileOpen; paused < 2 {
 		t.Errorf("%v partitions paused while the breaker was open, want all of them", paused)
+	}
+	if fp := <-franzPaused; len(fp[p.cfg.Topics.Source]) != 2 {
+		t.Errorf("franz-go's paused partitions while the breaker was open: %v; want both source partitions", fp)
 	}
 	if !closed || tr[len(tr)-1].to != retry.StateClosed {
 		t.Errorf("the breaker did not close again")

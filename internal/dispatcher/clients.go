@@ -31,21 +31,45 @@ func (e *Engine) newClients(o Options) error {
 	if e.cl, err = kgo.NewClient(slices.Concat(conn, common, e.consumerOptions(), o.KafkaOptions)...); err != nil {
 		return fmt.Errorf("creating the kafka client: %w", err)
 	}
-	e.dlq = e.cl
+	// The solo producers write one record at a time (under aloneMu), each in a batch of its own:
+	// what a batch rejected as too large is written again with, to tell which record is too large.
+	if e.solo, err = kgo.NewClient(slices.Concat(conn, common, o.KafkaOptions)...); err != nil {
+		e.cl.Close()
+		return fmt.Errorf("creating the kafka client: %w", err)
+	}
+	e.dlq, e.dlqSolo = e.cl, e.solo
 	if cfg.DeadLetterKafka == nil {
 		return nil
 	}
 	dconn, err := ConnectionOptions(cfg.DeadLetterKafka)
+	if err == nil {
+		e.dlq, err = kgo.NewClient(slices.Concat(dconn, common, o.DeadLetterKafkaOptions)...)
+		if err == nil {
+			if e.dlqSolo, err = kgo.NewClient(slices.Concat(dconn, common, o.DeadLetterKafkaOptions)...); err != nil {
+				e.dlq.Close()
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("creating the dead-letter kafka client: %w", err)
+		}
+	}
 	if err != nil {
 		e.cl.Close()
+		e.solo.Close()
 		return err
-	}
-	if e.dlq, err = kgo.NewClient(slices.Concat(dconn, common, o.DeadLetterKafkaOptions)...); err != nil {
-		e.cl.Close()
-		return fmt.Errorf("creating the dead-letter kafka client: %w", err)
 	}
 	e.ownDLQ = true
 	return nil
+}
+
+// closeClients closes every Kafka client, leaving the group without waiting for a rebalance.
+func (e *Engine) closeClients() {
+	e.cl.CloseAllowingRebalance()
+	e.solo.Close()
+	if e.ownDLQ {
+		e.dlq.Close()
+		e.dlqSolo.Close()
+	}
 }
 
 // producerOptions are the options both clients share: logging and how they produce.

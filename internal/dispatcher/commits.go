@@ -34,8 +34,13 @@ func (e *Engine) finishIn(it *item, outcome string, inWorker bool) *item {
 	advanced, live := it.part.finish(it)
 	if live { // else the revocation released it
 		e.active--
+		stale := 0
+		if !advanced {
+			stale = it.part.releaseStale()
+			e.slots -= stale
+		}
 		if it.part.tier == 0 {
-			e.srcDone++
+			e.srcDone += 1 - stale
 		}
 	}
 	e.handoffOK = inWorker

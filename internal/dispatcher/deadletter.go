@@ -55,7 +55,7 @@ func (e *Engine) deadLettered(it *item, rec *kgo.Record, reason string, err erro
 		// whether it is the one too large.
 		go func() {
 			e.aloneMu.Lock()
-			err := e.dlq.ProduceSync(e.produceCtx, rec).FirstErr()
+			err := e.dlqSolo.ProduceSync(e.produceCtx, rec).FirstErr()
 			e.aloneMu.Unlock()
 			e.deadLettered(it, rec, reason, err, true)
 		}()

@@ -9,18 +9,23 @@
 //
 // One poll loop fetches from every assigned partition and appends the records to per-partition
 // queues. A scheduler, run under one lock after every poll, completion and timer, starts deliveries
-// from the queue heads on a pool of workers: one record at a time per partition in Ordered mode,
-// up to delivery.maxInFlight in all. A retry-tier record is delivered only once its due time
-// (header retryops.due) has come: while the head of a tier partition is not due, the partition's
-// fetching is paused (franz-go PauseFetchPartitions), resumed shortly before the head is due, and a
-// timer runs the scheduler at the due time, so nothing sleeps, nothing is skipped or reordered, and
-// the source topic keeps flowing.
+// on a pool of workers, up to delivery.maxInFlight in all: from a source partition in offset order,
+// one record at a time in Ordered mode; from a retry tier, each record at its own due time (header
+// retryops.due), earliest first whatever its offset. A tier partition reads ahead within a window
+// (maxBufferedRecords records, at least 16 MiB) and is paused (franz-go PauseFetchPartitions) only
+// while that window is full or while nothing it holds, nor anything behind the last record fetched
+// (that record's timestamp plus the tier's shortest delay), can fall due within resumeLead; a timer
+// runs the scheduler at the next due time. So nothing sleeps, the policy's jitter survives the tier,
+// and the source topic keeps flowing. A Retry-After wait goes to the tier whose delays cover it
+// (settings.retryTier), which keeps each tier roughly in due order.
 // With a circuit breaker, every partition is paused while the breaker is open.
 //
 // Back-pressure: at most delivery.maxInFlight deliveries run at once, and at most
-// delivery.maxUncommittedRecords finished records wait for their commit (no delivery starts while
-// they do). Otherwise records wait in the partition queues; once the queues of
-// the partitions that are not paused hold delivery.maxBufferedRecords, the poll loop stops polling,
+// delivery.maxUncommittedRecords finished source records wait for their commit (no delivery from
+// the source starts while they do, except a partition's first unfinished record, whose finish
+// frees them; a retry tier's finished records are bounded by its window). Otherwise records wait in
+// the partition queues; once the queues of the source partitions that are not paused hold
+// delivery.maxBufferedRecords, the poll loop stops polling,
 // and franz-go stops fetching as soon as its one buffered fetch per broker is full. (Pausing for
 // back-pressure instead would discard franz-go's buffered fetch and make the resumed partition wait
 // for the fetch under way; not polling keeps the data and resumes at once.)
@@ -31,8 +36,10 @@
 // commitInterval, or at once when half of maxUncommittedRecords wait. So a crash redelivers at most
 // maxInFlight + maxUncommittedRecords records. Rebalances are blocked while a poll's records are
 // being queued (BlockRebalanceOnPoll); a revoked partition stops dispatching, waits up to
-// drainTimeout for its deliveries, commits what finished and is dropped. A stop (context
-// cancelled) does the same for every partition and leaves the group.
+// drainTimeout for its deliveries, commits what finished and is dropped: its context is cancelled
+// (the deliveries still under way and its dead-letter retries end) and every slot it held is
+// released at once. A stop (context cancelled) does the same for every partition and leaves the
+// group, every step after the drain bounded (ShutdownAfterDrain).
 //
 // # Time
 //
@@ -48,7 +55,7 @@
 //	clients.go    the franz-go clients: connection (TLS, SASL), consumer-group and producer options
 //	poll.go       the poll loop: fetched records into per-partition queues (partState)
 //	record.go     a consumed record (item): its retryops.* headers parsed, what the handler sees
-//	scheduler.go  which records start now, pausing tier partitions and the timer until a head is due
+//	scheduler.go  which records start now, pausing tier partitions, and the timer for the next due time
 //	deliver.go    the workers: delivery to the Handler and the decision on its outcome
 //	produce.go    writes to a retry tier and to the dead letter topic, and the records written
 //	deadletter.go a failed dead-letter write: retried, written stripped, or reported stuck

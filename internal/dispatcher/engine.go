@@ -98,9 +98,11 @@ type Engine struct {
 	onCircuit func(from, to retry.State)
 
 	// Kafka clients (clients.go).
-	cl     *kgo.Client
-	dlq    *kgo.Client
-	ownDLQ bool
+	cl      *kgo.Client
+	dlq     *kgo.Client
+	ownDLQ  bool
+	solo    *kgo.Client // single-record writes to the source cluster (retry tiers)
+	dlqSolo *kgo.Client // single-record writes to the dead-letter cluster
 
 	// Lifecycle.
 	started atomic.Bool
@@ -123,6 +125,7 @@ type Engine struct {
 	cond      *sync.Cond // broadcast on every finished or abandoned record while waiters > 0
 	waiters   int
 	parts     map[tpKey]*partState
+	startedTo map[tpKey]int64 // partState.startedTo of partitions forgotten, for redelivery counting
 	order     []*partState
 	rr        int
 	active    int // dispatched, not finished (delivering or writing)
@@ -197,6 +200,7 @@ func New(o Options) (*Engine, error) {
 		clock:      o.Clock,
 		onCircuit:  o.OnCircuitStateChange,
 		parts:      map[tpKey]*partState{},
+		startedTo:  map[tpKey]int64{},
 		busy:       map[*item]time.Time{},
 		owned:      map[tpKey]struct{}{},
 		work:       make(chan *item, s.maxInFlight),

@@ -65,7 +65,7 @@ func TestJitterSurvivesTiers(t *testing.T) {
 		}
 		return dt.Response{}
 	})
-	p.cfg.Delivery.MaxInFlight = 64
+	p.cfg.Delivery.MaxInFlight = 100
 	start(t, dispatcher.Options{Config: p.cfg})
 	recs := make([]string, n)
 	for i := range recs {
@@ -107,8 +107,14 @@ func TestJitterSurvivesTiers(t *testing.T) {
 		}
 		delays = append(delays, d.Seconds())
 	}
-	if spread := lastFail.Sub(firstFail); spread > time.Second {
-		t.Fatalf("the first deliveries took %v; the test needs them to fail within one second", spread)
+	// The race detector slows the 1,000 first deliveries down; the delays are measured per record
+	// either way.
+	burst := time.Second
+	if raceEnabled {
+		burst = 3 * time.Second
+	}
+	if spread := lastFail.Sub(firstFail); spread > burst {
+		t.Fatalf("the first deliveries took %v; the test needs them to fail within %v", spread, burst)
 	}
 	slices.Sort(delays)
 	dec := make([]string, 0, 10)

@@ -107,6 +107,9 @@ func (e *Engine) pollLoop(ctx context.Context) error {
 			ps.hw = max(ps.hw, fp.HighWatermark)
 			now := e.clock.Now()
 			for _, r := range fp.Records {
+				if r.Offset < ps.startedTo {
+					e.m.Redeliveries.Inc()
+				}
 				ps.add(newItem(r, ps, &e.settings, now))
 				if r.Timestamp.After(ps.lastTime) {
 					ps.lastTime = r.Timestamp
@@ -145,6 +148,7 @@ func (e *Engine) partLocked(topic string, partition int32) *partState {
 		return nil
 	}
 	ps := &partState{tpKey: k, tier: tier, partitionTracker: newPartitionTracker(tier > 0)}
+	ps.startedTo = e.startedTo[k] // what this process started before a revocation
 	ps.ctx, ps.cancelCtx = context.WithCancel(e.deliverCtx)
 	ps.dlqCtx, ps.cancelDLQ = context.WithCancel(e.produceCtx)
 	e.parts[k] = ps

@@ -1,9 +1,11 @@
 package dispatcher
 
 import (
+	"errors"
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
@@ -22,24 +24,38 @@ func (e *Engine) retry(it *item, f *failure, dec retry.Decision) {
 	}
 	tier := e.retryTier(it.attempt+1, dec.Delay, dec.FromRetryAfter)
 	rec := it.retryRecord(e.tierNames[tier], f, dec.Due)
-	e.cl.Produce(e.produceCtx, rec, func(_ *kgo.Record, err error) {
-		if err == nil {
-			e.finish(it, metrics.OutcomeRetried)
-			return
-		}
-		if e.produceCtx.Err() != nil {
-			e.abandonItem(it)
-			return
-		}
-		e.m.RetryProduceErr.Inc()
-		e.log.Error("Writing to a retry tier failed; dead-lettering the record", "topic", rec.Topic,
-			"originalTopic", it.view.Topic, "originalPartition", it.view.Partition, "originalOffset", it.view.Offset, "error", err)
-		g := *f
-		g.reason = headers.ReasonUndeliverable
-		g.errorType = headers.ErrorTypeRetryProduceFailed
-		g.message = "writing to retry tier " + rec.Topic + " failed: " + err.Error() + " (last failure: " + f.errorType + ": " + f.message + ")"
-		e.deadLetter(it, &g, it.attempt)
-	})
+	e.cl.Produce(e.produceCtx, rec, func(_ *kgo.Record, err error) { e.retried(it, f, rec, err, false) })
+}
+
+// retried handles the outcome of a retry-tier write. alone says the record was written on its own.
+// A batch rejected as too large is written again one record at a time, so that only a record too
+// large itself is dead-lettered, not the others of its batch.
+func (e *Engine) retried(it *item, f *failure, rec *kgo.Record, err error, alone bool) {
+	if err == nil {
+		e.finish(it, metrics.OutcomeRetried)
+		return
+	}
+	if e.produceCtx.Err() != nil {
+		e.abandonItem(it)
+		return
+	}
+	e.m.RetryProduceErr.Inc()
+	if !alone && (errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)) {
+		go func() {
+			e.aloneMu.Lock()
+			err := e.solo.ProduceSync(e.produceCtx, rec).FirstErr()
+			e.aloneMu.Unlock()
+			e.retried(it, f, rec, err, true)
+		}()
+		return
+	}
+	e.log.Error("Writing to a retry tier failed; dead-lettering the record", "topic", rec.Topic,
+		"originalTopic", it.view.Topic, "originalPartition", it.view.Partition, "originalOffset", it.view.Offset, "error", err)
+	g := *f
+	g.reason = headers.ReasonUndeliverable
+	g.errorType = headers.ErrorTypeRetryProduceFailed
+	g.message = "writing to retry tier " + rec.Topic + " failed: " + err.Error() + " (last failure: " + f.errorType + ": " + f.message + ")"
+	e.deadLetter(it, &g, it.attempt)
 }
 
 // deadLetter writes the record to the dead letter topic; it finishes once acknowledged. A failed

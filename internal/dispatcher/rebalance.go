@@ -96,6 +96,9 @@ func (e *Engine) forget(parts []*partState) {
 			continue
 		}
 		ps.goneFlag.Store(true)
+		if ps.startedTo > 0 {
+			e.startedTo[ps.tpKey] = ps.startedTo
+		}
 		ps.cancel() // deliveries still under way are abandoned, and dead-letter retries stop
 		released, inFlight, dropped := ps.revoke()
 		e.slots -= released
@@ -185,12 +188,7 @@ func (e *Engine) shutdown() {
 
 	// Leaving the group is a request to the broker: bounded, the clients are closed in the
 	// background past it.
-	if !e.within(leaveMax, func() {
-		e.cl.CloseAllowingRebalance()
-		if e.ownDLQ {
-			e.dlq.Close()
-		}
-	}) {
+	if !e.within(leaveMax, e.closeClients) {
 		e.log.Warn("Leaving the consumer group took too long; the group coordinator expires the membership after the session timeout", "waited", leaveMax)
 	}
 	e.mu.Lock()

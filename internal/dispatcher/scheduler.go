@@ -63,6 +63,7 @@ func (e *Engine) scheduleLocked() {
 				}
 			}
 			ps.start()
+			ps.noteStart(it.rec.Offset)
 			e.active++
 			e.slots++
 			e.buffered--

@@ -33,6 +33,7 @@ type partitionTracker struct {
 	commitEpoch  int32 // leader epoch of the record before commitOffset
 	committed    int64 // last committed offset; -1 for none
 	gone         bool  // revoked: nothing is tracked any more
+	startedTo    int64 // one past the highest offset started (here or, before a revocation, earlier)
 }
 
 // compactAfter is how many popped slots the tracker lets build up before it moves the live records
@@ -90,6 +91,23 @@ func (t *partitionTracker) start() {
 	t.nQueued--
 	t.inFlight++
 	t.held++
+}
+
+// noteStart records that the record at offset started, for redelivery counting.
+func (t *partitionTracker) noteStart(offset int64) { t.startedTo = max(t.startedTo, offset+1) }
+
+// releaseStale releases the slots of finished records popped below the last committed offset: the
+// fetch position went back under it (a reset after log truncation, a seek), so these records have
+// nothing to commit and would otherwise hold their slots until a later record is committed. It
+// returns the slots released.
+func (t *partitionTracker) releaseStale() int {
+	if t.gone || t.popped == 0 || t.commitOffset > t.committed {
+		return 0
+	}
+	n := t.popped
+	t.popped = 0
+	t.held -= n
+	return n
 }
 
 // finish marks a started record finished and moves the commit point over the finished prefix. It
@@ -168,6 +186,7 @@ func (t *partitionTracker) committedTo(offset int64, release int) int {
 	if t.gone {
 		return 0
 	}
+	release = min(release, t.popped) // releaseStale may have released some since the commit was collected
 	t.popped -= release
 	t.held -= release
 	return release

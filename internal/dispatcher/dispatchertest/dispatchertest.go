@@ -4,10 +4,10 @@
 package dispatchertest
 
 import (
-	"maps"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -98,12 +98,17 @@ func Header(r *kgo.Record, key string) (string, bool) {
 	return "", false
 }
 
-// Gauge returns the value of the gauge name in g (its first series), or -1 when g has none.
+// Gauge returns the value of the gauge or counter name in g (its first series), or -1 when g has
+// none.
 func Gauge(g prometheus.Gatherer, name string) float64 {
 	mfs, _ := g.Gather()
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
+			m := mf.GetMetric()[0]
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
 		}
 	}
 	return -1

@@ -29,6 +29,7 @@ type Metrics struct {
 	DLQProduceErr    prometheus.Counter
 	Panics           prometheus.Counter
 	StuckDeadLetters prometheus.Gauge
+	Redeliveries     prometheus.Counter
 
 	lag         *prometheus.GaugeVec
 	deadLetters *prometheus.CounterVec
@@ -91,7 +92,12 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 		Help: "Panics recovered while processing a record; the record was dead-lettered.",
 	}, []string{LabelPipeline})
 
-	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics, stuck} {
+	redeliveries := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: RedeliveriesTotal,
+		Help: "Records fetched again at an offset this process had already started delivering (after a rebalance or a fetch position reset); each is delivered again.",
+	}, []string{LabelPipeline})
+
+	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics, stuck, redeliveries} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -121,6 +127,7 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 	m.DLQProduceErr = produceErrs.WithLabelValues(pipeline, KindDeadLetter)
 	m.Panics = panics.WithLabelValues(pipeline)
 	m.StuckDeadLetters = stuck.WithLabelValues(pipeline)
+	m.Redeliveries = redeliveries.WithLabelValues(pipeline)
 	for _, r := range []string{"non_retriable_error", "max_retries_exceeded", "deadline_exceeded", "undeliverable", "malformed"} {
 		m.deadLetters.WithLabelValues(pipeline, r)
 	}

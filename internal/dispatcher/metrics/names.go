@@ -49,6 +49,12 @@ const (
 	// PanicsTotal counts panics recovered while processing a record (counter; label pipeline): the
 	// record is dead-lettered (reason undeliverable, error type Panic) and the worker goes on.
 	PanicsTotal = "retryops_dispatcher_panics_total"
+	// RedeliveriesTotal counts records fetched again at an offset this process had already started
+	// delivering in that partition (counter; label pipeline): after a rebalance handed a partition
+	// back, or a fetch position reset below it. Each is delivered again: a duplicate the sink sees
+	// (Idempotency-Key is the same). Redeliveries after a crash happen in the next process and are
+	// bounded by the in-flight and uncommitted gauges at the crash.
+	RedeliveriesTotal = "retryops_dispatcher_redeliveries_total"
 	// StuckDeadLetters is the number of records whose dead-letter write failed even stripped to its
 	// coordinates and reason (gauge; label pipeline): nothing past them is committed in their
 	// partitions, the write is retried slowly, and the dispatcher is not ready while any is stuck.
@@ -124,6 +130,7 @@ var All = []Desc{
 	{Ready, "gauge", []string{LabelPipeline}},
 	{PanicsTotal, "counter", []string{LabelPipeline}},
 	{StuckDeadLetters, "gauge", []string{LabelPipeline}},
+	{RedeliveriesTotal, "counter", []string{LabelPipeline}},
 }
 
 // Exported reports whether name is a metric the data plane exports, accepting a histogram's
