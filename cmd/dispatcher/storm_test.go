@@ -27,10 +27,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/dispatcher"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
+	"github.com/retryops/retry-operator/internal/render"
 )
 
 // The storm harness: several dispatcher processes in one consumer group over an in-process kfake
@@ -744,6 +746,36 @@ func (s *storm) finish() stormResult {
 		res.kills, res.stops, strings.Join(stopTimes, " "), res.starts, res.losses)
 	t.Logf("duplicates: %d successful redeliveries of %d records, %d duplicate dead letters; bound %d (maxInFlight %d, maxUncommittedRecords %d)",
 		res.dupOK, countDup(ok), res.dupDLQ, res.bound, mif, unc)
+	// Duplicates attributed, by arrival time, to the last change before them (a rough figure:
+	// a redelivery may come after a later change).
+	perChange := make([]int, len(changes)+1) // [0]: before the first change
+	perKind := map[string]int{}
+	firstOK := map[string]bool{}
+	for _, r := range reqs {
+		if r.Status/100 != 2 {
+			continue
+		}
+		if !firstOK[r.Key] {
+			firstOK[r.Key] = true
+			continue
+		}
+		k := sort.Search(len(changes), func(j int) bool { return changes[j].at.After(r.At) })
+		perChange[k]++
+		if k > 0 {
+			perKind[changes[k-1].kind]++
+		}
+	}
+	worst, worstAt := 0, -1
+	for k := 1; k < len(perChange); k++ {
+		if perChange[k] > worst {
+			worst, worstAt = perChange[k], k-1
+		}
+	}
+	if worstAt >= 0 {
+		c := changes[worstAt]
+		t.Logf("duplicates after: kills %d, stops %d, starts %d, before any change %d; at most %d after one change (%s of member %d at %v, %d members alive, %d requests in flight)",
+			perKind["kill"], perKind["stop"], perKind["start"], perChange[0], worst, c.kind, c.member, c.at.Sub(s.started).Round(time.Millisecond), c.alive, c.inFlight)
+	}
 	t.Logf("order: %d records retried; %d first attempts out of order per key, %d first deliveries out of order among records never retried",
 		len(retried), res.orderFirst, res.orderOK)
 	for _, e := range examples {
@@ -1017,37 +1049,46 @@ func (s *storm) moveLeaders(parts []int32) {
 	close(written)
 }
 
-// TestSIGTERMWithinGracePeriod: one dispatcher under load (sink answering in 50 ms, maxInFlight
-// 16, Unordered, drainTimeout 5 s) gets SIGTERM once the sink has started hanging, so that all 16
-// deliveries in flight outlast the drain timeout and the whole stop path runs: drain timeout,
-// abandon, final commit, leave. Asserts: it exits with status 0 after the drain timeout and in
-// less than the pod's terminationGracePeriodSeconds as internal/render/deployment.go renders it
-// (ceil(drainTimeout) + drainMargin 10 s = 15 s), the final commit and the LeaveGroup inside it
-// too; it left the group (the broker saw its LeaveGroup after the SIGTERM, and the group has no
-// member right after the exit, long before its 10 s session timeout); its log shows the stop
-// ("Stopping on signal", "Abandoning in-flight deliveries after the drain timeout", "Stopped
-// consuming", then "Dispatcher stopped"); the group's committed offsets cover every record the
-// sink had answered 200 before the SIGTERM; and a fresh dispatcher, run to the end, delivers none
-// of those again.
+// TestSIGTERMWithinGracePeriod: a dispatcher under load (sink answering in 50 ms, maxInFlight 16,
+// Unordered, drainTimeout 5 s) gets SIGTERM twice, then a third one finishes the records:
+//
+//   - round "drain": the SIGTERM finds 16 deliveries that the sink answers 2 s after they
+//     arrived: the drain waits for them, and the final commit must cover them;
+//   - round "abandon": the SIGTERM finds 16 deliveries that the sink never answers: the drain
+//     times out, they are abandoned (delivered again by the next dispatcher), and the rest of the
+//     stop (final commit, leaving the group) runs after the drain timeout.
+//
+// Asserts, per round: exit status 0, in less than the pod's terminationGracePeriodSeconds as
+// render.Deployment computes it (ceil(drainTimeout) + render.ShutdownMargin = 20 s) and within
+// drainTimeout + dispatcher.ShutdownAfterDrain; "drain" before the drain timeout, "abandon" after
+// it; the group left (the broker saw a LeaveGroup after the SIGTERM, inside the grace period, and
+// the group has no member right after the exit, long before its 10 s session timeout); the log
+// shows the stop ("Stopping on signal", "Abandoning in-flight deliveries after the drain timeout"
+// in round "abandon", "Stopped consuming", then "Dispatcher stopped"); the group's committed
+// offsets, read after the exit, cover every record the sink had answered 200 by the exit (the
+// drained deliveries included). And in the end: every record delivered, and no record that had
+// finished before a SIGTERM delivered again after it (no successful delivery twice at all).
 func TestSIGTERMWithinGracePeriod(t *testing.T) {
 	const (
 		n           = 3000
 		maxInFlight = 16
 		sinkDelay   = 50 * time.Millisecond
+		drainDelay  = 2 * time.Second // round "drain": answered within the drain timeout
 		drain       = 5 * time.Second
-		// drainMargin of internal/render/deployment.go: terminationGracePeriodSeconds is
-		// ceil(drainTimeout) + drainMargin.
-		drainMargin = 10
 	)
-	grace := time.Duration(int64(math.Ceil(drain.Seconds()))+drainMargin) * time.Second
+	// terminationGracePeriodSeconds as render.Deployment computes it.
+	grace := time.Duration(int64(math.Ceil(drain.Seconds()))+render.ShutdownMargin) * time.Second
 	bin := dispatcherBinary(t)
 	const group, src, dlq = "sigterm", "sigterm.src", "sigterm.dlq"
-	// slow makes the sink hang (until the dispatcher gives up on the request) so that the
-	// SIGTERM finds maxInFlight deliveries that outlast the drain timeout.
-	var slow atomic.Bool
-	var slowIn atomic.Int32
+	// mode: 0 answers in sinkDelay; 1 in drainDelay; 2 never (until the dispatcher gives up on
+	// the request). slowIn counts the requests that arrived in mode 1 or 2.
+	var mode, slowIn atomic.Int32
 	sink := dt.NewSink(t, func(*dt.Request) dt.Response {
-		if slow.Load() {
+		switch mode.Load() {
+		case 1:
+			slowIn.Add(1)
+			return dt.Response{Delay: drainDelay}
+		case 2:
 			slowIn.Add(1)
 			return dt.Response{Delay: time.Minute}
 		}
@@ -1070,23 +1111,26 @@ func TestSIGTERMWithinGracePeriod(t *testing.T) {
 	health := freePort(t)
 	cfg.Listen = config.Listen{MetricsAddress: config.Disabled, HealthAddress: health}
 	dir := t.TempDir()
-	cfgPath, logPath := filepath.Join(dir, "config.json"), filepath.Join(dir, "dispatcher.log")
+	cfgPath := filepath.Join(dir, "config.json")
+	logPath := func(round int) string { return filepath.Join(dir, fmt.Sprintf("dispatcher-%d.log", round)) }
 	data, _ := json.Marshal(cfg)
 	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			if b, err := os.ReadFile(logPath); err == nil {
-				t.Logf("dispatcher log:\n%s", b)
+			for r := range 3 {
+				if b, err := os.ReadFile(logPath(r)); err == nil {
+					t.Logf("dispatcher log of round %d:\n%s", r, b)
+				}
 			}
 		}
 	})
 
-	// The broker's view of the group: when the dispatcher left it and committed.
+	// The broker's view of the group: when a member left it, and when offsets were committed.
 	var leaveAt, lastCommitAt atomic.Int64
 	c.ControlKey(int16(kmsg.LeaveGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
-		leaveAt.CompareAndSwap(0, time.Now().UnixNano())
+		leaveAt.Store(time.Now().UnixNano())
 		return nil, nil, false
 	})
 	c.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -1095,133 +1139,162 @@ func TestSIGTERMWithinGracePeriod(t *testing.T) {
 	})
 
 	prod := dt.Client(t, c, kgo.ProducerLinger(5*time.Millisecond))
+	adm := kadm.NewClient(prod)
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: src, Key: []byte(strconv.Itoa(i % 97)), Value: []byte(strconv.Itoa(i))}
 	}
 	dt.Produce(t, prod, recs...)
-
-	p := startDispatcher(t, bin, cfgPath, logPath)
 	succeeded := func() int { k, _ := sink.Succeeded(); return k }
-	dt.Eventually(t, 30*time.Second, func() bool { return succeeded() >= n/5 || exited(p) }, "%d records delivered", n/5)
-	if exited(p) {
-		t.Fatalf("the dispatcher exited early: %v", p.err)
+	finishedKeys := func() map[string]bool {
+		out := map[string]bool{}
+		for _, r := range sink.Requests() {
+			if r.Status == http.StatusOK {
+				out[r.Key] = true
+			}
+		}
+		return out
 	}
-	dt.Eventually(t, 5*time.Second, func() bool { return sink.InFlight() >= maxInFlight/2 }, "deliveries in flight")
-	// From now on the sink hangs: wait until every slot holds a hanging delivery.
-	slow.Store(true)
-	dt.Eventually(t, 5*time.Second, func() bool { return slowIn.Load() >= maxInFlight && sink.InFlight() == int(slowIn.Load()) }, "%d hanging deliveries", maxInFlight)
 
-	// What had finished before the SIGTERM: every request the sink had answered 200.
-	inFlight := sink.InFlight()
-	finished := map[string]bool{}
+	type stopped struct {
+		finished map[string]bool // answered 200 by the exit
+		exitAt   time.Time
+	}
+	var rounds []stopped
+	for round, name := range []string{"drain", "abandon"} {
+		lp := logPath(round)
+		p := startDispatcher(t, bin, cfgPath, lp)
+		target := (round + 1) * n / 5
+		dt.Eventually(t, 30*time.Second, func() bool { return succeeded() >= target || exited(p) }, "round %s: %d records delivered", name, target)
+		if exited(p) {
+			t.Fatalf("round %s: the dispatcher exited early: %v", name, p.err)
+		}
+		dt.Eventually(t, 5*time.Second, func() bool { return sink.InFlight() >= maxInFlight/2 }, "round %s: deliveries in flight", name)
+		// Slow answers from now on; wait until every slot holds one.
+		slowIn.Store(0)
+		mode.Store(int32(round + 1))
+		dt.Eventually(t, 5*time.Second, func() bool { return slowIn.Load() >= maxInFlight && sink.InFlight() == int(slowIn.Load()) },
+			"round %s: %d slow deliveries in flight", name, maxInFlight)
+		inFlight, before := sink.InFlight(), len(finishedKeys())
+
+		sigAt := time.Now()
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-p.done:
+		case <-time.After(2 * grace):
+			t.Fatalf("round %s: the dispatcher still runs %v after SIGTERM", name, 2*grace)
+		}
+		took := time.Since(sigAt)
+		mode.Store(0)
+		gi := c.GroupInfo(group)
+		members := -1
+		if gi != nil {
+			members = len(gi.Members)
+		}
+		// Wait for the sink to log what the exit cut short, then take what finished.
+		dt.Eventually(t, 5*time.Second, func() bool { return sink.InFlight() == 0 }, "round %s: the sink idle after the exit", name)
+		fin := finishedKeys()
+		rounds = append(rounds, stopped{finished: fin, exitAt: time.Now()})
+		leave, commit := time.Unix(0, leaveAt.Load()), time.Unix(0, lastCommitAt.Load())
+		t.Logf("round %s: SIGTERM with %d slow deliveries in flight and %d records finished: exit after %v (grace period %v, drainTimeout %v + ShutdownAfterDrain %v), status %v; last commit %v and LeaveGroup %v after the SIGTERM; %d records finished by the exit; %d members in the group after it",
+			name, inFlight, before, took.Round(time.Millisecond), grace, drain, dispatcher.ShutdownAfterDrain, p.err,
+			commit.Sub(sigAt).Round(time.Millisecond), leave.Sub(sigAt).Round(time.Millisecond), len(fin), members)
+		if took >= grace {
+			t.Errorf("round %s: the dispatcher took %v to stop after SIGTERM, not less than the grace period %v", name, took, grace)
+		}
+		if bound := drain + dispatcher.ShutdownAfterDrain; took > bound {
+			t.Errorf("round %s: the dispatcher took %v to stop after SIGTERM, more than drainTimeout + dispatcher.ShutdownAfterDrain = %v", name, took, bound)
+		}
+		switch name {
+		case "drain":
+			if took >= drain {
+				t.Errorf("round drain: the stop took %v, not less than the drain timeout %v, although the deliveries end after %v", took, drain, drainDelay)
+			}
+			if len(fin) < before+inFlight {
+				t.Errorf("round drain: %d records finished by the exit, want the %d finished before the SIGTERM and the %d drained", len(fin), before, inFlight)
+			}
+		case "abandon":
+			if took < drain {
+				t.Errorf("round abandon: the dispatcher stopped %v after SIGTERM, before the drain timeout %v with %d deliveries hanging", took, drain, inFlight)
+			}
+		}
+		if p.err != nil {
+			t.Errorf("round %s: the dispatcher exited with %v after SIGTERM", name, p.err)
+		}
+		if leave.Before(sigAt) || leave.Sub(sigAt) >= grace {
+			t.Errorf("round %s: no LeaveGroup between the SIGTERM and the end of the grace period (last at %v after the SIGTERM)", name, leave.Sub(sigAt))
+		}
+		if members != 0 {
+			t.Errorf("round %s: the group has %d members right after the exit, want 0 (it left)", name, members)
+		}
+		logb, err := os.ReadFile(lp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{`"msg":"Stopping on signal"`, `"msg":"Stopped consuming"`, `"msg":"Dispatcher stopped"`}
+		if name == "abandon" {
+			want = append(want, `"msg":"Abandoning in-flight deliveries after the drain timeout`)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(logb), w) {
+				t.Errorf("round %s: the dispatcher log has no %s", name, w)
+			}
+		}
+		if i, j := strings.Index(string(logb), `"msg":"Stopped consuming"`), strings.Index(string(logb), `"msg":"Dispatcher stopped"`); i < 0 || j < i {
+			t.Errorf("round %s: the log does not show Stopped consuming, then Dispatcher stopped", name)
+		}
+
+		// The final commit covers everything that finished.
+		offs, err := adm.FetchOffsets(context.Background(), group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uncovered := 0
+		for k := range fin {
+			topic, part, off := splitKey(k)
+			if topic != src {
+				continue
+			}
+			if o, ok := offs.Lookup(src, part); !ok || off >= o.At {
+				uncovered++
+				if uncovered <= 5 {
+					t.Errorf("round %s: record %s finished by the exit but the committed offset of its partition is %d", name, k, o.At)
+				}
+			}
+		}
+		if uncovered > 0 {
+			t.Errorf("round %s: %d records that finished by the exit are not covered by the committed offsets", name, uncovered)
+		}
+	}
+
+	// A last dispatcher delivers the rest, and nothing that had finished.
+	p := startDispatcher(t, bin, cfgPath, logPath(2))
+	dt.Eventually(t, 60*time.Second, func() bool { return succeeded() >= n }, "all %d records delivered", n)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+	again := make([]int, len(rounds))
 	for _, r := range sink.Requests() {
-		if r.Status == http.StatusOK {
-			finished[r.Key] = true
-		}
-	}
-	sigAt := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(2 * grace):
-		t.Fatalf("the dispatcher still runs %v after SIGTERM", 2*grace)
-	}
-	took := time.Since(sigAt)
-	slow.Store(false)
-	// The group right after the exit: no member, since it left (its session would last 10 s).
-	gi := c.GroupInfo(group)
-	members := -1
-	if gi != nil {
-		members = len(gi.Members)
-	}
-	leave, commit := time.Unix(0, leaveAt.Load()), time.Unix(0, lastCommitAt.Load())
-	t.Logf("SIGTERM with %d requests in flight at the sink and %d records finished: exit after %v (grace period %v), status %v; last commit %v and LeaveGroup %v after the SIGTERM; %d members left in the group",
-		inFlight, len(finished), took.Round(time.Millisecond), grace, p.err, commit.Sub(sigAt).Round(time.Millisecond), leave.Sub(sigAt).Round(time.Millisecond), members)
-	if took >= grace {
-		t.Errorf("the dispatcher took %v to stop after SIGTERM, not less than the grace period %v", took, grace)
-	}
-	if took < drain {
-		t.Errorf("the dispatcher stopped %v after SIGTERM, before the drain timeout %v with %d deliveries hanging", took, drain, inFlight)
-	}
-	if leave.Sub(sigAt) >= grace || commit.Sub(sigAt) >= grace {
-		t.Errorf("the final commit (%v) or the group leave (%v) came after the grace period %v", commit.Sub(sigAt), leave.Sub(sigAt), grace)
-	}
-	if p.err != nil {
-		t.Errorf("the dispatcher exited with %v after SIGTERM", p.err)
-	}
-	if leaveAt.Load() == 0 || leave.Before(sigAt) {
-		t.Errorf("the broker saw no LeaveGroup after the SIGTERM")
-	}
-	if lastCommitAt.Load() == 0 || commit.Before(sigAt) {
-		t.Errorf("the broker saw no offset commit after the SIGTERM")
-	}
-	if members != 0 {
-		t.Errorf("the group has %d members right after the exit, want 0 (it left)", members)
-	}
-	logb, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`"msg":"Stopping on signal"`, `"msg":"Abandoning in-flight deliveries after the drain timeout`, `"msg":"Stopped consuming"`, `"msg":"Dispatcher stopped"`} {
-		if !strings.Contains(string(logb), want) {
-			t.Errorf("the dispatcher log has no %s", want)
-		}
-	}
-	if i, j := strings.Index(string(logb), `"msg":"Stopped consuming"`), strings.Index(string(logb), `"msg":"Dispatcher stopped"`); i < 0 || j < i {
-		t.Errorf("the log does not show the stop in order (Stopped consuming, then Dispatcher stopped)")
-	}
-
-	// The final commit covers everything that had finished.
-	adm := kadm.NewClient(prod)
-	offs, err := adm.FetchOffsets(context.Background(), group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uncovered := 0
-	for k := range finished {
-		topic, part, off := splitKey(k)
-		if topic != src {
+		if r.Status != http.StatusOK {
 			continue
 		}
-		if o, ok := offs.Lookup(src, part); !ok || off >= o.At {
-			uncovered++
-			if uncovered <= 5 {
-				t.Errorf("record %s finished before the SIGTERM but the committed offset of its partition is %d", k, o.At)
+		for i, st := range rounds {
+			if st.finished[r.Key] && r.At.After(st.exitAt) {
+				again[i]++
+				if again[i] <= 5 {
+					t.Errorf("record %s had finished before SIGTERM %d and was delivered again after it", r.Key, i+1)
+				}
 			}
 		}
 	}
-
-	// A fresh dispatcher delivers the rest, and nothing that had finished.
-	restartAt := time.Now()
-	p2 := startDispatcher(t, bin, cfgPath, logPath)
-	dt.Eventually(t, 60*time.Second, func() bool { return succeeded() >= n }, "all %d records delivered after the restart", n)
-	again, dupAll := 0, 0
-	for _, r := range sink.Requests() {
-		if r.Status != http.StatusOK || r.At.Before(restartAt) {
-			continue
-		}
-		if finished[r.Key] {
-			again++
-			if again <= 5 {
-				t.Errorf("record %s had finished before the SIGTERM and was delivered again after the restart", r.Key)
-			}
-		}
-	}
+	dup := 0
 	for _, cnt := range sink.SuccessCounts() {
-		dupAll += cnt - 1
+		dup += cnt - 1
 	}
-	_ = p2.cmd.Process.Signal(syscall.SIGTERM)
-	<-p2.done
-	t.Logf("after the restart: %d of %d finished records delivered again, %d redeliveries in all (the %d hanging at the SIGTERM included); %d finished records above the committed offsets",
-		again, len(finished), dupAll, slowIn.Load(), uncovered)
-	if dupAll > int(slowIn.Load()) {
-		t.Errorf("%d records delivered twice, more than the %d abandoned at the SIGTERM", dupAll, slowIn.Load())
-	}
-	if uncovered > 0 {
-		t.Errorf("%d records finished before the SIGTERM are not covered by the committed offsets", uncovered)
+	t.Logf("after the restarts: %v records delivered again that had finished before each SIGTERM; %d successful redeliveries in all", again, dup)
+	if dup > 0 {
+		t.Errorf("%d records delivered successfully more than once", dup)
 	}
 }
 
