@@ -35,7 +35,9 @@ const (
 // removes them with it. They are reconciled after the topic steps, in this order:
 //
 //  1. ConfigMap: the dispatcher config. Its hash goes on the Deployment's pod template, so a policy,
-//     queue or connection change rolls the pods.
+//     queue or connection change rolls the pods. Its topics.draining are the unused tiers that still
+//     hold records, as the topic steps found them, or as the applied config had them when the topic
+//     steps could not tell (see consumerpipeline_draining.go).
 //  2. Deployment: first created only once TopicsReady would be True, so that consumers never start
 //     without their retry topics (a broker with auto.create.topics.enable would make them with its
 //     default partitions) and a pipeline that lost a source conflict runs no consumers. Once it
@@ -78,6 +80,7 @@ func (r *ConsumerPipelineReconciler) renderInputs(s *pipelineScope) *render.Inpu
 		Policy:                  s.policy,
 		DLQ:                     s.queue,
 		Tiers:                   s.tiers,
+		Draining:                s.draining,
 		DefaultBootstrapServers: r.Kafka.Defaults.BootstrapServers,
 		DispatcherImage:         r.DispatcherImage,
 		RuleLabels:              r.RuleLabels,
@@ -96,6 +99,9 @@ func (r *ConsumerPipelineReconciler) reconcileConfigMap(ctx context.Context, s *
 	if s.policy == nil || s.queue == nil {
 		s.deploymentProblems.add(waitingForReferences())
 		return nil
+	}
+	if !s.drainingKnown {
+		s.draining = r.keptDraining(ctx, s)
 	}
 	cm, err := render.ConfigMap(r.renderInputs(s))
 	if err != nil {

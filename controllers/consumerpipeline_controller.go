@@ -66,6 +66,14 @@ type pipelineScope struct {
 	retries          []v1.RetryTopicStatus
 	unused           []string
 
+	// draining are the unused tiers the dispatcher config lists under topics.draining, sorted
+	// (consumerpipeline_draining.go); prevDraining are those of the previous status. drainingKnown is
+	// set once the UnusedRetryTopics step found them out; until then draining is prevDraining, and
+	// the ConfigMap step, if it runs, replaces it with keptDraining.
+	draining      []string
+	prevDraining  []string
+	drainingKnown bool
+
 	// changes made in Kafka, for one event at the end; created is set when a topic was created.
 	changes []string
 	created bool
@@ -125,6 +133,8 @@ func newPipelineScope(p *v1.ConsumerPipeline, d kafkaspec.Defaults) *pipelineSco
 		s.sourcePartitions = t.SourcePartitions
 		s.retries = slices.Clone(t.Retries)
 		s.unused = slices.Clone(t.UnusedRetries)
+		s.prevDraining = slices.Clone(t.DrainingRetries)
+		s.draining = slices.Clone(t.DrainingRetries)
 		s.deadLetter = t.DeadLetter
 	}
 	return s
@@ -142,7 +152,8 @@ func (r *ConsumerPipelineReconciler) forget(key types.NamespacedName) {
 }
 
 // reconcileNormal runs the topic steps, then the children; whatever they return, the status is then
-// patched (deferred) from what they found.
+// patched (deferred) from what they found. The topic steps find out which unused tiers drain before
+// the children render the dispatcher config that lists them.
 func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pipelineScope) (result ctrl.Result, reterr error) {
 	defer func() {
 		result, reterr = finishReconcile(reterr, s.allProblems(), func() error { return r.writeStatus(ctx, s) }, func() time.Duration {
@@ -154,6 +165,11 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 			}
 			return after
 		})
+		// While tiers drain, the pipeline is looked at again even when nothing else would requeue it,
+		// so that a drained tier goes without any other event.
+		if reterr == nil && result.IsZero() && len(s.draining) > 0 {
+			result.RequeueAfter = r.Kafka.Offsets.UntilNextRound(s.connKey, r.RefreshInterval)
+		}
 	}()
 	// A problem ends the topic steps and goes on TopicsReady.
 	err := runSteps(ctx, s, []step[*pipelineScope]{

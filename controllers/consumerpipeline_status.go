@@ -35,13 +35,15 @@ func pipelineStatus(s *pipelineScope) v1.ConsumerPipelineStatus {
 }
 
 // setPipelineTopics writes the topics: the source and its partitions, the retry tiers with their
-// delays and partitions, the tiers no longer used, and the dead letter topic.
+// delays and partitions, the tiers no longer used and those of them draining, and the dead letter
+// topic.
 func setPipelineTopics(st *v1.ConsumerPipelineStatus, s *pipelineScope) {
 	t := &v1.PipelineTopics{
 		Source:           string(s.p.Spec.Source.Topic),
 		SourcePartitions: s.sourcePartitions,
 		Retries:          s.retries,
 		UnusedRetries:    s.unused,
+		DrainingRetries:  s.draining,
 		DeadLetter:       s.deadLetter,
 	}
 	if len(t.Retries) == 0 {
@@ -49,6 +51,9 @@ func setPipelineTopics(st *v1.ConsumerPipelineStatus, s *pipelineScope) {
 	}
 	if len(t.UnusedRetries) == 0 {
 		t.UnusedRetries = nil
+	}
+	if len(t.DrainingRetries) == 0 {
+		t.DrainingRetries = nil
 	}
 	st.Topics = t
 }

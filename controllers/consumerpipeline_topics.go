@@ -322,73 +322,6 @@ func (r *ConsumerPipelineReconciler) reconcileRetryTopics(ctx context.Context, s
 	return nil
 }
 
-// reconcileUnusedRetryTopics finds the tiers the pipeline created earlier and no longer needs (after
-// a policy or naming change). Under retryTopics.deletionPolicy Delete they are deleted (and their
-// record dropped); under Retain they are listed in status.topics.unusedRetries and left in Kafka.
-func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Context, s *pipelineScope) error {
-	if !s.planKnown || !s.ownsTiers {
-		return nil
-	}
-	current := map[string]bool{}
-	for _, t := range s.tiers {
-		current[t.Name] = true
-	}
-	var unused []string
-	for _, name := range createdTiers(s.p) {
-		if !current[name] && !s.blocked[name] {
-			unused = append(unused, name)
-		}
-	}
-	newly := slices.DeleteFunc(slices.Clone(unused), func(n string) bool { return slices.Contains(s.unused, n) })
-	s.unused = unused
-	if retryDeletionPolicy(s.p) != v1.DeletionPolicyDelete {
-		if len(newly) > 0 {
-			ctrl.LoggerFrom(ctx).Info("Retry topics no longer used", "consumerPipeline", klog.KObj(s.p), "topics", newly)
-			r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicKept, "ReconcileTopics",
-				"Retry topics no longer used, kept (retryTopics.deletionPolicy Retain): %s", strings.Join(newly, ", "))
-		}
-		return nil
-	}
-	// A tier is deleted only once the pipeline's group has consumed it to the end: records waiting in
-	// it would otherwise be lost with it.
-	undrained, err := undrainedTiers(ctx, s.admin, consumerGroup(s.p), unused)
-	if err != nil {
-		return kafkaProblem(err)
-	}
-	var kept, deleted []string
-	var first *problem
-	for _, name := range unused {
-		if left, ok := undrained[name]; ok {
-			kept = append(kept, name)
-			if slices.Contains(newly, name) {
-				ctrl.LoggerFrom(ctx).Info("Retry topic no longer used, kept until consumed", "consumerPipeline", klog.KObj(s.p), "topic", name, "records", left)
-				r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicKept, "ReconcileTopics",
-					"Retry topic %s no longer used; %d records wait in it, so it is deleted once the consumer group has consumed them", name, left)
-			}
-			continue
-		}
-		if err := s.admin.DeleteTopic(ctx, name); err != nil {
-			kept = append(kept, name)
-			if first == nil {
-				first = kafkaProblem(err)
-			}
-			continue
-		}
-		deleted = append(deleted, name)
-		ctrl.LoggerFrom(ctx).Info("Deleted unused retry topic", "consumerPipeline", klog.KObj(s.p), "topic", name)
-		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicDeleted, "ReconcileTopics",
-			"Retry topic %s no longer used, deleted (retryTopics.deletionPolicy Delete)", name)
-	}
-	s.unused = kept
-	if err := r.forgetCreatedTopics(ctx, s.p, deleted...); err != nil {
-		return err
-	}
-	if first != nil {
-		return first
-	}
-	return nil
-}
-
 // recordTopicChange logs a change made in Kafka and keeps it for the reconcile's event.
 func (r *ConsumerPipelineReconciler) recordTopicChange(ctx context.Context, s *pipelineScope, what string, want kafka.TopicSpec, have kafka.TopicInfo, plan kafka.TopicPlan) {
 	change := plan.Describe(want, have)
@@ -426,36 +359,4 @@ func (r *ConsumerPipelineReconciler) deleteTiers(ctx context.Context, s *pipelin
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// undrainedTiers returns, of the topics tiers, those holding records the consumer group group has
-// not consumed (by their count): a partition is drained when it is empty or the group's committed
-// offset reached its end. Topics that no longer exist are drained.
-func undrainedTiers(ctx context.Context, admin kafka.Admin, group string, tiers []string) (map[string]int64, error) {
-	if len(tiers) == 0 {
-		return nil, nil
-	}
-	offsets, err := admin.ListOffsets(ctx, tiers...)
-	if err != nil {
-		return nil, err
-	}
-	committed, err := admin.GroupOffsets(ctx, group)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int64{}
-	for topic, parts := range offsets {
-		var left int64
-		for _, po := range parts {
-			at, ok := committed[group].Topics[topic][po.Partition]
-			if !ok || at < po.Start {
-				at = po.Start
-			}
-			left += max(po.End-at, 0)
-		}
-		if left > 0 {
-			out[topic] = left
-		}
-	}
-	return out, nil
 }

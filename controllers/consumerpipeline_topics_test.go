@@ -409,7 +409,7 @@ func TestPipelineKeepsAnUnusedRetryTopicUntilItIsConsumed(t *testing.T) {
 	g.Expect(describe(adm, tier2)()).To(HaveField("Exists", false), "the empty tier is deleted at once")
 	g.Consistently(describe(adm, tier3), 2*resyncInterval, poll).Should(HaveField("Exists", true), "records wait in it")
 	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(And(
-		HaveField("Reason", "TopicKept"), HaveField("Note", ContainSubstring("2 records wait in it")))))
+		HaveField("Reason", "TopicDraining"), HaveField("Note", ContainSubstring("2 records wait in it")))))
 
 	// Once the group has consumed them, it goes too.
 	commitOffsets(t, adm, ns+".draining", map[string]map[int32]int64{tier3: {0: 2}})

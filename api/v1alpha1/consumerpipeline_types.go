@@ -331,13 +331,26 @@ type PipelineTopics struct {
 	// +optional
 	Retries []RetryTopicStatus `json:"retries,omitempty"`
 
-	// unusedRetries are retry tiers the pipeline made earlier and no longer needs, kept because of the
-	// Retain deletion policy.
+	// unusedRetries are retry tiers the pipeline made earlier and no longer needs (after a policy or
+	// naming change), kept because of the Retain deletion policy or, under Delete, until they are
+	// drained (see drainingRetries).
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MaxLength=249
 	// +listType=atomic
 	// +optional
 	UnusedRetries []string `json:"unusedRetries,omitempty"`
+
+	// drainingRetries are the unused retry tiers that still hold records the consumer group has not
+	// consumed, sorted. The dispatchers consume them too (topics.draining of their config) and deliver
+	// their records, until the group's committed offsets reach their end; then a tier leaves this
+	// list and is deleted (retryTopics.deletionPolicy Delete) or kept (Retain). At most 32 tiers
+	// drain at once: the TopicsReady condition names any others, whose records wait unconsumed until
+	// the list shrinks.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=249
+	// +listType=atomic
+	// +optional
+	DrainingRetries []string `json:"drainingRetries,omitempty"`
 
 	// deadLetter is the dead letter topic.
 	// +kubebuilder:validation:MaxLength=249

@@ -1,0 +1,215 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
+	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/render"
+)
+
+// The retry tiers a policy or naming change leaves behind (the unused tiers: created by the
+// pipeline, annotationCreatedTopics, and no longer in the plan) may still hold records waiting for
+// a retry. While they do (the consumer group's committed offsets are below their end), they drain:
+// the dispatcher config lists them under topics.draining, so the consumers deliver those records at
+// their due time and then follow the current policy. This is so under both deletion policies. Once
+// the group has consumed a tier to the end (or it no longer exists) it leaves the list; then under
+// retryTopics.deletionPolicy Delete it is deleted, under Retain it stays in Kafka (listed in
+// status.topics.unusedRetries) and nothing consumes it.
+//
+// The list is found out by the UnusedRetryTopics step, before the children are rendered. When that
+// step cannot tell (Kafka failed, or an earlier topic step ended the run), the ConfigMap step keeps
+// draining every unused tier the applied config consumed (keptDraining): a tier listed for nothing
+// costs a consumer on an empty topic, while a tier dropped would strand its records. Nothing is
+// deleted then. A pipeline with draining tiers is reconciled again after the refresh interval
+// whatever else happens, so a drained tier goes without any other event.
+
+// Event reasons of draining tiers.
+const (
+	// eventTopicDraining: an unused tier holds records, and the dispatchers consume it until the group
+	// has consumed it to the end.
+	eventTopicDraining = "TopicDraining"
+	// eventTopicDrained: a draining tier was consumed to the end and, under Retain, kept (under
+	// Delete the event is TopicDeleted).
+	eventTopicDrained = "TopicDrained"
+)
+
+// reasonTooManyDrainingTiers: more unused tiers hold records than a dispatcher drains at once
+// (dispatchercfg.MaxDrainingTiers); the records of the others are not consumed until the list
+// shrinks.
+const reasonTooManyDrainingTiers = "TooManyDrainingTiers"
+
+// unusedTiers lists, sorted, the tiers the pipeline created that the plan no longer needs, but those a
+// DeadLetterQueue claims.
+func unusedTiers(s *pipelineScope) []string {
+	current := map[string]bool{}
+	for _, t := range s.tiers {
+		current[t.Name] = true
+	}
+	return slices.DeleteFunc(createdTiers(s.p), func(n string) bool { return current[n] || s.blocked[n] })
+}
+
+// reconcileUnusedRetryTopics finds the tiers the pipeline created earlier and no longer needs, and
+// which of them still hold records the consumer group has not consumed: those drain (s.draining).
+// The drained ones are deleted under retryTopics.deletionPolicy Delete (and their record dropped),
+// and kept under Retain. status.topics.unusedRetries lists, under Retain, every unused tier, and
+// under Delete those not deleted yet.
+func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Context, s *pipelineScope) error {
+	if !s.planKnown || !s.ownsTiers {
+		return nil
+	}
+	unused := unusedTiers(s)
+	newly := slices.DeleteFunc(slices.Clone(unused), func(n string) bool { return slices.Contains(s.unused, n) })
+	s.unused = unused
+	undrained, err := undrainedTiers(ctx, s.admin, consumerGroup(s.p), unused)
+	if err != nil {
+		// Which tiers hold records is unknown: nothing is deleted, and the ConfigMap step keeps every
+		// tier the applied config consumed draining (keptDraining).
+		s.topicProblems.add(kafkaProblem(err))
+		return nil
+	}
+	deleting := retryDeletionPolicy(s.p) == v1.DeletionPolicyDelete
+	r.setDraining(ctx, s, undrained, deleting)
+	log := ctrl.LoggerFrom(ctx).WithValues("consumerPipeline", klog.KObj(s.p))
+	var kept, deleted, keptNow []string
+	var first *problem
+	for _, name := range unused {
+		wasDraining := slices.Contains(s.prevDraining, name)
+		if _, ok := undrained[name]; ok || !deleting {
+			kept = append(kept, name)
+			switch {
+			case ok:
+			case wasDraining:
+				log.Info("Retry topic drained, kept", "topic", name)
+				r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicDrained, "ReconcileTopics",
+					"Retry topic %s drained: the consumer group consumed it to the end, so the dispatchers no longer consume it; kept (retryTopics.deletionPolicy Retain)", name)
+			case slices.Contains(newly, name):
+				keptNow = append(keptNow, name)
+			}
+			continue
+		}
+		if err := s.admin.DeleteTopic(ctx, name); err != nil {
+			kept = append(kept, name)
+			if first == nil {
+				first = kafkaProblem(err)
+			}
+			continue
+		}
+		deleted = append(deleted, name)
+		log.Info("Deleted unused retry topic", "topic", name, "drained", wasDraining)
+		why := "no longer used"
+		if wasDraining {
+			why = "drained (the consumer group consumed it to the end)"
+		}
+		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicDeleted, "ReconcileTopics",
+			"Retry topic %s %s, deleted (retryTopics.deletionPolicy Delete)", name, why)
+	}
+	if len(keptNow) > 0 {
+		log.Info("Retry topics no longer used", "topics", keptNow)
+		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicKept, "ReconcileTopics",
+			"Retry topics no longer used, kept (retryTopics.deletionPolicy Retain): %s", strings.Join(keptNow, ", "))
+	}
+	s.unused = kept
+	if err := r.forgetCreatedTopics(ctx, s.p, deleted...); err != nil {
+		return err
+	}
+	if first != nil {
+		return first
+	}
+	return nil
+}
+
+// setDraining sets s.draining from the undrained tiers (name to records left): the first
+// dispatchercfg.MaxDrainingTiers by name. A tier that starts draining gets a Normal event; tiers
+// beyond the bound are a problem on TopicsReady, since nothing consumes their records.
+func (r *ConsumerPipelineReconciler) setDraining(ctx context.Context, s *pipelineScope, undrained map[string]int64, deleting bool) {
+	names := slices.Sorted(maps.Keys(undrained))
+	over := names[min(len(names), dispatchercfg.MaxDrainingTiers):]
+	s.draining, s.drainingKnown = names[:len(names)-len(over)], true
+	then := "kept but no longer consumed (retryTopics.deletionPolicy Retain)"
+	if deleting {
+		then = "deleted (retryTopics.deletionPolicy Delete)"
+	}
+	for _, name := range s.draining {
+		if slices.Contains(s.prevDraining, name) {
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Retry topic no longer used, draining", "consumerPipeline", klog.KObj(s.p), "topic", name, "records", undrained[name])
+		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicDraining, "ReconcileTopics",
+			"Retry topic %s is no longer used and %s in it: the dispatchers keep consuming it (topics.draining) until the consumer group has consumed it to the end; then it is %s",
+			name, recordsWait(undrained[name]), then)
+	}
+	if len(over) > 0 {
+		s.topicProblems.add(&problem{Reason: reasonTooManyDrainingTiers, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
+			"%d unused retry topics hold records the consumer group has not consumed, and the dispatchers drain at most %d at once (the first by name): the records in %s are not consumed until the list shrinks",
+			len(names), dispatchercfg.MaxDrainingTiers, strings.Join(over, ", ")), maxConditionMessage)})
+	}
+}
+
+// recordsWait is "1 record waits" or "n records wait".
+func recordsWait(n int64) string {
+	if n == 1 {
+		return "1 record waits"
+	}
+	return fmt.Sprintf("%d records wait", n)
+}
+
+// keptDraining is the draining list when the UnusedRetryTopics step could not find it out: every
+// unused tier the applied dispatcher config consumed, as a current tier or draining; without a
+// readable config of the pipeline's, every unused tier. At most dispatchercfg.MaxDrainingTiers, the
+// first by name.
+func (r *ConsumerPipelineReconciler) keptDraining(ctx context.Context, s *pipelineScope) []string {
+	keep := unusedTiers(s)
+	cm := &corev1.ConfigMap{}
+	var applied dispatchercfg.Config
+	if err := r.Get(ctx, client.ObjectKey{Namespace: s.p.Namespace, Name: render.ConfigMapName(s.p)}, cm); err == nil &&
+		metav1.IsControlledBy(cm, s.p) && json.Unmarshal([]byte(cm.Data[render.ConfigKey]), &applied) == nil {
+		consumed := append(applied.Topics.Retries.Names(), applied.Topics.Draining...)
+		keep = slices.DeleteFunc(keep, func(n string) bool { return !slices.Contains(consumed, n) })
+	}
+	return keep[:min(len(keep), dispatchercfg.MaxDrainingTiers)]
+}
+
+// undrainedTiers returns, of the topics tiers, those holding records the consumer group group has
+// not consumed (by their count): a partition is drained when it is empty or the group's committed
+// offset reached its end. Topics that no longer exist are drained.
+func undrainedTiers(ctx context.Context, admin kafka.Admin, group string, tiers []string) (map[string]int64, error) {
+	if len(tiers) == 0 {
+		return nil, nil
+	}
+	offsets, err := admin.ListOffsets(ctx, tiers...)
+	if err != nil {
+		return nil, err
+	}
+	committed, err := admin.GroupOffsets(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for topic, parts := range offsets {
+		var left int64
+		for _, po := range parts {
+			at, ok := committed[group].Topics[topic][po.Partition]
+			if !ok || at < po.Start {
+				at = po.Start
+			}
+			left += max(po.End-at, 0)
+		}
+		if left > 0 {
+			out[topic] = left
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,210 @@
+package controllers_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
+	"github.com/retryops/retry-operator/internal/render"
+)
+
+// Retry tiers a policy change leaves behind are drained: while they hold records the pipeline's
+// consumer group has not consumed, the dispatcher config lists them under topics.draining (whatever
+// the deletion policy); once the group's commits reach their end they leave it and, under Delete,
+// are deleted.
+
+// configTopics is what these tests compare of the dispatcher config a pipeline's ConfigMap holds.
+type configTopics struct {
+	Retries  []string
+	Draining []string
+}
+
+// dispatcherTopics reads the pipeline's ConfigMap and returns the retry and draining topics of its
+// dispatcher config.
+func dispatcherTopics(p *v1.ConsumerPipeline) func() (configTopics, error) {
+	return func() (configTopics, error) {
+		cm := configMapOf(p)
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(cm), cm); err != nil {
+			return configTopics{}, err
+		}
+		var c dispatchercfg.Config
+		if err := json.Unmarshal([]byte(cm.Data[render.ConfigKey]), &c); err != nil {
+			return configTopics{}, err
+		}
+		return configTopics{Retries: c.Topics.Retries.Names(), Draining: c.Topics.Draining}, nil
+	}
+}
+
+// pipelineTopicsOf reads the pipeline and returns status.topics (empty when absent).
+func pipelineTopicsOf(p *v1.ConsumerPipeline) func() (v1.PipelineTopics, error) {
+	return func() (v1.PipelineTopics, error) {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil || p.Status.Topics == nil {
+			return v1.PipelineTopics{}, err
+		}
+		return *p.Status.Topics, nil
+	}
+}
+
+// eventAbout matches an event of the given type and reason whose note names topic.
+func eventAbout(typ, reason, topic string) OmegaMatcher {
+	return And(HaveField("Type", typ), HaveField("Reason", reason), HaveField("Note", ContainSubstring(topic)))
+}
+
+// drainingPipeline creates a pipeline with 3 retry tiers (4 attempts) under deletion policy dp and
+// waits for them. It returns the pipeline, its policy and the names of its three tiers.
+func drainingPipeline(t *testing.T, name string, dp v1.DeletionPolicy) (*v1.ConsumerPipeline, *v1.RetryPolicy, [3]string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, _ := pipelineFixture(t)
+	source := ns + "." + name
+	createTopic(t, newKadm(t), source, 1)
+	rp := backoffPolicy(ns, "p", 4, time.Second, time.Minute)
+	g.Expect(env.Client.Create(ctx, rp)).To(Succeed())
+	p := newPipeline(ns, name, source, "p", "dlq")
+	p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: dp}
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	tiers := [3]string{source + ".retry.1", source + ".retry.2", source + ".retry.3"}
+	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: tiers[:]}))
+	return p, rp, tiers
+}
+
+// TestPipelineDrainsTheRetryTopicsItNoLongerUses: lowering maxAttempts with records left in the
+// third tier (the group consumed one of two) lists that tier under topics.draining, under Retain as
+// under Delete, and keeps it there until the group's committed offset reaches its end; then it
+// leaves the list and is deleted (Delete) or kept (Retain). The empty second tier never drains.
+func TestPipelineDrainsTheRetryTopicsItNoLongerUses(t *testing.T) {
+	for _, dp := range []v1.DeletionPolicy{v1.DeletionPolicyRetain, v1.DeletionPolicyDelete} {
+		t.Run(string(dp), func(t *testing.T) {
+			g := NewWithT(t)
+			adm := newKadm(t)
+			p, rp, tiers := drainingPipeline(t, "drains-"+strings.ToLower(string(dp)), dp)
+			tier1, tier2, tier3 := tiers[0], tiers[1], tiers[2]
+			produce(t, broker.ListenAddrs(), tier3, map[int32]int{0: 2})
+			group := p.Namespace + "." + p.Name
+			commitOffsets(t, adm, group, map[string]map[int32]int64{tier3: {0: 1}})
+
+			update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
+			draining := configTopics{Retries: []string{tier1}, Draining: []string{tier3}}
+			g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(draining))
+			g.Eventually(pipelineTopicsOf(p), wait, poll).Should(HaveField("DrainingRetries", []string{tier3}))
+			g.Consistently(dispatcherTopics(p), 2*resyncInterval, poll).Should(Equal(draining), "one record is left")
+			g.Expect(describe(adm, tier3)()).To(HaveField("Exists", true))
+			unused := []string{tier3}
+			if dp == v1.DeletionPolicyRetain {
+				unused = []string{tier2, tier3}
+			}
+			g.Expect(pipelineTopicsOf(p)()).To(HaveField("UnusedRetries", unused))
+			g.Expect(describe(adm, tier2)()).To(HaveField("Exists", dp == v1.DeletionPolicyRetain), "the empty tier")
+			g.Eventually(eventsFor(p.Namespace, p.Name), wait, poll).Should(ContainElement(And(
+				eventAbout(corev1.EventTypeNormal, "TopicDraining", tier3), HaveField("Note", ContainSubstring("1 record")))))
+
+			// The group consumes the last record: the tier is drained.
+			commitOffsets(t, adm, group, map[string]map[int32]int64{tier3: {0: 2}})
+			g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}}))
+			g.Eventually(pipelineTopicsOf(p), wait, poll).Should(HaveField("DrainingRetries", BeEmpty()))
+			if dp == v1.DeletionPolicyDelete {
+				g.Eventually(pipelineTopicsOf(p), wait, poll).Should(HaveField("UnusedRetries", BeEmpty()))
+				g.Expect(describe(adm, tier3)()).To(HaveField("Exists", false))
+				g.Eventually(eventsFor(p.Namespace, p.Name), wait, poll).Should(ContainElement(eventAbout(corev1.EventTypeNormal, "TopicDeleted", tier3)))
+			} else {
+				g.Expect(pipelineTopicsOf(p)()).To(HaveField("UnusedRetries", []string{tier2, tier3}))
+				g.Expect(describe(adm, tier3)()).To(HaveField("Exists", true))
+				g.Eventually(eventsFor(p.Namespace, p.Name), wait, poll).Should(ContainElement(eventAbout(corev1.EventTypeNormal, "TopicDrained", tier3)))
+			}
+			events, err := eventsFor(p.Namespace, p.Name)()
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, e := range events {
+				g.Expect(e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, tier3)).To(BeFalse(),
+					"no Warning event about a tier for normal progress: %s: %s", e.Reason, e.Note)
+			}
+		})
+	}
+}
+
+// failListOffsets makes the suite broker answer every ListOffsets request naming topic with
+// UNKNOWN_SERVER_ERROR on all its partitions while the returned flag is set.
+func failListOffsets(topic string) *atomic.Bool {
+	var failing atomic.Bool
+	broker.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		broker.KeepControl()
+		lo := req.(*kmsg.ListOffsetsRequest)
+		if !failing.Load() || !strings.Contains(topicsOf(lo), "|"+topic+"|") {
+			return nil, nil, false
+		}
+		resp := kmsg.NewPtrListOffsetsResponse()
+		resp.Version = lo.Version
+		for _, rt := range lo.Topics {
+			t := kmsg.NewListOffsetsResponseTopic()
+			t.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				p := kmsg.NewListOffsetsResponseTopicPartition()
+				p.Partition, p.ErrorCode = rp.Partition, kerr.UnknownServerError.Code
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		return resp, nil, true
+	})
+	return &failing
+}
+
+func topicsOf(req *kmsg.ListOffsetsRequest) string {
+	s := "|"
+	for _, t := range req.Topics {
+		s += t.Topic + "|"
+	}
+	return s
+}
+
+// TestPipelineKeepsDrainingWhileOffsetsCannotBeRead: while the offsets of the tiers a policy change
+// left behind cannot be listed, nothing is dropped from topics.draining (the tiers the previous
+// config consumed are all listed) and nothing is deleted; once they can be, only the tier with
+// records is left, until the group has consumed it.
+func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
+	g := NewWithT(t)
+	adm := newKadm(t)
+	p, rp, tiers := drainingPipeline(t, "blind", v1.DeletionPolicyDelete)
+	tier1, tier2, tier3 := tiers[0], tiers[1], tiers[2]
+	produce(t, broker.ListenAddrs(), tier3, map[int32]int{0: 2})
+	failing := failListOffsets(tier3)
+	t.Cleanup(func() { failing.Store(false) })
+
+	// The policy changes while the offsets cannot be read: both old tiers drain, none is deleted.
+	failing.Store(true)
+	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
+	blind := configTopics{Retries: []string{tier1}, Draining: []string{tier2, tier3}}
+	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(blind))
+	g.Consistently(dispatcherTopics(p), 2*resyncInterval, poll).Should(Equal(blind))
+	g.Expect(describe(adm, tier2)()).To(HaveField("Exists", true))
+	g.Expect(describe(adm, tier3)()).To(HaveField("Exists", true))
+
+	// Readable again: the empty tier goes, the other drains.
+	failing.Store(false)
+	draining := configTopics{Retries: []string{tier1}, Draining: []string{tier3}}
+	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(draining))
+	g.Eventually(describe(adm, tier2), wait, poll).Should(HaveField("Exists", false))
+
+	// Consumed to the end while the offsets cannot be read: it stays, and is not deleted.
+	failing.Store(true)
+	commitOffsets(t, adm, p.Namespace+"."+p.Name, map[string]map[int32]int64{tier3: {0: 2}})
+	g.Consistently(dispatcherTopics(p), 2*resyncInterval, poll).Should(Equal(draining))
+	g.Expect(describe(adm, tier3)()).To(HaveField("Exists", true))
+	g.Expect(pipelineCondition(p, v1.ConditionTopicsReady)()).To(HaveField("Status", BeEquivalentTo("False")))
+
+	failing.Store(false)
+	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}}))
+	g.Eventually(describe(adm, tier3), wait, poll).Should(HaveField("Exists", false))
+}
