@@ -1,13 +1,11 @@
 package dispatcher_test
 
 import (
-	"context"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -32,11 +30,7 @@ func TestRetryBatchTooLargeSparesItsOtherRecords(t *testing.T) {
 	p.cfg.Delivery.Ordering = "Unordered"
 	p.cfg.Delivery.MaxInFlight = 40
 	tier := p.cfg.Topics.Retries[0].Name
-	td, err := kadm.NewClient(p.prod).ListTopics(context.Background(), tier)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tierID := [16]byte(td[tier].ID)
+	tierID := topicID(t, p, tier)
 	var rejected atomic.Int32
 	p.c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		p.c.KeepControl()
@@ -57,19 +51,7 @@ func TestRetryBatchTooLargeSparesItsOtherRecords(t *testing.T) {
 			return nil, nil, false
 		}
 		rejected.Add(1)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.MessageTooLarge.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return rejectProduce(req, kerr.MessageTooLarge), nil, true
 	})
 	start(t, dispatcher.Options{Config: p.cfg})
 	recs := make([]*kgo.Record, n)

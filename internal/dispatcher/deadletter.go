@@ -1,12 +1,10 @@
 package dispatcher
 
 import (
-	"errors"
 	"slices"
 	"strconv"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
@@ -49,23 +47,18 @@ func (e *Engine) deadLettered(it *item, rec *kgo.Record, reason string, err erro
 		return
 	}
 	e.m.DLQProduceErr.Inc()
-	tooLarge := errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
-	if tooLarge && !alone {
-		// The whole batch was rejected: write this record on its own (one at a time) to learn
-		// whether it is the one too large.
-		go func() {
-			e.aloneMu.Lock()
-			err := e.dlqSolo.ProduceSync(e.produceCtx, rec).FirstErr()
-			e.aloneMu.Unlock()
-			e.deadLettered(it, rec, reason, err, true)
-		}()
+	big := tooLarge(err)
+	if big && !alone {
+		// The whole batch was rejected: write this record on its own to learn whether it is the one
+		// too large.
+		e.writeAlone(e.dlqSolo, rec, func(err error) { e.deadLettered(it, rec, reason, err, true) })
 		return
 	}
 	it.dlqTries++
 	log := e.log.With("topic", rec.Topic, "originalTopic", it.view.Topic, "originalPartition", it.view.Partition,
 		"originalOffset", it.view.Offset, "error", err)
 	switch {
-	case tooLarge && it.dlqLevel == dlqWhole && rec.Value != nil:
+	case big && it.dlqLevel == dlqWhole && rec.Value != nil:
 		// The broker will never take it: keep the key, headers and context, drop the value.
 		log.Error("A dead letter is too large for the dead letter topic; writing it without its value", "valueBytes", len(rec.Value))
 		it.dlqLevel = dlqNoValue
@@ -74,7 +67,7 @@ func (e *Engine) deadLettered(it *item, rec *kgo.Record, reason string, err erro
 		small.Value = nil
 		e.produceDLQ(it, &small, reason)
 		return
-	case it.dlqLevel < dlqStripped && (tooLarge || it.dlqTries >= deadLetterTries):
+	case it.dlqLevel < dlqStripped && (big || it.dlqTries >= deadLetterTries):
 		log.Error("Writing a dead letter failed; writing it stripped to its retryops headers, without key, value and user headers",
 			"tries", it.dlqTries, "keyBytes", len(it.view.Key), "valueBytes", len(it.view.Value))
 		it.dlqLevel = dlqStripped

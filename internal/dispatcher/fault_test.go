@@ -37,11 +37,7 @@ func TestRetryProduceFaults(t *testing.T) {
 	src := p.cfg.Topics.Source
 	adm := kadm.NewClient(p.prod)
 	ctx := context.Background()
-	td, err := adm.ListTopics(ctx, tier)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tierID := [16]byte(td[tier].ID)
+	tierID := topicID(t, p, tier)
 
 	var rejected atomic.Int32
 	p.c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
@@ -57,19 +53,7 @@ func TestRetryProduceFaults(t *testing.T) {
 			return nil, nil, false
 		}
 		rejected.Add(1)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.NotEnoughReplicas.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return rejectProduce(req, kerr.NotEnoughReplicas), nil, true
 	})
 	appended := p.c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: tier, Err: kerr.NotEnoughReplicasAfterAppend, Count: afterAppend})
 

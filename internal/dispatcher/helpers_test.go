@@ -8,7 +8,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dispatcher"
@@ -96,4 +98,32 @@ func (p *pipeline) committed(t testing.TB, topic string, partition int32) int64 
 		return o.At
 	}
 	return -1
+}
+
+// topicID returns the ID of a topic of the pipeline's cluster.
+func topicID(t testing.TB, p *pipeline, topic string) [16]byte {
+	t.Helper()
+	td, err := kadm.NewClient(p.prod).ListTopics(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return [16]byte(td[topic].ID)
+}
+
+// rejectProduce answers a produce request with err for every partition it writes (a kfake
+// ControlKey response: nothing is appended).
+func rejectProduce(req *kmsg.ProduceRequest, err *kerr.Error) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.ErrorCode = err.Code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

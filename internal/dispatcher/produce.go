@@ -40,13 +40,8 @@ func (e *Engine) retried(it *item, f *failure, rec *kgo.Record, err error, alone
 		return
 	}
 	e.m.RetryProduceErr.Inc()
-	if !alone && (errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)) {
-		go func() {
-			e.aloneMu.Lock()
-			err := e.solo.ProduceSync(e.produceCtx, rec).FirstErr()
-			e.aloneMu.Unlock()
-			e.retried(it, f, rec, err, true)
-		}()
+	if !alone && tooLarge(err) {
+		e.writeAlone(e.solo, rec, func(err error) { e.retried(it, f, rec, err, true) })
 		return
 	}
 	e.log.Error("Writing to a retry tier failed; dead-lettering the record", "topic", rec.Topic,
@@ -56,6 +51,23 @@ func (e *Engine) retried(it *item, f *failure, rec *kgo.Record, err error, alone
 	g.errorType = headers.ErrorTypeRetryProduceFailed
 	g.message = "writing to retry tier " + rec.Topic + " failed: " + err.Error() + " (last failure: " + f.errorType + ": " + f.message + ")"
 	e.deadLetter(it, &g, it.attempt)
+}
+
+// tooLarge reports whether a write failed because the broker took its batch for too large.
+func tooLarge(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
+}
+
+// writeAlone writes rec in a batch of its own, through a solo client (one such write at a time),
+// and calls then with the outcome: after a whole batch was rejected as too large, it tells whether
+// this record is the one too large.
+func (e *Engine) writeAlone(cl *kgo.Client, rec *kgo.Record, then func(error)) {
+	go func() {
+		e.aloneMu.Lock()
+		err := cl.ProduceSync(e.produceCtx, rec).FirstErr()
+		e.aloneMu.Unlock()
+		then(err)
+	}()
 }
 
 // deadLetter writes the record to the dead letter topic; it finishes once acknowledged. A failed
