@@ -139,8 +139,10 @@ func run(o options) error {
 	defer tick.Stop()
 	for {
 		out, _ := kubectl(kubeconfig, nil, "get", "retryops", "-n", demoNamespace)
-		fmt.Printf("\033[H\033[2J%s   demo sink: %d requests, %d records delivered   (KUBECONFIG=%s)\n\n%s",
-			time.Now().Format(time.TimeOnly), sink.Requests(), sink.Succeeded(), kubeconfig, out)
+		delays := sink.FirstRetryDelays()
+		fmt.Printf("\033[H\033[2J%s   demo sink: %d requests, %d records delivered   (KUBECONFIG=%s)\n"+
+			"first retries: %d, delays %s (each record retried at its own jittered due time)\n\n%s",
+			time.Now().Format(time.TimeOnly), sink.Requests(), sink.Succeeded(), kubeconfig, len(delays), devenv.Deciles(delays), out)
 		select {
 		case <-ctx.Done():
 			fmt.Println()

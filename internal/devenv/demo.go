@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +92,31 @@ func (s *DemoSink) Attempts(key string) []time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]time.Time(nil), s.attempts[key]...)
+}
+
+// FirstRetryDelays returns, sorted, the time from each record's first delivery to its second, for
+// the records delivered at least twice: how the policy's first delay and its jitter came out.
+func (s *DemoSink) FirstRetryDelays() []time.Duration {
+	s.mu.Lock()
+	var out []time.Duration
+	for _, at := range s.attempts {
+		if len(at) >= 2 {
+			out = append(out, at[1].Sub(at[0]))
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(out)
+	return out
+}
+
+// Deciles formats the 10th, 50th and 90th percentiles of sorted durations, rounded to milliseconds
+// ("-" when there are none).
+func Deciles(sorted []time.Duration) string {
+	if len(sorted) == 0 {
+		return "-"
+	}
+	q := func(p int) time.Duration { return sorted[min(p*len(sorted)/100, len(sorted)-1)].Round(time.Millisecond) }
+	return fmt.Sprintf("p10 %v, p50 %v, p90 %v", q(10), q(50), q(90))
 }
 
 // Succeeded returns how many distinct records were delivered successfully.

@@ -3,7 +3,9 @@ package devenv_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/retryops/retry-operator/internal/devenv"
 )
@@ -38,5 +40,29 @@ func TestDemoSinkFailsOnCommand(t *testing.T) {
 	}
 	if s.Succeeded() != 2 || s.Requests() != 8 {
 		t.Errorf("succeeded %d of %d requests, want 2 of 8", s.Succeeded(), s.Requests())
+	}
+}
+
+// TestFirstRetryDelays: the live view's figures are the gaps between each record's first and
+// second delivery, sorted, and their deciles.
+func TestFirstRetryDelays(t *testing.T) {
+	s := devenv.DefaultDemoSink()
+	for _, n := range []int{3, 7, 1} { // 3 and 7 fail twice; 1 succeeds at once
+		for range 2 {
+			req := httptest.NewRequest(http.MethodPost, "/", nil)
+			req.Header.Set("Kafka-Key", devenv.DemoKey(n))
+			s.ServeHTTP(httptest.NewRecorder(), req)
+			time.Sleep(time.Duration(n) * time.Millisecond)
+		}
+	}
+	d := s.FirstRetryDelays()
+	if len(d) != 3 || !slices.IsSorted(d) || d[2] < 7*time.Millisecond {
+		t.Fatalf("delays %v: want 3, sorted, the longest at least 7ms", d)
+	}
+	if got := devenv.Deciles(nil); got != "-" {
+		t.Errorf("Deciles(nil) = %q, want -", got)
+	}
+	if got := devenv.Deciles([]time.Duration{time.Second, 2 * time.Second, 3 * time.Second}); got != "p10 1s, p50 2s, p90 3s" {
+		t.Errorf("Deciles = %q", got)
 	}
 }

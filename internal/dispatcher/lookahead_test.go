@@ -82,9 +82,17 @@ func TestJitterSurvivesTiers(t *testing.T) {
 		return ok == n
 	}, "every record retried once")
 
+	// The race detector slows the 1,000 first deliveries down (the delays are measured per record
+	// either way) and adds latency to each; cmd/dispatcher's TestJitterSurvivesTiersInProcess runs the
+	// real binary without it, with the 20 ms bound.
+	burst, slack := time.Second, 20*time.Millisecond
+	if raceEnabled {
+		burst, slack = 3*time.Second, 250*time.Millisecond
+	}
 	var delays []float64
 	var firstFail, lastFail time.Time
 	outside := 0
+	var over time.Duration // the latest retry past the window's end
 	for _, r := range p.sink.Requests() {
 		if r.Attempt != 1 {
 			continue
@@ -102,16 +110,11 @@ func TestJitterSurvivesTiers(t *testing.T) {
 			}
 		}
 		d := retry.At.Sub(r.At)
-		if d < 4*time.Second-20*time.Millisecond || d > 6*time.Second+20*time.Millisecond {
+		if d < 4*time.Second-slack || d > 6*time.Second+slack {
 			outside++
 		}
+		over = max(over, d-6*time.Second)
 		delays = append(delays, d.Seconds())
-	}
-	// The race detector slows the 1,000 first deliveries down; the delays are measured per record
-	// either way.
-	burst := time.Second
-	if raceEnabled {
-		burst = 3 * time.Second
 	}
 	if spread := lastFail.Sub(firstFail); spread > burst {
 		t.Fatalf("the first deliveries took %v; the test needs them to fail within %v", spread, burst)
@@ -122,12 +125,13 @@ func TestJitterSurvivesTiers(t *testing.T) {
 		dec = append(dec, strconv.FormatFloat(delays[min(q*len(delays)/10, len(delays)-1)], 'f', 3, 64))
 	}
 	d, pv := ksUniform(delays, 4, 6)
-	t.Logf("delays (deciles, s): %v; KS D = %.4f, p = %.3g; outside the window by more than 20 ms: %d", dec, d, pv, outside)
+	t.Logf("delays (deciles, s): %v; KS D = %.4f, p = %.3g; outside the window by more than %v: %d; latest past the window's end: %v",
+		dec, d, pv, slack, outside, over)
 	if pv <= 0.01 {
 		t.Errorf("the retry delays are not distributed as the policy's jitter: KS p = %.3g (D = %.4f)", pv, d)
 	}
 	if outside > 0 {
-		t.Errorf("%d retries came more than 20 ms outside the jitter window [4s, 6s]", outside)
+		t.Errorf("%d retries came more than %v outside the jitter window [4s, 6s]", outside, slack)
 	}
 }
 
