@@ -115,7 +115,9 @@ func Deciles(sorted []time.Duration) string {
 	if len(sorted) == 0 {
 		return "-"
 	}
-	q := func(p int) time.Duration { return sorted[min(p*len(sorted)/100, len(sorted)-1)].Round(time.Millisecond) }
+	q := func(p int) time.Duration {
+		return sorted[min(p*len(sorted)/100, len(sorted)-1)].Round(time.Millisecond)
+	}
 	return fmt.Sprintf("p10 %v, p50 %v, p90 %v", q(10), q(50), q(90))
 }
 
