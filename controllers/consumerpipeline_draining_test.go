@@ -3,6 +3,8 @@ package controllers_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -207,4 +209,68 @@ func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
 	failing.Store(false)
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}}))
 	g.Eventually(describe(adm, tier3), wait, poll).Should(HaveField("Exists", false))
+}
+
+// TestPipelineKeepsLookingAtDrainingTiersWhileWaitingForASpecChange: a pipeline whose only problem
+// is a spec error waits for a change instead of being requeued, but not while tiers drain: a
+// drained tier still goes without any other event.
+func TestPipelineKeepsLookingAtDrainingTiersWhileWaitingForASpecChange(t *testing.T) {
+	g := NewWithT(t)
+	adm := newKadm(t)
+	p, rp, tiers := drainingPipeline(t, "waits", v1.DeletionPolicyDelete)
+	tier1, tier3 := tiers[0], tiers[2]
+	produce(t, broker.ListenAddrs(), tier3, map[int32]int{0: 2})
+	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
+	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}, Draining: []string{tier3}}))
+
+	// Template mode with a volume named like the operator's own: InvalidSpec, a user error.
+	update(t, p, func(p *v1.ConsumerPipeline) {
+		p.Spec.Sink = nil
+		p.Spec.Template = &v1.PodTemplate{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}},
+			Volumes:    []corev1.Volume{{Name: render.ConfigVolume}},
+		}}
+	})
+	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(notReady(v1.ReasonInvalidSpec))
+	g.Expect(pipelineCondition(p, v1.ConditionTopicsReady)()).To(isReady())
+	time.Sleep(resyncInterval)
+
+	commitOffsets(t, adm, p.Namespace+"."+p.Name, map[string]map[int32]int64{tier3: {0: 2}})
+	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}}))
+	g.Eventually(describe(adm, tier3), wait, poll).Should(HaveField("Exists", false))
+}
+
+// TestPipelineDrainsAtMost32TiersAtOnce: of 33 unused tiers holding records, the first 32 by name
+// drain; TopicsReady names the last and says its records wait; once a tier is drained, it drains.
+func TestPipelineDrainsAtMost32TiersAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	adm := newKadm(t)
+	ns, _ := pipelineFixture(t)
+	source := ns + ".many"
+	createTopic(t, adm, source, 1)
+	rp := backoffPolicy(ns, "p", 35, time.Second, time.Minute)
+	g.Expect(env.Client.Create(ctx, rp)).To(Succeed())
+	p := newPipeline(ns, "many", source, "p", "dlq")
+	p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: v1.DeletionPolicyDelete}
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	g.Eventually(func() (int, error) { c, err := dispatcherTopics(p)(); return len(c.Retries), err }, wait, poll).Should(Equal(34))
+
+	var old []string
+	for i := 2; i <= 34; i++ {
+		old = append(old, source+".retry."+strconv.Itoa(i))
+		produce(t, broker.ListenAddrs(), old[len(old)-1], map[int32]int{0: 1})
+	}
+	slices.Sort(old)
+	last := old[32]
+	g.Expect(last).To(Equal(source + ".retry.9"))
+	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
+	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{source + ".retry.1"}, Draining: old[:32]}))
+	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(And(notReady("TooManyDrainingTiers"),
+		HaveField("Message", And(ContainSubstring(last), ContainSubstring("not consumed until the list shrinks")))))
+
+	commitOffsets(t, adm, p.Namespace+"."+p.Name, map[string]map[int32]int64{old[0]: {0: 1}})
+	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{source + ".retry.1"}, Draining: old[1:]}))
+	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Expect(describe(adm, old[0])()).To(HaveField("Exists", false))
 }
