@@ -179,7 +179,16 @@ func (r *ConsumerPipelineReconciler) keptDraining(ctx context.Context, s *pipeli
 		consumed := append(applied.Topics.Retries.Names(), applied.Topics.Draining...)
 		keep = slices.DeleteFunc(keep, func(n string) bool { return !slices.Contains(consumed, n) })
 	}
-	return keep[:min(len(keep), dispatchercfg.MaxDrainingTiers)]
+	keep = keep[:min(len(keep), dispatchercfg.MaxDrainingTiers)]
+	for _, name := range keep {
+		if slices.Contains(s.prevDraining, name) {
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Retry topic no longer used, draining until Kafka tells it is drained", "consumerPipeline", klog.KObj(s.p), "topic", name)
+		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicDraining, "ReconcileTopics",
+			"Retry topic %s is no longer used and whether records wait in it is not known yet (see TopicsReady): the dispatchers keep consuming it (topics.draining) until the consumer group has consumed it to the end", name)
+	}
+	return keep
 }
 
 // undrainedTiers returns, of the topics tiers, those holding records the consumer group group has

@@ -190,6 +190,8 @@ func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
 	blind := configTopics{Retries: []string{tier1}, Draining: []string{tier2, tier3}}
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(blind))
 	g.Consistently(dispatcherTopics(p), 2*resyncInterval, poll).Should(Equal(blind))
+	g.Expect(eventsFor(p.Namespace, p.Name)()).To(ContainElement(And(eventAbout(corev1.EventTypeNormal, "TopicDraining", tier2),
+		HaveField("Note", ContainSubstring("not known yet")))))
 	g.Expect(describe(adm, tier2)()).To(HaveField("Exists", true))
 	g.Expect(describe(adm, tier3)()).To(HaveField("Exists", true))
 
