@@ -57,9 +57,9 @@ kubectl -n kafka wait kafka/my-cluster --for=condition=Ready --timeout=600s
 echo "==> Deploying retry-operator"
 tmp=$(mktemp -d)
 cp -r config "$tmp/"
+# Both `images` entries (the manager's and, through --dispatcher-image, the dispatcher's) take $TAG.
 (cd "$tmp/config/manager" && kubectl kustomize . >/dev/null &&
   sed -i "s|newTag: .*|newTag: $TAG|" kustomization.yaml)
-sed -i "s|--health-probe-bind-address=:8081|--health-probe-bind-address=:8081\n        - --dispatcher-image=$DISPATCHER_IMG|" "$tmp/config/manager/manager.yaml"
 kubectl apply --server-side -k "$tmp/config/default"
 kubectl -n retry-operator-system rollout status deployment/retry-operator-controller-manager --timeout=180s
 

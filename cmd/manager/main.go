@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -46,8 +47,9 @@ type options struct {
 // also carries controller-runtime's --kubeconfig.
 func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	o := &options{}
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
-	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS, authenticated and authorised through the API server.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to clients the API server authenticates (TokenReview) and authorises for GET /metrics (SubjectAccessReview, the metrics-reader ClusterRole). "+
+		"--metrics-secure=false serves plain HTTP to anyone, for local runs; so does a loopback --metrics-bind-address (127.0.0.1:8080) unless --metrics-secure is given.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "retry-operator.retry.retryops.dev", "Name of the Lease used for leader election.")
@@ -73,6 +75,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	if !flagGiven(fs, "metrics-secure") && isLoopback(o.metricsAddr) {
+		// Only processes of the same host (of the same pod, in a cluster) reach a loopback address:
+		// the local stack (make run, make dev) and a kube-rbac-proxy style sidecar.
+		o.metricsSecure = false
+	}
 	if o.controllers.StatusRefreshInterval < time.Second {
 		return nil, fmt.Errorf("--status-refresh-interval must be at least 1s, got %s", o.controllers.StatusRefreshInterval)
 	}
@@ -84,6 +91,26 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+// isLoopback reports whether the listen address addr (host:port) names a loopback host.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // kafkaFlags are the TLS and SASL settings of the operator-wide default Kafka connection. The SASL
@@ -183,23 +210,28 @@ func newScheme() *runtime.Scheme {
 	return s
 }
 
-// run starts the manager with cfg and blocks until ctx ends or the manager fails.
-func run(ctx context.Context, cfg *rest.Config, o *options) error {
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
-	log := ctrl.Log.WithName("setup")
-
-	metricsOpts := metricsserver.Options{
+// metricsOptions configures the manager's metrics server from the flags.
+func metricsOptions(o *options) metricsserver.Options {
+	opts := metricsserver.Options{
 		BindAddress:   o.metricsAddr,
 		SecureServing: o.metricsSecure,
 		// HTTP/2 is disabled against the HTTP/2 Stream Cancellation and Rapid Reset CVEs.
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 	}
 	if o.metricsSecure {
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	return opts
+}
+
+// run starts the manager with cfg and blocks until ctx ends or the manager fails.
+func run(ctx context.Context, cfg *rest.Config, o *options) error {
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	log := ctrl.Log.WithName("setup")
+
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        newScheme(),
-		Metrics:                       metricsOpts,
+		Metrics:                       metricsOptions(o),
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
@@ -220,7 +252,7 @@ func run(ctx context.Context, cfg *rest.Config, o *options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
-	log.Info("Starting manager", "leaderElection", o.leaderElect, "metrics", o.metricsAddr, "probes", o.probeAddr)
+	log.Info("Starting manager", "leaderElection", o.leaderElect, "metrics", o.metricsAddr, "metricsSecure", o.metricsSecure, "probes", o.probeAddr)
 	return mgr.Start(ctx)
 }
 

@@ -47,7 +47,8 @@ func TestFlagsRejectATooShortRefreshInterval(t *testing.T) {
 }
 
 // TestManagerStartsWithProbesMetricsAndLeaderElection runs the manager against the envtest API server
-// with leader election on and checks its probes, its metrics endpoint and its Lease.
+// with leader election on and checks its probes, its metrics endpoint (plain HTTP on a loopback address,
+// as the local stack of make run and make dev binds it) and its Lease.
 func TestManagerStartsWithProbesMetricsAndLeaderElection(t *testing.T) {
 	g := NewWithT(t)
 	env, err := envtestutil.Start()

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/retryops/retry-operator/internal/envtestutil"
+)
+
+// kubectlBin is the kubectl of the envtest assets (hack/setup-envtest.sh), else the one on PATH.
+func kubectlBin(t *testing.T) string {
+	t.Helper()
+	assets, err := envtestutil.Assets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bin := filepath.Join(assets, "kubectl"); fileExists(bin) {
+		return bin
+	}
+	bin, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatal("no kubectl in the envtest assets nor on PATH (run hack/setup-envtest.sh)")
+	}
+	return bin
+}
+
+func fileExists(path string) bool { _, err := os.Stat(path); return err == nil }
+
+// withNetworkPolicy copies config/ into a temporary directory with the commented
+// `#- ../network-policy` of config/default/kustomization.yaml uncommented, as its comment tells a
+// user to do.
+func withNetworkPolicy(t *testing.T) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "config")
+	if out, err := exec.Command("cp", "-r", filepath.Join(envtestutil.RepoRoot(), "config"), dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	path := filepath.Join(dst, "default", "kustomization.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte("\n#- ../network-policy\n")) {
+		t.Fatalf("config/default/kustomization.yaml no longer has the commented `#- ../network-policy`:\n%s", data)
+	}
+	if err := os.WriteFile(path, bytes.Replace(data, []byte("\n#- ../network-policy\n"), []byte("\n- ../network-policy\n"), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dst, "default")
+}
+
+// kustomize builds dir and returns its YAML and objects.
+func kustomize(t *testing.T, dir string) ([]byte, []*unstructured.Unstructured) {
+	t.Helper()
+	out, err := exec.Command(kubectlBin(t), "kustomize", dir).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
+	}
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+	return out, objs
+}
+
+// only converts the one object of kind into out.
+func only(t *testing.T, objs []*unstructured.Unstructured, kind string, out any) {
+	t.Helper()
+	var found []*unstructured.Unstructured
+	for _, u := range objs {
+		if u.GetKind() == kind {
+			found = append(found, u)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d objects of kind %s, want 1", len(found), kind)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(found[0].Object, out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// TestDeployedManager checks what `kubectl apply -k config/default` deploys, with the documented
+// NetworkPolicy enabled: the manager's arguments are valid flags that serve metrics securely on
+// :8443 and pass the `images` entry of the dispatcher as --dispatcher-image; no image is untagged or
+// :latest; the metrics Service and the NetworkPolicy reach the manager's pod on its metrics port;
+// and the API server accepts every object (a server-side dry run in envtest).
+func TestDeployedManager(t *testing.T) {
+	g := NewWithT(t)
+	rendered, objs := kustomize(t, withNetworkPolicy(t))
+
+	dep := &appsv1.Deployment{}
+	only(t, objs, "Deployment", dep)
+	g.Expect(dep.Spec.Template.Spec.Containers).To(HaveLen(1))
+	c := dep.Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	args := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		// As the kubelet expands $(VAR) in arguments.
+		args[i] = envRef.ReplaceAllStringFunc(a, func(ref string) string {
+			v, ok := env[envRef.FindStringSubmatch(ref)[1]]
+			g.Expect(ok).To(BeTrue(), "%s refers to an undefined variable", a)
+			return v
+		})
+	}
+	o, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), args)
+	g.Expect(err).NotTo(HaveOccurred(), "the manager's arguments %v", args)
+	g.Expect(o.metricsAddr).To(Equal(":8443"))
+	g.Expect(o.metricsSecure).To(BeTrue(), "metrics served without authentication")
+	g.Expect(metricsOptions(o).FilterProvider).NotTo(BeNil())
+	g.Expect(o.controllers.DispatcherImage).To(Equal("ghcr.io/retryops/retry-dispatcher:dev"), "--dispatcher-image from the images entry")
+	for _, image := range []string{c.Image, o.controllers.DispatcherImage} {
+		g.Expect(image).To(MatchRegexp(`^[^:@]+(:[^:/@]+|@sha256:[0-9a-f]{64})$`), "untagged image")
+		g.Expect(image).NotTo(HaveSuffix(":latest"))
+	}
+	g.Expect(string(rendered)).NotTo(ContainSubstring(":latest"))
+	g.Expect(c.Ports).To(ContainElement(corev1.ContainerPort{Name: "https", ContainerPort: 8443}))
+	podLabels := labels.Set(dep.Spec.Template.Labels)
+
+	svc := &corev1.Service{}
+	only(t, objs, "Service", svc)
+	g.Expect(labels.SelectorFromSet(svc.Spec.Selector).Matches(podLabels)).To(BeTrue(), "the metrics Service selects %v", svc.Spec.Selector)
+	g.Expect(svc.Spec.Ports).To(HaveLen(1))
+	g.Expect(svc.Spec.Ports[0].Port).To(BeEquivalentTo(8443))
+	g.Expect(svc.Spec.Ports[0].TargetPort.IntValue()).To(Equal(8443))
+
+	np := &networkingv1.NetworkPolicy{}
+	only(t, objs, "NetworkPolicy", np)
+	g.Expect(np.Namespace).To(Equal(dep.Namespace))
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sel.Matches(podLabels)).To(BeTrue(), "the NetworkPolicy selects %v", np.Spec.PodSelector)
+	g.Expect(np.Spec.Ingress).To(HaveLen(1))
+	g.Expect(np.Spec.Ingress[0].Ports).To(HaveLen(1))
+	g.Expect(np.Spec.Ingress[0].Ports[0].Port.IntValue()).To(Equal(8443))
+	g.Expect(np.Spec.Ingress[0].From).To(HaveLen(1))
+	g.Expect(np.Spec.Ingress[0].From[0].PodSelector).To(BeNil())
+	g.Expect(np.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels).To(Equal(map[string]string{"metrics": "enabled"}))
+
+	// The API server accepts all of it (CRDs, RBAC, Namespace, Deployment, Service, NetworkPolicy).
+	testEnv, err := envtestutil.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = testEnv.Stop() }()
+	_, err = testEnv.Kubectl(nil, "create", "namespace", dep.Namespace)
+	g.Expect(err).NotTo(HaveOccurred())
+	out, err := testEnv.Kubectl(rendered, "apply", "--server-side", "--dry-run=server", "-f", "-")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(strings.Count(out, "(server dry run)")).To(Equal(len(objs)), out)
+}
