@@ -179,3 +179,24 @@ func TestDeployedManager(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(strings.Count(out, "(server dry run)")).To(Equal(len(objs)), out)
 }
+
+// TestDockerfileBaseImagesArePinned: every base image of the Dockerfile is pinned by digest.
+func TestDockerfileBaseImagesArePinned(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(envtestutil.RepoRoot(), "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := regexp.MustCompile(`^FROM (--platform=\S+ )?\S+@sha256:[0-9a-f]{64}( AS \S+)?$`)
+	from := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "FROM ") {
+			from++
+			if !pinned.MatchString(line) {
+				t.Errorf("base image not pinned by digest: %s", line)
+			}
+		}
+	}
+	if from == 0 || strings.Contains(string(data), ":latest") {
+		t.Errorf("Dockerfile: %d FROM lines, :latest present: %v", from, strings.Contains(string(data), ":latest"))
+	}
+}
