@@ -7,17 +7,20 @@
 # It cannot run on the project's build machines (no Docker engine there); the same loop runs in CI on
 # a local control plane and an embedded Kafka (`make dev`, test/e2e).
 #
-# Environment: CLUSTER (default retryops), TAG (default dev), STRIMZI_INSTALL (Strimzi's install
-# manifest URL or file; default its latest release), KEEP=1 keeps the cluster afterwards.
+# Environment: CLUSTER (default retryops), TAG (default dev), STRIMZI_VERSION (default 1.2.0, the
+# release whose CRDs test/strimzi checks hack/strimzi-kafka.yaml against), STRIMZI_INSTALL (the
+# cluster operator's install manifest, a URL or a file; default that release's
+# strimzi-cluster-operator-<version>.yaml), KEEP=1 keeps the cluster afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLUSTER=${CLUSTER:-retryops}
 TAG=${TAG:-dev}
 IMG=ghcr.io/retryops/retry-operator:$TAG
 DISPATCHER_IMG=ghcr.io/retryops/retry-dispatcher:$TAG
-STRIMZI_INSTALL=${STRIMZI_INSTALL:-https://strimzi.io/install/latest?namespace=kafka}
+STRIMZI_VERSION=${STRIMZI_VERSION:-1.2.0}
+STRIMZI_INSTALL=${STRIMZI_INSTALL:-https://github.com/strimzi/strimzi-kafka-operator/releases/download/$STRIMZI_VERSION/strimzi-cluster-operator-$STRIMZI_VERSION.yaml}
 
-for tool in docker kind kubectl; do
+for tool in docker kind kubectl curl; do
   command -v "$tool" >/dev/null || { echo "kind-e2e: $tool is required" >&2; exit 1; }
 done
 
@@ -30,28 +33,20 @@ kind get clusters | grep -qx "$CLUSTER" || kind create cluster --name "$CLUSTER"
 [ "${KEEP:-0}" = 1 ] || trap 'kind delete cluster --name "$CLUSTER"' EXIT
 kind load docker-image --name "$CLUSTER" "$IMG" "$DISPATCHER_IMG"
 
-echo "==> Installing Strimzi and a Kafka cluster"
+echo "==> Installing Strimzi $STRIMZI_VERSION and a Kafka cluster"
 kubectl create namespace kafka --dry-run=client -o yaml | kubectl apply -f -
-kubectl create -f "$STRIMZI_INSTALL" -n kafka 2>/dev/null || kubectl replace -f "$STRIMZI_INSTALL" -n kafka
+strimzi=$(mktemp)
+case "$STRIMZI_INSTALL" in
+  http://*|https://*) curl -fsSL -o "$strimzi" "$STRIMZI_INSTALL" ;;
+  *) cp "$STRIMZI_INSTALL" "$strimzi" ;;
+esac
+# The release's RoleBindings name the namespace myproject; the operator runs in (and watches) kafka.
+sed -i 's/namespace: myproject/namespace: kafka/' "$strimzi"
+# Server-side: the CRDs are too large for the last-applied annotation of a client-side apply.
+kubectl apply --server-side --force-conflicts -n kafka -f "$strimzi"
+rm -f "$strimzi"
 kubectl -n kafka rollout status deployment/strimzi-cluster-operator --timeout=300s
-kubectl -n kafka apply -f - <<'YAML'
-apiVersion: kafka.strimzi.io/v1beta2
-kind: KafkaNodePool
-metadata: {name: dual-role, labels: {strimzi.io/cluster: my-cluster}}
-spec:
-  replicas: 1
-  roles: [controller, broker]
-  storage: {type: ephemeral}
----
-apiVersion: kafka.strimzi.io/v1beta2
-kind: Kafka
-metadata: {name: my-cluster, annotations: {strimzi.io/node-pools: enabled, strimzi.io/kraft: enabled}}
-spec:
-  kafka:
-    listeners: [{name: plain, port: 9092, type: internal, tls: false}]
-    config: {offsets.topic.replication.factor: 1, transaction.state.log.replication.factor: 1, transaction.state.log.min.isr: 1, default.replication.factor: 1, min.insync.replicas: 1}
-  entityOperator: {}
-YAML
+kubectl -n kafka apply -f hack/strimzi-kafka.yaml
 kubectl -n kafka wait kafka/my-cluster --for=condition=Ready --timeout=600s
 
 echo "==> Deploying retry-operator"
