@@ -56,12 +56,19 @@ type stormConfig struct {
 	churnMax       time.Duration
 	deadline       time.Duration // for every record to be accounted for
 	sinkDelay      time.Duration // how long the sink takes to answer each request
+	slowEvery      int           // one record in slowEvery is "slow" (0: none)
+	slowDelay      time.Duration // how long the sink takes to answer a slow record
 }
 
-// stormKind is the fate of record i at the sink: "ok" (200), "transient" (503 on its first
-// attempt, then 200: it goes through the first retry tier) or "permanent" (400: dead-lettered
-// after one attempt). About 19% transient and 1% permanent: 20% fail at least once.
-func stormKind(i int) string {
+// kind is the fate of record i at the sink: "ok" (200), "transient" (503 on its first attempt,
+// then 200: it goes through the first retry tier), "permanent" (400: dead-lettered after one
+// attempt) or "slow" (200 after slowDelay, longer than the drain timeout: a change that moves its
+// partition abandons it). About 19% transient and 1% permanent: 20% fail at least once.
+func (sc *stormConfig) kind(i int) string {
+	// Hashed rather than i%slowEvery, which would put every slow record on one key (i%keys).
+	if sc.slowEvery > 0 && (uint32(i)*2246822519)>>7%uint32(sc.slowEvery) == 0 {
+		return "slow"
+	}
 	h := (uint32(i) * 2654435761) >> 8 % 100
 	switch {
 	case h == 99:
@@ -138,7 +145,9 @@ func newStorm(t *testing.T, sc stormConfig) *storm {
 		if err != nil {
 			return dt.Response{Status: 400}
 		}
-		switch stormKind(i) {
+		switch sc.kind(i) {
+		case "slow":
+			return dt.Response{Delay: sc.slowDelay}
 		case "permanent":
 			return dt.Response{Status: 400, Delay: sc.sinkDelay}
 		case "transient":
@@ -499,7 +508,7 @@ func (s *storm) report(miss []int) {
 	for _, i := range miss {
 		k := s.keyOf[i]
 		p := k[:strings.LastIndexByte(k, '/')]
-		byPart[p] = append(byPart[p], fmt.Sprintf("%s(i=%d,%s,%d reqs)", k[len(p)+1:], i, stormKind(i), len(s.sink.ByKey(k))))
+		byPart[p] = append(byPart[p], fmt.Sprintf("%s(i=%d,%s,%d reqs)", k[len(p)+1:], i, s.sc.kind(i), len(s.sink.ByKey(k))))
 	}
 	var parts []string
 	for p := range byPart {
@@ -513,17 +522,15 @@ func (s *storm) report(miss []int) {
 		}
 		s.t.Logf("missing on %s: %s", p, strings.Join(rs, " "))
 	}
-	if adm := kadm.NewClient(s.dlqClient); adm != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if os, err := adm.FetchOffsets(ctx, s.group); err == nil {
-			var committed []string
-			os.Each(func(o kadm.OffsetResponse) {
-				committed = append(committed, fmt.Sprintf("%s/%d@%d", o.Topic, o.Partition, o.At))
-			})
-			sort.Strings(committed)
-			s.t.Logf("committed offsets: %s", strings.Join(committed, " "))
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if offs, err := kadm.NewClient(s.dlqClient).FetchOffsets(ctx, s.group); err == nil {
+		var committed []string
+		offs.Each(func(o kadm.OffsetResponse) {
+			committed = append(committed, fmt.Sprintf("%s/%d@%d", o.Topic, o.Partition, o.At))
+		})
+		sort.Strings(committed)
+		s.t.Logf("committed offsets: %s", strings.Join(committed, " "))
 	}
 	s.mu.Lock()
 	alive, _ := s.aliveLocked()
@@ -633,7 +640,7 @@ func (s *storm) finish() stormResult {
 	ok := s.sink.SuccessCounts()
 	dead := s.deadCounts()
 	for i, k := range s.keyOf {
-		kind := stormKind(i)
+		kind := s.sc.kind(i)
 		switch {
 		case ok[k] == 0 && dead[k] == 0:
 			res.lost++
@@ -744,8 +751,12 @@ func (s *storm) finish() stormResult {
 	}
 	t.Logf("changes: %d kills, %d stops (SIGTERM to exit: %s), %d starts; %d partition losses logged",
 		res.kills, res.stops, strings.Join(stopTimes, " "), res.starts, res.losses)
-	t.Logf("duplicates: %d successful redeliveries of %d records, %d duplicate dead letters; bound %d (maxInFlight %d, maxUncommittedRecords %d)",
-		res.dupOK, countDup(ok), res.dupDLQ, res.bound, mif, unc)
+	sumInFlight := 0
+	for _, c := range changes {
+		sumInFlight += c.inFlight
+	}
+	t.Logf("duplicates: %d successful redeliveries of %d records, %d duplicate dead letters; bound %d (maxInFlight %d, maxUncommittedRecords %d); %d requests in flight at the sink summed over the changes",
+		res.dupOK, countDup(ok), res.dupDLQ, res.bound, mif, unc, sumInFlight)
 	// Duplicates attributed, by arrival time, to the last change before them (a rough figure:
 	// a redelivery may come after a later change).
 	perChange := make([]int, len(changes)+1) // [0]: before the first change
@@ -778,6 +789,9 @@ func (s *storm) finish() stormResult {
 	}
 	t.Logf("order: %d records retried; %d first attempts out of order per key, %d first deliveries out of order among records never retried",
 		len(retried), res.orderFirst, res.orderOK)
+	if d := os.Getenv("RETRYOPS_STORM_DIR"); d != "" {
+		s.dumpDuplicates(filepath.Join(d, s.sc.name, "duplicates.txt"), reqs, changes)
+	}
 	for _, e := range examples {
 		t.Errorf("order violated: %s", e)
 	}
@@ -789,6 +803,33 @@ func (s *storm) finish() stormResult {
 			res.dupOK+res.dupDLQ, res.dupOK, res.dupDLQ, res.bound, len(changes))
 	}
 	return res
+}
+
+// dumpDuplicates writes, for a post-mortem, the changes and every request of each record
+// delivered successfully more than once, with times since the storm's start (wall clock in the
+// header, to match the members' logs).
+func (s *storm) dumpDuplicates(path string, reqs []*dt.Request, changes []stormChange) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "storm started %s\n", s.started.UTC().Format(time.RFC3339Nano))
+	for _, c := range changes {
+		fmt.Fprintf(&b, "change %8.3fs %-5s member %d alive %d inFlight %d took %v\n", c.at.Sub(s.started).Seconds(), c.kind, c.member, c.alive, c.inFlight, c.took.Round(time.Millisecond))
+	}
+	ok := map[string]int{}
+	for _, r := range reqs {
+		if r.Status/100 == 2 {
+			ok[r.Key]++
+		}
+	}
+	for _, r := range reqs {
+		if ok[r.Key] < 2 {
+			continue
+		}
+		i, _ := strconv.Atoi(string(r.Body))
+		fmt.Fprintf(&b, "dup %s i=%d kind=%s at %8.3fs status %d attempt %d from %s\n", r.Key, i, s.sc.kind(i), r.At.Sub(s.started).Seconds(), r.Status, r.Attempt, r.DeliveredFrom)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		s.t.Logf("writing %s: %v", path, err)
+	}
 }
 
 func countDup(m map[string]int) int {
@@ -879,9 +920,10 @@ func envInt(name string, def int) int {
 
 // TestRebalanceStorm: three dispatcher processes in one group over 12 partitions (source and each
 // retry tier), 50,000 records in Ordered mode, 19% failing once (503 on the first attempt, so they
-// go through the first retry tier) and 1% permanently (400, dead-lettered). For the whole run a
-// member is killed (SIGKILL), started, or stopped (SIGTERM) and restarted every 1.5-3 s, keeping at
-// least one alive. Asserts: every record ends delivered or dead-lettered as its kind says, none
+// go through the first retry tier) and 1% permanently (400, dead-lettered); the sink answers in
+// 7 ms, and 9 "slow" records (about one in 10,000, on different keys) in 4 s, more than the 3 s drain timeout, so that a change that
+// moves their partition abandons them. For the whole run a member is killed (SIGKILL), started,
+// or stopped (SIGTERM) and restarted every 1.5-3 s, keeping at least one alive. Asserts: every record ends delivered or dead-lettered as its kind says, none
 // lost; duplicates (successful redeliveries and duplicate dead letters) within the bound derived in
 // storm.finish; per key, first attempts arrive in sequence order, and so do the first successful
 // deliveries of records that never went through a retry tier; no member exits unasked or
@@ -901,8 +943,10 @@ func TestRebalanceStorm(t *testing.T) {
 		drainTimeout:   3 * time.Second,
 		churnMin:       1500 * time.Millisecond,
 		churnMax:       3 * time.Second,
-		deadline:       150 * time.Second,
-		sinkDelay:      10 * time.Millisecond,
+		deadline:       240 * time.Second, // generous: it takes 95-135 s on 2 cores
+		sinkDelay:      7 * time.Millisecond,
+		slowEvery:      10000,
+		slowDelay:      4 * time.Second,
 	}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
