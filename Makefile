@@ -83,6 +83,7 @@ FUZZTIME ?= 60s
 fuzz: ## Run the retry core's fuzz targets for FUZZTIME each.
 	go test ./internal/retry -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime $(FUZZTIME)
 	go test ./internal/retry -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime $(FUZZTIME)
+	go test ./internal/retry -run '^$$' -fuzz '^FuzzPatternBudget$$' -fuzztime $(FUZZTIME)
 
 ##@ Build
 

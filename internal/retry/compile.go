@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -105,7 +106,8 @@ type statusRange struct{ lo, hi int }
 //   - jitter bounds: Additive Max >= 0, Proportional 0 <= MinPercent <= 100 <= MaxPercent <= 1000;
 //   - rules: a unique non-empty name, a known action, at least one matcher, HTTP statuses as a code or
 //     "lo-hi" range within 100..599 with lo <= hi, non-empty error types, message patterns that
-//     compile as RE2;
+//     compile as RE2 within the budgets, checked before they are compiled: MaxPatternRepeat and
+//     MaxPatternInstructions per pattern, MaxPolicyInstructions for all of them (see CheckPattern);
 //   - the plan is bounded: the sum of every retry's latest delay is at most MaxTotalDelay;
 //   - the circuit breaker settings (see CircuitBreakerConfig).
 //
@@ -241,6 +243,7 @@ func validateBackoff(v *validator, b Backoff) (*big.Rat, bool) {
 func compileRules(v *validator, rules []Rule, policyMax int32, policyMaxOK bool) []compiledRule {
 	out := make([]compiledRule, 0, len(rules))
 	seen := make(map[string]int, len(rules))
+	var costs []patternCost
 	for i, r := range rules {
 		path := fmt.Sprintf("classification.rules[%d]", i)
 		cr := compiledRule{name: r.Name, action: r.Action, maxAttempts: policyMax}
@@ -275,11 +278,17 @@ func compileRules(v *validator, rules []Rule, policyMax int32, policyMaxOK bool)
 		}
 		for j, pat := range r.MessagePatterns {
 			m, err := newTextMatcher(pat)
-			if err != nil {
+			var budget *BudgetError
+			switch {
+			case errors.As(err, &budget):
+				v.addRule(fmt.Sprintf("%s.messagePatterns[%d]", path, j), r.Name, quotePattern(pat), "%v", budget)
+				continue
+			case err != nil:
 				v.addRule(fmt.Sprintf("%s.messagePatterns[%d]", path, j), r.Name, pat, "is not valid RE2: %v", err)
 				continue
 			}
 			cr.patterns = append(cr.patterns, m)
+			costs = append(costs, patternCost{rule: i, pattern: j, name: r.Name, insts: m.insts})
 		}
 		switch {
 		case r.MaxAttempts == 0:
@@ -294,6 +303,7 @@ func compileRules(v *validator, rules []Rule, policyMax int32, policyMaxOK bool)
 		}
 		out = append(out, cr)
 	}
+	checkPolicyBudget(v, costs)
 	return out
 }
 

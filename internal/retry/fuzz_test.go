@@ -210,7 +210,7 @@ func FuzzClassify(f *testing.F) {
 		if ruleType == "" {
 			wantFields["classification.rules[0].errorTypes[0]"] = true
 		}
-		if reErr != nil {
+		if _, budgetErr := retry.CheckPattern(rulePattern); reErr != nil || budgetErr != nil {
 			wantFields["classification.rules[0].messagePatterns[0]"] = true
 		}
 		c, err := retry.Compile(p)

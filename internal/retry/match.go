@@ -22,22 +22,33 @@ const (
 // search, so a literal pattern is matched directly, with exactly the regexp's semantics (the same
 // RE2 parse, the same rune decoding of invalid UTF-8, the same simple case folding).
 type textMatcher struct {
-	re   *regexp.Regexp
-	kind matchKind
-	lit  string   // matchContains: the literal
-	fold [][]rune // matchFold: for each rune of the literal, its case-folding orbit
+	re    *regexp.Regexp
+	kind  matchKind
+	insts int      // the size of re's program, or an upper bound of it (CheckPattern)
+	lit   string   // matchContains: the literal
+	fold  [][]rune // matchFold: for each rune of the literal, its case-folding orbit
 }
 
+// newTextMatcher checks pattern against the budgets (CheckPattern) before it compiles it: the error is
+// a *syntax.Error when the pattern is not valid RE2, a *BudgetError when it is above a budget.
 func newTextMatcher(pattern string) (textMatcher, error) {
+	// regexp.Compile parses with syntax.Perl: parse the same way to check the budget and to recognise
+	// a literal.
+	tree, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return textMatcher{}, err
+	}
+	insts, err := checkTree(tree)
+	if err != nil {
+		return textMatcher{}, err
+	}
 	re, err := regexp.Compile(pattern)
 	if err != nil {
 		return textMatcher{}, err
 	}
-	m := textMatcher{re: re}
-	// regexp.Compile parses with syntax.Perl: parse the same way to recognise a literal.
-	tree, err := syntax.Parse(pattern, syntax.Perl)
-	if err != nil || tree.Op != syntax.OpLiteral || len(tree.Rune) == 0 || slices.Contains(tree.Rune, utf8.RuneError) {
-		return m, nil //nolint:nilerr // not a plain literal: the compiled regexp matches it
+	m := textMatcher{re: re, insts: insts}
+	if tree.Op != syntax.OpLiteral || len(tree.Rune) == 0 || slices.Contains(tree.Rune, utf8.RuneError) {
+		return m, nil // not a plain literal: the compiled regexp matches it
 	}
 	if tree.Flags&syntax.FoldCase == 0 {
 		m.kind, m.lit = matchContains, string(tree.Rune)
