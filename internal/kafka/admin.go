@@ -190,7 +190,9 @@ type Header struct {
 type Scanner interface {
 	// Scan reads the records of the given ranges (topic → partition → range) over conn and calls
 	// fn for each, in offset order per partition. It returns when every range was read, or with an
-	// error when ctx ends first.
+	// error when ctx ends first. A record's Headers, and their values, are valid only during the
+	// call to fn (an implementation reuses them): fn copies what it keeps. An implementation holds
+	// a bounded amount of records at a time, whatever the size of the ranges.
 	Scan(ctx context.Context, conn Connection, ranges map[string]map[int32]OffsetRange, fn func(Record)) error
 }
 

@@ -1,6 +1,7 @@
 package kafkastats
 
 import (
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -20,34 +21,84 @@ const (
 // Tally is an incremental breakdown of one dead letter topic's records by reason, error type and
 // source pipeline. Each refresh reads only the records added since the last one (Plan says which),
 // and records that left the topic (trimmed by count-based retention or expired by age) leave the
-// counts when the partition's start offset passes them (Forget). It keeps a compact entry per record
-// held (24 bytes), so memory follows the topic's retained size. Not safe for concurrent use.
+// counts when the partition's start offset passes them (Plan). It keeps a compact entry per record
+// held (12 bytes: its offset and timestamp relative to the first record of its chunk, and its set of
+// labels), in chunks of at most chunkLen entries, so memory follows the topic's retained size
+// without ever copying it whole; the names themselves are kept once. Adding a record allocates
+// nothing unless it brings a name or a combination of names not seen before, or starts a chunk. Not
+// safe for concurrent use.
 type Tally struct {
 	parts map[int32]*partitionTally
 	names []string
 	index map[string]uint32
+	// sets are the combinations of names seen, by index; setIndex finds them.
+	sets     []labelSet
+	setIndex map[labelSet]uint32
 }
 
-type talliedRecord struct {
-	offset                    int64
-	unixMilli                 int64
+// labelSet is the reason, error type and pipeline of a record, as indexes into Tally.names.
+type labelSet struct {
 	reason, errType, pipeline uint32
 }
 
+// entry is one record tallied.
+type entry struct {
+	offset uint32 // minus the chunk's offset
+	milli  int32  // its timestamp in Unix milliseconds, minus the chunk's
+	set    uint32 // index into Tally.sets
+}
+
+// chunk is a run of records of one partition, ascending offsets.
+type chunk struct {
+	offset, milli int64 // of the first record written to it
+	entries       []entry
+}
+
+// chunkLen is the number of entries of a full chunk (48 KiB).
+const chunkLen = 4096
+
+func (c *chunk) lastOffset() int64 { return c.offset + int64(c.entries[len(c.entries)-1].offset) }
+
 type partitionTally struct {
-	next int64
-	recs []talliedRecord // ascending offsets
+	next   int64
+	chunks []*chunk // ascending offsets, none empty
+}
+
+// forget drops the records below offset start.
+func (p *partitionTally) forget(start int64) {
+	drop := 0
+	for drop < len(p.chunks) && p.chunks[drop].lastOffset() < start {
+		drop++
+	}
+	if drop > 0 {
+		clear(p.chunks[:drop])
+		p.chunks = p.chunks[drop:]
+	}
+	if len(p.chunks) == 0 {
+		p.chunks = nil
+		return
+	}
+	c := p.chunks[0]
+	if i := sort.Search(len(c.entries), func(i int) bool { return c.offset+int64(c.entries[i].offset) >= start }); i > 0 {
+		c.entries = c.entries[i:]
+	}
 }
 
 // NewTally returns an empty tally.
 func NewTally() *Tally {
-	return &Tally{parts: map[int32]*partitionTally{}, index: map[string]uint32{}}
+	return &Tally{parts: map[int32]*partitionTally{}, index: map[string]uint32{}, setIndex: map[labelSet]uint32{}}
 }
 
-func (t *Tally) intern(s string) uint32 {
-	if i, ok := t.index[s]; ok {
+// intern returns the index of name b (a header's value; "unknown" when nil), allocating only for a
+// name not seen before.
+func (t *Tally) intern(b []byte, unknown bool) uint32 {
+	if unknown {
+		b = []byte("unknown")
+	}
+	if i, ok := t.index[string(b)]; ok {
 		return i
 	}
+	s := string(b)
 	t.names = append(t.names, s)
 	t.index[s] = uint32(len(t.names) - 1)
 	return t.index[s]
@@ -66,13 +117,10 @@ func (t *Tally) Plan(offsets []kafka.PartitionOffsets) map[int32]kafka.OffsetRan
 			t.parts[o.Partition] = p
 		}
 		// Records before the start offset were trimmed or expired.
-		i := sort.Search(len(p.recs), func(i int) bool { return p.recs[i].offset >= o.Start })
-		if i > 0 {
-			p.recs = append(p.recs[:0], p.recs[i:]...)
-		}
+		p.forget(o.Start)
 		if p.next < o.Start || p.next > o.End { // trimmed past us, or the topic was recreated
 			if p.next > o.End {
-				p.recs = p.recs[:0]
+				p.chunks = nil
 			}
 			p.next = o.Start
 		}
@@ -89,7 +137,7 @@ func (t *Tally) Plan(offsets []kafka.PartitionOffsets) map[int32]kafka.OffsetRan
 }
 
 // Add tallies one record read from the topic. Records must arrive in offset order per partition;
-// a record already tallied is ignored.
+// a record already tallied is ignored. Add keeps nothing of r (its headers may be reused).
 func (t *Tally) Add(r kafka.Record) {
 	p := t.parts[r.Partition]
 	if p == nil {
@@ -99,20 +147,36 @@ func (t *Tally) Add(r kafka.Record) {
 	if r.Offset < p.next {
 		return
 	}
-	tr := talliedRecord{offset: r.Offset, unixMilli: r.Timestamp.UnixMilli()}
-	reason, errType, pipeline := "unknown", "unknown", "unknown"
+	var reason, errType, pipeline []byte
+	var hasReason, hasErrType, hasPipeline bool
 	for _, h := range r.Headers {
 		switch h.Key {
 		case HeaderReason:
-			reason = string(h.Value)
+			reason, hasReason = h.Value, true
 		case HeaderErrorType:
-			errType = string(h.Value)
+			errType, hasErrType = h.Value, true
 		case HeaderPipeline:
-			pipeline = string(h.Value)
+			pipeline, hasPipeline = h.Value, true
 		}
 	}
-	tr.reason, tr.errType, tr.pipeline = t.intern(reason), t.intern(errType), t.intern(pipeline)
-	p.recs = append(p.recs, tr)
+	ls := labelSet{t.intern(reason, !hasReason), t.intern(errType, !hasErrType), t.intern(pipeline, !hasPipeline)}
+	set, ok := t.setIndex[ls]
+	if !ok {
+		t.sets = append(t.sets, ls)
+		set = uint32(len(t.sets) - 1)
+		t.setIndex[ls] = set
+	}
+	milli := r.Timestamp.UnixMilli()
+	var c *chunk
+	if n := len(p.chunks); n > 0 {
+		c = p.chunks[n-1]
+	}
+	if c == nil || len(c.entries) >= chunkLen || r.Offset-c.offset > math.MaxUint32 ||
+		milli-c.milli > math.MaxInt32 || milli-c.milli < math.MinInt32 {
+		c = &chunk{offset: r.Offset, milli: milli}
+		p.chunks = append(p.chunks, c)
+	}
+	c.entries = append(c.entries, entry{offset: uint32(r.Offset - c.offset), milli: int32(milli - c.milli), set: set})
 	p.next = r.Offset + 1
 }
 
@@ -135,24 +199,35 @@ type Breakdown struct {
 // Breakdown returns the counts, each list cut to its limit largest entries (0: no limit).
 func (t *Tally) Breakdown(limit int) Breakdown {
 	var b Breakdown
-	reasons, types, pipelines := map[uint32]int64{}, map[uint32]int64{}, map[uint32]int64{}
+	perSet := make([]int64, len(t.sets))
 	var oldest, newest int64
 	for _, p := range t.parts {
-		for _, r := range p.recs {
-			b.Messages++
-			reasons[r.reason]++
-			types[r.errType]++
-			pipelines[r.pipeline]++
-			if oldest == 0 || r.unixMilli < oldest {
-				oldest = r.unixMilli
-			}
-			if r.unixMilli > newest {
-				newest = r.unixMilli
+		for _, c := range p.chunks {
+			b.Messages += int64(len(c.entries))
+			for _, e := range c.entries {
+				perSet[e.set]++
+				m := c.milli + int64(e.milli)
+				if oldest == 0 || m < oldest {
+					oldest = m
+				}
+				if m > newest {
+					newest = m
+				}
 			}
 		}
 	}
 	if b.Messages > 0 {
 		b.Oldest, b.Newest = time.UnixMilli(oldest).UTC(), time.UnixMilli(newest).UTC()
+	}
+	reasons, types, pipelines := map[uint32]int64{}, map[uint32]int64{}, map[uint32]int64{}
+	for i, n := range perSet {
+		if n == 0 {
+			continue
+		}
+		ls := t.sets[i]
+		reasons[ls.reason] += n
+		types[ls.errType] += n
+		pipelines[ls.pipeline] += n
 	}
 	b.Reasons, b.ErrorTypes, b.Pipelines = t.counts(reasons, limit), t.counts(types, limit), t.counts(pipelines, limit)
 	return b
