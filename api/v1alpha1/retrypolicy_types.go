@@ -232,7 +232,10 @@ type ClassificationRule struct {
 	ErrorTypes []string `json:"errorTypes,omitempty"`
 
 	// messagePatterns are RE2 regular expressions matched against the error message ("(?i)timeout").
-	// A pattern that does not compile makes the policy Ready=False with reason InvalidSpec.
+	// A pattern that does not compile, or is above the pattern budget, makes the policy Ready=False
+	// with reason InvalidSpec: a pattern may compile to at most 2000 instructions (about one per
+	// character, a repeat counting its copies: "(?:abc){1000}" is about 3000) and all of a policy's
+	// patterns to at most 10000.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MinLength=1

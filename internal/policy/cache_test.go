@@ -2,6 +2,8 @@ package policy_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/policy"
 	"github.com/retryops/retry-operator/internal/retry"
 )
@@ -150,5 +153,22 @@ func TestSamplesAreWithinThePatternBudgets(t *testing.T) {
 			t.Errorf("%s: patterns compile to %d instructions in all", name, total)
 		}
 		t.Logf("%s: %d instructions of patterns", name, total)
+	}
+}
+
+// The API documents the budgets the retry core enforces.
+func TestTheAPIDocumentsThePatternBudgets(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(envtestutil.RepoRoot(), "config", "crd", "bases", "retry.retryops.dev_retrypolicies.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(string(data)), " ")
+	for _, want := range []string{
+		fmt.Sprintf("a pattern may compile to at most %d instructions", retry.MaxPatternInstructions),
+		fmt.Sprintf("all of a policy's patterns to at most %d.", retry.MaxPolicyInstructions),
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("the RetryPolicy CRD does not say %q", want)
+		}
 	}
 }

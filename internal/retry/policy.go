@@ -114,7 +114,8 @@ type Rule struct {
 	HTTPStatuses []string
 	// ErrorTypes are error type names matched exactly ("TimeoutError").
 	ErrorTypes []string
-	// MessagePatterns are RE2 regular expressions matched (unanchored) against the error message.
+	// MessagePatterns are RE2 regular expressions matched (unanchored) against the error message,
+	// within the pattern budgets (MaxPatternInstructions, MaxPatternRepeat, MaxPolicyInstructions).
 	MessagePatterns []string
 	// MaxAttempts is the number of deliveries in all allowed when this rule matched; 0 means the
 	// policy's. Only for Retry rules, and at most the policy's MaxAttempts.
