@@ -54,8 +54,10 @@ const (
 	DefaultDeletionTimeout = 2 * time.Minute
 	// DefaultMaxConcurrentReconciles is how many resources of one kind are reconciled at once.
 	DefaultMaxConcurrentReconciles = 4
-	// DefaultDispatcherImage is the dispatcher image when Options.DispatcherImage is empty.
-	DefaultDispatcherImage = "ghcr.io/retryops/retry-dispatcher:latest"
+	// DefaultDispatcherImage is the dispatcher image when Options.DispatcherImage is empty: the tag
+	// `make docker-build` gives a local build (DISPATCHER_IMG); deployments set --dispatcher-image
+	// through kustomize images, never a moving tag such as latest.
+	DefaultDispatcherImage = "ghcr.io/retryops/retry-dispatcher:dev"
 	// maxErrorBackoff caps the work queue's backoff after errors (Kafka unreachable, say), so that
 	// recovery is noticed quickly; the resync interval caps it further when shorter.
 	maxErrorBackoff = 5 * time.Minute
