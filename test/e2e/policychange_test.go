@@ -297,8 +297,12 @@ func TestPolicyChange(t *testing.T) {
 		Dir: dir, Bin: filepath.Join(dir, "bin"), DispatcherImage: "retryops/retry-dispatcher:policychange",
 		ManagerArgs: []string{"--status-refresh-interval=2s"}, Log: zap.New(zap.WriteTo(logFile)),
 	}, t.Logf)
+	var onFailure func() // the consumer group's state, once there is an admin client
 	defer func() {
 		if t.Failed() {
+			if onFailure != nil {
+				onFailure()
+			}
 			if os.Getenv("PC_KEEP") != "" { // keep the stack's logs for a post-mortem
 				keep := filepath.Join(os.TempDir(), "policychange-"+time.Now().Format("150405"))
 				_ = os.CopyFS(keep, os.DirFS(dir))
@@ -370,6 +374,33 @@ func TestPolicyChange(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	defer kcl.Close()
 	adm := kadm.NewClient(kcl)
+	onFailure = func() {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		dcl, err := kgo.NewClient(kgo.SeedBrokers(stack.Bootstrap)) // the test's clients are closed by now
+		if err != nil {
+			t.Logf("describing group %s: %v", pcGroup, err)
+			return
+		}
+		defer dcl.Close()
+		groups, err := kadm.NewClient(dcl).DescribeGroups(dctx, pcGroup)
+		if err != nil {
+			t.Logf("describing group %s: %v", pcGroup, err)
+			return
+		}
+		for _, gr := range groups {
+			t.Logf("group %s: state %s, protocol %s, error %v", gr.Group, gr.State, gr.Protocol, gr.Err)
+			for _, m := range gr.Members {
+				var assigned []string
+				if a, ok := m.Assigned.AsConsumer(); ok {
+					for _, tp := range a.Topics {
+						assigned = append(assigned, fmt.Sprintf("%s%v", tp.Topic, tp.Partitions))
+					}
+				}
+				t.Logf("  member %s (client %s): %s", m.MemberID, m.ClientID, strings.Join(assigned, " "))
+			}
+		}
+	}
 
 	// A reader (no group) of the old tiers: which records went through each.
 	tierReader, err := kgo.NewClient(kgo.SeedBrokers(stack.Bootstrap), kgo.ConsumeTopics(oldTiers...),
@@ -724,6 +755,20 @@ func TestPolicyChange(t *testing.T) {
 		*byClass[pcOK], *byClass[pcTwo], *byClass[pcFour], *byClass[pcNever])
 	t.Logf("deliveries by succeeding attempt %v; dead letters by reason %v, by attempts %v; %d dead-lettered from an old tier for the lowered maxAttempts (%d of them would have succeeded on attempt 4); %d duplicate dead letters",
 		delivByAtt, byReason, deadByAtt, lowered, fourOldDead, dlqDupes)
+	// How loudly the dispatchers met the deleted tiers (one log line per fetch error).
+	var fetchErrs []string
+	_ = filepath.WalkDir(filepath.Join(dir, "pods"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == "log" {
+			if b, err := os.ReadFile(p); err == nil {
+				if n := strings.Count(string(b), `"msg":"Fetch error"`); n > 0 {
+					fetchErrs = append(fetchErrs, fmt.Sprintf("%s %d", filepath.Base(filepath.Dir(p)), n))
+				}
+			}
+		}
+		return nil
+	})
+	sort.Strings(fetchErrs)
+	t.Logf("\"Fetch error\" log lines per dispatcher pod: %v", fetchErrs)
 	t.Logf("all %d records delivered or dead-lettered %s after the change; new tier %v; %s after the stack started",
 		pcRecords, settledAt.Sub(changedAt).Round(time.Millisecond), newTiers, time.Since(setupDone).Round(time.Second))
 }
