@@ -40,6 +40,30 @@ const (
 	ShutdownMargin = 15
 )
 
+// EnvGoMemLimit is the Go runtime's soft memory limit (a plain byte count): the garbage collector
+// works harder as the process nears it instead of letting the heap double past the container's
+// limit. GoMemLimitPercent is the share of the dispatcher container's memory limit it is set to in
+// sink mode, computed at render time from the rendered limit (the Deployment is rendered again
+// whenever the resources change): the rest is headroom for what the Go runtime does not count
+// (the mapped binary, kernel memory charged to the container) and for the collector to react, the
+// 5-10% the Go documentation advises. Without a memory limit it is not set. A pod template (template
+// mode) runs the user's containers, whatever their language: it is left to them.
+const (
+	EnvGoMemLimit     = "GOMEMLIMIT"
+	GoMemLimitPercent = 90
+)
+
+// goMemLimit returns the GOMEMLIMIT of a container with resources res (GoMemLimitPercent of its
+// memory limit, in bytes), false when it has no memory limit.
+func goMemLimit(res corev1.ResourceRequirements) (corev1.EnvVar, bool) {
+	q, ok := res.Limits[corev1.ResourceMemory]
+	if !ok || q.Sign() <= 0 {
+		return corev1.EnvVar{}, false
+	}
+	b := q.Value() // bytes, rounded up
+	return corev1.EnvVar{Name: EnvGoMemLimit, Value: strconv.FormatInt(b/100*GoMemLimitPercent+b%100*GoMemLimitPercent/100, 10)}, true
+}
+
 // DefaultDispatcherResources are the dispatcher container's resources when Inputs.DispatcherResources
 // is nil: requests of 100m CPU and 128Mi memory, a 512Mi memory limit and no CPU limit (a CPU limit
 // throttles delivery bursts without protecting anything the request does not).
@@ -169,6 +193,9 @@ func sinkPod(in *Inputs, r *rendered, volumes []corev1.Volume, mounts []corev1.V
 	}
 	if r.cfg.CircuitReport != nil {
 		c.Env = append(c.Env, podNameEnv())
+	}
+	if e, ok := goMemLimit(res); ok {
+		c.Env = append(c.Env, e)
 	}
 	annotations := map[string]string{"kubectl.kubernetes.io/default-container": DispatcherContainer}
 	if port, ok := listenPort(r.cfg.Listen.MetricsAddress); ok {

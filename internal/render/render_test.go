@@ -362,13 +362,14 @@ func TestSinkModeHasTheRestrictedPodSecurityDefaults(t *testing.T) {
 		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 			t.Errorf("resources %+v lack requests or the memory limit", c.Resources)
 		}
-		wantEnv := 1
+		wantEnv := 2 // the config and GOMEMLIMIT (TestGoMemLimitFollowsTheMemoryLimit)
 		if reports {
-			wantEnv = 2
+			wantEnv = 3
 		}
 		if env := c.Env; len(env) != wantEnv || env[0].Name != config.EnvConfig || env[0].Value != render.ConfigFile ||
-			(reports && (env[1].Name != config.EnvPodName || env[1].ValueFrom == nil || env[1].ValueFrom.FieldRef.FieldPath != "metadata.name")) {
-			t.Errorf("env %+v, want %s=%s (and %s from metadata.name when the policy has a circuit breaker)", env, config.EnvConfig, render.ConfigFile, config.EnvPodName)
+			(reports && (env[1].Name != config.EnvPodName || env[1].ValueFrom == nil || env[1].ValueFrom.FieldRef.FieldPath != "metadata.name")) ||
+			env[wantEnv-1].Name != render.EnvGoMemLimit {
+			t.Errorf("env %+v, want %s=%s (and %s from metadata.name when the policy has a circuit breaker), then %s", env, config.EnvConfig, render.ConfigFile, config.EnvPodName, render.EnvGoMemLimit)
 		}
 		if got := ptr.Deref(pod.TerminationGracePeriodSeconds, 0); time.Duration(got)*time.Second <= config.DefaultDrainTimeout {
 			t.Errorf("terminationGracePeriodSeconds %d is not above the drain timeout %s", got, config.DefaultDrainTimeout)
