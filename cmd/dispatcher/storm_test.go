@@ -1357,3 +1357,77 @@ func splitKey(k string) (topic string, partition int32, offset int64) {
 	p, _ := strconv.Atoi(rest[j+1:])
 	return rest[:j], int32(p), offset
 }
+
+// TestStormUncommittedBound isolates what the rebalance storm ran into: while a member's commits
+// do not land (here every OffsetCommit fails; in the storm, franz-go holds commits while a
+// JoinGroup/SyncGroup is under way, for seconds while another member drains or a dead member's
+// session runs out), an Ordered dispatcher must stop starting source records once
+// maxUncommittedRecords finished records wait for their commit (internal/dispatcher/doc.go: "a
+// crash redelivers at most maxInFlight + maxUncommittedRecords records"). One dispatcher, Ordered,
+// 4 partitions, maxInFlight 4, maxUncommittedRecords 8; every commit fails until the test removes
+// the fault. Asserts that the sink saw at most maxInFlight + maxUncommittedRecords successful
+// deliveries while no commit could succeed, then that everything is delivered once the commits
+// work again.
+func TestStormUncommittedBound(t *testing.T) {
+	const (
+		n              = 2000
+		maxInFlight    = 4
+		maxUncommitted = 8
+	)
+	bin := dispatcherBinary(t)
+	const group, src, dlq = "bound", "bound.src", "bound.dlq"
+	sink := dt.NewSink(t, func(*dt.Request) dt.Response { return dt.Response{Delay: time.Millisecond} })
+	pol := &v1.RetryPolicySpec{MaxAttempts: 2, Backoff: v1.Backoff{InitialDelay: dt.D(100 * time.Millisecond), Multiplier: "2", MaxDelay: dt.D(time.Second)}}
+	cfg := dt.Config(nil, group, src, dlq, pol, sink.URL)
+	topics := map[string]int32{src: 4, dlq: 1}
+	for _, tn := range cfg.Topics.Retries.Names() {
+		topics[tn] = 4
+	}
+	c := dt.Cluster(t, topics)
+	cfg.Kafka.BootstrapServers = c.ListenAddrs()
+	cfg.Delivery.Ordering = v1.OrderingOrdered
+	cfg.Delivery.MaxInFlight = maxInFlight
+	cfg.Delivery.MaxUncommittedRecords = maxUncommitted
+	dir := t.TempDir()
+	cfgPath, logPath := filepath.Join(dir, "config.json"), filepath.Join(dir, "dispatcher.log")
+	data, _ := json.Marshal(cfg)
+	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prod := dt.Client(t, c, kgo.ProducerLinger(5*time.Millisecond))
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: src, Key: []byte(strconv.Itoa(i % 97)), Value: []byte(strconv.Itoa(i))}
+	}
+	dt.Produce(t, prod, recs...)
+
+	fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: group, Err: kerr.RebalanceInProgress, Count: -1})
+	p := startDispatcher(t, bin, cfgPath, logPath)
+	succeeded := func() int { k, _ := sink.Succeeded(); return k }
+	// Wait until the deliveries stop (nothing new for 2 s) or clearly pass the bound.
+	last, since := -1, time.Now()
+	dt.Eventually(t, 60*time.Second, func() bool {
+		k := succeeded()
+		if k != last {
+			last, since = k, time.Now()
+		}
+		return (k > 0 && time.Since(since) > 2*time.Second) || k > 10*(maxInFlight+maxUncommitted)
+	}, "the deliveries stop or pass the bound")
+	during := succeeded()
+	t.Logf("%d records delivered while %d commits failed (maxInFlight %d + maxUncommittedRecords %d = %d)", during, fault.Hits(), maxInFlight, maxUncommitted, maxInFlight+maxUncommitted)
+	if fault.Hits() == 0 {
+		t.Errorf("no commit was attempted")
+	}
+	if during > maxInFlight+maxUncommitted {
+		t.Errorf("%d source records delivered while no commit succeeded, more than maxInFlight + maxUncommittedRecords = %d: a crash now redelivers them all", during, maxInFlight+maxUncommitted)
+	}
+	fault.Remove()
+	dt.Eventually(t, 60*time.Second, func() bool { return succeeded() >= n || exited(p) }, "all %d records delivered once commits work", n)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	if p.err != nil {
+		t.Errorf("the dispatcher exited with %v", p.err)
+	}
+}
