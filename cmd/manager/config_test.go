@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -146,6 +147,10 @@ func TestDeployedManager(t *testing.T) {
 		g.Expect(image).NotTo(HaveSuffix(":latest"))
 	}
 	g.Expect(string(rendered)).NotTo(ContainSubstring(":latest"))
+	// GOMEMLIMIT is 90% of the memory limit, in bytes.
+	memLimit := c.Resources.Limits.Memory()
+	g.Expect(memLimit.IsZero()).To(BeFalse(), "the manager has no memory limit")
+	g.Expect(env).To(HaveKeyWithValue("GOMEMLIMIT", strconv.FormatInt(memLimit.Value()*9/10, 10)))
 	g.Expect(c.Ports).To(ContainElement(corev1.ContainerPort{Name: "https", ContainerPort: 8443}))
 	podLabels := labels.Set(dep.Spec.Template.Labels)
 
