@@ -190,6 +190,9 @@ func (in *Inputs) draining(c *config.Config) ([]string, error) {
 
 // compile compiles the policy; an invalid one is a *SpecError.
 func (in *Inputs) compile() (*retry.Compiled, error) {
+	if in.Compiled != nil {
+		return in.Compiled, nil
+	}
 	comp, err := retry.Compile(policy.FromSpec(in.Policy.Spec))
 	if err != nil {
 		return nil, &SpecError{Field: "RetryPolicy " + in.Policy.Name + " spec", Message: err.Error()}

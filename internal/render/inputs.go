@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
+	"github.com/retryops/retry-operator/internal/retry"
 )
 
 // Inputs is everything a pipeline's children are rendered from. The controller fills it after
@@ -21,6 +22,9 @@ type Inputs struct {
 	Pipeline *v1.ConsumerPipeline
 	// Policy is the RetryPolicy that spec.retryPolicyRef names. Required.
 	Policy *v1.RetryPolicy
+	// Compiled, when set, is Policy compiled (policy.Cache), so that rendering does not compile it
+	// again; nil compiles Policy.
+	Compiled *retry.Compiled
 	// DLQ is the DeadLetterQueue that spec.deadLetterQueueRef names. Required.
 	DLQ *v1.DeadLetterQueue
 	// Tiers are the retry-tier topics (names, delays, attempts) in order, as the controller computes

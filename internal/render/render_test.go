@@ -19,7 +19,9 @@ import (
 	"github.com/retryops/retry-operator/internal/circuitstate"
 	"github.com/retryops/retry-operator/internal/dispatcher"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
+	"github.com/retryops/retry-operator/internal/policy"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/internal/retry"
 )
 
 var allCases = []struct {
@@ -675,5 +677,25 @@ func TestLongNamesGiveValidObjects(t *testing.T) {
 	other.Name = strings.Repeat("a", 250) + ".c"
 	if render.DeploymentName(other) == dep.Name {
 		t.Error("two long names that differ only at the end map to the same Deployment")
+	}
+}
+
+// TestRenderUsesTheCompiledPolicy: Inputs.Compiled, when set, is what rendering uses (the reconciler
+// hands in the policy.Cache's result, so a reconcile compiles nothing again).
+func TestRenderUsesTheCompiledPolicy(t *testing.T) {
+	in := sinkURIInputs(t)
+	other := sinkURIInputs(t)
+	other.Policy.Spec.MaxAttempts = 1
+	comp, err := retry.Compile(policy.FromSpec(other.Policy.Spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Compiled = comp
+	cfg, err := render.Config(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(cfg.Topics.Retries); got != 0 {
+		t.Fatalf("%d retry tiers rendered, want none: the compiled policy (maxAttempts 1) has no retries", got)
 	}
 }
