@@ -679,6 +679,9 @@ func (s *storm) finish() stormResult {
 	//   - a loss the dispatcher logged (a session expired without a kill, e.g. a member starved of
 	//     CPU): the lost member commits nothing, maxInFlight + maxUncommitted.
 	// A duplicate dead letter is a redelivery too and counts against the same bound.
+	// (The per-member figure is the engine's promise; TestStormUncommittedBound shows that today
+	// it does not hold while commits are held up, which is what makes this check fail now and
+	// then: a member keeps delivering during a long JoinGroup/SyncGroup, then dies or is evicted.)
 	mif, unc := int(s.sc.maxInFlight), int(s.sc.maxUncommitted)
 	for _, c := range changes {
 		switch c.kind {
@@ -757,6 +760,39 @@ func (s *storm) finish() stormResult {
 	}
 	t.Logf("duplicates: %d successful redeliveries of %d records, %d duplicate dead letters; bound %d (maxInFlight %d, maxUncommittedRecords %d); %d requests in flight at the sink summed over the changes",
 		res.dupOK, countDup(ok), res.dupDLQ, res.bound, mif, unc, sumInFlight)
+	// How long the retried records waited: from the first failed attempt to the first arrival of
+	// attempt 2 (policy: 100 ms, jittered; churn adds session timeouts and drains). Reported, not
+	// asserted: under churn a tier partition may wait for its next owner.
+	failedAt, retriedAt := map[int]time.Time{}, map[int]time.Time{}
+	for _, r := range reqs {
+		i, err := strconv.Atoi(string(r.Body))
+		if err != nil {
+			continue
+		}
+		if _, ok := failedAt[i]; !ok && r.Attempt == 1 && r.Status == 503 {
+			failedAt[i] = r.At
+		}
+		if _, ok := retriedAt[i]; !ok && r.Attempt == 2 {
+			retriedAt[i] = r.At
+		}
+	}
+	var waits []time.Duration
+	worstRetry := -1
+	for i, f := range failedAt {
+		if at, ok := retriedAt[i]; ok {
+			waits = append(waits, at.Sub(f))
+			if worstRetry < 0 || at.Sub(f) > retriedAt[worstRetry].Sub(failedAt[worstRetry]) {
+				worstRetry = i
+			}
+		}
+	}
+	if len(waits) > 0 {
+		sort.Slice(waits, func(a, b int) bool { return waits[a] < waits[b] })
+		t.Logf("retry waits: median %v, p99 %v, max %v (record %d, %s, failed at %v)", waits[len(waits)/2].Round(time.Millisecond),
+			waits[len(waits)*99/100].Round(time.Millisecond), waits[len(waits)-1].Round(time.Millisecond), worstRetry, s.keyOf[worstRetry],
+			failedAt[worstRetry].Sub(s.started).Round(time.Millisecond))
+	}
+
 	// Duplicates attributed, by arrival time, to the last change before them (a rough figure:
 	// a redelivery may come after a later change).
 	perChange := make([]int, len(changes)+1) // [0]: before the first change
