@@ -681,21 +681,21 @@ func TestLongNamesGiveValidObjects(t *testing.T) {
 }
 
 // TestRenderUsesTheCompiledPolicy: Inputs.Compiled, when set, is what rendering uses (the reconciler
-// hands in the policy.Cache's result, so a reconcile compiles nothing again).
+// hands in the policy.Cache's result, so a reconcile compiles nothing again): a spec that would not
+// compile renders when its compiled form is given, and is refused when it must be compiled.
 func TestRenderUsesTheCompiledPolicy(t *testing.T) {
 	in := sinkURIInputs(t)
-	other := sinkURIInputs(t)
-	other.Policy.Spec.MaxAttempts = 1
-	comp, err := retry.Compile(policy.FromSpec(other.Policy.Spec))
+	comp, err := retry.Compile(policy.FromSpec(in.Policy.Spec))
 	if err != nil {
 		t.Fatal(err)
+	}
+	in.Policy.Spec.Classification = &v1.Classification{DefaultAction: "Retry", Rules: []v1.ClassificationRule{
+		{Name: "broken", Action: v1.ActionRetry, MessagePatterns: []string{"(unclosed"}}}}
+	if _, err := render.Config(in); err == nil {
+		t.Fatal("a policy whose pattern does not compile rendered without Inputs.Compiled")
 	}
 	in.Compiled = comp
-	cfg, err := render.Config(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := len(cfg.Topics.Retries); got != 0 {
-		t.Fatalf("%d retry tiers rendered, want none: the compiled policy (maxAttempts 1) has no retries", got)
+	if _, err := render.Config(in); err != nil {
+		t.Fatalf("with Inputs.Compiled the policy is not compiled again: %v", err)
 	}
 }
