@@ -40,7 +40,7 @@ func (e *Engine) scheduleLocked() {
 		if ps.revoking {
 			continue
 		}
-		for it := ps.peek(); it != nil && e.canStartLocked(ps, it); it = ps.peek() {
+		for it := ps.peek(); it != nil && e.canStartLocked(ps); it = ps.peek() {
 			if it.pre == nil {
 				if !it.due.IsZero() && it.due.After(now) {
 					wake = earliest(wake, it.due) // the partition's next record to fall due
@@ -102,12 +102,12 @@ func (e *Engine) scheduleLocked() {
 	e.gaugesLocked()
 }
 
-// canStartLocked reports whether the record it, next in partition ps, may start: fewer than
+// canStartLocked reports whether the next record of partition ps may start: fewer than
 // maxInFlight deliveries under way and, for the source topic, fewer than maxUncommitted finished
-// records waiting for their commit, unless it is the record that holds back its partition's commits
-// (starting it is what frees them). A retry tier's records start in any order, so their finished
-// records are bounded by the tier's look-ahead window instead.
-func (e *Engine) canStartLocked(ps *partState, it *item) bool {
+// records waiting for their commit (a source partition starts its records in offset order, so the
+// record holding back its commits is always started before them). A retry tier's records start in
+// due order, so their finished records are bounded by the tier's look-ahead window instead.
+func (e *Engine) canStartLocked(ps *partState) bool {
 	switch {
 	case e.active >= e.maxInFlight:
 		return false
@@ -116,7 +116,7 @@ func (e *Engine) canStartLocked(ps *partState, it *item) bool {
 	case e.ordered && ps.inFlight > 0:
 		return false
 	}
-	return e.srcDone < e.maxUncommitted || ps.isHead(it)
+	return e.srcDone < e.maxUncommitted
 }
 
 func (e *Engine) gaugesLocked() {

@@ -75,12 +75,6 @@ func (t *partitionTracker) peek() *item {
 	return nil
 }
 
-// isHead reports whether it is the partition's first unfinished record: the one that holds back
-// its commits.
-func (t *partitionTracker) isHead(it *item) bool {
-	return t.head < len(t.items) && t.items[t.head] == it
-}
-
 // start marks the record peek returned as in flight.
 func (t *partitionTracker) start() {
 	if t.byDue {
