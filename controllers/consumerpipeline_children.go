@@ -75,7 +75,7 @@ func (r *ConsumerPipelineReconciler) reconcileChildren(ctx context.Context, s *p
 
 // renderInputs are the inputs of internal/render for s, which must have its policy and queue.
 func (r *ConsumerPipelineReconciler) renderInputs(s *pipelineScope) *render.Inputs {
-	return &render.Inputs{
+	in := &render.Inputs{
 		Pipeline:                s.p,
 		Policy:                  s.policy,
 		DLQ:                     s.queue,
@@ -86,6 +86,13 @@ func (r *ConsumerPipelineReconciler) renderInputs(s *pipelineScope) *render.Inpu
 		RuleLabels:              r.RuleLabels,
 		CircuitReportInterval:   r.CircuitReportInterval,
 	}
+	if r.Policies != nil {
+		// Compiled when the policy was read (readPolicy): a cache hit, not a compile.
+		if c, err := r.Policies.Compile(s.policy); err == nil {
+			in.Compiled = c
+		}
+	}
+	return in
 }
 
 // waitingForReferences is the problem of children that cannot be rendered.

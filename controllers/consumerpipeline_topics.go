@@ -17,7 +17,6 @@ import (
 	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
-	"github.com/retryops/retry-operator/internal/policy"
 	"github.com/retryops/retry-operator/internal/retry"
 )
 
@@ -76,7 +75,7 @@ func (r *ConsumerPipelineReconciler) readPolicy(ctx context.Context, s *pipeline
 		}
 		return err
 	}
-	compiled, err := retry.Compile(policy.FromSpec(rp.Spec))
+	compiled, err := compilePolicy(r.Policies, rp)
 	if err != nil {
 		s.topicProblems.add(&problem{Reason: v1.ReasonInvalidSpec, Kind: problemWaiting,
 			Message: truncate(fmt.Sprintf("RetryPolicy %q is invalid, the retry topics are left as they are: %v", name, err), maxConditionMessage)})

@@ -15,3 +15,7 @@ func NewReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*DeadLette
 	}
 	return rs.queue, rs.pipeline, nil
 }
+
+// PolicyCompilations is how many times the ConsumerPipeline reconciler's shared policy cache
+// compiled a RetryPolicy.
+func (r *ConsumerPipelineReconciler) PolicyCompilations() int64 { return r.Policies.Compilations() }

@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/opmetrics"
+	"github.com/retryops/retry-operator/internal/policy"
 )
 
 // RetryPolicyReconciler validates RetryPolicies, computes their retry plan and writes it, with the
@@ -22,6 +23,8 @@ type RetryPolicyReconciler struct {
 	Recorder recorder.EventRecorder
 	// Metrics are the operator's gauges; nil exports nothing.
 	Metrics *opmetrics.Metrics
+	// Policies compiles each policy once per generation; nil compiles every time.
+	Policies *policy.Cache
 }
 
 // Reconcile rebuilds one policy's status from its spec and the cluster and patches it when it changed.
@@ -38,7 +41,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 
-	st := policyStatus(p, pipelines.Items)
+	st := policyStatus(p, pipelines.Items, r.Policies)
 	_, _, err := policyStatusWriter.patch(ctx, r.Client, r.Recorder, p, func(p *v1.RetryPolicy) { p.Status = st },
 		"Retry plan computed: "+st.ScheduleSummary, "schedule", st.ScheduleSummary)
 	if err != nil {

@@ -18,16 +18,17 @@ import (
 // maxPipelineNames bounds status.pipelineNames.
 const maxPipelineNames = 20
 
-// policyStatus rebuilds a RetryPolicy's status from its spec and the pipelines that use it. The
-// conditions of the previous status are carried over so that transition times move only on change.
-func policyStatus(p *v1.RetryPolicy, pipelines []v1.ConsumerPipeline) v1.RetryPolicyStatus {
+// policyStatus rebuilds a RetryPolicy's status from its spec (compiled through cache) and the
+// pipelines that use it. The conditions of the previous status are carried over so that transition
+// times move only on change.
+func policyStatus(p *v1.RetryPolicy, pipelines []v1.ConsumerPipeline, cache *policy.Cache) v1.RetryPolicyStatus {
 	st := v1.RetryPolicyStatus{
 		ObservedGeneration: p.Generation,
 		Conditions:         append([]metav1.Condition(nil), p.Status.Conditions...),
 	}
 	setPolicyUsage(&st, pipelines)
 
-	compiled, err := retry.Compile(policy.FromSpec(p.Spec))
+	compiled, err := compilePolicy(cache, p)
 	if err != nil {
 		setPolicyReady(&st, p.Generation, err)
 		return st

@@ -45,6 +45,8 @@ import (
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/opmetrics"
+	"github.com/retryops/retry-operator/internal/policy"
+	"github.com/retryops/retry-operator/internal/retry"
 	"github.com/retryops/retry-operator/internal/ruleapi"
 )
 
@@ -136,6 +138,17 @@ type topicReconciler struct {
 	RuleLabels map[string]string
 	// Rules knows whether PrometheusRule is served.
 	Rules *ruleapi.API
+	// Policies compiles RetryPolicies once per generation, shared with the RetryPolicy reconciler;
+	// nil compiles every time.
+	Policies *policy.Cache
+}
+
+// compilePolicy compiles rp through cache, or directly when cache is nil.
+func compilePolicy(cache *policy.Cache, rp *v1.RetryPolicy) (*retry.Compiled, error) {
+	if cache == nil {
+		return retry.Compile(policy.FromSpec(rp.Spec))
+	}
+	return cache.Compile(rp)
 }
 
 // reconcilers are the operator's reconcilers, built on one set of shared dependencies.
@@ -186,8 +199,11 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 	rules := ruleapi.New(mgr)
 	// Each controller gets its own rate limiter: errors back off per resource from 0.5s up to the
 	// resync interval (at most maxErrorBackoff), so a broker that comes back is noticed soon.
+	// One compile per RetryPolicy generation, however many reconciles read it.
+	policies := policy.NewCache(0)
 	topics := func(name string) topicReconciler {
 		return topicReconciler{
+			Policies:        policies,
 			Client:          c,
 			Recorder:        mgr.GetEventRecorder(name),
 			Kafka:           access,
@@ -206,6 +222,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 	}
 	return &reconcilers{
 		policy: &RetryPolicyReconciler{
+			Policies: policies,
 			Client:   c,
 			Recorder: mgr.GetEventRecorder("retrypolicy-controller"),
 			Metrics:  metrics,
