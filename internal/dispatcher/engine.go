@@ -128,11 +128,12 @@ type Engine struct {
 	startedTo map[tpKey]int64 // partState.startedTo of partitions forgotten, for redelivery counting
 	order     []*partState
 	rr        int
-	active    int // dispatched, not finished (delivering or writing)
-	slots     int // dispatched and not yet committed: active + finished records waiting for a commit
-	srcDone   int // finished records of the source topic waiting for their commit: gated by maxUncommitted
-	buffered  int // fetched, not yet dispatched
-	ready     int // buffered in partitions that are not paused: what gates polling
+	active    int  // dispatched, not finished (delivering or writing)
+	slots     int  // dispatched and not yet committed: active + finished records waiting for a commit
+	srcDone   int  // finished records of the source topic waiting for their commit: gated by maxUncommitted
+	srcHold   bool // the source partitions are paused for back-pressure (scheduler.go)
+	buffered  int  // fetched, not yet dispatched
+	ready     int  // buffered in partitions that are not paused: what gates polling
 	stopping  bool
 	stuck     atomic.Int32 // dead letters whose stripped write failed (changed under mu)
 	timerAt   time.Time    // the wake-up timerLoop is set for; zero: none

@@ -71,6 +71,7 @@ func (e *Engine) scheduleLocked() {
 		}
 	}
 
+	e.holdSourceLocked()
 	changed := false
 	ready := 0
 	for _, ps := range e.order {
@@ -126,8 +127,32 @@ func (e *Engine) gaugesLocked() {
 	e.m.PausedPartitions.Set(float64(e.pausedCnt))
 }
 
+// holdSourceLocked decides whether the source partitions are paused for back-pressure: with retry
+// tiers to consume, from when the source's queues hold maxBuffered records until they hold half as
+// many. Not polling at all (waitRoom) would also stop fetching the tiers, so that a retry falls due
+// behind the whole source backlog; paused source partitions leave polling to the tiers. (Without
+// tiers, not polling keeps franz-go's buffered fetch, which pausing would drop.)
+func (e *Engine) holdSourceLocked() {
+	if len(e.topicTier) < 2 {
+		return
+	}
+	queued := 0
+	for _, ps := range e.order {
+		if ps.tier == 0 {
+			queued += ps.queued()
+		}
+	}
+	switch {
+	case queued >= e.maxBuffered:
+		e.srcHold = true
+	case queued <= e.maxBuffered/2:
+		e.srcHold = false
+	}
+}
+
 // wantPausedLocked says whether a partition's fetching should be paused, and when to look again
-// (zero: on the next event). Every partition pauses while the breaker is open. A retry tier also
+// (zero: on the next event). Every partition pauses while the breaker is open; a source partition
+// while the source is held for back-pressure (holdSourceLocked). A retry tier also
 // pauses while its look-ahead window is full, and while nothing it holds nor anything behind it can
 // fall due within resumeLead: no record behind the last one fetched is due before that record's
 // timestamp plus the tier's shortest delay.
@@ -139,7 +164,7 @@ func (e *Engine) wantPausedLocked(ps *partState, now time.Time, breakerOpen bool
 		return true, time.Time{}
 	}
 	if ps.tier == 0 {
-		return false, time.Time{}
+		return e.srcHold, time.Time{}
 	}
 	if records, bytes := ps.window(); records >= e.lookAheadRecords || bytes >= e.lookAheadBytes {
 		return true, time.Time{} // resumed as its records finish
