@@ -24,11 +24,11 @@
 // delivery.maxUncommittedRecords finished source records wait for their commit (no delivery from
 // the source starts while they do, except a partition's first unfinished record, whose finish
 // frees them; a retry tier's finished records are bounded by its window). Otherwise records wait in
-// the partition queues; once the queues of the source partitions that are not paused hold
-// delivery.maxBufferedRecords, the poll loop stops polling,
-// and franz-go stops fetching as soon as its one buffered fetch per broker is full. (Pausing for
-// back-pressure instead would discard franz-go's buffered fetch and make the resumed partition wait
-// for the fetch under way; not polling keeps the data and resumes at once.)
+// the partition queues. Once the source's queues hold delivery.maxBufferedRecords: with retry tiers,
+// the source partitions are paused until half of that drained, and polling goes on for the tiers (so
+// a retry is not late behind a source backlog); without tiers, the poll loop stops polling, and
+// franz-go stops fetching as soon as its one buffered fetch per broker is full (pausing would
+// discard that buffered fetch; not polling keeps the data and resumes at once).
 //
 // # Commits
 //
