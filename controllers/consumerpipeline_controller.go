@@ -73,6 +73,9 @@ type pipelineScope struct {
 	draining      []string
 	prevDraining  []string
 	drainingKnown bool
+	// awaitingRollout is set when a drained unused tier is kept, under Delete, until the consumer
+	// Deployment has rolled out a config that no longer writes to it (consumersHold).
+	awaitingRollout bool
 
 	// changes made in Kafka, for one event at the end; created is set when a topic was created.
 	changes []string
@@ -165,9 +168,10 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 			}
 			return after
 		})
-		// While tiers drain, the pipeline is looked at again even when nothing else would requeue it,
-		// so that a drained tier goes without any other event.
-		if reterr == nil && result.IsZero() && len(s.draining) > 0 {
+		// While tiers drain, or wait for the consumers' rollout to be deleted, the pipeline is looked
+		// at again even when nothing else would requeue it, so that a drained tier goes without any
+		// other event.
+		if reterr == nil && result.IsZero() && (len(s.draining) > 0 || s.awaitingRollout) {
 			result.RequeueAfter = r.Kafka.Offsets.UntilNextRound(s.connKey, r.RefreshInterval)
 		}
 	}()

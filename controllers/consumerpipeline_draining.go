@@ -8,9 +8,12 @@ import (
 	"slices"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,6 +32,15 @@ import (
 // retryTopics.deletionPolicy Delete it is deleted, under Retain it stays in Kafka (listed in
 // status.topics.unusedRetries) and nothing consumes it.
 //
+// Under Delete, a drained tier is deleted only when no consumer can still write to it
+// (consumersHold): while a change rolls out, pods running the old config keep retrying into what is
+// for them a current tier, and a tier deleted under them would lose those records. So the tier must
+// have been unused in the previous reconcile's status already (the Deployment template applied then
+// no longer wrote to it), and the consumer Deployment, as read now, must have rolled that template
+// out completely, or not exist. Until then the tier is kept, listed in status.topics.unusedRetries,
+// and the pipeline is looked at again after the refresh interval (and whenever the Deployment
+// changes).
+//
 // The list is found out by the UnusedRetryTopics step, before the children are rendered. When that
 // step cannot tell (Kafka failed, or an earlier topic step ended the run), the ConfigMap step keeps
 // draining every unused tier the applied config consumed (keptDraining): a tier listed for nothing
@@ -44,6 +56,9 @@ const (
 	// eventTopicDrained: a draining tier was consumed to the end and, under Retain, kept (under
 	// Delete the event is TopicDeleted).
 	eventTopicDrained = "TopicDrained"
+	// eventTopicAwaitingRollout: an unused tier is drained, and its deletion (Delete) waits until no
+	// consumer can still write to it.
+	eventTopicAwaitingRollout = "TopicAwaitingRollout"
 )
 
 // reasonTooManyDrainingTiers: more unused tiers hold records than a dispatcher drains at once
@@ -63,15 +78,19 @@ func unusedTiers(s *pipelineScope) []string {
 
 // reconcileUnusedRetryTopics finds the tiers the pipeline created earlier and no longer needs, and
 // which of them still hold records the consumer group has not consumed: those drain (s.draining).
-// The drained ones are deleted under retryTopics.deletionPolicy Delete (and their record dropped),
-// and kept under Retain. status.topics.unusedRetries lists, under Retain, every unused tier, and
-// under Delete those not deleted yet.
+// The drained ones are deleted under retryTopics.deletionPolicy Delete (and their record dropped)
+// once no consumer can still write to them (consumersHold), and kept under Retain.
+// status.topics.unusedRetries lists, under Retain, every unused tier, and under Delete those not
+// deleted yet.
 func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Context, s *pipelineScope) error {
 	if !s.planKnown || !s.ownsTiers {
 		return nil
 	}
 	unused := unusedTiers(s)
 	newly := slices.DeleteFunc(slices.Clone(unused), func(n string) bool { return slices.Contains(s.unused, n) })
+	// The tiers already unused in the previous status; quiet are those of them drained then.
+	prevUnused := append(slices.Clone(s.unused), s.prevDraining...)
+	quiet := func(n string) bool { return !slices.Contains(newly, n) && !slices.Contains(s.prevDraining, n) }
 	s.unused = unused
 	undrained, err := undrainedTiers(ctx, s.admin, consumerGroup(s.p), unused)
 	if err != nil {
@@ -84,7 +103,9 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 	r.setDraining(ctx, s, undrained, deleting)
 	log := ctrl.LoggerFrom(ctx).WithValues("consumerPipeline", klog.KObj(s.p))
 	var kept, deleted, keptNow []string
+	waitNow := map[string][]string{}
 	var first *problem
+	var rollout *string
 	for _, name := range unused {
 		wasDraining := slices.Contains(s.prevDraining, name)
 		if _, ok := undrained[name]; ok || !deleting {
@@ -97,6 +118,15 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 					"Retry topic %s drained: the consumer group consumed it to the end, so the dispatchers no longer consume it; kept (retryTopics.deletionPolicy Retain)", name)
 			case slices.Contains(newly, name):
 				keptNow = append(keptNow, name)
+			}
+			continue
+		}
+		if why := consumersHold(ctx, r.Client, s, prevUnused, name, &rollout); why != "" {
+			kept = append(kept, name)
+			s.awaitingRollout = true
+			log.V(1).Info("Retry topic drained, deletion waits for the consumers' rollout", "topic", name, "reason", why)
+			if !quiet(name) {
+				waitNow[why] = append(waitNow[why], name)
 			}
 			continue
 		}
@@ -121,6 +151,17 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicKept, "ReconcileTopics",
 			"Retry topics no longer used, kept (retryTopics.deletionPolicy Retain): %s", strings.Join(keptNow, ", "))
 	}
+	if len(waitNow) > 0 {
+		// One event for all: the recorder folds events of the same reason into one series whatever
+		// their note.
+		var parts []string
+		for _, why := range slices.Sorted(maps.Keys(waitNow)) {
+			parts = append(parts, strings.Join(waitNow[why], ", ")+" ("+why+")")
+		}
+		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicAwaitingRollout, "ReconcileTopics",
+			"Retry topics drained, deleted (retryTopics.deletionPolicy Delete) once the consumer Deployment has rolled out a config that no longer writes to them: %s",
+			truncate(strings.Join(parts, "; "), maxConditionMessage))
+	}
 	s.unused = kept
 	if err := r.forgetCreatedTopics(ctx, s.p, deleted...); err != nil {
 		return err
@@ -129,6 +170,50 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 		return first
 	}
 	return nil
+}
+
+// consumersHold says why a consumer may still write to the drained unused tier name, or "" when
+// none can: the tier was unused in the previous status (prevUnused), so the Deployment template
+// applied then no longer wrote to it, and the pipeline's consumer Deployment has rolled out (see
+// rolloutPending) or does not exist. rollout keeps the Deployment's state for the other tiers of the
+// reconcile.
+func consumersHold(ctx context.Context, c client.Reader, s *pipelineScope, prevUnused []string, name string, rollout **string) string {
+	if !slices.Contains(prevUnused, name) {
+		return "the pod template that no longer uses it is applied in this reconcile"
+	}
+	if *rollout == nil {
+		why := rolloutPending(ctx, c, s.p)
+		*rollout = &why
+	}
+	return **rollout
+}
+
+// rolloutPending says why the pipeline's consumer Deployment may still run pods of an older pod
+// template, or "" when it has none: its controller observed its current generation, every replica
+// (replicas 0 included) is of the current template and none terminates. A Deployment that does not
+// exist, or that the pipeline does not control, runs no consumers of the pipeline.
+func rolloutPending(ctx context.Context, c client.Reader, p *v1.ConsumerPipeline) string {
+	d := &appsv1.Deployment{}
+	name := render.DeploymentName(p)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, d); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ""
+		}
+		return fmt.Sprintf("Deployment %s cannot be read: %v", name, err)
+	}
+	if !metav1.IsControlledBy(d, p) {
+		return ""
+	}
+	st := d.Status
+	switch {
+	case st.ObservedGeneration < d.Generation:
+		return fmt.Sprintf("Deployment %s has not observed its generation %d yet", name, d.Generation)
+	case st.UpdatedReplicas != st.Replicas:
+		return fmt.Sprintf("Deployment %s is rolling out (%d of %d replicas updated)", name, st.UpdatedReplicas, st.Replicas)
+	case ptr.Deref(st.TerminatingReplicas, 0) > 0:
+		return fmt.Sprintf("Deployment %s has %d terminating replicas", name, *st.TerminatingReplicas)
+	}
+	return ""
 }
 
 // setDraining sets s.draining from the undrained tiers (name to records left): the first
@@ -180,13 +265,14 @@ func (r *ConsumerPipelineReconciler) keptDraining(ctx context.Context, s *pipeli
 		keep = slices.DeleteFunc(keep, func(n string) bool { return !slices.Contains(consumed, n) })
 	}
 	keep = keep[:min(len(keep), dispatchercfg.MaxDrainingTiers)]
-	for _, name := range keep {
-		if slices.Contains(s.prevDraining, name) {
-			continue
-		}
-		ctrl.LoggerFrom(ctx).Info("Retry topic no longer used, draining until Kafka tells it is drained", "consumerPipeline", klog.KObj(s.p), "topic", name)
+	started := slices.DeleteFunc(slices.Clone(keep), func(n string) bool { return slices.Contains(s.prevDraining, n) })
+	if len(started) > 0 {
+		// One event for all: the recorder folds events of the same reason into one series whatever
+		// their note, and which of them would be kept is a race.
+		ctrl.LoggerFrom(ctx).Info("Retry topics no longer used, draining until Kafka tells they are drained", "consumerPipeline", klog.KObj(s.p), "topics", started)
 		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicDraining, "ReconcileTopics",
-			"Retry topic %s is no longer used and whether records wait in it is not known yet (see TopicsReady): the dispatchers keep consuming it (topics.draining) until the consumer group has consumed it to the end", name)
+			"Retry topics no longer used, and whether records wait in them is not known yet (see TopicsReady): the dispatchers keep consuming them (topics.draining) until the consumer group has consumed them to the end: %s",
+			truncate(strings.Join(started, ", "), maxConditionMessage))
 	}
 	return keep
 }

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,7 +28,8 @@ import (
 // Retry tiers a policy change leaves behind are drained: while they hold records the pipeline's
 // consumer group has not consumed, the dispatcher config lists them under topics.draining (whatever
 // the deletion policy); once the group's commits reach their end they leave it and, under Delete,
-// are deleted.
+// are deleted once the consumer Deployment has rolled out a config that no longer writes to them
+// (rollOut sets its status, which nothing else does in the suite).
 
 // configTopics is what these tests compare of the dispatcher config a pipeline's ConfigMap holds.
 type configTopics struct {
@@ -101,6 +105,7 @@ func TestPipelineDrainsTheRetryTopicsItNoLongerUses(t *testing.T) {
 			update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
 			draining := configTopics{Retries: []string{tier1}, Draining: []string{tier3}}
 			g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(draining))
+			rollOut(t, p)
 			g.Eventually(pipelineTopicsOf(p), wait, poll).Should(HaveField("DrainingRetries", []string{tier3}))
 			g.Consistently(dispatcherTopics(p), 2*resyncInterval, poll).Should(Equal(draining), "one record is left")
 			g.Expect(describe(adm, tier3)()).To(HaveField("Exists", true))
@@ -189,6 +194,7 @@ func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
 	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
 	blind := configTopics{Retries: []string{tier1}, Draining: []string{tier2, tier3}}
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(blind))
+	rollOut(t, p)
 	g.Consistently(dispatcherTopics(p), 2*resyncInterval, poll).Should(Equal(blind))
 	g.Expect(eventsFor(p.Namespace, p.Name)()).To(ContainElement(And(eventAbout(corev1.EventTypeNormal, "TopicDraining", tier2),
 		HaveField("Note", ContainSubstring("not known yet")))))
@@ -200,6 +206,7 @@ func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
 	draining := configTopics{Retries: []string{tier1}, Draining: []string{tier3}}
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(draining))
 	g.Eventually(describe(adm, tier2), wait, poll).Should(HaveField("Exists", false))
+	rollOut(t, p)
 
 	// Consumed to the end while the offsets cannot be read: it stays, and is not deleted.
 	failing.Store(true)
@@ -224,6 +231,7 @@ func TestPipelineKeepsLookingAtDrainingTiersWhileWaitingForASpecChange(t *testin
 	produce(t, broker.ListenAddrs(), tier3, map[int32]int{0: 2})
 	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}, Draining: []string{tier3}}))
+	rollOut(t, p)
 
 	// Template mode with a volume named like the operator's own: InvalidSpec, a user error.
 	update(t, p, func(p *v1.ConsumerPipeline) {
@@ -268,6 +276,7 @@ func TestPipelineDrainsAtMost32TiersAtOnce(t *testing.T) {
 	g.Expect(last).To(Equal(source + ".retry.9"))
 	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{source + ".retry.1"}, Draining: old[:32]}))
+	rollOut(t, p)
 	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(And(notReady("TooManyDrainingTiers"),
 		HaveField("Message", And(ContainSubstring(last), ContainSubstring("not consumed until the list shrinks")))))
 
@@ -275,4 +284,96 @@ func TestPipelineDrainsAtMost32TiersAtOnce(t *testing.T) {
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{source + ".retry.1"}, Draining: old[1:]}))
 	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
 	g.Expect(describe(adm, old[0])()).To(HaveField("Exists", false))
+}
+
+// setDeploymentStatus waits until the pipeline's Deployment carries the config hash of its current
+// ConfigMap (the children of the last config are applied), then sets its status with set (through
+// the status subresource: the suite runs no kube-controller-manager, so nothing else does).
+func setDeploymentStatus(t *testing.T, p *v1.ConsumerPipeline, set func(d *appsv1.Deployment)) {
+	t.Helper()
+	ctx := context.Background()
+	NewWithT(t).Eventually(func() error {
+		cm, d := configMapOf(p), deploymentOf(p)
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+			return err
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+			return err
+		}
+		if got, want := d.Spec.Template.Annotations[render.AnnotationConfigHash], render.ConfigHash(cm); got != want {
+			return fmt.Errorf("the Deployment has config hash %q, the ConfigMap %q", got, want)
+		}
+		set(d)
+		return env.Client.Status().Update(ctx, d)
+	}, wait, poll).Should(Succeed())
+}
+
+// rollOut sets the pipeline's Deployment status to a finished rollout of its current generation:
+// every replica runs the current pod template.
+func rollOut(t *testing.T, p *v1.ConsumerPipeline) {
+	t.Helper()
+	setDeploymentStatus(t, p, func(d *appsv1.Deployment) {
+		n := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
+	})
+}
+
+// TestPipelineDeletesADrainedTierOnlyOnceTheConsumersRolledOut: under Delete, a tier a policy change
+// left behind is deleted once drained only when no consumer can still write to it: while the
+// Deployment has not rolled out the template rendered after the change (its controller has not
+// observed the generation, or pods of the older ReplicaSet are left), pods running the old config
+// may still retry into it, so it is kept (listed in status.topics.unusedRetries, with one Normal
+// event) across reconciles; once the rollout is done, it goes.
+func TestPipelineDeletesADrainedTierOnlyOnceTheConsumersRolledOut(t *testing.T) {
+	g := NewWithT(t)
+	adm := newKadm(t)
+	p, rp, tiers := drainingPipeline(t, "rollout", v1.DeletionPolicyDelete)
+	tier1, tier2, tier3 := tiers[0], tiers[1], tiers[2]
+	produce(t, broker.ListenAddrs(), tier3, map[int32]int{0: 2})
+	commitOffsets(t, adm, p.Namespace+"."+p.Name, map[string]map[int32]int64{tier3: {0: 2}})
+
+	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
+	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}}), "both old tiers are drained")
+	stillThere := func() {
+		t.Helper()
+		g.Consistently(func() ([]bool, error) {
+			s2, err := describe(adm, tier2)()
+			if err != nil {
+				return nil, err
+			}
+			s3, err := describe(adm, tier3)()
+			return []bool{s2.Exists, s3.Exists}, err
+		}, 2*resyncInterval, poll).Should(Equal([]bool{true, true}))
+		g.Expect(pipelineTopicsOf(p)()).To(HaveField("UnusedRetries", []string{tier2, tier3}))
+	}
+
+	// The Deployment's controller has not observed the new template yet.
+	setDeploymentStatus(t, p, func(d *appsv1.Deployment) {
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation - 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+	})
+	stillThere()
+	// It has, but a pod of the older ReplicaSet is left.
+	setDeploymentStatus(t, p, func(d *appsv1.Deployment) {
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 2, AvailableReplicas: 2}
+	})
+	stillThere()
+	g.Expect(eventsFor(p.Namespace, p.Name)()).To(ContainElement(And(
+		eventAbout(corev1.EventTypeNormal, "TopicAwaitingRollout", tier2), eventAbout(corev1.EventTypeNormal, "TopicAwaitingRollout", tier3))))
+
+	// Rolled out: both go.
+	rollOut(t, p)
+	g.Eventually(pipelineTopicsOf(p), wait, poll).Should(HaveField("UnusedRetries", BeEmpty()))
+	g.Expect(describe(adm, tier2)()).To(HaveField("Exists", false))
+	g.Expect(describe(adm, tier3)()).To(HaveField("Exists", false))
+	events, err := eventsFor(p.Namespace, p.Name)()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, tier := range []string{tier2, tier3} {
+		n := 0
+		for _, e := range events {
+			if e.Reason == "TopicAwaitingRollout" && strings.Contains(e.Note, tier) {
+				n++
+			}
+		}
+		g.Expect(n).To(Equal(1), "one event per tier: %s", tier)
+	}
 }

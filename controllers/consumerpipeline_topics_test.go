@@ -230,6 +230,7 @@ func TestPipelineRetryTopicsFollowThePolicy(t *testing.T) {
 	update(t, p, func(p *v1.ConsumerPipeline) {
 		p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: v1.DeletionPolicyDelete}
 	})
+	rollOut(t, p)
 	g.Eventually(func() ([]string, error) {
 		_, err := pipelineReady(p)()
 		return p.Status.Topics.UnusedRetries, err
@@ -379,7 +380,8 @@ func TestPipelineDeletionFollowsItsRecordOfCreatedTopics(t *testing.T) {
 }
 
 // A retry tier no longer needed still holds records: under Delete it is kept until the pipeline's
-// consumer group has consumed them, then deleted; an empty one goes at once.
+// consumer group has consumed them, then deleted; an empty one goes as soon as the consumers rolled
+// out the new config.
 func TestPipelineKeepsAnUnusedRetryTopicUntilItIsConsumed(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -405,8 +407,10 @@ func TestPipelineKeepsAnUnusedRetryTopicUntilItIsConsumed(t *testing.T) {
 		}
 		return p.Status.Topics.UnusedRetries, err
 	}
+	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{source + ".retry.1"}, Draining: []string{tier3}}))
+	rollOut(t, p)
 	g.Eventually(unused, wait, poll).Should(Equal([]string{tier3}))
-	g.Expect(describe(adm, tier2)()).To(HaveField("Exists", false), "the empty tier is deleted at once")
+	g.Expect(describe(adm, tier2)()).To(HaveField("Exists", false), "the empty tier is deleted once the consumers rolled out")
 	g.Consistently(describe(adm, tier3), 2*resyncInterval, poll).Should(HaveField("Exists", true), "records wait in it")
 	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(And(
 		HaveField("Reason", "TopicDraining"), HaveField("Note", ContainSubstring("2 records wait in it")))))
