@@ -34,7 +34,8 @@
 //
 // Offsets are committed per partition up to the lowest unfinished record, by one committer: every
 // commitInterval, or at once when half of maxUncommittedRecords wait. So a crash redelivers at most
-// maxInFlight + maxUncommittedRecords records. Rebalances are blocked while a poll's records are
+// maxInFlight + maxUncommittedRecords source records, and of each retry-tier partition at most its
+// look-ahead window (records finished out of order behind one not yet due). Rebalances are blocked while a poll's records are
 // being queued (BlockRebalanceOnPoll); a revoked partition stops dispatching, waits up to
 // drainTimeout for its deliveries, commits what finished and is dropped: its context is cancelled
 // (the deliveries still under way and its dead-letter retries end) and every slot it held is

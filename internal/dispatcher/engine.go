@@ -112,6 +112,11 @@ type Engine struct {
 	// pollHook, when set (tests), is called at the start of every iteration of the poll loop.
 	pollHook func()
 
+	// Fetch errors (poll.go): when each was last logged, and the draining tiers no longer consumed.
+	fetchErrMu sync.Mutex
+	fetchErrs  map[fetchErrKey]fetchErrLog
+	purged     sync.Map
+
 	// Health (health.go).
 	pollBeat atomic.Int64 // UnixNano of the poll loop's last iteration, on the engine's clock
 	busyMu   sync.Mutex
@@ -202,6 +207,7 @@ func New(o Options) (*Engine, error) {
 		onCircuit:  o.OnCircuitStateChange,
 		parts:      map[tpKey]*partState{},
 		startedTo:  map[tpKey]int64{},
+		fetchErrs:  map[fetchErrKey]fetchErrLog{},
 		busy:       map[*item]time.Time{},
 		owned:      map[tpKey]struct{}{},
 		work:       make(chan *item, s.maxInFlight),

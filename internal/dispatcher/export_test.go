@@ -26,3 +26,6 @@ func (e *Engine) LastBeat() time.Time { return time.Unix(0, e.pollBeat.Load()) }
 func (e *Engine) RevokePartitions(revoked map[string][]int32) {
 	e.onRevoked(context.Background(), e.cl, revoked)
 }
+
+// FetchError hands the engine a fetch error of a poll, as the poll loop does.
+func (e *Engine) FetchError(topic string, partition int32, err error) { e.fetchError(topic, partition, err) }

@@ -1,7 +1,6 @@
 package dispatcher_test
 
 import (
-	"math"
 	"slices"
 	"strconv"
 	"testing"
@@ -15,36 +14,19 @@ import (
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 )
 
-// ksUniform is the Kolmogorov-Smirnov test of xs against U(lo, hi): the statistic D and its
-// p-value (the asymptotic Kolmogorov distribution with Stephens' correction for finite n).
-func ksUniform(xs []float64, lo, hi float64) (d, p float64) {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := float64(len(s))
-	for i, x := range s {
-		f := min(max((x-lo)/(hi-lo), 0), 1)
-		d = max(d, math.Abs(f-float64(i)/n), math.Abs(float64(i+1)/n-f))
-	}
-	l := (math.Sqrt(n) + 0.12 + 0.11/math.Sqrt(n)) * d
-	for k := 1; k <= 100; k++ {
-		p += 2 * math.Pow(-1, float64(k-1)) * math.Exp(-2*float64(k*k)*l*l)
-	}
-	return d, min(max(p, 0), 1)
-}
-
 func TestKSUniform(t *testing.T) {
 	even := make([]float64, 1000)
 	for i := range even {
 		even[i] = 4 + 2*(float64(i)+0.5)/1000
 	}
-	if _, p := ksUniform(even, 4, 6); p < 0.99 {
+	if _, p := dt.KSUniform(even, 4, 6); p < 0.99 {
 		t.Errorf("evenly spread sample: p = %.3g, want about 1", p)
 	}
 	top := make([]float64, 1000)
 	for i := range top {
 		top[i] = 5.9 + 0.1*float64(i)/1000 // everything in the window's top 5%
 	}
-	if _, p := ksUniform(top, 4, 6); p > 1e-6 {
+	if _, p := dt.KSUniform(top, 4, 6); p > 1e-6 {
 		t.Errorf("sample bunched at the top: p = %.3g, want about 0", p)
 	}
 }
@@ -124,7 +106,7 @@ func TestJitterSurvivesTiers(t *testing.T) {
 	for q := 1; q <= 10; q++ {
 		dec = append(dec, strconv.FormatFloat(delays[min(q*len(delays)/10, len(delays)-1)], 'f', 3, 64))
 	}
-	d, pv := ksUniform(delays, 4, 6)
+	d, pv := dt.KSUniform(delays, 4, 6)
 	t.Logf("delays (deciles, s): %v; KS D = %.4f, p = %.3g; outside the window by more than %v: %d; latest past the window's end: %v",
 		dec, d, pv, slack, outside, over)
 	if pv <= 0.01 {

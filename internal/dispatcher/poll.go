@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -89,12 +90,7 @@ func (e *Engine) pollLoop(ctx context.Context) error {
 			e.cl.AllowRebalance()
 			return errors.New("dispatcher: the Kafka client was closed")
 		}
-		fetches.EachError(func(topic string, partition int32, err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) { // a bounded poll
-				return
-			}
-			e.log.Warn("Fetch error", "topic", topic, "partition", partition, "error", err)
-		})
+		fetches.EachError(e.fetchError)
 		e.mu.Lock()
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if fp.Err != nil && len(fp.Records) == 0 {
@@ -161,4 +157,54 @@ func (e *Engine) lagLocked(ps *partState) {
 	if next := ps.position(); next >= 0 && ps.hw > 0 {
 		e.m.Lag(ps.topic, ps.partition, max(ps.hw-next, 0))
 	}
+}
+
+// fetchErrorEvery bounds how often one partition's fetch error is logged again.
+const fetchErrorEvery = 30 * time.Second
+
+// fetchError handles an error of a poll's partition: a draining retry tier that no longer exists
+// (the operator deleted it once drained) is no longer consumed; any other error is logged, at
+// most once per fetchErrorEvery per partition and error (franz-go keeps retrying and reports it on
+// every poll), with the number of repeats left out.
+func (e *Engine) fetchError(topic string, partition int32, err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) { // a bounded poll
+		return
+	}
+	if e.topicTier[topic] > len(e.tierNames) && (errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)) {
+		if _, done := e.purged.LoadOrStore(topic, true); !done {
+			e.log.Info("A draining retry tier no longer exists; no longer consuming it", "topic", topic)
+			e.cl.PurgeTopicsFromConsuming(topic)
+		}
+		return
+	}
+	k := fetchErrKey{topic, partition, err.Error()}
+	now := e.clock.Now()
+	e.fetchErrMu.Lock()
+	last, seen := e.fetchErrs[k]
+	if seen && now.Sub(last.at) < fetchErrorEvery {
+		last.repeats++
+		e.fetchErrs[k] = last
+		e.fetchErrMu.Unlock()
+		return
+	}
+	if len(e.fetchErrs) > maxFetchErrKeys {
+		clear(e.fetchErrs)
+	}
+	e.fetchErrs[k] = fetchErrLog{at: now}
+	e.fetchErrMu.Unlock()
+	e.log.Warn("Fetch error", "topic", topic, "partition", partition, "error", err, "repeatsNotLogged", last.repeats)
+}
+
+// maxFetchErrKeys bounds the fetch errors remembered for rate limiting.
+const maxFetchErrKeys = 4096
+
+type fetchErrKey struct {
+	topic     string
+	partition int32
+	err       string
+}
+
+type fetchErrLog struct {
+	at      time.Time
+	repeats int
 }

@@ -12,8 +12,8 @@ import (
 // (the operator's terminationGracePeriodSeconds adds a margin above that; see internal/render).
 const (
 	abandonWait    = 2 * time.Second // for abandoned deliveries and writes to let go of their slots
-	finalCommitMax = 5 * time.Second // for the commit of revoked partitions and the final commit, the commit lock included
-	leaveMax       = 2 * time.Second // for leaving the group and closing the clients
+	finalCommitMax = 4 * time.Second // for the commit of revoked partitions and the final commit, the commit lock included
+	leaveMax       = 3 * time.Second // for leaving the group and closing the clients
 	workersMax     = time.Second     // for the workers to return
 
 	// ShutdownAfterDrain bounds what a stop takes after its drain timeout.
