@@ -28,4 +28,6 @@ func (e *Engine) RevokePartitions(revoked map[string][]int32) {
 }
 
 // FetchError hands the engine a fetch error of a poll, as the poll loop does.
-func (e *Engine) FetchError(topic string, partition int32, err error) { e.fetchError(topic, partition, err) }
+func (e *Engine) FetchError(topic string, partition int32, err error) {
+	e.fetchError(topic, partition, err)
+}
