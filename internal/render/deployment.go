@@ -1,11 +1,13 @@
 package render
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"net"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	sigsjson "sigs.k8s.io/json"
 
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
 )
 
@@ -260,6 +264,52 @@ func listenPort(addr string) (int32, bool) {
 		return 0, false
 	}
 	return int32(n), true
+}
+
+// DecodeTemplate decodes a pipeline's spec.template as the API server stores it (JSON) into the pod
+// template, strictly. The field is schemaless (x-kubernetes-preserve-unknown-fields), so the API
+// server keeps whatever was written, and a plain decode (what a typed client does) drops a field the
+// pod template does not have without a word: a typo such as `contaienrs` or `imagee` would leave the
+// pods without what the user meant. Here an unknown field, a duplicate field or a field whose name
+// differs only in case is a *SpecError naming its path ("spec.template.spec.contaienrs: unknown
+// field ..."), as is a value of the wrong type.
+func DecodeTemplate(raw []byte) (*v1.PodTemplate, error) {
+	t := &v1.PodTemplate{}
+	strict, err := sigsjson.UnmarshalStrict(raw, t)
+	if err != nil {
+		return nil, &SpecError{Field: "spec.template", Message: "cannot be decoded as a pod template (metadata and a core/v1 PodSpec): " + err.Error()}
+	}
+	if len(strict) == 0 {
+		return t, nil
+	}
+	// Each strict error is "unknown field" or "duplicate field" with the path below spec.template.
+	kind := func(e error) string {
+		if strings.HasPrefix(e.Error(), "duplicate field") {
+			return "duplicate field"
+		}
+		return "unknown field"
+	}
+	path := func(e error) string {
+		var fe sigsjson.FieldError
+		if errors.As(e, &fe) {
+			return "spec.template." + fe.FieldPath()
+		}
+		return "spec.template"
+	}
+	se := &SpecError{Field: path(strict[0])}
+	if kind(strict[0]) == "duplicate field" {
+		se.Message = "duplicate field: it is given twice; keep one"
+	} else {
+		se.Message = "unknown field: a pod template has metadata (labels, annotations) and a core/v1 PodSpec, which has no such field (check its spelling and case)"
+	}
+	if len(strict) > 1 {
+		more := make([]string, 0, len(strict)-1)
+		for _, e := range strict[1:] {
+			more = append(more, kind(e)+" "+path(e))
+		}
+		se.Message += "; also " + strings.Join(more, ", ")
+	}
+	return nil, se
 }
 
 func templatePod(in *Inputs, r *rendered, volumes []corev1.Volume, mounts []corev1.VolumeMount, grace int64) (corev1.PodTemplateSpec, error) {
