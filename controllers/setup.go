@@ -87,6 +87,8 @@ type Options struct {
 	DefaultKafkaTLS *kafka.TLSConfig
 	// DefaultKafkaSASL is the SASL configuration of the default connection; nil means none.
 	DefaultKafkaSASL *kafka.SASLConfig
+	// KafkaTenancy limits the Kafka connections resources may use (allow-list, own credentials).
+	KafkaTenancy kafkaspec.Tenancy
 	// DeletionTimeout bounds how long a deleting resource waits for Kafka to delete its topics,
 	// counted from its deletion timestamp; then the finalizer goes with a Warning event
 	// (DefaultDeletionTimeout when zero).
@@ -188,7 +190,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 	}
 	offsets := kafkastats.NewOffsets(opts.Clock)
 	access := &kafkaAccess{
-		Defaults:    kafkaspec.Defaults{BootstrapServers: opts.DefaultBootstrapServers, TLS: opts.DefaultKafkaTLS, SASL: opts.DefaultKafkaSASL},
+		Defaults:    kafkaspec.Defaults{BootstrapServers: opts.DefaultBootstrapServers, TLS: opts.DefaultKafkaTLS, SASL: opts.DefaultKafkaSASL, Tenancy: opts.KafkaTenancy},
 		Connections: kafka.NewRegistry(opts.Kafka),
 		Offsets:     offsets,
 		Commits:     kafkastats.NewCommits(opts.Clock),

@@ -45,14 +45,33 @@ const (
 	SASLScramSHA512 SASLMechanism = "SCRAM-SHA-512"
 )
 
-// KafkaConnection says how to reach a Kafka cluster. Every field is optional: an empty or absent
-// connection uses the operator-wide default given to the manager (flags --kafka-bootstrap-servers and
-// friends). Secrets are read by the operator and mounted into consumer pods; they are never copied into
-// status, events, logs or ConfigMaps.
-// +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.clientCertSecretRef) || has(self.bootstrapServers)",message="kafka.tls.clientCertSecretRef needs kafka.bootstrapServers: a client certificate is only used with an explicit connection"
+// PlaintextPassword says whether SASL PLAIN may send its password over a connection without TLS.
+// +kubebuilder:validation:Enum=Refuse;Allow
+type PlaintextPassword string
+
+// The plaintextPassword values.
+const (
+	// PlaintextPasswordRefuse refuses SASL PLAIN without TLS (the default).
+	PlaintextPasswordRefuse PlaintextPassword = "Refuse"
+	// PlaintextPasswordAllow allows SASL PLAIN without TLS: the password crosses the network in clear
+	// text. For a local or test cluster only.
+	PlaintextPasswordAllow PlaintextPassword = "Allow"
+)
+
+// KafkaConnection says how to reach a Kafka cluster. An empty or absent connection uses the
+// operator-wide default given to the manager (flags --kafka-bootstrap-servers and friends) whole: its
+// servers, TLS and SASL. tls and sasl apply only together with bootstrapServers, so that the default
+// credentials are never sent under a resource's own TLS settings, nor a resource's credentials to the
+// default cluster. SASL PLAIN needs tls unless sasl.plaintextPassword is Allow. Secrets are read by
+// the operator and mounted into consumer pods; they are never copied into status, events, logs or
+// ConfigMaps.
+// +kubebuilder:validation:XValidation:rule="(has(self.bootstrapServers) && size(self.bootstrapServers) > 0) || (!has(self.tls) && !has(self.sasl))",message="kafka.tls and kafka.sasl apply only with kafka.bootstrapServers: without bootstrapServers the operator's default connection (its servers, TLS and SASL) is used whole"
+// +kubebuilder:validation:XValidation:rule="!has(self.sasl) || self.sasl.mechanism != 'PLAIN' || has(self.tls) || (has(self.sasl.plaintextPassword) && self.sasl.plaintextPassword == 'Allow')",message="kafka.sasl.mechanism PLAIN without kafka.tls sends the password in clear text: set kafka.tls, use SCRAM-SHA-256 or SCRAM-SHA-512, or set kafka.sasl.plaintextPassword: Allow"
 type KafkaConnection struct {
 	// bootstrapServers lists host:port pairs of Kafka brokers used to discover the cluster. Absent means
-	// the operator-wide default bootstrap servers.
+	// the operator-wide default connection, whole (then tls and sasl must be absent too). The manager
+	// may restrict them (--kafka-allowed-bootstrap-servers) or require them
+	// (--require-resource-credentials).
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([A-Za-z0-9.\-]*[A-Za-z0-9])?(:[0-9]{1,5})$|^\[[0-9A-Fa-f:.]+\]:[0-9]{1,5}$`
 	// +kubebuilder:validation:items:MaxLength=261
@@ -60,11 +79,11 @@ type KafkaConnection struct {
 	// +optional
 	BootstrapServers []string `json:"bootstrapServers,omitempty"`
 
-	// tls enables TLS to the brokers. Absent means plaintext (or the operator-wide default).
+	// tls enables TLS to the brokers; only with bootstrapServers. Absent means plaintext.
 	// +optional
 	TLS *KafkaTLS `json:"tls,omitempty"`
 
-	// sasl enables SASL authentication. Absent means none (or the operator-wide default).
+	// sasl enables SASL authentication; only with bootstrapServers. Absent means none.
 	// +optional
 	SASL *KafkaSASL `json:"sasl,omitempty"`
 }
@@ -97,6 +116,13 @@ type KafkaSASL struct {
 	// picked up without restarting anything.
 	// +required
 	SecretRef SecretReference `json:"secretRef"`
+
+	// plaintextPassword says whether mechanism PLAIN may be used without tls, which sends the password
+	// over the network in clear text: Refuse (the default) refuses such a connection, Allow permits it
+	// (for a local or test cluster only). The SCRAM mechanisms never send the password and ignore it.
+	// +kubebuilder:default=Refuse
+	// +optional
+	PlaintextPassword PlaintextPassword `json:"plaintextPassword,omitempty"`
 }
 
 // NamedCount is a count of messages under one name (a reason, an error type, a pipeline).

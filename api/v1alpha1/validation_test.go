@@ -93,6 +93,36 @@ func TestValidBaseObjectsAreAccepted(t *testing.T) {
 	}
 }
 
+// The Kafka connections the CEL rules on KafkaConnection must let through.
+func TestValidKafkaConnectionsAreAccepted(t *testing.T) {
+	ns := newNamespace(t)
+	sasl := func(m v1.SASLMechanism, allow v1.PlaintextPassword) *v1.KafkaSASL {
+		return &v1.KafkaSASL{Mechanism: m, SecretRef: v1.SecretReference{Name: "kafka-user"}, PlaintextPassword: allow}
+	}
+	for name, k := range map[string]*v1.KafkaConnection{
+		"empty: the default connection":         {},
+		"own servers only":                      {BootstrapServers: []string{"kafka:9092"}},
+		"own servers, TLS and PLAIN":            {BootstrapServers: []string{"kafka:9093"}, TLS: &v1.KafkaTLS{}, SASL: sasl(v1.SASLPlain, "")},
+		"own servers and SCRAM without TLS":     {BootstrapServers: []string{"kafka:9092"}, SASL: sasl(v1.SASLScramSHA512, "")},
+		"PLAIN without TLS, allowed explicitly": {BootstrapServers: []string{"kafka:9092"}, SASL: sasl(v1.SASLPlain, v1.PlaintextPasswordAllow)},
+	} {
+		q := validDLQ(ns)
+		q.Spec.Kafka = k
+		if err := env.Client.Create(context.Background(), q); err != nil {
+			t.Errorf("%s rejected: %v", name, err)
+		}
+	}
+	// plaintextPassword defaults to Refuse.
+	q := validDLQ(ns)
+	q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"kafka:9093"}, TLS: &v1.KafkaTLS{}, SASL: sasl(v1.SASLPlain, "")}
+	if err := env.Client.Create(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Spec.Kafka.SASL.PlaintextPassword; got != v1.PlaintextPasswordRefuse {
+		t.Errorf("plaintextPassword defaulted to %q, want Refuse", got)
+	}
+}
+
 func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 	ns := newNamespace(t)
 	type tc struct {
@@ -156,12 +186,30 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 		{"zero messages retained", dlq(func(q *v1.DeadLetterQueue) { q.Spec.Retention.MaxMessages = ptr.To[int64](0) }), []string{"maxMessages", "greater than or equal to 1"}},
 		{"unknown deletion policy", dlq(func(q *v1.DeadLetterQueue) { q.Spec.DeletionPolicy = "Archive" }), []string{"Unsupported value: \"Archive\""}},
 		{"unknown SASL mechanism", dlq(func(q *v1.DeadLetterQueue) {
-			q.Spec.Kafka = &v1.KafkaConnection{SASL: &v1.KafkaSASL{Mechanism: "GSSAPI", SecretRef: v1.SecretReference{Name: "kafka-user"}}}
+			q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"kafka:9093"}, TLS: &v1.KafkaTLS{},
+				SASL: &v1.KafkaSASL{Mechanism: "GSSAPI", SecretRef: v1.SecretReference{Name: "kafka-user"}}}
 		}), []string{"Unsupported value: \"GSSAPI\""}},
+		{"sasl without bootstrap servers", dlq(func(q *v1.DeadLetterQueue) {
+			q.Spec.Kafka = &v1.KafkaConnection{SASL: &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "kafka-user"}}}
+		}), []string{"kafka.tls and kafka.sasl apply only with kafka.bootstrapServers", "the operator's default connection (its servers, TLS and SASL) is used whole"}},
+		{"tls without bootstrap servers", cpl(func(p *v1.ConsumerPipeline) {
+			p.Spec.Kafka = &v1.KafkaConnection{TLS: &v1.KafkaTLS{CASecretRef: &v1.SecretKeyReference{Name: "kafka-ca"}}}
+		}), []string{"kafka.tls and kafka.sasl apply only with kafka.bootstrapServers"}},
+		{"PLAIN without TLS", dlq(func(q *v1.DeadLetterQueue) {
+			q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"kafka:9092"}, SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "kafka-user"}}}
+		}), []string{"kafka.sasl.mechanism PLAIN without kafka.tls sends the password in clear text", "plaintextPassword: Allow"}},
+		{"PLAIN without TLS, refused explicitly", cpl(func(p *v1.ConsumerPipeline) {
+			p.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"kafka:9092"},
+				SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "kafka-user"}, PlaintextPassword: v1.PlaintextPasswordRefuse}}
+		}), []string{"kafka.sasl.mechanism PLAIN without kafka.tls sends the password in clear text"}},
+		{"unknown plaintextPassword", dlq(func(q *v1.DeadLetterQueue) {
+			q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"kafka:9092"}, TLS: &v1.KafkaTLS{},
+				SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "kafka-user"}, PlaintextPassword: "Sometimes"}}
+		}), []string{"Unsupported value: \"Sometimes\""}},
 		{"bootstrap server without a port", dlq(func(q *v1.DeadLetterQueue) { q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"kafka"}} }), []string{"bootstrapServers[0]", "should match"}},
 		{"client certificate without bootstrap servers", dlq(func(q *v1.DeadLetterQueue) {
 			q.Spec.Kafka = &v1.KafkaConnection{TLS: &v1.KafkaTLS{ClientCertSecretRef: &v1.SecretReference{Name: "client"}}}
-		}), []string{"kafka.tls.clientCertSecretRef needs kafka.bootstrapServers"}},
+		}), []string{"kafka.tls and kafka.sasl apply only with kafka.bootstrapServers"}},
 
 		{"neither sink nor template", cpl(func(p *v1.ConsumerPipeline) { p.Spec.Sink = nil }), []string{"set exactly one of sink"}},
 		{"both sink and template", cpl(func(p *v1.ConsumerPipeline) { p.Spec.Template = podTemplate() }), []string{"set exactly one of sink"}},

@@ -27,6 +27,7 @@ import (
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
 // options are the manager's command-line settings.
@@ -90,6 +91,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if o.controllers.DefaultKafkaTLS, o.controllers.DefaultKafkaSASL, err = o.kafka.resolve(os.ReadFile, os.Getenv); err != nil {
 		return nil, err
 	}
+	o.controllers.KafkaTenancy = o.kafka.tenancy
 	return o, nil
 }
 
@@ -118,12 +120,15 @@ func isLoopback(addr string) bool {
 // or the environment variable KAFKA_SASL_PASSWORD. It is read once at start; a resource that needs
 // rotation without a restart names a Secret in spec.kafka.sasl instead.
 type kafkaFlags struct {
-	tls           bool
-	caFile        string
-	serverName    string
-	saslMechanism string
-	saslUsername  string
-	passwordFile  string
+	tls            bool
+	caFile         string
+	serverName     string
+	saslMechanism  string
+	saslUsername   string
+	passwordFile   string
+	allowPlaintext bool
+	// tenancy are the limits on the connections of resources.
+	tenancy kafkaspec.Tenancy
 }
 
 func (k *kafkaFlags) bind(fs *flag.FlagSet) {
@@ -133,6 +138,12 @@ func (k *kafkaFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&k.saslMechanism, "kafka-sasl-mechanism", "", "SASL mechanism for the default Kafka cluster: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: no SASL).")
 	fs.StringVar(&k.saslUsername, "kafka-sasl-username", "", "SASL user for the default Kafka cluster.")
 	fs.StringVar(&k.passwordFile, "kafka-sasl-password-file", "", "File holding the SASL password for the default Kafka cluster (else env KAFKA_SASL_PASSWORD).")
+	fs.BoolVar(&k.allowPlaintext, "kafka-allow-plaintext-password", false, "Allow --kafka-sasl-mechanism=PLAIN without TLS, which sends the password in clear text (a local or test cluster only); refused at start otherwise.")
+	fs.Func("kafka-allowed-bootstrap-servers", "Comma-separated host:port patterns that the bootstrap servers a resource names in spec.kafka must match; \"*\" stands for leading labels, as in *.kafka.svc:9092 (default: any server).", func(v string) error {
+		k.tenancy.AllowedBootstrapServers = splitList(v)
+		return kafkaspec.CheckAllowedServers(k.tenancy.AllowedBootstrapServers)
+	})
+	fs.BoolVar(&k.tenancy.RequireResourceCredentials, "require-resource-credentials", false, "Refuse resources whose spec.kafka names no bootstrap servers, which would borrow the default connection and its credentials; each tenant then connects with its own (Kafka ACLs enforce tenancy).")
 }
 
 // resolve builds the default connection's TLS and SASL settings.
@@ -159,7 +170,7 @@ func (k *kafkaFlags) resolve(readFile func(string) ([]byte, error), getenv func(
 			}
 			password = strings.TrimRight(string(b), "\r\n")
 		}
-		saslCfg = &kafka.SASLConfig{Mechanism: k.saslMechanism, Username: k.saslUsername, Password: password}
+		saslCfg = &kafka.SASLConfig{Mechanism: k.saslMechanism, Username: k.saslUsername, Password: password, AllowPlaintext: k.allowPlaintext}
 	case k.saslUsername != "" || k.passwordFile != "":
 		return nil, nil, errors.New("--kafka-sasl-username and --kafka-sasl-password-file need --kafka-sasl-mechanism")
 	}

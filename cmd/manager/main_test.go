@@ -161,3 +161,43 @@ func TestFlagsAlertRuleLabels(t *testing.T) {
 		g.Expect(err).To(HaveOccurred(), bad)
 	}
 }
+
+func TestKafkaTenancyFlags(t *testing.T) {
+	dir := t.TempDir()
+	pwFile := dir + "/password"
+	if err := os.WriteFile(pwFile, []byte("plain-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	parse := func(args ...string) (*options, error) {
+		return parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), args)
+	}
+	plain := []string{"--kafka-sasl-mechanism=PLAIN", "--kafka-sasl-username=operator", "--kafka-sasl-password-file=" + pwFile}
+
+	// PLAIN without TLS is refused at start, with a message naming the way out and not the password.
+	_, err := parse(plain...)
+	if err == nil || !strings.Contains(err.Error(), "--kafka-allow-plaintext-password") || strings.Contains(err.Error(), "plain-secret") {
+		t.Errorf("PLAIN without TLS: want a refusal naming --kafka-allow-plaintext-password, got %v", err)
+	}
+	o, err := parse(append(plain, "--kafka-allow-plaintext-password")...)
+	if err != nil || o.controllers.DefaultKafkaSASL == nil || !o.controllers.DefaultKafkaSASL.AllowPlaintext {
+		t.Errorf("PLAIN allowed: %v, %v", o, err)
+	}
+	if _, err := parse(append(plain, "--kafka-tls")...); err != nil {
+		t.Errorf("PLAIN over TLS: %v", err)
+	}
+
+	o, err = parse("--kafka-allowed-bootstrap-servers=*.kafka.svc:9092, broker-0.example.com:9093", "--require-resource-credentials")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := o.controllers.KafkaTenancy; fmt.Sprint(k.AllowedBootstrapServers) != "[*.kafka.svc:9092 broker-0.example.com:9093]" || !k.RequireResourceCredentials {
+		t.Errorf("tenancy: %+v", k)
+	}
+	o, err = parse()
+	if err != nil || len(o.controllers.KafkaTenancy.AllowedBootstrapServers) != 0 || o.controllers.KafkaTenancy.RequireResourceCredentials {
+		t.Errorf("defaults: any server, credentials may be borrowed; got %+v, %v", o, err)
+	}
+	if _, err := parse("--kafka-allowed-bootstrap-servers=kafka.svc"); err == nil || !strings.Contains(err.Error(), "kafka.svc") {
+		t.Errorf("a pattern without a port: got %v", err)
+	}
+}

@@ -18,8 +18,8 @@ import (
 
 // SASL mechanism names accepted in SASLConfig.Mechanism.
 const (
-	// MechanismPlain is SASL/PLAIN (username and password sent as is; use
-	// it only over TLS).
+	// MechanismPlain is SASL/PLAIN (username and password sent as is):
+	// Validate refuses it without TLS unless SASLConfig.AllowPlaintext.
 	MechanismPlain = "PLAIN"
 	// MechanismScramSHA256 is SASL/SCRAM with SHA-256.
 	MechanismScramSHA256 = "SCRAM-SHA-256"
@@ -76,13 +76,18 @@ type SASLConfig struct {
 	// Password is the SASL password. It is a secret: it is never printed,
 	// logged or included in an error.
 	Password string
+	// AllowPlaintext allows MechanismPlain on a connection without TLS,
+	// which sends the password in clear text; Validate refuses that
+	// otherwise. It is a policy, not a way of connecting: Key ignores it.
+	AllowPlaintext bool
 }
 
 // DefaultClientID is the client ID used when Connection.ClientID is empty.
 const DefaultClientID = "retry-operator"
 
 // Key returns a stable cache key for the connection: a SHA-256 digest over
-// every field, secrets included, so that changing any of them (for example a
+// every field that says how to connect (not SASLConfig.AllowPlaintext, a
+// policy checked by Validate), secrets included, so that changing any of them (for example a
 // rotated password) yields a different key. The key is deterministic across
 // processes. It reveals nothing readable, but since it is derived from the
 // password it should not be published (in resource status, for example).
@@ -267,6 +272,11 @@ func (c Connection) Validate() error {
 	if c.SASL != nil {
 		if err := c.SASL.validate(); err != nil {
 			errs = append(errs, err)
+		}
+		if c.SASL.MechanismName() == MechanismPlain && c.TLS == nil && !c.SASL.AllowPlaintext {
+			errs = append(errs, errors.New("SASL PLAIN without TLS would send the password in clear text: "+
+				"enable TLS, use SCRAM-SHA-256 or SCRAM-SHA-512, or allow it explicitly "+
+				"(plaintextPassword: Allow in spec.kafka.sasl; --kafka-allow-plaintext-password for the manager's default connection)"))
 		}
 	}
 	if len(errs) == 0 {

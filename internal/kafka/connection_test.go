@@ -119,6 +119,16 @@ func TestConnectionValidate(t *testing.T) {
 	if err := (Connection{BootstrapServers: []string{"localhost:9092"}}).Validate(); err != nil {
 		t.Fatalf("minimal connection rejected: %v", err)
 	}
+	// SASL PLAIN is accepted over TLS, and without TLS only when allowed explicitly.
+	for name, conn := range map[string]Connection{
+		"PLAIN over TLS":             {BootstrapServers: []string{"k:1"}, TLS: &TLSConfig{}, SASL: &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "p"}},
+		"PLAIN allowed in plaintext": {BootstrapServers: []string{"k:1"}, SASL: &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "p", AllowPlaintext: true}},
+		"SCRAM without TLS":          {BootstrapServers: []string{"k:1"}, SASL: &SASLConfig{Mechanism: MechanismScramSHA256, Username: "u", Password: "p"}},
+	} {
+		if err := conn.Validate(); err != nil {
+			t.Errorf("%s rejected: %v", name, err)
+		}
+	}
 	cases := []struct {
 		name string
 		conn Connection
@@ -137,6 +147,8 @@ func TestConnectionValidate(t *testing.T) {
 		{"cert without key", Connection{BootstrapServers: []string{"k:1"}, TLS: &TLSConfig{CertPEM: good.TLS.CertPEM}}, []string{"client certificate given without a private key"}},
 		{"key without cert", Connection{BootstrapServers: []string{"k:1"}, TLS: &TLSConfig{KeyPEM: good.TLS.KeyPEM}}, []string{"private key given without a certificate"}},
 		{"mismatched pair", Connection{BootstrapServers: []string{"k:1"}, TLS: &TLSConfig{CertPEM: good.TLS.CAPEM, KeyPEM: good.TLS.KeyPEM}}, []string{"certificate/key pair is invalid"}},
+		{"PLAIN without TLS", Connection{BootstrapServers: []string{"k:1"}, SASL: &SASLConfig{Mechanism: "plain", Username: "u", Password: "hunter2-secret"}},
+			[]string{"SASL PLAIN without TLS would send the password in clear text", "plaintextPassword: Allow", "--kafka-allow-plaintext-password"}},
 		{"several", Connection{SASL: &SASLConfig{Mechanism: "X", Username: "u", Password: "hunter2-secret"}}, []string{"no bootstrap servers", "unknown SASL mechanism"}},
 	}
 	for _, tc := range cases {

@@ -21,9 +21,9 @@ func (f *countingFactory) Forget(key string) bool {
 func TestRegistryForgetsAClientNobodyUses(t *testing.T) {
 	f := &countingFactory{}
 	r := NewRegistry(f)
-	old := Connection{BootstrapServers: []string{"k:9092"}, SASL: &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "old"}}
+	old := Connection{BootstrapServers: []string{"k:9092"}, SASL: &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "old", AllowPlaintext: true}}
 	rotated := old
-	rotated.SASL = &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "new"}
+	rotated.SASL = &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "new", AllowPlaintext: true}
 	ctx := context.Background()
 	expect := func(want ...string) {
 		t.Helper()

@@ -23,11 +23,12 @@ const (
 )
 
 // Defaults is the operator-wide default Kafka connection, used by resources whose spec.kafka
-// names no bootstrap servers.
+// names no bootstrap servers, and the manager's limits on the connections of resources.
 //
-// Merging rule: a resource that sets spec.kafka.bootstrapServers gets exactly its own connection (its
-// tls and sasl, or none). A resource that does not gets the default bootstrap servers, and for tls and
-// sasl its own settings where given and the defaults otherwise.
+// No merging: a resource that sets spec.kafka.bootstrapServers gets exactly its own connection (its
+// tls and sasl, or none); a resource that does not gets the default connection whole (its servers,
+// TLS and SASL) and may set neither tls nor sasl. Mixing the two would send the default credentials
+// to a server checked against a tenant's CA, or a tenant's credentials to the default cluster.
 type Defaults struct {
 	// BootstrapServers are the default seed brokers.
 	BootstrapServers []string
@@ -35,6 +36,8 @@ type Defaults struct {
 	TLS *kafka.TLSConfig
 	// SASL is the default SASL configuration; nil means none.
 	SASL *kafka.SASLConfig
+	// Tenancy limits the connections resources may ask for.
+	Tenancy
 }
 
 // Error is a problem with spec.kafka: a Secret or key it names that does not exist (Missing; it
@@ -82,15 +85,26 @@ func SecretNames(spec *v1.KafkaConnection) []string {
 // Resolve turns a KafkaConnection, the Secrets it references (read in namespace through c) and the
 // operator defaults into a kafka.Connection. A missing Secret or key, or an unusable connection, is
 // an *Error; other errors come from the API server.
+//
+// A spec without bootstrap servers gets the default connection whole, or an *Error when it sets tls
+// or sasl (objects stored before the CRD's rule) or the manager requires resources' own credentials.
+// A spec's own servers must match the manager's allow-list.
 func Resolve(ctx context.Context, c client.Reader, namespace string, spec *v1.KafkaConnection, d Defaults) (kafka.Connection, error) {
-	conn := kafka.Connection{BootstrapServers: Servers(spec, d)}
+	if err := d.check(spec); err != nil {
+		return kafka.Connection{}, err
+	}
 	if spec == nil || len(spec.BootstrapServers) == 0 {
-		conn.TLS, conn.SASL = d.TLS, d.SASL
+		conn := kafka.Connection{BootstrapServers: d.BootstrapServers, TLS: d.TLS, SASL: d.SASL}
+		if len(conn.BootstrapServers) == 0 {
+			return kafka.Connection{}, &Error{
+				Message: "no Kafka bootstrap servers: set spec.kafka.bootstrapServers or start the manager with --kafka-bootstrap-servers"}
+		}
+		if err := conn.Validate(); err != nil {
+			return kafka.Connection{}, &Error{Message: "the manager's default Kafka connection: " + err.Error()}
+		}
+		return conn, nil
 	}
-	if len(conn.BootstrapServers) == 0 {
-		return kafka.Connection{}, &Error{
-			Message: "no Kafka bootstrap servers: set spec.kafka.bootstrapServers or start the manager with --kafka-bootstrap-servers"}
-	}
+	conn := kafka.Connection{BootstrapServers: spec.BootstrapServers}
 	read := func(name, key string) ([]byte, error) {
 		s := &corev1.Secret{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
@@ -105,7 +119,7 @@ func Resolve(ctx context.Context, c client.Reader, namespace string, spec *v1.Ka
 		}
 		return v, nil
 	}
-	if spec != nil && spec.TLS != nil {
+	if spec.TLS != nil {
 		t := &kafka.TLSConfig{ServerName: spec.TLS.ServerName}
 		if ref := spec.TLS.CASecretRef; ref != nil {
 			key := ref.Key
@@ -131,7 +145,7 @@ func Resolve(ctx context.Context, c client.Reader, namespace string, spec *v1.Ka
 		}
 		conn.TLS = t
 	}
-	if spec != nil && spec.SASL != nil {
+	if spec.SASL != nil {
 		user, err := read(spec.SASL.SecretRef.Name, secretKeyUsername)
 		if err != nil {
 			return kafka.Connection{}, err
@@ -140,7 +154,8 @@ func Resolve(ctx context.Context, c client.Reader, namespace string, spec *v1.Ka
 		if err != nil {
 			return kafka.Connection{}, err
 		}
-		conn.SASL = &kafka.SASLConfig{Mechanism: string(spec.SASL.Mechanism), Username: string(user), Password: string(pass)}
+		conn.SASL = &kafka.SASLConfig{Mechanism: string(spec.SASL.Mechanism), Username: string(user), Password: string(pass),
+			AllowPlaintext: spec.SASL.PlaintextPassword == v1.PlaintextPasswordAllow}
 	}
 	if err := conn.Validate(); err != nil {
 		// Validate's messages never contain a secret.

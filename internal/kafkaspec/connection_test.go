@@ -3,6 +3,7 @@ package kafkaspec
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -28,7 +29,7 @@ func secret(name string, data map[string]string) *corev1.Secret {
 func TestResolveConnection(t *testing.T) {
 	defaults := Defaults{
 		BootstrapServers: []string{"default:9092"},
-		SASL:             &kafka.SASLConfig{Mechanism: kafka.MechanismPlain, Username: "op", Password: "op-pass"},
+		SASL:             &kafka.SASLConfig{Mechanism: kafka.MechanismScramSHA256, Username: "op", Password: "op-pass"},
 	}
 	c := fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).WithObjects(
 		secret("user", map[string]string{"username": "app", "password": testPassword}),
@@ -51,19 +52,44 @@ func TestResolveConnection(t *testing.T) {
 			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"}},
 			want: kafka.Connection{BootstrapServers: []string{"own:9092"}},
 		},
-		"own SASL on the default servers replaces the default SASL": {
-			spec: &v1.KafkaConnection{SASL: sasl("user")},
-			want: kafka.Connection{BootstrapServers: []string{"default:9092"},
+		"own servers and SASL": {
+			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"}, SASL: sasl("user")},
+			want: kafka.Connection{BootstrapServers: []string{"own:9092"},
 				SASL: &kafka.SASLConfig{Mechanism: kafka.MechanismScramSHA512, Username: "app", Password: testPassword}},
 		},
+		"own SASL without servers is refused, not merged with the default": {
+			spec:     &v1.KafkaConnection{SASL: sasl("user")},
+			wantText: "spec.kafka.tls and spec.kafka.sasl apply only with spec.kafka.bootstrapServers",
+		},
+		"own TLS without servers is refused: the default SASL is never sent under the resource's TLS": {
+			spec:     &v1.KafkaConnection{TLS: &v1.KafkaTLS{ServerName: "kafka.internal"}},
+			wantText: "the operator's default connection (its servers, TLS and SASL) is used whole",
+		},
+		"PLAIN without TLS is refused": {
+			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"},
+				SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "user"}}},
+			wantText: "SASL PLAIN without TLS would send the password in clear text",
+		},
+		"PLAIN without TLS when the resource allows it": {
+			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"},
+				SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "user"}, PlaintextPassword: v1.PlaintextPasswordAllow}},
+			want: kafka.Connection{BootstrapServers: []string{"own:9092"},
+				SASL: &kafka.SASLConfig{Mechanism: kafka.MechanismPlain, Username: "app", Password: testPassword, AllowPlaintext: true}},
+		},
+		"PLAIN over TLS": {
+			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"}, TLS: &v1.KafkaTLS{},
+				SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "user"}}},
+			want: kafka.Connection{BootstrapServers: []string{"own:9092"}, TLS: &kafka.TLSConfig{},
+				SASL: &kafka.SASLConfig{Mechanism: kafka.MechanismPlain, Username: "app", Password: testPassword}},
+		},
 		"missing Secret": {
-			spec: &v1.KafkaConnection{SASL: sasl("nope")}, wantMissing: true, wantText: `Secret "nope" not found`,
+			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"}, SASL: sasl("nope")}, wantMissing: true, wantText: `Secret "nope" not found`,
 		},
 		"missing key": {
-			spec: &v1.KafkaConnection{SASL: sasl("no-password")}, wantMissing: true, wantText: `Secret "no-password" has no key "password"`,
+			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"}, SASL: sasl("no-password")}, wantMissing: true, wantText: `Secret "no-password" has no key "password"`,
 		},
 		"CA key defaults to ca.crt and must be a certificate": {
-			spec:     &v1.KafkaConnection{TLS: &v1.KafkaTLS{CASecretRef: &v1.SecretKeyReference{Name: "bad-ca"}}},
+			spec:     &v1.KafkaConnection{BootstrapServers: []string{"own:9092"}, TLS: &v1.KafkaTLS{CASecretRef: &v1.SecretKeyReference{Name: "bad-ca"}}},
 			wantText: "TLS CA bundle",
 		},
 	} {
@@ -90,6 +116,78 @@ func TestResolveConnection(t *testing.T) {
 		g.Expect(errors.As(err, &e)).To(BeTrue())
 		g.Expect(e.Missing).To(BeFalse(), "a spec error, not something to wait for")
 	})
+}
+
+func TestResolveUnderTheManagersTenancyFlags(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).WithObjects(
+		secret("user", map[string]string{"username": "app", "password": testPassword}),
+	).Build()
+	own := func(servers ...string) *v1.KafkaConnection {
+		return &v1.KafkaConnection{BootstrapServers: servers,
+			SASL: &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "user"}}}
+	}
+	allowList := Defaults{
+		BootstrapServers: []string{"default.ops:9092"},
+		Tenancy:          Tenancy{AllowedBootstrapServers: []string{"*.kafka.svc:9092", "broker-0.example.com:9093"}},
+	}
+	requireOwn := Defaults{
+		BootstrapServers: []string{"default.ops:9092"},
+		SASL:             &kafka.SASLConfig{Mechanism: kafka.MechanismScramSHA512, Username: "op", Password: "op-pass"},
+		Tenancy:          Tenancy{RequireResourceCredentials: true},
+	}
+	for name, tc := range map[string]struct {
+		spec     *v1.KafkaConnection
+		d        Defaults
+		wantText []string // empty: resolves
+	}{
+		"an allowed server":                        {spec: own("a.kafka.svc:9092"), d: allowList},
+		"the wildcard stands for several labels":   {spec: own("b-1.main.kafka.svc:9092"), d: allowList},
+		"an exact pattern, case-insensitively":     {spec: own("Broker-0.Example.com:9093"), d: allowList},
+		"the default connection is not restricted": {d: allowList},
+		"a server outside the list": {spec: own("a.kafka.svc:9092", "evil.example.org:9092"), d: allowList,
+			wantText: []string{`bootstrap server "evil.example.org:9092"`, "--kafka-allowed-bootstrap-servers"}},
+		"the wildcard needs a label before the suffix": {spec: own("kafka.svc:9092"), d: allowList,
+			wantText: []string{`bootstrap server "kafka.svc:9092"`, "--kafka-allowed-bootstrap-servers"}},
+		"another port": {spec: own("a.kafka.svc:9093"), d: allowList,
+			wantText: []string{`bootstrap server "a.kafka.svc:9093"`}},
+		"a suffix that only looks alike": {spec: own("a.evilkafka.svc:9092"), d: allowList,
+			wantText: []string{`bootstrap server "a.evilkafka.svc:9092"`}},
+		"own credentials under require-resource-credentials": {spec: own("own:9092"), d: requireOwn},
+		"no spec.kafka under require-resource-credentials": {d: requireOwn,
+			wantText: []string{"--require-resource-credentials", "spec.kafka.bootstrapServers"}},
+		"an empty spec.kafka under require-resource-credentials": {spec: &v1.KafkaConnection{}, d: requireOwn,
+			wantText: []string{"--require-resource-credentials"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := Resolve(context.Background(), c, "ns", tc.spec, tc.d)
+			if len(tc.wantText) == 0 {
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(got.BootstrapServers).NotTo(BeEmpty())
+				return
+			}
+			var e *Error
+			g.Expect(errors.As(err, &e)).To(BeTrue(), "got %v", err)
+			g.Expect(e.Missing).To(BeFalse(), "a spec error, not something to wait for")
+			for _, w := range tc.wantText {
+				g.Expect(e.Message).To(ContainSubstring(w))
+			}
+			g.Expect(e.Message).NotTo(ContainSubstring(testPassword))
+		})
+	}
+}
+
+func TestCheckAllowedServers(t *testing.T) {
+	for _, ok := range [][]string{nil, {"*.kafka.svc:9092", "broker:9092", "[::1]:9092", "10.0.0.1:9092"}} {
+		if err := CheckAllowedServers(ok); err != nil {
+			t.Errorf("%v rejected: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"kafka.svc", "*:9092", "a.*.svc:9092", "*kafka.svc:9092", "*.:9092", "broker:0", "broker:x"} {
+		if err := CheckAllowedServers([]string{bad}); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("%q: error %v, want one naming it", bad, err)
+		}
+	}
 }
 
 func TestSecretNames(t *testing.T) {

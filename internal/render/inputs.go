@@ -37,9 +37,9 @@ type Inputs struct {
 	// the dead letter topic are left out. Optional.
 	Draining []string
 	// DefaultBootstrapServers are the operator-wide default brokers (--kafka-bootstrap-servers), used
-	// by a pipeline or DLQ whose spec.kafka names none. Operator-wide TLS or SASL defaults cannot
-	// reach the pods (they are not Secrets in the pipeline's namespace): only the Secrets the
-	// resources reference are mounted.
+	// by a pipeline or DLQ whose spec.kafka names none (and then sets no tls or sasl either).
+	// Operator-wide TLS or SASL defaults cannot reach the pods (they are not Secrets in the
+	// pipeline's namespace): only the Secrets the resources reference are mounted.
 	DefaultBootstrapServers []string
 	// DispatcherImage is the dispatcher image (--dispatcher-image). Required in sink mode.
 	DispatcherImage string
@@ -251,18 +251,27 @@ type connection struct {
 }
 
 // resolve applies the operator-wide default brokers to spec, the way the controllers do: a spec that
-// names brokers keeps exactly its own TLS and SASL; one that names none uses the default brokers with
-// its own TLS and SASL.
-func resolve(spec *v1.KafkaConnection, defaults []string) connection {
+// names brokers keeps exactly its own TLS and SASL; one that names none uses the default connection
+// whole, so it may set neither tls nor sasl (a SpecError on field, for objects stored before the
+// CRD's rule said so). SASL PLAIN without TLS is a SpecError unless plaintextPassword is Allow.
+func resolve(spec *v1.KafkaConnection, defaults []string, field string) (connection, error) {
 	c := connection{servers: defaults}
 	if spec == nil {
-		return c
+		return c, nil
 	}
-	if len(spec.BootstrapServers) > 0 {
-		c.servers = spec.BootstrapServers
+	if len(spec.BootstrapServers) == 0 {
+		if spec.TLS != nil || spec.SASL != nil {
+			return c, &SpecError{Field: field, Message: "tls and sasl apply only with bootstrapServers: " +
+				"without them the operator's default connection (its servers, TLS and SASL) is used whole; set bootstrapServers too, or remove tls and sasl"}
+		}
+		return c, nil
 	}
-	c.tls, c.sasl = spec.TLS, spec.SASL
-	return c
+	c.servers, c.tls, c.sasl = spec.BootstrapServers, spec.TLS, spec.SASL
+	if s := spec.SASL; s != nil && s.Mechanism == v1.SASLPlain && spec.TLS == nil && s.PlaintextPassword != v1.PlaintextPasswordAllow {
+		return c, &SpecError{Field: field + ".sasl", Message: "SASL PLAIN without TLS would send the password in clear text: " +
+			"set tls, use SCRAM-SHA-256 or SCRAM-SHA-512, or set sasl.plaintextPassword: Allow"}
+	}
+	return c, nil
 }
 
 func (c connection) equal(o connection) bool {
@@ -304,13 +313,20 @@ func secretName(r *v1.SecretReference) string {
 
 // connections returns the source connection and, when the DLQ lives elsewhere, its connection.
 func (in *Inputs) connections() (source connection, dlq *connection, err error) {
-	source = resolve(in.Pipeline.Spec.Kafka, in.DefaultBootstrapServers)
+	source, err = resolve(in.Pipeline.Spec.Kafka, in.DefaultBootstrapServers, "spec.kafka")
+	if err != nil {
+		return source, nil, err
+	}
 	if len(source.servers) == 0 {
 		return source, nil, &SpecError{Field: "spec.kafka.bootstrapServers", Message: "no Kafka bootstrap servers: set spec.kafka.bootstrapServers or start the manager with --kafka-bootstrap-servers"}
 	}
-	d := resolve(in.DLQ.Spec.Kafka, in.DefaultBootstrapServers)
+	dlqField := "DeadLetterQueue " + in.DLQ.Name + " spec.kafka"
+	d, err := resolve(in.DLQ.Spec.Kafka, in.DefaultBootstrapServers, dlqField)
+	if err != nil {
+		return source, nil, err
+	}
 	if len(d.servers) == 0 {
-		return source, nil, &SpecError{Field: "DeadLetterQueue " + in.DLQ.Name + " spec.kafka.bootstrapServers", Message: "no Kafka bootstrap servers: set spec.kafka.bootstrapServers or start the manager with --kafka-bootstrap-servers"}
+		return source, nil, &SpecError{Field: dlqField + ".bootstrapServers", Message: "no Kafka bootstrap servers: set spec.kafka.bootstrapServers or start the manager with --kafka-bootstrap-servers"}
 	}
 	if d.equal(source) {
 		return source, nil, nil

@@ -85,7 +85,8 @@ func TestConfigHash(t *testing.T) {
 			in.DLQ.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"other:9092"}}
 		}, true},
 		{"changes when a SASL Secret is referenced", func(_ *testing.T, in *render.Inputs) {
-			in.Pipeline.Spec.Kafka = &v1.KafkaConnection{SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "user-a"}}}
+			in.Pipeline.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: in.DefaultBootstrapServers,
+				SASL: &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "user-a"}}}
 		}, true},
 		{"changes when the sink changes", func(_ *testing.T, in *render.Inputs) {
 			in.Pipeline.Spec.Sink.URI = "http://orchestrator.default.svc:8080/v2/tasks"
@@ -575,6 +576,56 @@ func TestSpecErrors(t *testing.T) {
 
 func second[T any](_ T, err error) error { return err }
 
+// TestKafkaConnectionSpecErrors: a resource without its own bootstrap servers uses the default
+// connection whole, so tls or sasl without them is invalid input (objects stored before the CEL rule),
+// and so is SASL PLAIN without TLS unless allowed.
+func TestKafkaConnectionSpecErrors(t *testing.T) {
+	plain := func(allow v1.PlaintextPassword) *v1.KafkaSASL {
+		return &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "u"}, PlaintextPassword: allow}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*render.Inputs)
+		field  string // "": no error
+		text   string
+	}{
+		{"a DLQ with its own credentials on the default cluster", func(in *render.Inputs) {
+			in.DLQ.Spec.Kafka = &v1.KafkaConnection{SASL: &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "u"}}}
+		}, "DeadLetterQueue chatbot-dlq spec.kafka", "tls and sasl apply only with bootstrapServers"},
+		{"a pipeline with only tls", func(in *render.Inputs) {
+			in.Pipeline.Spec.Kafka = &v1.KafkaConnection{TLS: &v1.KafkaTLS{CASecretRef: &v1.SecretKeyReference{Name: "ca"}}}
+		}, "spec.kafka", "the operator's default connection"},
+		{"PLAIN without TLS", func(in *render.Inputs) {
+			in.Pipeline.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}, SASL: plain("")}
+		}, "spec.kafka.sasl", "SASL PLAIN without TLS"},
+		{"PLAIN without TLS on the DLQ, refused explicitly", func(in *render.Inputs) {
+			in.DLQ.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}, SASL: plain(v1.PlaintextPasswordRefuse)}
+		}, "DeadLetterQueue chatbot-dlq spec.kafka.sasl", "SASL PLAIN without TLS"},
+		{"PLAIN without TLS, allowed", func(in *render.Inputs) {
+			in.Pipeline.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}, SASL: plain(v1.PlaintextPasswordAllow)}
+		}, "", ""},
+		{"PLAIN over TLS", func(in *render.Inputs) {
+			in.Pipeline.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}, TLS: &v1.KafkaTLS{}, SASL: plain("")}
+		}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := sinkURIInputs(t)
+			tc.change(in)
+			_, err := render.Config(in)
+			if tc.field == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var se *render.SpecError
+			if !errors.As(err, &se) || se.Field != tc.field || !strings.Contains(se.Message, tc.text) {
+				t.Fatalf("error %v, want a SpecError on %s saying %q", err, tc.field, tc.text)
+			}
+		})
+	}
+}
+
 func TestCallerMistakesAreNotSpecErrors(t *testing.T) {
 	in := sinkURIInputs(t)
 	for what, err := range map[string]error{
@@ -619,8 +670,9 @@ func TestTheDeadLetterConnection(t *testing.T) {
 		{"both on the default cluster share it", nil, nil, nil},
 		{"an identical explicit connection is shared", &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}}, &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}}, nil},
 		{"a pipeline on its own cluster leaves the DLQ on the default one", &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}}, nil, []string{"kafka.kafka.svc:9092"}},
-		{"a DLQ with its own credentials on the default cluster is separate", nil,
-			&v1.KafkaConnection{SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "u"}}}, []string{"kafka.kafka.svc:9092"}},
+		{"a DLQ with its own credentials on the default cluster's servers (named) is separate", nil,
+			&v1.KafkaConnection{BootstrapServers: []string{"kafka.kafka.svc:9092"},
+				SASL: &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "u"}}}, []string{"kafka.kafka.svc:9092"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := sinkURIInputs(t)

@@ -1,0 +1,112 @@
+package kafkaspec
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+)
+
+// Tenancy are the manager's limits on the Kafka connections of resources, for a cluster shared by
+// several tenants. The zero value limits nothing.
+type Tenancy struct {
+	// AllowedBootstrapServers are the host:port patterns every bootstrap server a resource names must
+	// match (--kafka-allowed-bootstrap-servers): a pattern is an exact host:port (host compared
+	// case-insensitively), or "*.<domain>:<port>", where "*" stands for one or more leading labels.
+	// Empty allows any server. The default connection is the operator's own and is not checked.
+	AllowedBootstrapServers []string
+	// RequireResourceCredentials refuses resources that name no bootstrap servers of their own and
+	// would so borrow the operator's default connection and its credentials
+	// (--require-resource-credentials).
+	RequireResourceCredentials bool
+}
+
+// The manager flags named in the messages.
+const (
+	flagAllowedServers     = "--kafka-allowed-bootstrap-servers"
+	flagRequireCredentials = "--require-resource-credentials"
+)
+
+// check applies the connection rules that need no Secret to spec: tls and sasl only with bootstrap
+// servers, the manager's requirement of resources' own credentials, and its allow-list.
+func (d Defaults) check(spec *v1.KafkaConnection) error {
+	own := spec != nil && len(spec.BootstrapServers) > 0
+	switch {
+	case !own && spec != nil && (spec.TLS != nil || spec.SASL != nil):
+		return &Error{Message: "spec.kafka.tls and spec.kafka.sasl apply only with spec.kafka.bootstrapServers: " +
+			"without them the operator's default connection (its servers, TLS and SASL) is used whole; " +
+			"set spec.kafka.bootstrapServers too, or remove tls and sasl"}
+	case !own && d.RequireResourceCredentials:
+		return &Error{Message: "the manager runs with " + flagRequireCredentials + ": set spec.kafka.bootstrapServers " +
+			"(with the tls and sasl of your own Kafka credentials); the operator's default Kafka connection is not lent to resources"}
+	case !own:
+		return nil
+	}
+	for _, s := range spec.BootstrapServers {
+		if !serverAllowed(d.AllowedBootstrapServers, s) {
+			return &Error{Message: fmt.Sprintf("bootstrap server %q is not allowed by the manager's %s (%s)",
+				s, flagAllowedServers, strings.Join(d.AllowedBootstrapServers, ","))}
+		}
+	}
+	return nil
+}
+
+// serverAllowed reports whether server matches one of patterns, or patterns is empty.
+func serverAllowed(patterns []string, server string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	host, port, err := net.SplitHostPort(strings.TrimSpace(server))
+	if err != nil {
+		return false
+	}
+	host = strings.ToLower(host)
+	for _, p := range patterns {
+		ph, pp, err := net.SplitHostPort(p)
+		if err != nil || pp != port {
+			continue
+		}
+		ph = strings.ToLower(ph)
+		if suffix, ok := strings.CutPrefix(ph, "*"); ok {
+			// suffix starts with "."; at least one label must come before it.
+			if len(host) > len(suffix) && strings.HasSuffix(host, suffix) {
+				return true
+			}
+			continue
+		}
+		if host == ph {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckAllowedServers reports the first pattern of an allow-list (Tenancy.AllowedBootstrapServers)
+// that is not host:port with a valid port, or has a "*" other than a whole leading label followed
+// by a domain.
+func CheckAllowedServers(patterns []string) error {
+	for _, p := range patterns {
+		host, port, err := net.SplitHostPort(p)
+		if err != nil {
+			return fmt.Errorf("allowed bootstrap server %q is not host:port: %w", p, err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return fmt.Errorf("allowed bootstrap server %q has an invalid port", p)
+		}
+		rest, wildcard := strings.CutPrefix(host, "*.")
+		switch {
+		case host == "":
+			return fmt.Errorf("allowed bootstrap server %q has an empty host", p)
+		case strings.Contains(rest, "*") || (!wildcard && strings.HasPrefix(host, "*")):
+			return fmt.Errorf("allowed bootstrap server %q: %w", p, errWildcard)
+		case wildcard && (rest == "" || strings.HasPrefix(rest, ".") || strings.HasSuffix(rest, ".")):
+			return fmt.Errorf("allowed bootstrap server %q: %w", p, errWildcard)
+		}
+	}
+	return nil
+}
+
+var errWildcard = errors.New(`"*" may only stand for the leading labels of a domain, as in *.kafka.svc:9092`)
