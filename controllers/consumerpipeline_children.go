@@ -140,6 +140,9 @@ func (r *ConsumerPipelineReconciler) reconcileDeployment(ctx context.Context, s 
 		return nil
 	}
 	// Rendered first, so that a spec error shows before the topics are ready.
+	if err := r.checkTemplate(ctx, s.p); err != nil {
+		return recordProblem(&s.deploymentProblems, childProblem(err))
+	}
 	d, err := render.Deployment(r.renderInputs(s), s.configHash)
 	if err != nil {
 		return recordProblem(&s.deploymentProblems, childProblem(err))

@@ -313,3 +313,27 @@ func TestAlertRulesFollowThePrometheusRuleCRD(t *testing.T) {
 	g.Eventually(pipelineCondition(p, v1.ConditionAlertsReady), wait, poll).Should(And(isReady(),
 		HaveField("Message", ContainSubstring("ConfigMap "+pipelineCM.Name))))
 }
+
+// TestPipelineTemplateWithAnUnknownFieldIsASpecError: spec.template is stored schemaless, and the
+// typed client drops what is not part of a PodSpec, so a typo ("contaienrs") used to vanish silently
+// (issue 14). It is now a user error naming the field, and no Deployment is made of it.
+func TestPipelineTemplateWithAnUnknownFieldIsASpecError(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, _ := pipelineFixture(t)
+	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "policy", 3, time.Second, time.Minute))).To(Succeed())
+	source := ns + ".typo"
+	createTopic(t, newKadm(t), source, 1)
+	p := newPipeline(ns, "typo", source, "policy", "dlq")
+	p.Spec.Sink = nil
+	p.Spec.Template = &v1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}}}
+	u := &unstructured.Unstructured{}
+	g.Expect(env.Client.Scheme().Convert(p, u, nil)).To(Succeed())
+	u.SetGroupVersionKind(v1.GroupVersion.WithKind("ConsumerPipeline"))
+	g.Expect(unstructured.SetNestedField(u.Object, "Always", "spec", "template", "spec", "restartPolicyy")).To(Succeed())
+	g.Expect(env.Client.Create(ctx, u)).To(Succeed())
+
+	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(And(notReady(v1.ReasonInvalidSpec),
+		HaveField("Message", ContainSubstring("spec.template.spec.restartPolicyy: unknown field"))))
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(deploymentOf(p)), deploymentOf(p))).To(Satisfy(apierrors.IsNotFound))
+}

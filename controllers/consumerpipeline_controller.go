@@ -38,6 +38,10 @@ type ConsumerPipelineReconciler struct {
 	// CircuitReportInterval is how often consumers repeat a circuit report that is not Closed
 	// (DefaultCircuitReportInterval when zero); three intervals make a report stale.
 	CircuitReportInterval time.Duration
+	// APIReader reads uncached (the stored spec.template, strictly decoded); nil skips that check.
+	APIReader client.Reader
+
+	templates templateChecks
 }
 
 // pipelineScope is the state of one ConsumerPipeline reconcile, filled in by the steps. The figures
@@ -229,7 +233,10 @@ func (r *ConsumerPipelineReconciler) reconcileDelete(ctx context.Context, s *pip
 	key := client.ObjectKeyFromObject(p)
 	log := ctrl.LoggerFrom(ctx).WithValues("consumerPipeline", klog.KObj(p))
 	letGo := func() (ctrl.Result, error) {
-		return r.letGo(ctx, p, func() { r.Kafka.Connections.Release(pipelineOwner(key)) })
+		return r.letGo(ctx, p, func() {
+			r.Kafka.Connections.Release(pipelineOwner(key))
+			r.forgetTemplate(p.UID)
+		})
 	}
 	tiers := createdTiers(p)
 	if !controllerutil.ContainsFinalizer(p, topicFinalizer) || len(tiers) == 0 {

@@ -236,6 +236,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 		pipeline: &ConsumerPipelineReconciler{
 			topicReconciler:       topics("consumerpipeline-controller"),
 			DispatcherImage:       opts.DispatcherImage,
+			APIReader:             mgr.GetAPIReader(),
 			CircuitReportInterval: opts.CircuitReportInterval,
 		},
 		rules: rules,
