@@ -18,7 +18,7 @@ import (
 type templateChecks struct{ ok sync.Map } // types.UID → int64 generation
 
 // checkTemplate decodes the pipeline's spec.template as the API server stores it, strictly: the
-// typed client drops fields that are not part of a PodSpec (a typo such as "contianers"), so the
+// typed client drops fields that are not part of a PodSpec (a typo such as "restartPolicyy"), so the
 // pipeline is read unstructured, uncached. An unknown or duplicate field is a *render.SpecError
 // naming its path. Without an API reader (tests that build the reconciler bare) nothing is checked.
 func (r *ConsumerPipelineReconciler) checkTemplate(ctx context.Context, p *v1.ConsumerPipeline) error {
