@@ -6,7 +6,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -109,11 +108,7 @@ func TestEndToEnd(t *testing.T) {
 	buildBinaries(t, filepath.Join(dir, "bin"))
 
 	sink := &devenv.DemoSink{Permanent: permanent, Transient: transient}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	g.Expect(err).NotTo(HaveOccurred())
-	srv := &http.Server{Handler: sink, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
+	l := serveSink(t, sink)
 
 	logFile, err := os.Create(filepath.Join(dir, "runner.log"))
 	g.Expect(err).NotTo(HaveOccurred())

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -181,11 +179,7 @@ func TestHostileRetryHeaders(t *testing.T) {
 	buildBinaries(t, filepath.Join(dir, "bin"))
 
 	sink := &recordingSink{}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	g.Expect(err).NotTo(HaveOccurred())
-	srv := &http.Server{Handler: sink, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
+	l := serveSink(t, sink)
 
 	logFile, err := os.Create(filepath.Join(dir, "runner.log"))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -195,14 +189,7 @@ func TestHostileRetryHeaders(t *testing.T) {
 	}, t.Logf)
 	defer func() {
 		if t.Failed() {
-			logs := []string{"logs/manager.log", "runner.log"}
-			_ = filepath.WalkDir(filepath.Join(dir, "pods"), func(p string, d fs.DirEntry, err error) error {
-				if err == nil && !d.IsDir() && d.Name() == "log" {
-					rel, _ := filepath.Rel(dir, p)
-					logs = append(logs, rel) // the dispatcher's output
-				}
-				return nil
-			})
+			logs := stackLogs(dir)
 			for _, f := range logs {
 				if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
 					t.Logf("---- %s (tail)\n%s", f, tail(b, 6000))
@@ -303,29 +290,7 @@ func TestHostileRetryHeaders(t *testing.T) {
 		checks++
 		watchMu.Unlock()
 	}
-	stopWatch := make(chan struct{})
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			check()
-			select {
-			case <-stopWatch:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	stopWatching := func() {
-		select {
-		case <-stopWatch:
-		default:
-			close(stopWatch)
-			<-watchDone
-		}
-	}
+	stopWatching := every(200*time.Millisecond, check)
 	defer stopWatching()
 
 	// The hostile records at the head of the tier's only partition, then goodRecords well-formed

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -285,11 +284,7 @@ func TestPolicyChange(t *testing.T) {
 	buildBinaries(t, filepath.Join(dir, "bin"))
 
 	sink := &pcSink{}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	g.Expect(err).NotTo(HaveOccurred())
-	srv := &http.Server{Handler: sink, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
+	l := serveSink(t, sink)
 
 	logFile, err := os.Create(filepath.Join(dir, "runner.log"))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -308,14 +303,7 @@ func TestPolicyChange(t *testing.T) {
 				_ = os.CopyFS(keep, os.DirFS(dir))
 				t.Logf("stack dir copied to %s", keep)
 			}
-			logs := []string{"logs/manager.log", "runner.log"}
-			_ = filepath.WalkDir(filepath.Join(dir, "pods"), func(p string, d fs.DirEntry, err error) error {
-				if err == nil && !d.IsDir() && d.Name() == "log" {
-					rel, _ := filepath.Rel(dir, p)
-					logs = append(logs, rel)
-				}
-				return nil
-			})
+			logs := stackLogs(dir)
 			for _, f := range logs {
 				if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
 					// A dispatcher may log one line per fetch error in a tight loop: counted, not shown.
@@ -485,29 +473,10 @@ func TestPolicyChange(t *testing.T) {
 			}
 		})
 	}
-	stopWatch, watchDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		tick := time.NewTicker(pcSample)
-		defer tick.Stop()
-		for {
-			sample()
-			readTiers()
-			select {
-			case <-stopWatch:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	stopWatching := func() {
-		select {
-		case <-stopWatch:
-		default:
-			close(stopWatch)
-			<-watchDone
-		}
-	}
+	stopWatching := every(pcSample, func() {
+		sample()
+		readTiers()
+	})
 	defer stopWatching()
 
 	// Produce, and wait until every old tier holds at least pcMinWaiting unconsumed records.
