@@ -52,7 +52,7 @@ const (
 // (*render.SpecError), or a Deployment the API server rejects as invalid, sets DeploymentReady or
 // AlertsReady False with reason InvalidSpec and a Warning event; the reconcile does not fail for it
 // (no error backoff) and, when nothing else is wrong, waits for a spec change. An object of a child's
-// name controlled by something else is reported (NameConflict) and left alone.
+// name not controlled by the pipeline is reported (ChildConflict) and left alone.
 //
 // Drift: the controller watches the ConfigMaps and Deployments it owns (and, while the kind is
 // served, its PrometheusRules), so an out-of-band change re-enqueues the pipeline, whose apply takes

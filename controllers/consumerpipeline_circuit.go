@@ -93,8 +93,9 @@ func (r *ConsumerPipelineReconciler) circuitTTL() time.Duration {
 func (r *ConsumerPipelineReconciler) readCircuit(ctx context.Context, s *pipelineScope) error {
 	cm := &corev1.ConfigMap{}
 	key := types.NamespacedName{Namespace: s.p.Namespace, Name: render.CircuitConfigMapName(s.p)}
-	if apply.Cached(ctx, r.Client, key, cm) == nil {
-		// Not made yet (or not cached yet): nobody can have reported.
+	if apply.Cached(ctx, r.Client, key, cm) == nil || !metav1.IsControlledBy(cm, s.p) {
+		// Not made yet (or not cached yet), or not ours (a conflict reported by reconcileAccess):
+		// nobody can have reported, and another's ConfigMap is never read or changed.
 		sum := circuitstate.Summary{State: circuitstate.Closed}
 		s.circuit = &sum
 		return nil

@@ -221,3 +221,42 @@ func TestOperatorRoleMayGrantTheConsumersAccess(t *testing.T) {
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "creating a Role beyond the operator's rights: %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("attempting to grant RBAC permissions not currently held"))
 }
+
+// TestPipelineNeverAdoptsAChildItDoesNotControl: a Role and a RoleBinding created beforehand with
+// the names of a pipeline's circuit Role and RoleBinding (by someone who predicted them, to have
+// the operator rewrite the rules or the subjects) are left byte for byte unchanged, and the
+// pipeline reports ChildConflict naming them (issue 14: they used to be force-applied and adopted).
+func TestPipelineNeverAdoptsAChildItDoesNotControl(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	var role *rbacv1.Role
+	var binding *rbacv1.RoleBinding
+	p, _, _ := pipelineWith(t, nil, func(p *v1.ConsumerPipeline) {
+		role = &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: render.CircuitRole(p).Name},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}
+		binding = &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: render.CircuitRoleBinding(p).Name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mallory"}}}
+		g.Expect(env.Client.Create(ctx, role)).To(Succeed())
+		g.Expect(env.Client.Create(ctx, binding)).To(Succeed())
+	})
+	roleBefore, bindingBefore := role.DeepCopy(), binding.DeepCopy()
+
+	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(And(
+		HaveField("Reason", v1.ReasonChildConflict), HaveField("Message", ContainSubstring("Role "+role.Name))))
+	// Another resync at least: nothing was written to either.
+	g.Consistently(func() ([]string, error) {
+		r, b := &rbacv1.Role{}, &rbacv1.RoleBinding{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(role), r); err != nil {
+			return nil, err
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(binding), b); err != nil {
+			return nil, err
+		}
+		return []string{r.ResourceVersion, b.ResourceVersion}, nil
+	}, oneResync, poll).Should(Equal([]string{roleBefore.ResourceVersion, bindingBefore.ResourceVersion}))
+	r := &rbacv1.Role{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(role), r)).To(Succeed())
+	g.Expect(r.Rules).To(Equal(roleBefore.Rules))
+	g.Expect(r.OwnerReferences).To(BeEmpty())
+}

@@ -206,7 +206,7 @@ func connectionProblem(err error) error {
 // childProblem turns the errors of rendering and applying a child into problems: a spec error
 // found while rendering (*render.SpecError), or an object the API server rejects as invalid, is a
 // user error (InvalidSpec, wait for a change); an object of the child's name owned by another
-// controller is waited for (NameConflict). Anything else is returned as it is.
+// controller is waited for (ChildConflict). Anything else is returned as it is.
 func childProblem(err error) error {
 	var se *render.SpecError
 	var conflict *apply.ConflictError
@@ -214,7 +214,7 @@ func childProblem(err error) error {
 	case errors.As(err, &se):
 		return &problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(se.Error(), maxConditionMessage)}
 	case errors.As(err, &conflict):
-		return &problem{Reason: v1.ReasonNameConflict, Kind: problemWaiting, Message: conflict.Error()}
+		return &problem{Reason: v1.ReasonChildConflict, Kind: problemWaiting, Message: conflict.Error()}
 	case apierrors.IsInvalid(err):
 		return &problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(err.Error(), maxConditionMessage)}
 	}

@@ -76,7 +76,14 @@ const (
 	ReasonReconcileError = "ReconcileError"
 	// ReasonNameConflict means an object with the name of a child the operator makes exists and
 	// another controller owns it; the operator leaves it alone and waits for it to go.
+	//
+	// Deprecated: child conflicts are reported as ReasonChildConflict.
 	ReasonNameConflict = "NameConflict"
+	// ReasonChildConflict means an object with the name of a child the operator makes exists and
+	// the resource does not control it (another controller does, or nobody: made by hand, by
+	// GitOps, by someone who predicted the name); the operator never adopts or overwrites it, names
+	// it in the message and waits for it to be deleted or renamed.
+	ReasonChildConflict = "ChildConflict"
 )
 
 // Condition reasons of the Healthy condition of a DeadLetterQueue. Healthy reflects the thresholds of

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,6 +31,9 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
+	if e.OwnerKind == "" {
+		return fmt.Sprintf("%s %s exists and is not controlled by this resource; the operator does not adopt it: delete or rename it", e.Kind, e.Name)
+	}
 	return fmt.Sprintf("%s %s exists and belongs to %s %s: delete or rename it", e.Kind, e.Name, e.OwnerKind, e.OwnerName)
 }
 
@@ -64,10 +68,25 @@ func Owned(ctx context.Context, c client.Client, owner client.Object, desired ru
 	if err := controllerutil.SetControllerReference(owner, u, c.Scheme()); err != nil {
 		return nil, false, err
 	}
-	if live != nil {
-		if ref := metav1.GetControllerOf(live); ref != nil && ref.UID != owner.GetUID() {
-			return nil, false, &ConflictError{Kind: u.GetKind(), Name: u.GetName(), OwnerKind: ref.Kind, OwnerName: ref.Name}
+	if live == nil {
+		// Not seen: never applied over an object the cache has not shown yet (an apply would adopt
+		// it). A dry-run create asks the API server, writing nothing; one that exists after all is
+		// a conflict until the cache shows it.
+		if err := c.Create(ctx, u.DeepCopy(), client.DryRunAll, client.FieldOwner(FieldOwner)); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return nil, false, &ConflictError{Kind: u.GetKind(), Name: u.GetName()}
+			}
+			return nil, false, err
 		}
+	} else if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != owner.GetUID() {
+		// Another owner's, or nobody's (made by hand, by a tenant who predicted the name, by
+		// GitOps): never adopted or overwritten.
+		ce := &ConflictError{Kind: u.GetKind(), Name: u.GetName()}
+		if ref != nil {
+			ce.OwnerKind, ce.OwnerName = ref.Kind, ref.Name
+		}
+		return nil, false, ce
+	} else {
 		have, err := toUnstructuredMap(live)
 		if err != nil {
 			return nil, false, err
