@@ -154,12 +154,7 @@ func TestCrashRecovery(t *testing.T) {
 		return dt.Response{}
 	})
 	cfg := dt.Config(nil, group, src, dlq, pol, sink.URL)
-	topics := map[string]int32{src: 4, dlq: 1}
-	for _, tn := range cfg.Topics.Retries.Names() {
-		topics[tn] = 4
-	}
-	c := dt.Cluster(t, topics)
-	cfg.Kafka.BootstrapServers = c.ListenAddrs()
+	c := clusterFor(t, cfg, 4, 4)
 	cfg.Delivery.Ordering = v1.OrderingUnordered
 	cfg.Delivery.MaxInFlight = maxInFlight
 	cfg.Delivery.MaxUncommittedRecords = maxUncommitted

@@ -1,9 +1,6 @@
 package main_test
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -41,20 +38,10 @@ func TestJitterSurvivesTiersInProcess(t *testing.T) {
 		return dt.Response{}
 	})
 	cfg := dt.Config(nil, group, src, dlq, pol, sink.URL)
-	topics := map[string]int32{src: 4, dlq: 1}
-	for _, tn := range cfg.Topics.Retries.Names() {
-		topics[tn] = 2
-	}
-	c := dt.Cluster(t, topics)
-	cfg.Kafka.BootstrapServers = c.ListenAddrs()
+	c := clusterFor(t, cfg, 4, 2)
 	cfg.Delivery.MaxInFlight = 100
 	cfg.Listen = config.Listen{MetricsAddress: config.Disabled, HealthAddress: config.Disabled}
-	dir := t.TempDir()
-	cfgPath, logPath := filepath.Join(dir, "config.json"), filepath.Join(dir, "dispatcher.log")
-	data, _ := json.Marshal(cfg)
-	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath, logPath := writeConfig(t, t.TempDir(), cfg)
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: src, Value: []byte(strconv.Itoa(i))}

@@ -1415,21 +1415,11 @@ func TestStormUncommittedBound(t *testing.T) {
 	sink := dt.NewSink(t, func(*dt.Request) dt.Response { return dt.Response{Delay: time.Millisecond} })
 	pol := &v1.RetryPolicySpec{MaxAttempts: 2, Backoff: v1.Backoff{InitialDelay: dt.D(100 * time.Millisecond), Multiplier: "2", MaxDelay: dt.D(time.Second)}}
 	cfg := dt.Config(nil, group, src, dlq, pol, sink.URL)
-	topics := map[string]int32{src: 4, dlq: 1}
-	for _, tn := range cfg.Topics.Retries.Names() {
-		topics[tn] = 4
-	}
-	c := dt.Cluster(t, topics)
-	cfg.Kafka.BootstrapServers = c.ListenAddrs()
+	c := clusterFor(t, cfg, 4, 4)
 	cfg.Delivery.Ordering = v1.OrderingOrdered
 	cfg.Delivery.MaxInFlight = maxInFlight
 	cfg.Delivery.MaxUncommittedRecords = maxUncommitted
-	dir := t.TempDir()
-	cfgPath, logPath := filepath.Join(dir, "config.json"), filepath.Join(dir, "dispatcher.log")
-	data, _ := json.Marshal(cfg)
-	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath, logPath := writeConfig(t, t.TempDir(), cfg)
 	prod := dt.Client(t, c, kgo.ProducerLinger(5*time.Millisecond))
 	recs := make([]*kgo.Record, n)
 	for i := range recs {

@@ -138,6 +138,7 @@ type Engine struct {
 	srcDone   int  // finished records of the source topic waiting for their commit: gated by maxUncommitted
 	srcHold   bool // the source partitions are paused for back-pressure (scheduler.go)
 	buffered  int  // fetched, not yet dispatched
+	srcQueued int  // of those, the source topic's (holdSourceLocked)
 	ready     int  // buffered in partitions that are not paused: what gates polling
 	stopping  bool
 	stuck     atomic.Int32 // dead letters whose stripped write failed (changed under mu)

@@ -115,6 +115,9 @@ func (e *Engine) pollLoop(ctx context.Context) error {
 				ps.lastTime = now // a producer's clock ahead of ours
 			}
 			e.buffered += len(fp.Records)
+			if ps.tier == 0 {
+				e.srcQueued += len(fp.Records)
+			}
 			e.lagLocked(ps)
 		})
 		e.scheduleLocked()

@@ -107,6 +107,9 @@ func (e *Engine) forget(parts []*partState) {
 			e.srcDone -= released - inFlight
 		}
 		e.buffered -= dropped
+		if ps.tier == 0 {
+			e.srcQueued -= dropped
+		}
 		if ps.paused {
 			ps.paused = false
 			e.pausedCnt--

@@ -67,6 +67,9 @@ func (e *Engine) scheduleLocked() {
 			e.active++
 			e.slots++
 			e.buffered--
+			if ps.tier == 0 {
+				e.srcQueued--
+			}
 			e.dispatchLocked(it)
 		}
 	}
@@ -136,16 +139,10 @@ func (e *Engine) holdSourceLocked() {
 	if len(e.topicTier) < 2 {
 		return
 	}
-	queued := 0
-	for _, ps := range e.order {
-		if ps.tier == 0 {
-			queued += ps.queued()
-		}
-	}
 	switch {
-	case queued >= e.maxBuffered:
+	case e.srcQueued >= e.maxBuffered:
 		e.srcHold = true
-	case queued <= e.maxBuffered/2:
+	case e.srcQueued <= e.maxBuffered/2:
 		e.srcHold = false
 	}
 }

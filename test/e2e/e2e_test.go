@@ -27,7 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -104,29 +103,10 @@ spec:
 func TestEndToEnd(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	buildBinaries(t, filepath.Join(dir, "bin"))
-
 	sink := &devenv.DemoSink{Permanent: permanent, Transient: transient}
 	l := serveSink(t, sink)
 
-	logFile, err := os.Create(filepath.Join(dir, "runner.log"))
-	g.Expect(err).NotTo(HaveOccurred())
-	stack, err := devenv.StartStack(ctx, devenv.StackOptions{
-		Dir: dir, Bin: filepath.Join(dir, "bin"), DispatcherImage: "ghcr.io/retryops/retry-dispatcher:e2e",
-		ManagerArgs: []string{"--status-refresh-interval=2s"}, Log: zap.New(zap.WriteTo(logFile)),
-	}, t.Logf)
-	defer func() {
-		if t.Failed() {
-			for _, f := range []string{"logs/manager.log", "runner.log"} {
-				if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
-					t.Logf("---- %s (tail)\n%s", f, tail(b, 4000))
-				}
-			}
-		}
-		stack.Stop()
-	}()
-	g.Expect(err).NotTo(HaveOccurred())
+	stack, _ := startStack(t, "ghcr.io/retryops/retry-dispatcher:e2e")
 	c := stack.Env.Client
 
 	out, err := stack.Kubectl([]byte(manifests("http://"+l.Addr().String()+"/tasks")), "apply", "--server-side", "-f", "-")

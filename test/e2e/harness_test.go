@@ -1,13 +1,20 @@
 package e2e
 
 import (
+	"context"
 	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/retryops/retry-operator/internal/devenv"
 )
 
 // serveSink serves h on a loopback port until the test ends and returns the listener.
@@ -56,4 +63,54 @@ func stackLogs(dir string) []string {
 		return nil
 	})
 	return logs
+}
+
+// startStack builds the binaries and starts the `make run` stack in a new directory, with the
+// dispatcher image name image; it is stopped when the test ends, after its logs' tails are shown if
+// the test failed. It returns the stack and its directory.
+func startStack(t *testing.T, image string) (*devenv.Stack, string) {
+	t.Helper()
+	dir := t.TempDir()
+	buildBinaries(t, filepath.Join(dir, "bin"))
+	logFile, err := os.Create(filepath.Join(dir, "runner.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := devenv.StartStack(context.Background(), devenv.StackOptions{
+		Dir: dir, Bin: filepath.Join(dir, "bin"), DispatcherImage: image,
+		ManagerArgs: []string{"--status-refresh-interval=2s"}, Log: zap.New(zap.WriteTo(logFile)),
+	}, t.Logf)
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpLogs(t, dir)
+		}
+		if stack != nil {
+			stack.Stop()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stack, dir
+}
+
+// dumpLogs shows the tail of every log of the stack in dir, without the "Fetch error" lines a
+// dispatcher may repeat (counted instead).
+func dumpLogs(t *testing.T, dir string) {
+	for _, f := range stackLogs(dir) {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			continue
+		}
+		var kept []string
+		fetchErrs := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, `"msg":"Fetch error"`) {
+				fetchErrs++
+				continue
+			}
+			kept = append(kept, line)
+		}
+		t.Logf("---- %s (%d bytes, %d \"Fetch error\" lines left out; tail)\n%s", f, len(b), fetchErrs, tail([]byte(strings.Join(kept, "\n")), 6000))
+	}
 }

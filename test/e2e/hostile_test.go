@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,12 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 )
 
@@ -175,30 +171,10 @@ func retryHeaders(origOffset int64, origTime, failedAt, due time.Time, set map[s
 func TestHostileRetryHeaders(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	buildBinaries(t, filepath.Join(dir, "bin"))
-
 	sink := &recordingSink{}
 	l := serveSink(t, sink)
 
-	logFile, err := os.Create(filepath.Join(dir, "runner.log"))
-	g.Expect(err).NotTo(HaveOccurred())
-	stack, err := devenv.StartStack(ctx, devenv.StackOptions{
-		Dir: dir, Bin: filepath.Join(dir, "bin"), DispatcherImage: "retryops/retry-dispatcher:hostile",
-		ManagerArgs: []string{"--status-refresh-interval=2s"}, Log: zap.New(zap.WriteTo(logFile)),
-	}, t.Logf)
-	defer func() {
-		if t.Failed() {
-			logs := stackLogs(dir)
-			for _, f := range logs {
-				if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
-					t.Logf("---- %s (tail)\n%s", f, tail(b, 6000))
-				}
-			}
-		}
-		stack.Stop()
-	}()
-	g.Expect(err).NotTo(HaveOccurred())
+	stack, _ := startStack(t, "retryops/retry-dispatcher:hostile")
 	c := stack.Env.Client
 	setupDone := time.Now()
 

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -280,49 +279,24 @@ func tierLag(ctx context.Context, adm *kadm.Client, group string, topics []strin
 func TestPolicyChange(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	buildBinaries(t, filepath.Join(dir, "bin"))
-
 	sink := &pcSink{}
 	l := serveSink(t, sink)
 
-	logFile, err := os.Create(filepath.Join(dir, "runner.log"))
-	g.Expect(err).NotTo(HaveOccurred())
-	stack, err := devenv.StartStack(ctx, devenv.StackOptions{
-		Dir: dir, Bin: filepath.Join(dir, "bin"), DispatcherImage: "retryops/retry-dispatcher:policychange",
-		ManagerArgs: []string{"--status-refresh-interval=2s"}, Log: zap.New(zap.WriteTo(logFile)),
-	}, t.Logf)
+	stack, dir := startStack(t, "retryops/retry-dispatcher:policychange")
 	var onFailure func() // the consumer group's state, once there is an admin client
-	defer func() {
-		if t.Failed() {
-			if onFailure != nil {
-				onFailure()
-			}
-			if os.Getenv("PC_KEEP") != "" { // keep the stack's logs for a post-mortem
-				keep := filepath.Join(os.TempDir(), "policychange-"+time.Now().Format("150405"))
-				_ = os.CopyFS(keep, os.DirFS(dir))
-				t.Logf("stack dir copied to %s", keep)
-			}
-			logs := stackLogs(dir)
-			for _, f := range logs {
-				if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
-					// A dispatcher may log one line per fetch error in a tight loop: counted, not shown.
-					var kept []string
-					fetchErrs := 0
-					for _, line := range strings.Split(string(b), "\n") {
-						if strings.Contains(line, `"msg":"Fetch error"`) {
-							fetchErrs++
-							continue
-						}
-						kept = append(kept, line)
-					}
-					t.Logf("---- %s (%d bytes, %d \"Fetch error\" lines left out; tail)\n%s", f, len(b), fetchErrs, tail([]byte(strings.Join(kept, "\n")), 4000))
-				}
-			}
+	t.Cleanup(func() {   // before the stack stops
+		if !t.Failed() {
+			return
 		}
-		stack.Stop()
-	}()
-	g.Expect(err).NotTo(HaveOccurred())
+		if onFailure != nil {
+			onFailure()
+		}
+		if os.Getenv("PC_KEEP") != "" { // keep the stack's logs for a post-mortem
+			keep := filepath.Join(os.TempDir(), "policychange-"+time.Now().Format("150405"))
+			_ = os.CopyFS(keep, os.DirFS(dir))
+			t.Logf("stack dir copied to %s", keep)
+		}
+	})
 	c := stack.Env.Client
 	setupDone := time.Now()
 
