@@ -150,6 +150,21 @@ const (
 	DeletionPolicyDelete DeletionPolicy = "Delete"
 )
 
+// ExistingTopic says what the operator does with a topic of the requested name that exists and that
+// it did not create: Refuse (the default) leaves it alone and reports it; Adopt manages it as if the
+// operator had created it (its configs, partitions, trimming and, under deletionPolicy Delete, its
+// deletion), when the manager's topic claim policy allows the namespace that name.
+// +kubebuilder:validation:Enum=Refuse;Adopt
+type ExistingTopic string
+
+// The ways of treating an existing topic.
+const (
+	// ExistingTopicRefuse leaves a topic the operator did not create unchanged and reports it.
+	ExistingTopicRefuse ExistingTopic = "Refuse"
+	// ExistingTopicAdopt manages an existing topic as if the operator had created it.
+	ExistingTopicAdopt ExistingTopic = "Adopt"
+)
+
 // TopicName is the name of a Kafka topic: 1 to 249 characters of letters, digits, '.', '_' and '-',
 // and neither "." nor "..".
 // +kubebuilder:validation:MinLength=1

@@ -145,6 +145,14 @@ type TopicCreation struct {
 	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Config map[string]string `json:"config,omitempty"`
+
+	// existingTopic is what happens when the topic exists and the operator did not create it (for
+	// this pipeline): Refuse (the default) consumes it but never changes its configs or partitions
+	// nor deletes it; Adopt manages it as if created here, which the manager allows only for names
+	// its topic claim policy gives this namespace (--topic-prefix).
+	// +kubebuilder:default=Refuse
+	// +optional
+	ExistingTopic ExistingTopic `json:"existingTopic,omitempty"`
 }
 
 // RetryTopics says how retry tiers are named and sized.

@@ -68,6 +68,14 @@ type DeadLetterTopic struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z0-9]+([.-][a-z0-9]+)*$'))",message="topic.config keys must be Kafka topic config names such as \"compression.type\""
 	// +optional
 	Config map[string]string `json:"config,omitempty"`
+
+	// existingTopic is what happens when the topic exists and the operator did not create it (for
+	// this queue): Refuse (the default) leaves it unchanged, reads none of its records and reports
+	// TopicReady False with reason TopicNotOwned; Adopt manages it as if created here, which the
+	// manager allows only for names its topic claim policy gives this namespace (--topic-prefix).
+	// +kubebuilder:default=Refuse
+	// +optional
+	ExistingTopic ExistingTopic `json:"existingTopic,omitempty"`
 }
 
 // DeadLetterRetention bounds what a dead letter queue keeps.
