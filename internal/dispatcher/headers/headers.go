@@ -27,10 +27,14 @@
 //	retryops.consumer.group        no          yes          consumer group of the pipeline
 //	retryops.pipeline              no          yes          pipeline, "<namespace>/<name>"
 //	retryops.value.omitted         no          if needed    value size, when the value was too large to keep
+//	retryops.replay.of             if replayed if replayed  the dead letter a replayed record replays ([ReplayOf])
+//	retryops.replay.count          if replayed if replayed  how many times it has been replayed ([ReplayCount])
 //
-// The original coordinates survive retries and dead-letter replays: a replayed record that still
-// carries retryops.original.* headers keeps them (and so keeps its idempotency key, [IdempotencyKey]),
-// while its attempt count and its deadline start afresh.
+// The original coordinates survive retries and dead-letter replays: a replayed record carries the
+// dead letter's retryops.original.* headers (and so keeps its idempotency key, [IdempotencyKey]),
+// while its attempt count and its deadline start afresh. A replay is written to the pipeline's first
+// retry tier with retryops.attempts "0" and the replay headers; [ReplayHeaders] builds them (see
+// replay.go). A record on the source topic that carries retryops.original.* headers keeps them too.
 package headers
 
 import (
