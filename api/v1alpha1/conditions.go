@@ -61,6 +61,13 @@ const (
 	// ReasonTopicConflict means another resource, created earlier, manages the same topic on the same
 	// cluster. The resource reporting it leaves the topic alone until the other one goes away.
 	ReasonTopicConflict = "TopicConflict"
+	// ReasonTopicNotOwned means a topic the resource names exists and the operator did not create it
+	// for this resource: it is left unchanged (no configs, partitions, trimming, reading of its records
+	// or deletion). Set existingTopic: Adopt to manage it, or name another topic.
+	ReasonTopicNotOwned = "TopicNotOwned"
+	// ReasonTopicClaimRefused means the manager's topic claim policy (--topic-prefix) does not give
+	// the resource's namespace the topic it would create or adopt; the message names the rule.
+	ReasonTopicClaimRefused = "TopicClaimRefused"
 	// ReasonSourceTopicMissing means a ConsumerPipeline's source topic does not exist and
 	// spec.source.create is absent; the pipeline waits for the topic to appear.
 	ReasonSourceTopicMissing = "SourceTopicMissing"
