@@ -30,6 +30,7 @@ func TestSamplesApplyWithRealKubectl(t *testing.T) {
 		"deadletterqueue.retry.retryops.dev/chatbot-dlq serverside-applied",
 		"consumerpipeline.retry.retryops.dev/chat serverside-applied",
 		"consumerpipeline.retry.retryops.dev/documents serverside-applied",
+		"deadletteraction.retry.retryops.dev/chat-replay-incident-42 serverside-applied",
 	} {
 		g.Expect(out).To(ContainSubstring(want))
 	}
@@ -37,8 +38,8 @@ func TestSamplesApplyWithRealKubectl(t *testing.T) {
 	// Every kind is in the retryops category and has its short name.
 	out, err = env.Kubectl(nil, "get", "retryops", "-n", "kubectl-samples", "-o", "name")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(strings.Fields(out)).To(HaveLen(8))
-	for _, short := range []string{"rp", "dlq", "cpl"} {
+	g.Expect(strings.Fields(out)).To(HaveLen(9))
+	for _, short := range []string{"rp", "dlq", "cpl", "dla"} {
 		_, err := env.Kubectl(nil, "get", short, "-n", "kubectl-samples")
 		g.Expect(err).NotTo(HaveOccurred())
 	}

@@ -272,8 +272,8 @@ func sampleObjects(t *testing.T, ns string) map[string]*unstructured.Unstructure
 		u.SetNamespace(ns)
 		objs[filepath.Base(f)] = u
 	}
-	if len(objs) < 8 {
-		t.Fatalf("want at least 8 samples (5 retry policies and one of each other kind), found %d", len(objs))
+	if len(objs) < 9 {
+		t.Fatalf("want at least 9 samples (5 retry policies and one of each other kind), found %d", len(objs))
 	}
 	return objs
 }
