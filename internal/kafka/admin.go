@@ -177,7 +177,10 @@ type Record struct {
 	Partition int32
 	Offset    int64
 	Timestamp time.Time
-	Headers   []Header
+	// Key and Value are the record's key and value (nil when absent), valid, like Headers, only
+	// during the Scanner's call to fn.
+	Key, Value []byte
+	Headers    []Header
 }
 
 // Header is one record header.
@@ -196,6 +199,37 @@ type Scanner interface {
 	Scan(ctx context.Context, conn Connection, ranges map[string]map[int32]OffsetRange, fn func(Record)) error
 }
 
+// ProduceRecord is one record to write with a Producer.
+type ProduceRecord struct {
+	// Key and Value of the record (nil for none).
+	Key, Value []byte
+	// Headers of the record, in order.
+	Headers []Header
+	// Partition to write to; -1 lets the producer choose by the key's hash (the Java client's
+	// murmur2 partitioning, so a key keeps its partition whatever client wrote it).
+	Partition int32
+}
+
+// ProduceResult is the outcome of one ProduceRecord.
+type ProduceResult struct {
+	// Partition and Offset where the record was written, when Err is nil.
+	Partition int32
+	Offset    int64
+	// Err is why the record was not acknowledged: a *Error, or the context's error.
+	Err error
+}
+
+// Producer writes records.
+type Producer interface {
+	// ProduceRecords writes records to topic over conn with an idempotent producer (acks from all
+	// in-sync replicas, no duplicates on the producer's own retries) and returns once every record
+	// was acknowledged or failed: results[i] is the outcome of records[i], in the same order. The
+	// error is nil when every record was acknowledged, otherwise the first failure (and results say
+	// which). A record whose produce failed, or was cut short by ctx, may nevertheless have been
+	// written. It fails without producing when conn is invalid or the factory is closed.
+	ProduceRecords(ctx context.Context, conn Connection, topic string, records []ProduceRecord) ([]ProduceResult, error)
+}
+
 // AdminFactory hands out the admin client of a connection.
 type AdminFactory interface {
 	// Admin returns the (cached) admin client of conn. It fails if conn is invalid (a
@@ -207,8 +241,9 @@ type AdminFactory interface {
 }
 
 // ClientFactory is all the operator asks of a Kafka client implementation: admin clients per
-// connection, and record scans.
+// connection, record scans and record produces.
 type ClientFactory interface {
 	AdminFactory
 	Scanner
+	Producer
 }

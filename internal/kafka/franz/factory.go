@@ -91,8 +91,8 @@ func WithClientOptions(opts ...kgo.Opt) FactoryOption {
 }
 
 // Factory builds and caches one admin client per distinct Connection (by
-// Connection.Key), and reads records (Scan): the kafka.ClientFactory of the
-// operator. It is safe for concurrent use. The zero value is not usable;
+// Connection.Key), which also produces records (ProduceRecords), and reads
+// records (Scan): the kafka.ClientFactory of the operator. It is safe for concurrent use. The zero value is not usable;
 // call NewFactory.
 type Factory struct {
 	cfg factoryConfig
@@ -284,6 +284,8 @@ func newKadmAdmin(conn kafka.Connection, cfg factoryConfig) (*kadmAdmin, error) 
 		}
 		opts = append(opts, kgo.WithHooks(a.sasl))
 	}
+	// The client also produces (ProduceRecords): to an explicit partition or by key.
+	opts = append(opts, kgo.RecordPartitioner(newExplicitOrKeyPartitioner()))
 	opts = append(opts, cfg.extra...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

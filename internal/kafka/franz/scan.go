@@ -116,7 +116,7 @@ func (f *Factory) Scan(ctx context.Context, conn kafka.Connection, ranges map[st
 // record converts a franz-go record to the kafka package's, appending its headers to hs (which
 // it returns, for reuse): a scan allocates no headers per record.
 func record(r *kgo.Record, hs []kafka.Header) (kafka.Record, []kafka.Header) {
-	out := kafka.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}
+	out := kafka.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
 	if len(r.Headers) > 0 {
 		for _, h := range r.Headers {
 			hs = append(hs, kafka.Header{Key: h.Key, Value: h.Value})

@@ -1,5 +1,6 @@
-// Package kafkafake provides Fake, an in-memory kafka.Admin for controller
-// unit tests: it keeps topics, offsets and group commits in maps, mirrors the
+// Package kafkafake provides Fake, an in-memory kafka.Admin (and kafka.ClientFactory: every
+// connection reaches the same Fake, which also keeps the records produced to it and scans them) for
+// controller unit tests: it keeps topics, offsets, records and group commits in maps, mirrors the
 // semantics of the real implementation (missing topics, idempotent deletes,
 // typed errors), records every call and lets tests inject errors per method.
 package kafkafake
@@ -11,6 +12,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"k8s.io/utils/clock"
 
 	"github.com/retryops/retry-operator/internal/kafka"
 )
@@ -53,6 +56,7 @@ type topic struct {
 	configs map[string]string
 	start   []int64 // per partition
 	end     []int64
+	records map[int32]map[int64]kafka.Record // what ProduceRecords wrote, by partition and offset
 }
 
 // Fake is an in-memory kafka.Admin. The zero value is not usable; call New.
@@ -64,6 +68,8 @@ type Fake struct {
 	// DefaultReplicationFactor is used by CreateTopic for rf == -1
 	// (default 1).
 	DefaultReplicationFactor int16
+	// Clock stamps the records ProduceRecords writes (the real clock when nil). Set it before use.
+	Clock clock.PassiveClock
 
 	mu      sync.Mutex
 	topics  map[string]*topic
