@@ -82,7 +82,8 @@ func (e *Engine) process(it *item) *item {
 	if !it.due.IsZero() {
 		e.m.RetryLateness.Observe(start.Sub(it.due).Seconds())
 	}
-	it.d = Delivery{Record: it.view, Consumed: it.rec, Attempt: it.attempt, IdempotencyKey: it.idempotencyKey(), FirstFailure: it.firstFailure}
+	it.d = Delivery{Record: it.view, Consumed: it.rec, Attempt: it.attempt, IdempotencyKey: it.idempotencyKey(), FirstFailure: it.firstFailure,
+		ReplayOf: it.replayOf, ReplayCount: it.replayCount}
 	ctx, cancel := it.part.ctx, context.CancelFunc(nil)
 	if e.attemptTimeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, e.attemptTimeout)

@@ -30,6 +30,19 @@
 // franz-go stops fetching as soon as its one buffered fetch per broker is full (pausing would
 // discard that buffered fetch; not polling keeps the data and resumes at once).
 //
+// # Replays
+//
+// A dead letter is replayed by writing it to the pipeline's first retry tier with
+// retryops.attempts "0", its due time the replay time, and the replay headers (headers.ReplayHeaders
+// builds them; headers/replay.go documents the contract). Such a record is a fresh first delivery:
+// attempt 1, no first failure, its deadline counted from its due time, the Idempotency-Key of its
+// original coordinates; if it fails it goes through the tiers as any record does, and every retry
+// record and its new dead letter carry retryops.replay.of and retryops.replay.count unchanged.
+// A tier record with 0 attempts and no valid replay headers, or with a replay header invalid, is
+// dead-lettered as malformed. A replay is fetched no later than a record of the first tier would be:
+// within the tier's shortest delay after it was written, unless the tier's look-ahead window is
+// full of records not yet due.
+//
 // # Commits
 //
 // Offsets are committed per partition up to the lowest unfinished record, by one committer: every
@@ -55,7 +68,8 @@
 //	engine.go     Options, the Engine and its fixed settings, New, Run
 //	clients.go    the franz-go clients: connection (TLS, SASL), consumer-group and producer options
 //	poll.go       the poll loop: fetched records into per-partition queues (partState)
-//	record.go     a consumed record (item): its retryops.* headers parsed, what the handler sees
+//	record.go     a consumed record (item): its retryops.* headers parsed (a replayed dead letter's
+//	              included), what the handler sees
 //	scheduler.go  which records start now, pausing tier partitions, and the timer for the next due time
 //	deliver.go    the workers: delivery to the Handler and the decision on its outcome
 //	produce.go    writes to a retry tier and to the dead letter topic, and the records written

@@ -25,6 +25,12 @@ type Delivery struct {
 	IdempotencyKey string
 	// FirstFailure is the time of the first failed delivery, zero on the first attempt.
 	FirstFailure time.Time
+	// ReplayOf names the dead letter this record is a replay of, "<dlq topic>/<partition>/<offset>"
+	// (headers.ReplayOf), on every attempt of a replayed record; "" for a record never replayed.
+	ReplayOf string
+	// ReplayCount is how many times the record has been replayed (headers.ReplayCount), 0 when
+	// ReplayOf is "".
+	ReplayCount int
 }
 
 // Result is what a Handler reports for one delivery.

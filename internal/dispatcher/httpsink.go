@@ -31,7 +31,9 @@ import (
 //     are base64 and listed in Kafka-Base64-Headers);
 //   - Kafka-Topic, Kafka-Partition, Kafka-Offset, Kafka-Timestamp: the ORIGINAL coordinates;
 //   - Idempotency-Key (stable across retries and replays), Retry-Attempt (1 for the first delivery)
-//     and Retryops-Delivered-From (the topic/partition/offset actually consumed).
+//     and Retryops-Delivered-From (the topic/partition/offset actually consumed);
+//   - for a record replayed from a dead letter queue, Retryops-Replay-Of (the dead letter's
+//     topic/partition/offset) and Retryops-Replay-Count, on every attempt.
 //
 // Redirects are not followed (the sink URL must be final): a 3xx answer is a failure like any
 // other non-2xx answer. A 2xx answer is success. 413 and 415 make the record undeliverable (dead-lettered at once). Any
@@ -92,9 +94,9 @@ func (s *HTTPSink) Deliver(ctx context.Context, d *Delivery) Result {
 	if err != nil {
 		return Result{Undeliverable: true, Outcome: retry.Outcome{ErrorType: headers.ErrorTypeUndeliverable, Message: err.Error()}}
 	}
-	req.Header = make(http.Header, 12+len(r.Headers))
+	req.Header = make(http.Header, 14+len(r.Headers))
 	// One backing array for the fixed headers' values saves an allocation per header.
-	vals := make([]string, 0, 12)
+	vals := make([]string, 0, 14)
 	set := func(k, v string) {
 		vals = append(vals, v)
 		req.Header[k] = vals[len(vals)-1 : len(vals) : len(vals)]
@@ -132,6 +134,10 @@ func (s *HTTPSink) Deliver(ctx context.Context, d *Delivery) Result {
 	set(headers.HTTPKafkaPartition, strconv.Itoa(int(r.Partition)))
 	set(headers.HTTPKafkaOffset, strconv.FormatInt(r.Offset, 10))
 	set(headers.HTTPKafkaTimestamp, r.Timestamp.UTC().Format(time.RFC3339Nano))
+	if d.ReplayOf != "" {
+		set(headers.HTTPReplayOf, d.ReplayOf)
+		set(headers.HTTPReplayCount, strconv.Itoa(d.ReplayCount))
+	}
 	c := d.Consumed
 	if c == r {
 		set(headers.HTTPDeliveredFrom, d.IdempotencyKey)

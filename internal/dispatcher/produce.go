@@ -85,18 +85,23 @@ func (e *Engine) produceDLQ(it *item, rec *kgo.Record, reason string) {
 // hdr is a record header with a string value.
 func hdr(k, v string) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: []byte(v)} }
 
-// outHeaders starts the headers of a record written after a failure: the record's own headers
-// and its original coordinates, with room for n more.
+// outHeaders starts the headers of a record written after a failure: the record's own headers,
+// its original coordinates and, for a replayed dead letter, the replay headers unchanged, with room
+// for n more.
 func (it *item) outHeaders(n int) []kgo.RecordHeader {
 	v := it.view
-	hs := make([]kgo.RecordHeader, 0, len(v.Headers)+4+n)
+	hs := make([]kgo.RecordHeader, 0, len(v.Headers)+6+n)
 	hs = append(hs, v.Headers...)
-	return append(hs,
+	hs = append(hs,
 		hdr(headers.OriginalTopic, v.Topic),
 		hdr(headers.OriginalPartition, strconv.FormatInt(int64(v.Partition), 10)),
 		hdr(headers.OriginalOffset, strconv.FormatInt(v.Offset, 10)),
 		hdr(headers.OriginalTimestamp, headers.FormatTime(v.Timestamp)),
 	)
+	if it.replayOf != "" {
+		hs = append(hs, hdr(headers.ReplayOf, it.replayOf), hdr(headers.ReplayCount, strconv.Itoa(it.replayCount)))
+	}
+	return hs
 }
 
 // failureHeaders appends the failure context shared by retry and dead-letter records.

@@ -21,6 +21,9 @@ type item struct {
 	srcTime      time.Time // start of the deadline
 	firstFailure time.Time // zero before the first failure
 
+	replayOf    string // a replayed dead letter's headers.ReplayOf, carried forward; "" when not replayed
+	replayCount int    // and its headers.ReplayCount
+
 	size    int64    // bytes of key, value and headers as consumed (the look-ahead window's measure)
 	pre     *failure // non-nil: dead-letter without delivering
 	allowed bool     // the breaker admitted the delivery: exactly one Record follows
@@ -84,9 +87,13 @@ func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 }
 
 // parse reads the retryops.* headers and builds the view without them. On a retry tier (tier > 0)
-// every retry header must decode, and the attempt count (1..maxAttempts) and the due time (at most
-// the tier's latest delay after now, plus maxClockSkew) must be in range; on the source topic (a replayed dead letter) only complete original
-// coordinates are kept, and the attempt count and deadline start afresh.
+// every retry header must decode, and the attempt count (1..maxAttempts, or 0 for a replayed dead
+// letter) and the due time (at most the tier's latest delay after now, plus maxClockSkew) must be
+// in range. The replay headers (headers.ReplayOf and headers.ReplayCount) come together or not at
+// all, each at most once and valid; a tier record with 0 attempts must have them, and is then a
+// fresh first delivery: attempt 1, no first failure, its deadline counted from its due time (the
+// replay time). On the source topic only complete original coordinates and valid replay headers
+// are kept, and the attempt count and deadline start afresh.
 func (it *item) parse(tier int, s *settings, now time.Time) {
 	r := it.rec
 	view := *r
@@ -100,6 +107,7 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 		haveTopic, haveTime, haveSrc bool
 		bad, malformed, attemptsRaw  string
 		dueRaw, lastType             string
+		replay                       replayHeaders
 	)
 	for _, h := range r.Headers {
 		if !headers.IsOwned(h.Key) {
@@ -131,6 +139,8 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 			dueRaw = v
 		case headers.ErrorType:
 			lastType = v
+		case headers.ReplayOf, headers.ReplayCount:
+			replay.add(h.Key, v)
 		}
 		if err != nil && bad == "" {
 			bad = h.Key + ": " + err.Error()
@@ -141,16 +151,25 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 		view.Topic, view.Partition, view.Offset, view.Timestamp = oTopic, int32(oPart), oOff, oTime
 	}
 	it.view = &view
+	replayBad := replay.check()
+	if replay.of != "" {
+		it.replayOf, it.replayCount = replay.of, replay.count
+	}
 	if tier == 0 {
-		return // a replay: fresh attempts and deadline, original coordinates when complete
+		return // fresh attempts and deadline, original coordinates when complete
 	}
 	switch {
+	case replayBad != "":
+		malformed = replayBad
 	case bad != "":
 	case !origOK:
 		bad = "incomplete retryops.original.* headers"
 	case attempts == -1 && attemptsRaw == "":
 		bad = "missing " + headers.Attempts
-	case attempts < 1 || attempts > maxAttemptsHeader:
+	case attempts == 0 && it.replayOf == "":
+		malformed = headers.Attempts + " \"0\" without " + headers.ReplayOf + " and " + headers.ReplayCount +
+			": only a replayed dead letter starts from 0 deliveries"
+	case attempts < 0 || attempts > maxAttemptsHeader:
 		malformed = headers.Attempts + " " + quoteBounded(attemptsRaw) + " out of range 1.." + strconv.Itoa(maxAttemptsHeader)
 	case due.IsZero():
 		bad = "missing " + headers.Due
@@ -164,6 +183,10 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 	}
 	if bad != "" {
 		it.pre = &failure{reason: headers.ReasonUndeliverable, errorType: headers.ErrorTypeMalformedHeaders, message: bad}
+		return
+	}
+	if attempts == 0 { // a replayed dead letter: a fresh first delivery from the replay time on
+		it.attempt, it.due, it.srcTime = 1, due, due
 		return
 	}
 	it.attempt = int32(attempts) + 1
@@ -183,6 +206,51 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 	} else {
 		it.srcTime = oTime
 	}
+}
+
+// replayHeaders collects a record's replay headers (untrusted).
+type replayHeaders struct {
+	of, bad       string // of: the valid ReplayOf, once check found nothing wrong
+	count         int
+	nOf, nCount   int
+	ofRaw, cntRaw string
+}
+
+// add reads one replay header, keeping the first problem found.
+func (r *replayHeaders) add(key, v string) {
+	var err error
+	if key == headers.ReplayOf {
+		r.nOf++
+		r.ofRaw = v
+		_, _, _, err = headers.ParseReplayOf(v)
+	} else {
+		r.nCount++
+		r.cntRaw = v
+		r.count, err = headers.ParseReplayCount(v)
+	}
+	if err != nil && r.bad == "" {
+		r.bad = key + " " + quoteBounded(v) + ": " + err.Error()
+	}
+}
+
+// check says what is wrong with the replay headers, "" when nothing is (both valid, or neither
+// present). Only then is r.of the replay's headers.ReplayOf ("" when none).
+func (r *replayHeaders) check() string {
+	switch {
+	case r.bad != "":
+	case r.nOf > 1:
+		r.bad = headers.ReplayOf + " repeated"
+	case r.nCount > 1:
+		r.bad = headers.ReplayCount + " repeated"
+	case r.nOf == 1 && r.nCount == 0:
+		r.bad = headers.ReplayOf + " " + quoteBounded(r.ofRaw) + " without " + headers.ReplayCount
+	case r.nOf == 0 && r.nCount == 1:
+		r.bad = headers.ReplayCount + " " + quoteBounded(r.cntRaw) + " without " + headers.ReplayOf
+	}
+	if r.bad == "" {
+		r.of = r.ofRaw
+	}
+	return r.bad
 }
 
 // dueKey is when the record may start: its due time, or at once (zero) for a record to

@@ -104,8 +104,10 @@ const (
 	ReasonDeadlineExceeded   = "deadline_exceeded"
 	ReasonUndeliverable      = "undeliverable"
 	// ReasonMalformed: a retry-tier record's retryops.* headers are out of range (an attempt count
-	// outside 1..maxAttempts, a due time later than its tier's latest delay allows); the record is
-	// dead-lettered at once, without being delivered, and the error message names the header.
+	// outside 1..maxAttempts, a due time later than its tier's latest delay allows, an attempt count
+	// of 0 without the replay headers, a replay header invalid, repeated or without the other); the
+	// record is dead-lettered at once, without being delivered, and the error message names the
+	// header.
 	ReasonMalformed = "malformed"
 )
 

@@ -71,12 +71,20 @@ func ValidTopicName(name string) bool {
 		return false
 	}
 	for i := range len(name) {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+		if !topicChar(name[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// topicChar reports whether c may appear in a Kafka topic name.
+func topicChar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return c == '.' || c == '_' || c == '-'
 }
 
 // FormatReplayOf formats the ReplayOf value of the dead letter at topic/partition/offset (the same
