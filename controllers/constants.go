@@ -1,24 +1,24 @@
 package controllers
 
-import "time"
+import (
+	"time"
+
+	"github.com/retryops/retry-operator/internal/kafkaspec"
+)
 
 // topicFinalizer guards the Kafka topics of DeadLetterQueues and ConsumerPipelines: it is added
 // before the first Kafka side effect and removed once the deletion policy has been carried out, or
 // once the deletion bound has passed with Kafka unreachable.
 const topicFinalizer = "retry.retryops.dev/topic"
 
-// Annotations the operator writes on the DeadLetterQueues and ConsumerPipelines it reconciles: its
-// memory of what it did in Kafka, kept with the resource's metadata so that a restore from a backup
-// or a status wiped clean cannot lose it (status is rebuilt from the world and never read back as
-// a record of what the operator did).
+// Annotations the operator writes on the DeadLetterQueues and ConsumerPipelines it reconciles (status
+// is rebuilt from the world and never read back as a record of what the operator did).
 const (
-	// annotationCreatedTopics lists, comma-separated and sorted, the topics the operator created for
-	// the resource: a queue's dead letter topic, a pipeline's source (when spec.source.create made
-	// it) and retry tiers. It is written before the topics are created, so that a topic is never
-	// made without its record. The deletion policy of a pipeline deletes the retry tiers it lists
-	// (never the source), and only those; a queue's lists its topic, which tells a topic deleted out
-	// of band and made again (TopicRecreated) from a first creation.
-	annotationCreatedTopics = "retry.retryops.dev/created-topics"
+	// annotationCreatedTopics is where versions before the topic ledger (kafkaspec.Ledger) recorded
+	// the topics they created: read once, for resources older than the ledger, never written. The
+	// ledger, in the manager's namespace, is the record now: an annotation is the resource author's
+	// to write, and could name anyone's topic.
+	annotationCreatedTopics = kafkaspec.LegacyCreatedTopicsAnnotation
 	// annotationDeletionFailure is the error of the last failed attempt to delete a deleting
 	// resource's topics. Once the deletion bound has passed it means an attempt was made and failed:
 	// no new one is made, and the finalizer goes with a Warning event quoting it.
@@ -33,10 +33,6 @@ const (
 	// indexPipelineBySourceClaim indexes ConsumerPipelines by kafkaspec.ClaimKey(servers, source
 	// topic), cluster-wide: pipelines on one source would share their <source>.retry.* topics.
 	indexPipelineBySourceClaim = ".spec.source.claim"
-	// indexKafkaSecrets indexes DeadLetterQueues and ConsumerPipelines by the names of the Secrets
-	// their spec.kafka references, so that a Secret change re-reconciles exactly the resources that
-	// use it.
-	indexKafkaSecrets = ".spec.kafka.secrets"
 	// indexPipelineByPolicy and indexPipelineByDLQ index ConsumerPipelines by the objects they
 	// reference, so that a policy or a dead letter queue finds its pipelines without listing every
 	// pipeline of the namespace.
@@ -51,6 +47,7 @@ const (
 	eventTopicCorrected = "TopicCorrected"
 	eventTopicDeleted   = "TopicDeleted"
 	eventTopicKept      = "TopicKept"
+	eventTopicAdopted   = "TopicAdopted"
 	eventTopicMayRemain = "TopicMayRemain"
 	eventRecordsTrimmed = "RecordsTrimmed"
 )

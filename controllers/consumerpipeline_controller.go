@@ -61,6 +61,8 @@ type pipelineScope struct {
 
 	// ownsTiers is false when an older pipeline on the same source manages the retry tiers.
 	ownsTiers bool
+	// owned are the topics the ledger records for the pipeline (created or adopted), sorted.
+	owned []string
 	// blocked are topics a DeadLetterQueue claims: the pipeline leaves them alone.
 	blocked map[string]bool
 
@@ -178,6 +180,9 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 		if reterr == nil && result.IsZero() && (len(s.draining) > 0 || s.awaitingRollout) {
 			result.RequeueAfter = r.Kafka.Offsets.UntilNextRound(s.connKey, r.RefreshInterval)
 		}
+		if reterr == nil && result.IsZero() {
+			result.RequeueAfter = resyncWhileStalled(kafkaspec.SecretNames(s.p.Spec.Kafka), r.RefreshInterval)
+		}
 	}()
 	// A problem ends the topic steps and goes on TopicsReady.
 	err := runSteps(ctx, s, []step[*pipelineScope]{
@@ -238,7 +243,11 @@ func (r *ConsumerPipelineReconciler) reconcileDelete(ctx context.Context, s *pip
 			r.forgetTemplate(p.UID)
 		})
 	}
-	tiers := createdTiers(p)
+	owned, err := r.ownedTopics(ctx, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	tiers := createdTiers(p, owned)
 	if !controllerutil.ContainsFinalizer(p, topicFinalizer) || len(tiers) == 0 {
 		return letGo()
 	}
@@ -274,9 +283,8 @@ func (r *ConsumerPipelineReconciler) reconcileDelete(ctx context.Context, s *pip
 }
 
 // SetupWithManager registers the controller. Besides its pipelines it watches the RetryPolicies
-// and DeadLetterQueues they reference (through the indexes of constants.go), the Secrets of their
-// Kafka connections, other pipelines on the same source (the loser of a tier conflict takes over as
-// soon as the owner goes), the ConfigMaps and Deployments it owns (drift is reverted at once), the
+// and DeadLetterQueues they reference (through the indexes of constants.go), other pipelines on
+// the same source (the loser of a tier conflict takes over as soon as the owner goes), the ConfigMaps and Deployments it owns (drift is reverted at once), the
 // PrometheusRule CRD (installing or removing it switches the kind of the alert rules) and, while
 // that kind is served, the PrometheusRules it owns (see ruleapi.API).
 func (r *ConsumerPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -290,9 +298,6 @@ func (r *ConsumerPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1.RetryPolicy{}, byIndex(indexPipelineByPolicy), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1.DeadLetterQueue{}, byIndex(indexPipelineByDLQ), builder.WithPredicates(createdOrDeleted())).
 		Watches(&v1.DeadLetterQueue{}, r.deadLetterCountsChanged()).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
-			return requestsForSecret(ctx, r.Client, o, &v1.ConsumerPipelineList{})
-		})).
 		Watches(&v1.ConsumerPipeline{}, handler.EnqueueRequestsFromMapFunc(r.otherPipelinesOnSource), builder.WithPredicates(createdOrDeleted())).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&appsv1.Deployment{}).

@@ -73,7 +73,7 @@ func unusedTiers(s *pipelineScope) []string {
 	for _, t := range s.tiers {
 		current[t.Name] = true
 	}
-	return slices.DeleteFunc(createdTiers(s.p), func(n string) bool { return current[n] || s.blocked[n] })
+	return slices.DeleteFunc(createdTiers(s.p, s.owned), func(n string) bool { return current[n] || s.blocked[n] })
 }
 
 // reconcileUnusedRetryTopics finds the tiers the pipeline created earlier and no longer needs, and

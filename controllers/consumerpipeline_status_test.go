@@ -103,11 +103,10 @@ func TestPipelineTierNamesAndGroup(t *testing.T) {
 	g := NewWithT(t)
 	p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "chat"}}
 	p.Spec.Source.Topic = "s"
-	g.Expect(createdTiers(p)).To(BeEmpty())
+	g.Expect(createdTiers(p, nil)).To(BeEmpty())
 	// The tiers the operator made are what it recorded, whatever status says; never the source.
 	p.Status.Topics = &v1.PipelineTopics{Retries: []v1.RetryTopicStatus{{Name: "s.retry.9"}}}
-	p.Annotations = map[string]string{annotationCreatedTopics: "s,s.retry.1,s.retry.2,s.retry.3"}
-	g.Expect(createdTiers(p)).To(Equal([]string{"s.retry.1", "s.retry.2", "s.retry.3"}))
+	g.Expect(createdTiers(p, []string{"s", "s.retry.1", "s.retry.2", "s.retry.3"})).To(Equal([]string{"s.retry.1", "s.retry.2", "s.retry.3"}))
 
 	g.Expect(consumerGroup(p)).To(Equal("team.chat"))
 	p.Spec.Source.ConsumerGroup = "alice-orchestrator"

@@ -56,9 +56,9 @@ func consumerGroup(p *v1.ConsumerPipeline) string {
 }
 
 // createdTiers lists the retry tiers the operator created for a pipeline (in use and unused): the
-// topics it created (annotationCreatedTopics) but the source.
-func createdTiers(p *v1.ConsumerPipeline) []string {
-	return slices.DeleteFunc(createdTopics(p), func(n string) bool { return n == string(p.Spec.Source.Topic) })
+// topics the ledger records for it (owned) but the source.
+func createdTiers(p *v1.ConsumerPipeline, owned []string) []string {
+	return slices.DeleteFunc(slices.Clone(owned), func(n string) bool { return n == string(p.Spec.Source.Topic) })
 }
 
 // readPolicy computes the retry tiers from the referenced RetryPolicy. A missing or invalid policy
@@ -105,6 +105,17 @@ func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s 
 		return err
 	}
 	s.deadLetter = string(dlq.Spec.Topic.Name)
+	// Dead letters go only to a topic the queue manages (created or adopted): never, with the
+	// operator's credentials, to a topic of someone else's that a queue merely names.
+	owned, err := r.Ledger.Owns(ctx, dlq, s.deadLetter)
+	if err != nil {
+		return err
+	}
+	if !owned {
+		s.topicProblems.add(&problem{Reason: v1.ReasonTopicNotOwned, Kind: problemWaiting, Message: fmt.Sprintf(
+			"DeadLetterQueue %q does not manage its topic %q yet (see its TopicReady condition): no dead letters are sent there until it does", name, s.deadLetter)})
+		return nil
+	}
 	s.queue = dlq
 	return nil
 }
@@ -116,6 +127,11 @@ func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s 
 func (r *ConsumerPipelineReconciler) checkClaims(ctx context.Context, s *pipelineScope) error {
 	p := s.p
 	source := string(p.Spec.Source.Topic)
+	owned, err := r.ownedTopics(ctx, p)
+	if err != nil {
+		return err
+	}
+	s.owned = owned
 	w, err := kafkaspec.Owner(ctx, r.Client, p, "ConsumerPipeline", &v1.ConsumerPipelineList{},
 		client.MatchingFields{indexPipelineBySourceClaim: kafkaspec.ClaimKey(s.servers, source)})
 	if err != nil {
@@ -128,7 +144,7 @@ func (r *ConsumerPipelineReconciler) checkClaims(ctx context.Context, s *pipelin
 			source, w, source)})
 	}
 
-	names := createdTiers(p)
+	names := createdTiers(p, s.owned)
 	for _, t := range s.tiers {
 		names = append(names, t.Name)
 	}
@@ -177,35 +193,65 @@ func (r *ConsumerPipelineReconciler) describeTopics(ctx context.Context, s *pipe
 	return nil
 }
 
-// recordNewTopics records on the pipeline (annotationCreatedTopics) the topics the next steps are
-// about to create, all in one write, before any is created.
+// recordNewTopics records in the topic ledger the topics the next steps are about to create or
+// adopt, all in one write, before any is created. Each must be one the manager's claim policy gives
+// the namespace. An existing retry tier the operator did not create is someone else's topic: the
+// pipeline stops there (TopicNotOwned) unless spec.source.create.existingTopic is Adopt, rather
+// than reconfigure it and mix its records with retries.
 func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pipelineScope) error {
 	var names []string
-	source := s.described[string(s.p.Spec.Source.Topic)]
+	sourceName := string(s.p.Spec.Source.Topic)
+	source := s.described[sourceName]
 	sourcePartitions := source.Partitions
-	if want, managed := sourceSpec(s); managed && !source.Exists {
+	if want, managed := sourceSpec(s); managed && !slices.Contains(s.owned, sourceName) {
 		names = append(names, want.Name)
-		sourcePartitions = want.Partitions
+		if !source.Exists {
+			sourcePartitions = want.Partitions
+		}
 	}
+	adopt := s.p.Spec.Source.Create != nil && s.p.Spec.Source.Create.ExistingTopic == v1.ExistingTopicAdopt
+	var foreign []string
 	if want, _ := tierSpec(s.p, sourcePartitions); s.planKnown && s.ownsTiers && want.Partitions > 0 {
 		for _, t := range s.tiers {
-			if !s.blocked[t.Name] && !s.described[t.Name].Exists {
+			switch {
+			case s.blocked[t.Name] || slices.Contains(s.owned, t.Name):
+			case !s.described[t.Name].Exists || adopt:
 				names = append(names, t.Name)
+			default:
+				foreign = append(foreign, t.Name)
 			}
+		}
+	}
+	if len(foreign) > 0 {
+		return &problem{Reason: v1.ReasonTopicNotOwned, Kind: problemUser, Message: truncate(fmt.Sprintf(
+			"retry topics %s exist and the operator did not create them for this pipeline: they are left unchanged and the pipeline does not run on them; "+
+				"delete them, or set spec.source.create.existingTopic: Adopt to manage them", strings.Join(foreign, ", ")), maxConditionMessage)}
+	}
+	for _, name := range names {
+		if p := r.claimProblem(s.p, name); p != nil {
+			return p
 		}
 	}
 	if len(names) == 0 {
 		return nil
 	}
-	return r.recordCreatedTopics(ctx, s.p, names...)
+	if err := r.recordCreatedTopics(ctx, s.p, names...); err != nil {
+		return err
+	}
+	s.owned, _ = r.ownedTopics(ctx, s.p)
+	return nil
 }
 
 // sourceSpec is the source topic as spec.source.create describes it, and whether the pipeline
-// manages it (it asks to, owns the source and no queue claims the topic).
+// manages it: it asks to, owns the source, no queue claims the topic, and the topic is missing, was
+// created for this pipeline or is adopted (create.existingTopic Adopt).
 func sourceSpec(s *pipelineScope) (kafka.TopicSpec, bool) {
 	source := string(s.p.Spec.Source.Topic)
 	create := s.p.Spec.Source.Create
 	if create == nil || !s.ownsTiers || s.blocked[source] {
+		return kafka.TopicSpec{}, false
+	}
+	if s.described[source].Exists && create.ExistingTopic != v1.ExistingTopicAdopt && !slices.Contains(s.owned, source) {
 		return kafka.TopicSpec{}, false
 	}
 	want := kafka.TopicSpec{Name: source, Partitions: create.Partitions, ReplicationFactor: -1, Configs: create.Config}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
 // backoffPolicy is a policy with exponential backoff (x2) and no jitter.
@@ -339,17 +340,23 @@ func TestPipelineTopicConflicts(t *testing.T) {
 	g.Eventually(pipelineCondition(second, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
 		HaveField("Message", ContainSubstring("ConsumerPipeline "+ns+"/a-first"))))
 
-	// The queue goes (Retain): the first pipeline takes the name over; the second still defers.
+	// The queue goes (Retain): its topic is not the pipeline's, which leaves it alone until it
+	// adopts it; then it manages it. The second still defers.
 	g.Expect(env.Client.Delete(ctx, squatter)).To(Succeed())
+	g.Eventually(pipelineReady(first), wait, poll).Should(And(notReady(v1.ReasonTopicNotOwned),
+		HaveField("Message", ContainSubstring(source+".retry.1"))))
+	update(t, first, func(p *v1.ConsumerPipeline) {
+		p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1, ExistingTopic: v1.ExistingTopicAdopt}
+	})
 	g.Eventually(pipelineReady(first), wait, poll).Should(And(notReady(v1.ReasonPartitionShrinkRefused),
 		HaveField("Message", ContainSubstring(source+".retry.1"))))
 	g.Expect(pipelineReady(second)()).To(notReady(v1.ReasonTopicConflict))
 }
 
-// TestPipelineDeletionFollowsItsRecordOfCreatedTopics: the topics a pipeline creates are recorded on
-// it (retry.retryops.dev/created-topics) before they are made, and its deletion policy follows that
-// record, not its status: with its status wiped clean (as by a restore from a backup without
-// status) its retry tiers are still deleted, and its source never.
+// TestPipelineDeletionFollowsItsRecordOfCreatedTopics: the topics a pipeline creates are recorded in
+// the topic ledger (a ConfigMap in the manager's namespace) before they are made, and its deletion
+// policy follows that record, not its status nor its annotations: with both wiped clean (as by a
+// restore from a backup without status) its retry tiers are still deleted, and its source never.
 func TestPipelineDeletionFollowsItsRecordOfCreatedTopics(t *testing.T) {
 	ctx := context.Background()
 	ns, _ := pipelineFixture(t)
@@ -363,7 +370,10 @@ func TestPipelineDeletionFollowsItsRecordOfCreatedTopics(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
 	tiers := []string{source + ".retry.1", source + ".retry.2"}
-	g.Expect(p.Annotations).To(HaveKeyWithValue("retry.retryops.dev/created-topics", strings.Join(append([]string{source}, tiers...), ",")))
+	ledger := &corev1.ConfigMap{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: envtestutil.OperatorNamespace, Name: "topics-" + string(p.UID)}, ledger)).To(Succeed())
+	g.Expect(ledger.Data).To(HaveKeyWithValue("topics", strings.Join(append([]string{source}, tiers...), "\n")))
+	update(t, p, func(p *v1.ConsumerPipeline) { p.Annotations = nil })
 
 	before := p.DeepCopy()
 	p.Status = v1.ConsumerPipelineStatus{}

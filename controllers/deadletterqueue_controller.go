@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,6 +96,9 @@ func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, s *dlqS
 			// interval old.
 			return r.Kafka.Offsets.UntilNextRound(s.connKey, s.interval)
 		})
+		if reterr == nil && result.IsZero() {
+			result.RequeueAfter = resyncWhileStalled(kafkaspec.SecretNames(s.dlq.Spec.Kafka), s.interval)
+		}
 	}()
 	return ctrl.Result{}, runSteps(ctx, s, []step[*dlqScope]{
 		{"Finalizer", func(ctx context.Context, s *dlqScope) error { return r.addFinalizer(ctx, s.dlq) }},
@@ -142,6 +146,15 @@ func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqS
 		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept (deletionPolicy Retain)", s.want.Name)
 		return letGo()
 	}
+	owned, err := r.ownedTopics(ctx, dlq)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !slices.Contains(owned, s.want.Name) {
+		log.Info("Kept topic the operator did not create")
+		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept: the operator did not create it for this queue", s.want.Name)
+		return letGo()
+	}
 	winner, err := r.topicOwner(ctx, dlq)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -173,15 +186,12 @@ func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqS
 	}, letGo)
 }
 
-// SetupWithManager registers the controller. Besides its queues it watches the Secrets they
-// reference (a rotated password is picked up at once) and other queues claiming the same topic (the
-// loser of a conflict takes over as soon as the owner goes).
+// SetupWithManager registers the controller. Besides its queues it watches other queues claiming
+// the same topic (the loser of a conflict takes over as soon as the owner goes). The Secrets they
+// reference are not watched (cache.go): a rotated password is picked up at the next resync.
 func (r *DeadLetterQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1.DeadLetterQueue{}, builder.WithPredicates(specOrLifecycleChanged())).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
-			return requestsForSecret(ctx, r.Client, o, &v1.DeadLetterQueueList{})
-		})).
 		Watches(&v1.DeadLetterQueue{}, handler.EnqueueRequestsFromMapFunc(r.otherClaimants), builder.WithPredicates(createdOrDeleted())).
 		// The alert rules: the ConfigMap form, the CRD that switches the form, and while it is
 		// served the PrometheusRules (ruleapi.API.Watch).

@@ -326,9 +326,11 @@ func TestDeadLetterQueueTopicConflict(t *testing.T) {
 	g.Eventually(gone(second), wait, poll).Should(BeTrue())
 	g.Expect(describe(adm, topic)()).To(HaveField("Exists", true))
 
-	// When the owner goes (Retain), a newer claimant takes over the topic.
+	// When the owner goes (Retain), a newer claimant takes the topic over only by adopting it: the
+	// operator created it for another queue.
 	third := newDLQ(other, "c-third", topic)
 	third.Spec.Topic.Config = map[string]string{"compression.type": "lz4"}
+	third.Spec.Topic.ExistingTopic = v1.ExistingTopicAdopt
 	g.Expect(env.Client.Create(ctx, third)).To(Succeed())
 	g.Eventually(dlqReady(third), wait, poll).Should(notReady(v1.ReasonTopicConflict))
 	g.Expect(env.Client.Delete(ctx, first)).To(Succeed())

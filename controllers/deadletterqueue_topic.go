@@ -64,23 +64,31 @@ func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, dlq *v1.Dead
 }
 
 // reconcileTopic creates the topic, grows its partitions and sets its configs back when they
-// drifted. More partitions than the spec asks for are reported, never "fixed". A topic about to be
-// created is first recorded on the queue (annotationCreatedTopics).
+// drifted. More partitions than the spec asks for are reported, never "fixed". Only a topic the
+// operator created for this queue (or adopted, with existingTopic: Adopt) is managed: an existing
+// topic of anyone else is left unchanged and unread (TopicNotOwned). A topic about to be created or
+// adopted must be one the manager's claim policy gives the namespace, and is first recorded in the
+// topic ledger.
 func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqScope) error {
 	got, err := s.admin.DescribeTopics(ctx, s.want.Name)
 	if err != nil {
 		return kafkaProblem(err)
 	}
 	have := got[s.want.Name]
+	owned, err := r.ownedTopics(ctx, s.dlq)
+	if err != nil {
+		return err
+	}
+	wasOwned := slices.Contains(owned, s.want.Name)
+	if !wasOwned {
+		if err := r.takeTopic(ctx, s, have); err != nil {
+			return err
+		}
+	}
 	plan := kafka.PlanTopic(s.want, have)
 	s.topic = &have
 	if !plan.Empty() {
-		recreated := plan.Create && slices.Contains(createdTopics(s.dlq), s.want.Name)
-		if plan.Create {
-			if err := r.recordCreatedTopics(ctx, s.dlq, s.want.Name); err != nil {
-				return err
-			}
-		}
+		recreated := plan.Create && wasOwned
 		now, err := kafka.ApplyPlan(ctx, s.admin, s.want, have, plan)
 		s.topic = &now
 		if err != nil {
@@ -102,6 +110,30 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 	}
 	s.problems.add(shrinkProblem("topic", s.want, plan,
 		fmt.Sprintf("set spec.topic.partitions to %d to accept them", plan.ShrinkFrom)))
+	return nil
+}
+
+// takeTopic makes the queue's topic, not yet in the ledger, the queue's own: refused when it exists
+// and the queue does not ask to adopt it, or when the claim policy does not give the namespace its
+// name; otherwise recorded in the ledger before it is created or adopted.
+func (r *DeadLetterQueueReconciler) takeTopic(ctx context.Context, s *dlqScope, have kafka.TopicInfo) error {
+	name := s.want.Name
+	if have.Exists && s.dlq.Spec.Topic.ExistingTopic != v1.ExistingTopicAdopt {
+		r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
+		return &problem{Reason: v1.ReasonTopicNotOwned, Kind: problemUser, Message: fmt.Sprintf(
+			"topic %q exists and the operator did not create it for this queue: it is left unchanged and its records are not read; "+
+				"set spec.topic.existingTopic: Adopt to manage it (its configs, partitions, trimming and, under deletionPolicy Delete, its deletion), or name another topic", name)}
+	}
+	if p := r.claimProblem(s.dlq, name); p != nil {
+		return p
+	}
+	if err := r.recordCreatedTopics(ctx, s.dlq, name); err != nil {
+		return err
+	}
+	if have.Exists {
+		ctrl.LoggerFrom(ctx).Info("Adopted topic", "deadLetterQueue", klog.KObj(s.dlq), "topic", name)
+		r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, eventTopicAdopted, "ReconcileTopic", "Topic %s adopted (existingTopic Adopt)", name)
+	}
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
 // TestAFailedListStillLeavesAConditionSayingSo calls Reconcile directly, on a client whose List of
@@ -57,6 +58,12 @@ func TestAFailedListStillLeavesAConditionSayingSo(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { letGo(t, o) })
+	}
+	// The queue's topic is recorded as the queue's, so that the pipeline's dead letter topic is one
+	// the queue manages.
+	ledger := &kafkaspec.Ledger{Reader: env.Client, Writer: env.Client, Namespace: envtestutil.OperatorNamespace}
+	if err := ledger.Record(ctx, q, string(q.Spec.Topic.Name)); err != nil {
+		t.Fatal(err)
 	}
 	for name, tc := range map[string]struct {
 		obj        client.Object

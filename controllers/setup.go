@@ -1,23 +1,30 @@
 package controllers
 
-// The manager's permissions, generated into config/rbac/role.yaml by `make manifests`. Each is what a
-// controller touches, no wildcards (rbac_test.go checks): children are applied with server-side
-// apply, which needs create (for a new object) and patch; configmaps delete is for the alert
-// ConfigMap replaced by a PrometheusRule once that kind is served; the CRD is watched, by metadata,
-// to notice the PrometheusRule CRD coming and going. Owner references with blockOwnerDeletion need
-// update on the owners' finalizers.
-// +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies;deadletterqueues;consumerpipelines,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies/status;deadletterqueues/status;consumerpipelines/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies/finalizers;deadletterqueues/finalizers;consumerpipelines/finalizers,verbs=update
-// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch
+// The manager's permissions, generated into config/rbac/role.yaml by `make manifests`: exactly the
+// verbs the code uses, no wildcards (rbac_test.go checks both, and that a running manager sends no
+// request the role does not grant). Reads go through the cache (list, watch), but for the uncached
+// GETs: Secrets (never listed or watched, see cache.go), the stored spec.template of a pipeline and
+// the ConfigMaps read uncached (topic ledgers). Writes are server-side applies and merge patches
+// (patch; create for an object that does not exist yet and for the dry-run create of a child the
+// cache has not shown), never updates; configmaps delete is for the alert ConfigMap replaced by a
+// PrometheusRule once that kind is served, serviceaccounts delete for the consumers' access objects
+// of a pipeline that no longer needs them. The CRDs are watched, by metadata, to notice the
+// PrometheusRule CRD coming and going. Owner references with blockOwnerDeletion need update on the
+// finalizers of the owners' kinds: those with children (RetryPolicies have none).
+// +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies,verbs=list;watch
+// +kubebuilder:rbac:groups=retry.retryops.dev,resources=deadletterqueues,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=retry.retryops.dev,resources=consumerpipelines,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies/status;deadletterqueues/status;consumerpipelines/status,verbs=patch
+// +kubebuilder:rbac:groups=retry.retryops.dev,resources=deadletterqueues/finalizers;consumerpipelines/finalizers,verbs=update
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=core,resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=list;watch;create;patch
+// +kubebuilder:rbac:groups=core,resources=serviceaccounts,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=list;watch;create;patch
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=list;watch;create;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=list;watch
 
 import (
 	"context"
@@ -60,6 +67,9 @@ const (
 	// `make docker-build` gives a local build (DISPATCHER_IMG); deployments set --dispatcher-image
 	// through kustomize images, never a moving tag such as latest.
 	DefaultDispatcherImage = "ghcr.io/retryops/retry-dispatcher:dev"
+	// DefaultOperatorNamespace is Options.OperatorNamespace when empty: the namespace config/default
+	// installs the manager in.
+	DefaultOperatorNamespace = "retry-operator-system"
 	// maxErrorBackoff caps the work queue's backoff after errors (Kafka unreachable, say), so that
 	// recovery is noticed quickly; the resync interval caps it further when shorter.
 	maxErrorBackoff = 5 * time.Minute
@@ -87,8 +97,12 @@ type Options struct {
 	DefaultKafkaTLS *kafka.TLSConfig
 	// DefaultKafkaSASL is the SASL configuration of the default connection; nil means none.
 	DefaultKafkaSASL *kafka.SASLConfig
-	// KafkaTenancy limits the Kafka connections resources may use (allow-list, own credentials).
+	// KafkaTenancy limits the Kafka connections resources may use (allow-list, own credentials) and
+	// the topics a namespace may claim (TopicPrefix).
 	KafkaTenancy kafkaspec.Tenancy
+	// OperatorNamespace is the manager's own namespace, which holds the topic ledger
+	// (DefaultOperatorNamespace when empty). Tenants must not be able to write ConfigMaps there.
+	OperatorNamespace string
 	// DeletionTimeout bounds how long a deleting resource waits for Kafka to delete its topics,
 	// counted from its deletion timestamp; then the finalizer goes with a Warning event
 	// (DefaultDeletionTimeout when zero).
@@ -100,6 +114,9 @@ type Options struct {
 	// Closed; a report not repeated for three intervals is stale (DefaultCircuitReportInterval when
 	// zero).
 	CircuitReportInterval time.Duration
+	// WatchNamespaces, when not empty, are the only namespaces whose resources and children the
+	// operator sees (--watch-namespaces); give the manager CacheOptions of the same namespaces.
+	WatchNamespaces []string
 	// Clock is the time source of the deletion bound, the live figures and the circuit reports (the
 	// real clock when nil).
 	Clock clock.PassiveClock
@@ -124,6 +141,8 @@ type kafkaAccess struct {
 // topics, the record of the topics created, and the bounded deletion.
 type topicReconciler struct {
 	client.Client
+	// Ledger records the topics the operator created or adopted for each resource.
+	Ledger   *kafkaspec.Ledger
 	Recorder recorder.EventRecorder
 	Kafka    *kafkaAccess
 	Clock    clock.PassiveClock
@@ -198,13 +217,20 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 		ByPipeline:  &kafkastats.Counts{},
 	}
 	// Whether PrometheusRule is served, shared by both controllers that apply alert rules.
-	rules := ruleapi.New(mgr)
+	rules := ruleapi.New(mgr, opts.WatchNamespaces)
 	// Each controller gets its own rate limiter: errors back off per resource from 0.5s up to the
 	// resync interval (at most maxErrorBackoff), so a broker that comes back is noticed soon.
 	// One compile per RetryPolicy generation, however many reconciles read it.
 	policies := policy.NewCache(0)
+	if opts.OperatorNamespace == "" {
+		opts.OperatorNamespace = DefaultOperatorNamespace
+	}
+	ledger := &kafkaspec.Ledger{Reader: mgr.GetAPIReader(), Writer: c, Namespace: opts.OperatorNamespace, Clock: opts.Clock}
+	// Secrets are read uncached, never through an informer (cache.go).
+	c = secretsFromAPI{Client: c, api: mgr.GetAPIReader()}
 	topics := func(name string) topicReconciler {
 		return topicReconciler{
+			Ledger:          ledger,
 			Policies:        policies,
 			Client:          c,
 			Recorder:        mgr.GetEventRecorder(name),
@@ -273,8 +299,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 }
 
 // setupIndexes registers the field indexes of constants.go: the pipelines by the objects they
-// reference, the claims of queue topics and of pipeline sources (by cluster and topic), and the
-// Secrets both kinds reference.
+// reference and the claims of queue topics and of pipeline sources (by cluster and topic).
 func setupIndexes(ctx context.Context, mgr ctrl.Manager, d kafkaspec.Defaults) error {
 	idx := mgr.GetFieldIndexer()
 	for _, i := range []struct {
@@ -295,12 +320,6 @@ func setupIndexes(ctx context.Context, mgr ctrl.Manager, d kafkaspec.Defaults) e
 		{&v1.ConsumerPipeline{}, indexPipelineBySourceClaim, func(o client.Object) []string {
 			p := o.(*v1.ConsumerPipeline)
 			return []string{kafkaspec.ClaimKey(kafkaspec.Servers(p.Spec.Kafka, d), string(p.Spec.Source.Topic))}
-		}},
-		{&v1.DeadLetterQueue{}, indexKafkaSecrets, func(o client.Object) []string {
-			return kafkaspec.SecretNames(o.(*v1.DeadLetterQueue).Spec.Kafka)
-		}},
-		{&v1.ConsumerPipeline{}, indexKafkaSecrets, func(o client.Object) []string {
-			return kafkaspec.SecretNames(o.(*v1.ConsumerPipeline).Spec.Kafka)
 		}},
 	} {
 		if err := idx.IndexField(ctx, i.obj, i.field, i.index); err != nil {
@@ -325,11 +344,6 @@ func requestsFor(ctx context.Context, c client.Reader, list client.ObjectList, s
 		return nil
 	})
 	return out
-}
-
-// requestsForSecret lists the objects of list's kind in the Secret's namespace that reference it.
-func requestsForSecret(ctx context.Context, c client.Reader, secret client.Object, list client.ObjectList) []ctrl.Request {
-	return requestsFor(ctx, c, list, nil, client.InNamespace(secret.GetNamespace()), client.MatchingFields{indexKafkaSecrets: secret.GetName()})
 }
 
 // specOrLifecycleChanged passes creations, deletions and updates that change the spec (generation),

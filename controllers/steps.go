@@ -360,30 +360,38 @@ func (r *topicReconciler) letGo(ctx context.Context, o client.Object, forget fun
 	if err := optimistic.RemoveFinalizer(ctx, r.Client, o, topicFinalizer); err != nil {
 		return staleOrError(err)
 	}
+	// Best effort: a record left behind names topics of a UID that no longer exists, which no
+	// resource can ever own again; the finalizer must not wait on it.
+	if err := r.Ledger.Drop(ctx, o.GetUID()); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Could not drop the topic ledger's record", "uid", o.GetUID())
+	}
 	forget()
 	return ctrl.Result{}, nil
 }
 
-// createdTopics are the topics the operator created for o (annotationCreatedTopics), sorted.
-func createdTopics(o client.Object) []string {
-	v := o.GetAnnotations()[annotationCreatedTopics]
-	if v == "" {
-		return nil
-	}
-	return strings.Split(v, ",")
+// ownedTopics are the topics the operator created (or adopted) for o, sorted, as the topic ledger
+// records them (kafkaspec.Ledger): never read from o itself, whose author could forge them.
+func (r *topicReconciler) ownedTopics(ctx context.Context, o client.Object) ([]string, error) {
+	return r.Ledger.Topics(ctx, o)
 }
 
-// recordCreatedTopics adds names to the topics created for o, before they are created.
+// recordCreatedTopics adds names to the topics owned by o, before they are created or adopted.
 func (r *topicReconciler) recordCreatedTopics(ctx context.Context, o client.Object, names ...string) error {
-	all := append(createdTopics(o), names...)
-	slices.Sort(all)
-	return optimistic.SetAnnotation(ctx, r.Client, o, annotationCreatedTopics, strings.Join(slices.Compact(all), ","))
+	return r.Ledger.Record(ctx, o, names...)
 }
 
-// forgetCreatedTopics removes names, deleted, from the topics created for o.
+// forgetCreatedTopics removes names, deleted, from the topics owned by o.
 func (r *topicReconciler) forgetCreatedTopics(ctx context.Context, o client.Object, names ...string) error {
-	left := slices.DeleteFunc(createdTopics(o), func(n string) bool { return slices.Contains(names, n) })
-	return optimistic.SetAnnotation(ctx, r.Client, o, annotationCreatedTopics, strings.Join(left, ","))
+	return r.Ledger.Forget(ctx, o, names...)
+}
+
+// claimProblem reports a topic the resource o may not make the operator create or adopt under the
+// manager's topic claim policy (--topic-prefix), as a user error naming the rule.
+func (r *topicReconciler) claimProblem(o client.Object, topic string) *problem {
+	if err := r.Kafka.Defaults.Tenancy.CheckClaim(o.GetNamespace(), topic); err != nil {
+		return &problem{Reason: v1.ReasonTopicClaimRefused, Kind: problemUser, Message: err.Error()}
+	}
+	return nil
 }
 
 // kafkaClient is the Kafka connection of one reconcile, once resolved: the connection, its key and

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -94,10 +93,14 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "selector:", err)
 		return 1
 	}
+	// The cache as cmd/manager sets it up (owned kinds by the operator's label, no Secrets, no
+	// informer started by a read), but for the objects of the scale tests.
+	cacheOpts := controllers.CacheOptions(nil)
+	cacheOpts.DefaultLabelSelector = notScale
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:  envtestutil.Scheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{DefaultLabelSelector: notScale},
+		Cache:   cacheOpts,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)

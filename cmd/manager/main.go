@@ -55,6 +55,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "retry-operator.retry.retryops.dev", "Name of the Lease used for leader election.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
+	fs.StringVar(&o.controllers.OperatorNamespace, "operator-namespace", envOr("POD_NAMESPACE", controllers.DefaultOperatorNamespace),
+		"The manager's own namespace (env POD_NAMESPACE), which holds the topic ledger: the record of the topics the operator created or adopted for each resource. Tenants must not be able to write ConfigMaps there.")
 	fs.DurationVar(&o.controllers.StatusRefreshInterval, "status-refresh-interval", 30*time.Second, "How often live figures (DLQ counts, consumer lag) are refreshed.")
 	fs.DurationVar(&o.controllers.CircuitReportInterval, "circuit-report-interval", controllers.DefaultCircuitReportInterval, "How often consumers repeat a circuit breaker report that is not Closed; a report not repeated for three intervals is ignored.")
 	fs.StringVar(&o.controllers.DispatcherImage, "dispatcher-image", controllers.DefaultDispatcherImage, "Image of the dispatcher that serves sink-mode ConsumerPipelines.")
@@ -70,6 +72,15 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	o.controllers.DefaultBootstrapServers = splitList(os.Getenv("KAFKA_BOOTSTRAP_SERVERS"))
 	fs.DurationVar(&o.kafkaRequestTimeout, "kafka-request-timeout", franz.DefaultRequestTimeout, "Upper bound of every Kafka admin call (dial, authentication and all round trips).")
 	fs.DurationVar(&o.controllers.DeletionTimeout, "kafka-deletion-timeout", controllers.DefaultDeletionTimeout, "How long a deleted DeadLetterQueue or ConsumerPipeline waits for Kafka to delete its topics before it goes anyway, with a Warning event.")
+	fs.Func("watch-namespaces", "Comma-separated namespaces whose resources the operator reconciles and whose children it caches (default: every namespace). The RBAC stays a ClusterRole: PrometheusRule detection needs the CRDs cluster-wide.", func(v string) error {
+		o.controllers.WatchNamespaces = splitList(v)
+		for _, ns := range o.controllers.WatchNamespaces {
+			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+				return fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
+			}
+		}
+		return nil
+	})
 	fs.IntVar(&o.controllers.MaxConcurrentReconciles, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "How many resources of one kind are reconciled at once.")
 	o.kafka.bind(fs)
 	o.zap.BindFlags(fs)
@@ -142,6 +153,10 @@ func (k *kafkaFlags) bind(fs *flag.FlagSet) {
 	fs.Func("kafka-allowed-bootstrap-servers", "Comma-separated host:port patterns that the bootstrap servers a resource names in spec.kafka must match; \"*\" stands for leading labels, as in *.kafka.svc:9092 (default: any server).", func(v string) error {
 		k.tenancy.AllowedBootstrapServers = splitList(v)
 		return kafkaspec.CheckAllowedServers(k.tenancy.AllowedBootstrapServers)
+	})
+	fs.Func("topic-prefix", "Topic claim policy for a cluster shared by several tenants: every topic a resource makes the operator create or adopt must start with this prefix, where {namespace} stands for the resource's namespace (\"{namespace}.\" gives namespace team-a the topics team-a.*). Empty (the default) allows any name.", func(v string) error {
+		k.tenancy.TopicPrefix = v
+		return kafkaspec.CheckTopicPrefix(v)
 	})
 	fs.BoolVar(&k.tenancy.RequireResourceCredentials, "require-resource-credentials", false, "Refuse resources whose spec.kafka names no bootstrap servers, which would borrow the default connection and its credentials; each tenant then connects with its own (Kafka ACLs enforce tenancy).")
 }
@@ -243,6 +258,7 @@ func run(ctx context.Context, cfg *rest.Config, o *options) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        newScheme(),
 		Metrics:                       metricsOptions(o),
+		Cache:                         controllers.CacheOptions(o.controllers.WatchNamespaces),
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
@@ -263,7 +279,7 @@ func run(ctx context.Context, cfg *rest.Config, o *options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
-	log.Info("Starting manager", "leaderElection", o.leaderElect, "metrics", o.metricsAddr, "metricsSecure", o.metricsSecure, "probes", o.probeAddr)
+	log.Info("Starting manager", "watchNamespaces", o.controllers.WatchNamespaces, "leaderElection", o.leaderElect, "metrics", o.metricsAddr, "metricsSecure", o.metricsSecure, "probes", o.probeAddr)
 	return mgr.Start(ctx)
 }
 
@@ -285,4 +301,12 @@ func main() {
 		ctrl.Log.Error(err, "Manager stopped")
 		os.Exit(1)
 	}
+}
+
+// envOr is the environment variable name, or def when it is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

@@ -16,6 +16,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
@@ -200,4 +201,30 @@ func TestKafkaTenancyFlags(t *testing.T) {
 	if _, err := parse("--kafka-allowed-bootstrap-servers=kafka.svc"); err == nil || !strings.Contains(err.Error(), "kafka.svc") {
 		t.Errorf("a pattern without a port: got %v", err)
 	}
+}
+
+// TestWatchNamespacesFlag: --watch-namespaces restricts the manager's cache (and the rule cache)
+// to the namespaces named; without it every namespace is watched. Either way the owned kinds are
+// cached by the operator's label only, and no read starts an informer of its own.
+func TestWatchNamespacesFlag(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--watch-namespaces=team-a, team-b"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.controllers.WatchNamespaces).To(Equal([]string{"team-a", "team-b"}))
+	opts := controllers.CacheOptions(o.controllers.WatchNamespaces)
+	g.Expect(opts.DefaultNamespaces).To(HaveLen(2))
+	g.Expect(opts.DefaultNamespaces).To(HaveKey("team-a"))
+	g.Expect(opts.DefaultNamespaces).To(HaveKey("team-b"))
+	g.Expect(opts.ReaderFailOnMissingInformer).To(BeTrue())
+	g.Expect(opts.ByObject).To(HaveLen(5))
+	for obj, by := range opts.ByObject {
+		g.Expect(by.Label.String()).To(Equal("app.kubernetes.io/managed-by=retry-operator"), "%T", obj)
+	}
+
+	o, err = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(controllers.CacheOptions(o.controllers.WatchNamespaces).DefaultNamespaces).To(BeEmpty())
+
+	_, err = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--watch-namespaces=Team_A"})
+	g.Expect(err).To(MatchError(ContainSubstring("Team_A")))
 }

@@ -8,6 +8,7 @@ package envtestutil
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -105,8 +108,18 @@ func Start(extraCRDDirs ...string) (*Env, error) {
 		_ = te.Stop()
 		return nil, err
 	}
+	// The manager's own namespace, as config/default installs it: it holds the topic ledger.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: OperatorNamespace}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		_ = te.Stop()
+		return nil, fmt.Errorf("creating namespace %s: %w", OperatorNamespace, err)
+	}
 	return env, nil
 }
+
+// OperatorNamespace is the namespace Start creates for the manager (controllers'
+// DefaultOperatorNamespace, where config/default installs it).
+const OperatorNamespace = "retry-operator-system"
 
 func (e *Env) writeKubeconfig() error {
 	user, err := e.Environment.AddUser(envtest.User{Name: "envtest-admin", Groups: []string{"system:masters"}}, nil)

@@ -22,6 +22,46 @@ type Tenancy struct {
 	// would so borrow the operator's default connection and its credentials
 	// (--require-resource-credentials).
 	RequireResourceCredentials bool
+	// TopicPrefix is the topic claim policy (--topic-prefix): the prefix every topic a resource makes
+	// the operator create or adopt must start with, where "{namespace}" stands for the resource's
+	// namespace ("{namespace}." gives namespace team-a the topics team-a.*). Empty allows any name, for
+	// a cluster with one tenant.
+	TopicPrefix string
+}
+
+// topicPrefixPlaceholder is replaced by the namespace in Tenancy.TopicPrefix.
+const topicPrefixPlaceholder = "{namespace}"
+
+// flagTopicPrefix is the manager flag of the topic claim policy, named in messages.
+const flagTopicPrefix = "--topic-prefix"
+
+// CheckClaim reports, as a user error naming the rule, a topic that namespace may not claim (make
+// the operator create or adopt) under the manager's topic claim policy.
+func (t Tenancy) CheckClaim(namespace, topic string) error {
+	if t.TopicPrefix == "" {
+		return nil
+	}
+	prefix := strings.ReplaceAll(t.TopicPrefix, topicPrefixPlaceholder, namespace)
+	if strings.HasPrefix(topic, prefix) {
+		return nil
+	}
+	return &Error{Message: fmt.Sprintf("topic %q is outside what namespace %s may claim: the manager's %s %q gives it only topics starting with %q",
+		topic, namespace, flagTopicPrefix, t.TopicPrefix, prefix)}
+}
+
+// CheckTopicPrefix reports a topic claim policy that could never be met: a prefix with characters
+// a topic name cannot have (other than the placeholder).
+func CheckTopicPrefix(prefix string) error {
+	rest := strings.ReplaceAll(prefix, topicPrefixPlaceholder, "")
+	for _, c := range rest {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%s %q: a topic name has only letters, digits, '.', '_' and '-' (and %s stands for the namespace)", flagTopicPrefix, prefix, topicPrefixPlaceholder)
+		}
+	}
+	if len(rest) > 200 {
+		return fmt.Errorf("%s %q is longer than 200 characters", flagTopicPrefix, prefix)
+	}
+	return nil
 }
 
 // The manager flags named in the messages.

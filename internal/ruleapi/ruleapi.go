@@ -83,9 +83,17 @@ type ruleCache struct {
 }
 
 // New returns the API of mgr's cluster; add it to mgr (it is a Runnable) so that its rule cache
-// follows the manager's life.
-func New(mgr ctrl.Manager) *API {
+// follows the manager's life. The rule cache holds the PrometheusRules of namespaces only, or of
+// every namespace when it is empty (--watch-namespaces).
+func New(mgr ctrl.Manager, namespaces []string) *API {
 	managed := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.LabelManagedByValue})
+	var nss map[string]cache.Config
+	if len(namespaces) > 0 {
+		nss = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			nss[ns] = cache.Config{}
+		}
+	}
 	return &API{
 		mapper: mgr.GetRESTMapper(),
 		newCache: func() (cache.Cache, error) {
@@ -94,6 +102,7 @@ func New(mgr ctrl.Manager) *API {
 				Scheme:               mgr.GetScheme(),
 				Mapper:               mgr.GetRESTMapper(),
 				DefaultLabelSelector: managed,
+				DefaultNamespaces:    nss,
 			})
 		},
 	}

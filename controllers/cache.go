@@ -1,0 +1,98 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/retryops/retry-operator/internal/render"
+)
+
+// What the manager caches, and why (issue 14, least privilege and memory):
+//
+//   - Secrets are never cached, nor watched: the Kafka credentials of a resource's spec.kafka are
+//     read with an uncached GET (the manager's API reader, see secretsFromAPI) each time the
+//     connection is resolved, which is every resync (Options.StatusRefreshInterval, 30s by default)
+//     and every reconcile. So the ClusterRole grants only get on Secrets: no list or watch, and no
+//     Secret of the cluster sits in the manager's memory. A rotated password is picked up at the next
+//     resync instead of at once; a resource naming Secrets resyncs even while stalled (see
+//     resyncWhileStalled), so a Secret fixed after a spec error is noticed too. A metadata-only
+//     watch would still need list and watch on every Secret of the cluster, hence none.
+//   - The kinds the operator owns (ConfigMaps, Deployments, ServiceAccounts, Roles, RoleBindings)
+//     are cached only with its label app.kubernetes.io/managed-by=retry-operator, which every child
+//     carries (internal/render), and PrometheusRules the same way (internal/ruleapi). An object of a
+//     child's name without the label is not seen: apply.Owned checks such a name with a dry-run
+//     create and reports it as a ChildConflict, never adopting it.
+//   - Reads of a kind without an informer fail (ReaderFailOnMissingInformer) instead of starting a
+//     cluster-wide informer behind the operator's back.
+//   - With namespaces (--watch-namespaces), every namespaced kind is cached in those namespaces only.
+
+// CacheOptions are the manager cache's options: the owned kinds by label only, no lazily started
+// informers, and, when namespaces is not empty, only those namespaces (cluster-scoped kinds, the
+// CRDs, are not affected). Pass the same namespaces in Options.WatchNamespaces.
+func CacheOptions(namespaces []string) cache.Options {
+	managed := ManagedSelector()
+	opts := cache.Options{
+		ReaderFailOnMissingInformer: true,
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}:      {Label: managed},
+			&appsv1.Deployment{}:     {Label: managed},
+			&corev1.ServiceAccount{}: {Label: managed},
+			&rbacv1.Role{}:           {Label: managed},
+			&rbacv1.RoleBinding{}:    {Label: managed},
+		},
+	}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}
+
+// ManagedSelector selects the objects the operator makes: app.kubernetes.io/managed-by=retry-operator.
+func ManagedSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.LabelManagedByValue})
+}
+
+// secretsFromAPI is a client that reads Secrets from the API server (uncached) and everything else
+// from the cache: the controllers resolve Kafka credentials through it, so that a Secret read never
+// starts an informer (which would need list and watch on every Secret).
+type secretsFromAPI struct {
+	client.Client
+	api client.Reader
+}
+
+// Get reads a Secret from the API server, anything else from the cache.
+func (c secretsFromAPI) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Secret); ok {
+		return c.api.Get(ctx, key, obj, opts...)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// List lists Secrets from the API server (which the operator's role refuses: it never lists them),
+// anything else from the cache.
+func (c secretsFromAPI) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*corev1.SecretList); ok {
+		return c.api.List(ctx, list, opts...)
+	}
+	return c.Client.List(ctx, list, opts...)
+}
+
+// resyncWhileStalled is the requeue of a resource whose reconcile met only user errors, which
+// otherwise waits for a spec change: a resource whose spec.kafka names Secrets is looked at again
+// after interval, since a change to a Secret is no event (Secrets are not watched).
+func resyncWhileStalled(secrets []string, interval time.Duration) time.Duration {
+	if len(secrets) == 0 {
+		return 0
+	}
+	return interval
+}

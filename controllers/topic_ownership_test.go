@@ -1,0 +1,159 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/twmb/franz-go/pkg/kgo"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/envtestutil"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
+)
+
+// topicRecords are what a test compares of a topic's records: per partition, the start and end
+// offsets and every record's key, value and headers.
+type topicRecords map[int32]string
+
+// readTopic reads every record of topic (a fresh consumer, from the start) and its offsets.
+func readTopic(t *testing.T, adm *testKafka, topic string) topicRecords {
+	t.Helper()
+	ctx := context.Background()
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := topicRecords{}
+	want := 0
+	for p, o := range ends[topic] {
+		s := starts[topic][p].Offset
+		out[p] = fmt.Sprintf("offsets %d..%d", s, o.Offset)
+		want += int(o.Offset - s)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.ListenAddrs()...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for got := 0; got < want; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got++
+			out[r.Partition] += fmt.Sprintf("|%d %s=%s %v", r.Offset, r.Key, r.Value, r.Headers)
+		})
+	}
+	return out
+}
+
+// A tenant's DeadLetterQueue naming a topic the operator did not create (here another team's
+// "payments"), with the created-topics annotation forged, a partition count, configs, a count
+// limit and deletionPolicy Delete: the topic's configs, partitions, records and existence are
+// unchanged through reconciles and the queue's deletion, which reports why. A pipeline sending
+// dead letters to that queue sends none there.
+func TestDeadLetterQueueNeverTouchesATopicItDidNotCreate(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	adm := newKadm(t)
+	topic := ns + "-payments"
+	_, err := adm.CreateTopic(ctx, 2, -1, map[string]*string{"retention.ms": ptr.To("86400000")}, topic)
+	g.Expect(err).NotTo(HaveOccurred())
+	produce(t, broker.ListenAddrs(), topic, map[int32]int{0: 6, 1: 4})
+	before := readTopic(t, adm, topic)
+	g.Expect(describe(adm, topic)()).To(Equal(topicState{Exists: true, Partitions: 2, Configs: map[string]string{"retention.ms": "86400000"}}))
+
+	q := newDLQ(ns, "stolen", topic)
+	q.Annotations = map[string]string{kafkaspec.LegacyCreatedTopicsAnnotation: topic} // forged
+	q.Spec.Topic.Partitions = 6
+	q.Spec.Topic.Config = map[string]string{"cleanup.policy": "compact"}
+	q.Spec.Retention = &v1.DeadLetterRetention{MaxMessages: ptr.To(int64(1))}
+	q.Spec.DeletionPolicy = v1.DeletionPolicyDelete
+	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
+	g.Eventually(dlqReady(q), wait, poll).Should(And(notReady(v1.ReasonTopicNotOwned),
+		HaveField("Message", And(ContainSubstring(topic), ContainSubstring("existingTopic: Adopt")))))
+	g.Expect(q.Status.Messages).To(BeNil(), "the topic's records are not read")
+
+	p := newPipeline(ns, "orders", ns+".orders", "chatbot", q.Name)
+	g.Expect(env.Client.Create(ctx, samplePolicy(t, "chatbot", ns))).To(Succeed())
+	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicNotOwned),
+		HaveField("Message", ContainSubstring(topic))))
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders-dispatcher"}, &corev1.ConfigMap{})).NotTo(Succeed(),
+		"no dispatcher config names the topic as its dead letter topic")
+
+	// Three spec changes, each reconciled (the condition follows the generation).
+	for i := range 3 {
+		update(t, q, func(q *v1.DeadLetterQueue) { q.Spec.Retention.MaxMessages = ptr.To(int64(i + 2)) })
+		g.Eventually(dlqReady(q), wait, poll).Should(notReady(v1.ReasonTopicNotOwned))
+	}
+	g.Expect(describe(adm, topic)()).To(Equal(topicState{Exists: true, Partitions: 2, Configs: map[string]string{"retention.ms": "86400000"}}))
+	g.Expect(readTopic(t, adm, topic)).To(Equal(before))
+
+	g.Expect(env.Client.Delete(ctx, q)).To(Succeed())
+	g.Eventually(gone(q), wait, poll).Should(BeTrue())
+	g.Eventually(eventsFor(ns, q.Name), wait, poll).Should(ContainElement(And(
+		HaveField("Reason", "TopicKept"), HaveField("Note", ContainSubstring("did not create")))))
+	g.Expect(describe(adm, topic)()).To(Equal(topicState{Exists: true, Partitions: 2, Configs: map[string]string{"retention.ms": "86400000"}}))
+	g.Expect(readTopic(t, adm, topic)).To(Equal(before))
+}
+
+// A queue created for a topic the operator then created keeps it through an annotation wipe (the
+// record is the ledger, in the manager's namespace) and deletes it under Delete; adopting an
+// existing topic takes it over; the ledger's record goes with the queue.
+func TestDeadLetterQueueOwnsWhatItCreatedOrAdopted(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	adm := newKadm(t)
+
+	created := newDLQ(ns, "created", ns+".created")
+	created.Spec.DeletionPolicy = v1.DeletionPolicyDelete
+	g.Expect(env.Client.Create(ctx, created)).To(Succeed())
+	g.Eventually(dlqReady(created), wait, poll).Should(isReady())
+	ledger := &corev1.ConfigMap{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: envtestutil.OperatorNamespace, Name: "topics-" + string(created.UID)}, ledger)).To(Succeed())
+	g.Expect(ledger.Data).To(HaveKeyWithValue("topics", ns+".created"))
+	update(t, created, func(q *v1.DeadLetterQueue) { q.Annotations = map[string]string{"unrelated": "x"} })
+
+	existing := ns + ".existing"
+	createTopic(t, adm, existing, 2)
+	adopted := newDLQ(ns, "adopted", existing)
+	adopted.Spec.Topic.ExistingTopic = v1.ExistingTopicAdopt
+	adopted.Spec.DeletionPolicy = v1.DeletionPolicyDelete
+	g.Expect(env.Client.Create(ctx, adopted)).To(Succeed())
+	g.Eventually(dlqReady(adopted), wait, poll).Should(isReady())
+	g.Eventually(describe(adm, existing), wait, poll).Should(HaveField("Partitions", 3), "an adopted topic is managed")
+	g.Eventually(eventsFor(ns, adopted.Name), wait, poll).Should(ContainElement(HaveField("Reason", "TopicAdopted")))
+
+	for _, q := range []*v1.DeadLetterQueue{created, adopted} {
+		g.Expect(env.Client.Delete(ctx, q)).To(Succeed())
+		g.Eventually(gone(q), wait, poll).Should(BeTrue())
+		g.Expect(describe(adm, string(q.Spec.Topic.Name))()).To(HaveField("Exists", false))
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: envtestutil.OperatorNamespace, Name: "topics-" + string(q.UID)}, &corev1.ConfigMap{})).NotTo(Succeed())
+	}
+}
+
+// Under a topic claim policy, a queue whose topic is outside its namespace's prefix is refused with
+// a message naming the rule, and nothing is created.
+func TestTopicClaimPolicy(t *testing.T) {
+	g := NewWithT(t)
+	err := kafkaspec.Tenancy{TopicPrefix: "{namespace}."}.CheckClaim("team-a", "team-b.orders")
+	g.Expect(err).To(MatchError(And(ContainSubstring(`"team-b.orders"`), ContainSubstring("--topic-prefix"), ContainSubstring(`"team-a."`))))
+	g.Expect(kafkaspec.Tenancy{TopicPrefix: "{namespace}."}.CheckClaim("team-a", "team-a.orders")).To(Succeed())
+	g.Expect(kafkaspec.Tenancy{}.CheckClaim("team-a", "anything")).To(Succeed())
+	g.Expect(kafkaspec.CheckTopicPrefix("{namespace}/")).To(HaveOccurred())
+	g.Expect(kafkaspec.CheckTopicPrefix("kafka-{namespace}.")).To(Succeed())
+}

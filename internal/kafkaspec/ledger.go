@@ -1,0 +1,247 @@
+package kafkaspec
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The topic ledger is the operator's durable record of the Kafka topics it created, or adopted, for
+// each resource: one ConfigMap per resource in the manager's own namespace, which tenants cannot
+// write, unlike the resource itself (an annotation on it could be forged to make the operator trim
+// or delete someone else's topic). It survives a status wipe and the resource's annotations being
+// edited, and goes when the resource's finalizer lets go.
+const (
+	// LedgerLabel marks the ledger's ConfigMaps (value: the kind of the resource).
+	LedgerLabel = "retry.retryops.dev/topic-ledger"
+	// ledgerTopicsKey holds the topic names, one per line, sorted.
+	ledgerTopicsKey = "topics"
+	// ledgerEpochName is the ConfigMap that says since when the ledger is kept (ledgerEpochKey, RFC
+	// 3339): a resource created before that, with no ledger entry, had its created topics recorded
+	// in LegacyCreatedTopicsAnnotation by an earlier version, and those are taken over once.
+	ledgerEpochName = "retry-operator-topic-ledger"
+	ledgerEpochKey  = "since"
+	// LegacyCreatedTopicsAnnotation is where versions before the ledger recorded created topics.
+	LegacyCreatedTopicsAnnotation = "retry.retryops.dev/created-topics"
+	// maxLedgerTopics bounds the topics one resource may have recorded (a pipeline's source and its
+	// retry tiers, drained ones included, stay far below it).
+	maxLedgerTopics = 1000
+)
+
+// Ledger reads and writes the topic ledger. Reads go to the API server, not the cache (the manager
+// caches only the objects it owns in the watched namespaces), and are memoised per resource UID:
+// only the leader writes the ledger, so its memory stays true between restarts.
+type Ledger struct {
+	// Reader reads ConfigMaps uncached; Writer creates, patches and deletes them.
+	Reader client.Reader
+	Writer client.Client
+	// Namespace is the manager's own namespace, which holds the ledger.
+	Namespace string
+	// Clock stamps the ledger's epoch; the real clock when nil.
+	Clock clock.PassiveClock
+
+	mu     sync.Mutex
+	topics map[types.UID][]string
+	epoch  time.Time
+}
+
+// ledgerName is the ConfigMap holding o's topics.
+func ledgerName(uid types.UID) string { return "topics-" + string(uid) }
+
+// Topics returns the topics recorded for o, sorted.
+func (l *Ledger) Topics(ctx context.Context, o client.Object) ([]string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.load(ctx, o)
+}
+
+// Owns reports whether topic is recorded for o.
+func (l *Ledger) Owns(ctx context.Context, o client.Object, topic string) (bool, error) {
+	names, err := l.Topics(ctx, o)
+	return slices.Contains(names, topic), err
+}
+
+// load returns o's topics, reading them once; l.mu is held.
+func (l *Ledger) load(ctx context.Context, o client.Object) ([]string, error) {
+	if names, ok := l.topics[o.GetUID()]; ok {
+		return names, nil
+	}
+	cm := &corev1.ConfigMap{}
+	err := l.Reader.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: ledgerName(o.GetUID())}, cm)
+	var names []string
+	switch {
+	case err == nil:
+		names = parseLedger(cm.Data[ledgerTopicsKey])
+	case apierrors.IsNotFound(err):
+		legacy, err := l.legacyTopics(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		if len(legacy) > 0 {
+			if err := l.write(ctx, o, legacy); err != nil {
+				return nil, err
+			}
+		}
+		names = legacy
+	default:
+		return nil, fmt.Errorf("reading the topic ledger: %w", err)
+	}
+	if l.topics == nil {
+		l.topics = map[types.UID][]string{}
+	}
+	l.topics[o.GetUID()] = names
+	return names, nil
+}
+
+// legacyTopics are the topics an earlier version recorded in o's annotation, trusted only when o
+// predates the ledger: a resource created since cannot forge its way into the ledger.
+func (l *Ledger) legacyTopics(ctx context.Context, o client.Object) ([]string, error) {
+	v := o.GetAnnotations()[LegacyCreatedTopicsAnnotation]
+	if v == "" {
+		return nil, nil
+	}
+	epoch, err := l.loadEpoch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !o.GetCreationTimestamp().Time.Before(epoch) {
+		return nil, nil
+	}
+	return parseLedger(strings.ReplaceAll(v, ",", "\n")), nil
+}
+
+// loadEpoch reads, or on first use records, since when the ledger is kept; l.mu is held.
+func (l *Ledger) loadEpoch(ctx context.Context) (time.Time, error) {
+	if !l.epoch.IsZero() {
+		return l.epoch, nil
+	}
+	key := client.ObjectKey{Namespace: l.Namespace, Name: ledgerEpochName}
+	cm := &corev1.ConfigMap{}
+	err := l.Reader.Get(ctx, key, cm)
+	if apierrors.IsNotFound(err) {
+		clk := l.Clock
+		if clk == nil {
+			clk = clock.RealClock{}
+		}
+		cm = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{LedgerLabel: "epoch"}},
+			Data:       map[string]string{ledgerEpochKey: clk.Now().UTC().Format(time.RFC3339)},
+		}
+		err = l.Writer.Create(ctx, cm)
+		if apierrors.IsAlreadyExists(err) {
+			err = l.Reader.Get(ctx, key, cm)
+		}
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reading the topic ledger's epoch: %w", err)
+	}
+	t, err := time.Parse(time.RFC3339, cm.Data[ledgerEpochKey])
+	if err != nil {
+		return time.Time{}, fmt.Errorf("the topic ledger's epoch %s/%s is not an RFC 3339 time: %w", key.Namespace, key.Name, err)
+	}
+	l.epoch = t
+	return t, nil
+}
+
+// Record adds names to o's topics before they are created (or adopted), so that a crash between the
+// two leaves a record of a topic that may not exist rather than a topic nobody owns.
+func (l *Ledger) Record(ctx context.Context, o client.Object, names ...string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	have, err := l.load(ctx, o)
+	if err != nil {
+		return err
+	}
+	all := append(slices.Clone(have), names...)
+	slices.Sort(all)
+	all = slices.Compact(all)
+	if len(all) == len(have) {
+		return nil
+	}
+	if len(all) > maxLedgerTopics {
+		return fmt.Errorf("the topic ledger holds at most %d topics per resource", maxLedgerTopics)
+	}
+	if err := l.write(ctx, o, all); err != nil {
+		return err
+	}
+	l.topics[o.GetUID()] = all
+	return nil
+}
+
+// Forget removes names, deleted, from o's topics.
+func (l *Ledger) Forget(ctx context.Context, o client.Object, names ...string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	have, err := l.load(ctx, o)
+	if err != nil {
+		return err
+	}
+	left := slices.DeleteFunc(slices.Clone(have), func(n string) bool { return slices.Contains(names, n) })
+	if len(left) == len(have) {
+		return nil
+	}
+	if err := l.write(ctx, o, left); err != nil {
+		return err
+	}
+	l.topics[o.GetUID()] = left
+	return nil
+}
+
+// Drop deletes o's record once o is gone (its finalizer letting go).
+func (l *Ledger) Drop(ctx context.Context, uid types.UID) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.topics, uid)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: ledgerName(uid)}}
+	if err := l.Writer.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the topic ledger's record: %w", err)
+	}
+	return nil
+}
+
+// write stores names as o's record, creating it the first time.
+func (l *Ledger) write(ctx context.Context, o client.Object, names []string) error {
+	kind := reflect.Indirect(reflect.ValueOf(o)).Type().Name()
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: l.Namespace, Name: ledgerName(o.GetUID()),
+			Labels: map[string]string{LedgerLabel: strings.ToLower(kind)},
+			Annotations: map[string]string{
+				"retry.retryops.dev/resource": fmt.Sprintf("%s %s/%s", kind, o.GetNamespace(), o.GetName()),
+			},
+		},
+		Data: map[string]string{ledgerTopicsKey: strings.Join(names, "\n")},
+	}
+	err := l.Writer.Create(ctx, cm)
+	if apierrors.IsAlreadyExists(err) {
+		patch := client.MergeFrom(&corev1.ConfigMap{})
+		err = l.Writer.Patch(ctx, &corev1.ConfigMap{ObjectMeta: cm.ObjectMeta, Data: cm.Data}, patch)
+	}
+	if err != nil {
+		return fmt.Errorf("writing the topic ledger: %w", err)
+	}
+	return nil
+}
+
+// parseLedger splits a ledger value (one name per line) into sorted, distinct names.
+func parseLedger(v string) []string {
+	var names []string
+	for _, n := range strings.Split(v, "\n") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
