@@ -1,0 +1,88 @@
+package kafkaspec_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
+)
+
+func newLedger(t *testing.T, now time.Time, objs ...client.Object) (*kafkaspec.Ledger, client.Client) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	return &kafkaspec.Ledger{Reader: c, Writer: c, Namespace: "op", Clock: clocktesting.NewFakePassiveClock(now)}, c
+}
+
+func queue(name, uid string, created time.Time, annotations map[string]string) *v1.DeadLetterQueue {
+	return &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, UID: k8stypes.UID("uid-" + uid),
+		CreationTimestamp: metav1.NewTime(created), Annotations: annotations}}
+}
+
+func TestLedgerRecordsForgetsAndDrops(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	l, c := newLedger(t, now)
+	q := queue("q", "1", now, nil)
+
+	g.Expect(l.Topics(ctx, q)).To(BeEmpty())
+	g.Expect(l.Record(ctx, q, "b", "a")).To(Succeed())
+	g.Expect(l.Record(ctx, q, "a")).To(Succeed())
+	g.Expect(l.Topics(ctx, q)).To(Equal([]string{"a", "b"}))
+	cm := &corev1.ConfigMap{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "op", Name: "topics-uid-1"}, cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("topics", "a\nb"))
+	g.Expect(cm.Labels).To(HaveKeyWithValue(kafkaspec.LedgerLabel, "deadletterqueue"))
+	g.Expect(cm.Annotations).To(HaveKeyWithValue("retry.retryops.dev/resource", "DeadLetterQueue team/q"))
+
+	// A second ledger (a restarted manager) reads the same record.
+	l2 := &kafkaspec.Ledger{Reader: c, Writer: c, Namespace: "op"}
+	g.Expect(l2.Owns(ctx, q, "b")).To(BeTrue())
+	g.Expect(l2.Forget(ctx, q, "b")).To(Succeed())
+	g.Expect(l2.Topics(ctx, q)).To(Equal([]string{"a"}))
+	g.Expect(l2.Drop(ctx, q.UID)).To(Succeed())
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "op", Name: "topics-uid-1"}, cm)).NotTo(Succeed())
+	g.Expect(l2.Drop(ctx, q.UID)).To(Succeed(), "dropping twice is fine")
+}
+
+// The annotation earlier versions wrote is taken over for a resource older than the ledger, and
+// ignored (it could be forged) for one created since.
+func TestLedgerTakesOverTheLegacyAnnotationOnlyForOlderResources(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	epoch := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	l, c := newLedger(t, epoch)
+	legacy := map[string]string{kafkaspec.LegacyCreatedTopicsAnnotation: "s,s.retry.1"}
+	old := queue("old", "old", epoch.Add(-time.Hour), legacy)
+	forged := queue("new", "new", epoch.Add(time.Second), legacy)
+
+	g.Expect(l.Topics(ctx, old)).To(Equal([]string{"s", "s.retry.1"}))
+	g.Expect(l.Topics(ctx, forged)).To(BeEmpty())
+	cm := &corev1.ConfigMap{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "op", Name: "retry-operator-topic-ledger"}, cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("since", "2026-11-23T12:00:00Z"))
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "op", Name: "topics-uid-old"}, cm)).To(Succeed(), "taken over once, into the ledger")
+
+	// A later manager keeps the first epoch.
+	l2 := &kafkaspec.Ledger{Reader: c, Writer: c, Namespace: "op", Clock: clocktesting.NewFakePassiveClock(epoch.Add(24 * time.Hour))}
+	g.Expect(l2.Topics(ctx, queue("newer", "newer", epoch.Add(time.Hour), legacy))).To(BeEmpty())
+}
