@@ -3,16 +3,23 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kgo"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
+	"github.com/retryops/retry-operator/internal/kafka/franz"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
@@ -156,4 +163,56 @@ func TestTopicClaimPolicy(t *testing.T) {
 	g.Expect(kafkaspec.Tenancy{}.CheckClaim("team-a", "anything")).To(Succeed())
 	g.Expect(kafkaspec.CheckTopicPrefix("{namespace}/")).To(HaveOccurred())
 	g.Expect(kafkaspec.CheckTopicPrefix("kafka-{namespace}.")).To(Succeed())
+}
+
+// Under --topic-prefix '{namespace}.', a queue whose topic is outside its namespace's prefix is
+// refused with a message naming the rule, and its topic is not created; one inside is created.
+func TestTopicClaimPolicyRefusesATopicOutsideTheNamespacePrefix(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	adm := newKadm(t)
+	// A manager for the scheme, the REST mapper and the event recorders; it does not run. The suite
+	// manager ignores objects with the benchmark label: only this test reconciles them.
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: envtestutil.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: envtestutil.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	// No other queue claims these topics (the claim index lives in the manager's cache).
+	c := interceptor.NewClient(direct, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*v1.DeadLetterQueueList); ok {
+				return nil
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	q, _, err := controllers.NewReconcilers(mgr, c, controllers.Options{
+		Kafka:                   franz.NewFactory(franz.WithRequestTimeout(kafkaRequestTimeout)),
+		DefaultBootstrapServers: broker.ListenAddrs(),
+		StatusRefreshInterval:   resyncInterval,
+		KafkaTenancy:            kafkaspec.Tenancy{TopicPrefix: "{namespace}."},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	for _, tc := range []struct {
+		topic   string
+		allowed bool
+	}{{"elsewhere-" + ns, false}, {ns + ".mine", true}} {
+		dlq := newDLQ(ns, strings.ReplaceAll(tc.topic, ".", "-"), tc.topic)
+		dlq.Labels = map[string]string{benchmarkLabel: "true"}
+		g.Expect(env.Client.Create(ctx, dlq)).To(Succeed())
+		t.Cleanup(func() { letGo(t, dlq) })
+		_, _ = q.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(dlq)})
+		_, _ = q.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(dlq)})
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(dlq), dlq)).To(Succeed())
+		ready := meta.FindStatusCondition(dlq.Status.Conditions, v1.ConditionReady)
+		g.Expect(describe(adm, tc.topic)()).To(HaveField("Exists", tc.allowed), tc.topic)
+		if tc.allowed {
+			g.Expect(ready).To(isReady())
+			continue
+		}
+		g.Expect(ready).To(And(notReady(v1.ReasonTopicClaimRefused), HaveField("Message", And(
+			ContainSubstring(tc.topic), ContainSubstring("--topic-prefix"), ContainSubstring(`"`+ns+`."`)))))
+	}
 }
