@@ -205,6 +205,8 @@ type ProduceRecord struct {
 	Key, Value []byte
 	// Headers of the record, in order.
 	Headers []Header
+	// Timestamp of the record; zero means the time of the produce.
+	Timestamp time.Time
 	// Partition to write to; -1 lets the producer choose by the key's hash (the Java client's
 	// murmur2 partitioning, so a key keeps its partition whatever client wrote it).
 	Partition int32

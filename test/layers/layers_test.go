@@ -79,6 +79,11 @@ func TestDependencies(t *testing.T) {
 			forbidden: []string{franz, "sigs.k8s.io/controller-runtime/...", "k8s.io/client-go/rest", module + "internal/kafka/...", module + "controllers"},
 		},
 		{
+			name:      "the dead-letter engine reaches Kafka through the interface and knows no reconciler",
+			pkg:       "./internal/deadletters",
+			forbidden: []string{franz, module + "internal/kafka/franz", module + "controllers", "sigs.k8s.io/controller-runtime/...", module + "internal/dispatcher"},
+		},
+		{
 			name:      "the data plane knows nothing of the control plane",
 			pkg:       "./internal/dispatcher/... ./pkg/... ./cmd/dispatcher",
 			forbidden: []string{"sigs.k8s.io/controller-runtime/...", module + "controllers", module + "internal/kafka/...", module + "internal/render", module + "internal/kafkastats", module + "cmd/manager"},

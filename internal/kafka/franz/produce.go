@@ -38,7 +38,7 @@ func (f *Factory) ProduceRecords(ctx context.Context, conn kafka.Connection, top
 	var wg sync.WaitGroup
 	wg.Add(len(records))
 	for i, r := range records {
-		kr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Partition: r.Partition}
+		kr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Partition: r.Partition, Timestamp: r.Timestamp}
 		if len(r.Headers) > 0 {
 			kr.Headers = make([]kgo.RecordHeader, len(r.Headers))
 			for j, h := range r.Headers {

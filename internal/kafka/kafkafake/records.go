@@ -76,7 +76,11 @@ func (f *Fake) ProduceRecords(ctx context.Context, conn kafka.Connection, topicN
 			t.records[p] = map[int64]kafka.Record{}
 		}
 		off := t.end[p]
-		t.records[p][off] = kafka.Record{Topic: topicName, Partition: p, Offset: off, Timestamp: f.now(), Key: r.Key, Value: r.Value, Headers: r.Headers}
+		ts := r.Timestamp
+		if ts.IsZero() {
+			ts = f.now()
+		}
+		t.records[p][off] = kafka.Record{Topic: topicName, Partition: p, Offset: off, Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers}
 		t.end[p]++
 		results[i] = kafka.ProduceResult{Partition: p, Offset: off}
 	}
@@ -152,7 +156,7 @@ func (f *Fake) now() time.Time {
 }
 
 func cloneProduceRecord(r kafka.ProduceRecord) kafka.ProduceRecord {
-	out := kafka.ProduceRecord{Key: slices.Clone(r.Key), Value: slices.Clone(r.Value), Partition: r.Partition}
+	out := kafka.ProduceRecord{Key: slices.Clone(r.Key), Value: slices.Clone(r.Value), Partition: r.Partition, Timestamp: r.Timestamp}
 	for _, h := range r.Headers {
 		out.Headers = append(out.Headers, kafka.Header{Key: h.Key, Value: slices.Clone(h.Value)})
 	}

@@ -1,0 +1,47 @@
+// Package deadletters is the engine of dead-letter operations: what a dead letter is (Entry, read
+// from a record of a dead letter topic), the record of decisions on them (State, kept in a compacted
+// topic beside the queue, StateTopic), selectors (Compile, Matcher), and Run, which executes one
+// DeadLetterAction (Replay, Resolve, Ignore or Purge) over a snapshot of the queue. It reaches Kafka
+// only through the internal/kafka interface, and is used by the DeadLetterAction reconciler and by
+// the read API.
+//
+// # Running an action
+//
+// The caller (the reconciler) owns the action's status and drives Run:
+//
+//  1. On the first run, capture the snapshot: Admin.ListOffsets(dlqTopic), and keep every
+//     partition's End in status.snapshot (OffsetsToStatus). Set phase Running and startTime.
+//  2. Call Run with Options{Spec, Ref (namespace, name, uid), Topic, Conn, Kafka, Snapshot:
+//     OffsetsFromStatus(status.snapshot), Resume: FromStatus(&status) (nil on the first run),
+//     Target (Replay), OnProgress}. OnProgress is called on Run's goroutine at most every
+//     ProgressEvery dead letters or ProgressInterval, always with a durable checkpoint: patch the
+//     status with Progress.ApplyTo.
+//  3. Run returns the final Progress: ApplyTo it, then phase Succeeded (Complete). On an error the
+//     returned Progress still holds a durable checkpoint: keep it and run again later (Resume) for
+//     an error worth retrying, or set phase Failed. Cancel ctx to stop (the action was deleted, the
+//     manager stops).
+//
+// Run never considers a dead letter at or beyond the snapshot, so the records it replays that fail
+// again and come back to the queue are not picked up by the same action. It writes a decision only
+// after the produce of the replay was acknowledged, and moves the checkpoint only over decisions
+// written: a restarted action produces again at most the batch that was in flight
+// (MaxReplayBatch records), and counts those in Progress.Duplicates.
+//
+// # Replay
+//
+// A replayed record has the dead letter's key, value and own headers (not retryops.*), plus the
+// headers of the replay contract (headers.ReplayHeaders): retryops.replay.of naming the dead letter,
+// retryops.replay.count one more than the replays known (the dead letter's header or the record of
+// decisions, whichever is higher), retryops.original.* copied (so the sink sees the original
+// Idempotency-Key), retryops.attempts "0" and retryops.due now. A dead letter replayed
+// spec.maxReplays times already is skipped (SkipReplayLimit). The rate is spec.rate.recordsPerSecond:
+// the n-th record goes no earlier than n/rate after the first, measured with Options.Clock.
+//
+// # Purge
+//
+// Per partition, the longest prefix of dead letters that all match (state among the selected ones,
+// never Pending; dead-lettered before selector.before; every other criterion) is deleted with
+// Admin.DeleteRecordsBefore, and their decisions tombstoned. The first dead letter that does not
+// match ends the prefix and is reported (Progress.Blocking, SkipBlocksPrefix). The caller must only
+// run Purge on a topic the operator owns.
+package deadletters

@@ -1,0 +1,255 @@
+package deadletters
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/internal/kafka"
+)
+
+// StateTopicSuffix follows the dead letter topic's name in its state topic's.
+const StateTopicSuffix = ".state"
+
+// StateTopic is the name of the compacted topic that records the decisions on the dead letters of
+// dlqTopic: dlqTopic + ".state". A dead letter topic name longer than 243 characters has no state
+// topic (Kafka allows 249); ok is false then.
+func StateTopic(dlqTopic string) (name string, ok bool) {
+	name = dlqTopic + StateTopicSuffix
+	return name, headers.ValidTopicName(name)
+}
+
+// StateTopicConfigs are the topic configs of a state topic: compacted, so that it keeps the latest
+// decision on every dead letter ever acted on.
+func StateTopicConfigs() map[string]string {
+	return map[string]string{"cleanup.policy": "compact"}
+}
+
+// Bounds of a state record, which anyone who can write to the state topic controls.
+const (
+	// MaxStateBytes bounds an encoded state; a longer record is invalid.
+	MaxStateBytes = 4096
+	// MaxNoteBytes bounds State.Note (the API's spec.note).
+	MaxNoteBytes = 1024
+	// MaxRequestedByBytes bounds State.RequestedBy (the API's spec.requestedBy).
+	MaxRequestedByBytes = 253
+	// MaxUIDBytes bounds ActionRef.UID.
+	MaxUIDBytes = 128
+)
+
+// ActionRef names the DeadLetterAction that made a decision.
+type ActionRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+}
+
+// State is the latest decision on one dead letter: the value of its record in the state topic. A
+// dead letter without one is Pending.
+type State struct {
+	// State is Replayed, Resolved or Ignored (Pending when there is no record, or after a reset).
+	State v1.DeadLetterState `json:"state"`
+	// Note says why (Resolve and Ignore).
+	Note string `json:"note,omitempty"`
+	// RequestedBy is the user who asked.
+	RequestedBy string `json:"requestedBy,omitempty"`
+	// Action is the DeadLetterAction that decided.
+	Action ActionRef `json:"action"`
+	// Time is when the decision was recorded.
+	Time time.Time `json:"time"`
+	// ReplayCount is how many times the dead letter's record has been replayed, by any action.
+	ReplayCount int `json:"replayCount,omitempty"`
+}
+
+// Pending reports whether s is the state of a dead letter nobody acted on.
+func (s State) Pending() bool { return s.State == "" || s.State == v1.DeadLetterPending }
+
+// Name returns the state's name, Pending for the zero State.
+func (s State) Name() v1.DeadLetterState {
+	if s.State == "" {
+		return v1.DeadLetterPending
+	}
+	return s.State
+}
+
+// EncodeState encodes s as the value of its state record, refusing a state out of bounds.
+func EncodeState(s State) ([]byte, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	s.Time = s.Time.UTC()
+	return json.Marshal(s)
+}
+
+// DecodeState decodes a state record's value. A nil value (a tombstone) is the Pending state. A value
+// longer than MaxStateBytes, not JSON, with unknown fields, or out of bounds is an error.
+func DecodeState(value []byte) (State, error) {
+	if value == nil {
+		return State{State: v1.DeadLetterPending}, nil
+	}
+	if len(value) > MaxStateBytes {
+		return State{}, fmt.Errorf("state record of %d bytes, more than %d", len(value), MaxStateBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.DisallowUnknownFields()
+	var s State
+	if err := dec.Decode(&s); err != nil {
+		return State{}, fmt.Errorf("state record: %w", err)
+	}
+	if dec.More() {
+		return State{}, errors.New("state record: trailing data")
+	}
+	if err := s.validate(); err != nil {
+		return State{}, err
+	}
+	return s, nil
+}
+
+func (s State) validate() error {
+	switch s.State {
+	case v1.DeadLetterPending, v1.DeadLetterReplayed, v1.DeadLetterResolved, v1.DeadLetterIgnored:
+	default:
+		return fmt.Errorf("state %q is none of Pending, Replayed, Resolved, Ignored", cutString(string(s.State), 32))
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{
+		{"note", s.Note, MaxNoteBytes},
+		{"requestedBy", s.RequestedBy, MaxRequestedByBytes},
+		{"action.namespace", s.Action.Namespace, 63},
+		{"action.name", s.Action.Name, 253},
+		{"action.uid", s.Action.UID, MaxUIDBytes},
+	} {
+		if len(f.v) > f.max || !utf8.ValidString(f.v) {
+			return fmt.Errorf("state %s: longer than %d bytes or not UTF-8", f.name, f.max)
+		}
+	}
+	if s.ReplayCount < 0 || s.ReplayCount > headers.MaxReplayCount {
+		return fmt.Errorf("state replayCount %d out of 0..%d", s.ReplayCount, headers.MaxReplayCount)
+	}
+	return nil
+}
+
+// States is the record of decisions on one dead letter topic as loaded: the latest valid state of
+// every dead letter acted on (tombstoned and Pending ones are absent).
+type States struct {
+	// ByID maps a dead letter to its latest state.
+	ByID map[ID]State
+	// Invalid counts the state records that could not be decoded (their key or value); they are
+	// ignored, and an earlier valid state of the same key stays.
+	Invalid int
+}
+
+// Get returns the state of id (the zero, Pending, State when it has none).
+func (s *States) Get(id ID) State { return s.ByID[id] }
+
+// Set records st as the state of id (removing id when st is Pending).
+func (s *States) Set(id ID, st State) {
+	if s.ByID == nil {
+		s.ByID = map[ID]State{}
+	}
+	if st.Pending() {
+		delete(s.ByID, id)
+		return
+	}
+	s.ByID[id] = st
+}
+
+// LoadStates reads the state topic of dlqTopic to its current end and returns the latest state of
+// every dead letter for which keep (nil: all) is true. Memory is proportional to the dead letters
+// acted on, not to the records scanned. A missing state topic is an error matching
+// kafka.ErrTopicNotFound.
+func LoadStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn kafka.Connection, dlqTopic string, keep func(ID) bool) (*States, error) {
+	topic, ok := StateTopic(dlqTopic)
+	if !ok {
+		return nil, fmt.Errorf("dead letter topic %q has no valid state topic name", dlqTopic)
+	}
+	offsets, err := admin.ListOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	parts, ok := offsets[topic]
+	if !ok {
+		return nil, kafka.NewError("load states", kafka.KindTopicNotFound, fmt.Errorf("%w: %s", kafka.ErrTopicNotFound, topic), "")
+	}
+	ranges := map[int32]kafka.OffsetRange{}
+	for _, p := range parts {
+		if p.End > p.Start {
+			ranges[p.Partition] = kafka.OffsetRange{From: p.Start, To: p.End}
+		}
+	}
+	out := &States{ByID: map[ID]State{}}
+	if len(ranges) == 0 {
+		return out, nil
+	}
+	err = scanner.Scan(ctx, conn, map[string]map[int32]kafka.OffsetRange{topic: ranges}, func(r kafka.Record) {
+		id, ok := ParseID(string(bounded(r.Key, 31)))
+		if !ok || len(r.Key) > 30 {
+			out.Invalid++
+			return
+		}
+		if keep != nil && !keep(id) {
+			return
+		}
+		st, err := DecodeState(r.Value)
+		if err != nil {
+			out.Invalid++
+			return
+		}
+		out.Set(id, st)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// StateUpdate is one decision to record; a Pending State writes a tombstone.
+type StateUpdate struct {
+	ID    ID
+	State State
+}
+
+// WriteStates records updates in the state topic of dlqTopic, keyed "<partition>/<offset>", with the
+// idempotent producer, and returns once every record is acknowledged. The error says how many
+// failed; written reports, per update, whether its record was acknowledged.
+func WriteStates(ctx context.Context, producer kafka.Producer, conn kafka.Connection, dlqTopic string, updates []StateUpdate) (written []bool, err error) {
+	topic, ok := StateTopic(dlqTopic)
+	if !ok {
+		return make([]bool, len(updates)), fmt.Errorf("dead letter topic %q has no valid state topic name", dlqTopic)
+	}
+	recs := make([]kafka.ProduceRecord, len(updates))
+	for i, u := range updates {
+		recs[i] = kafka.ProduceRecord{Key: []byte(u.ID.String()), Partition: -1}
+		if !u.State.Pending() {
+			v, err := EncodeState(u.State)
+			if err != nil {
+				return make([]bool, len(updates)), fmt.Errorf("state of %s: %w", u.ID, err)
+			}
+			recs[i].Value = v
+		}
+	}
+	written = make([]bool, len(updates))
+	res, err := producer.ProduceRecords(ctx, conn, topic, recs)
+	if res == nil {
+		return written, err
+	}
+	failed := 0
+	for i, r := range res {
+		written[i] = r.Err == nil
+		if r.Err != nil {
+			failed++
+		}
+	}
+	if err != nil {
+		return written, fmt.Errorf("%d of %d states not written: %w", failed, len(updates), err)
+	}
+	return written, nil
+}
