@@ -61,8 +61,8 @@ func shippedPolicy(t *testing.T, env *envtestutil.Env) []*unstructured.Unstructu
 	for _, u := range objs {
 		kinds[u.GetKind()]++
 	}
-	if kinds["ValidatingAdmissionPolicy"] != 1 || kinds["ValidatingAdmissionPolicyBinding"] != 1 {
-		t.Fatalf("config/default renders %v admission objects, want one ValidatingAdmissionPolicy and one binding", kinds)
+	if kinds["ValidatingAdmissionPolicy"] != 2 || kinds["ValidatingAdmissionPolicyBinding"] != 2 {
+		t.Fatalf("config/default renders %v admission objects, want two ValidatingAdmissionPolicies (pipeline templates, DeadLetterAction requestedBy) and their bindings", kinds)
 	}
 	return objs
 }
