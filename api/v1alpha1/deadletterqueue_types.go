@@ -193,6 +193,29 @@ type DeadLetterQueueStatus struct {
 	// +optional
 	Pipelines []NamedCount `json:"pipelines,omitempty"`
 
+	// stateTopic is the record of decisions: a compacted topic beside the queue's topic
+	// (<topic>.state), created and owned with it, holding the latest state of every dead letter a
+	// DeadLetterAction acted on (absent means Pending). Every surface reads states from it.
+	// +kubebuilder:validation:MaxLength=249
+	// +optional
+	StateTopic string `json:"stateTopic,omitempty"`
+
+	// pending is the number of dead letters held that no action has decided on yet (messages minus
+	// those Replayed, Resolved or Ignored).
+	// +optional
+	Pending *int64 `json:"pending,omitempty"`
+
+	// states counts the dead letters held by state (Pending, Replayed, Resolved, Ignored).
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	// +optional
+	States []NamedCount `json:"states,omitempty"`
+
+	// oldestPendingTime is the timestamp of the oldest pending dead letter held (its Kafka record
+	// timestamp, to the second): the age the oldest-dead-letter alert watches.
+	// +optional
+	OldestPendingTime *metav1.Time `json:"oldestPendingTime,omitempty"`
+
 	// lastRefreshTime is when the figures shown were read from Kafka. It moves only when a figure
 	// changed: a refresh that finds nothing new leaves status as it is, so it is the time of the last
 	// change seen, not of the last look (which is at most statusRefreshInterval ago while Ready).
@@ -207,6 +230,7 @@ type DeadLetterQueueStatus struct {
 // +kubebuilder:resource:shortName=dlq,categories=retryops
 // +kubebuilder:printcolumn:name="Topic",type=string,JSONPath=`.spec.topic.name`
 // +kubebuilder:printcolumn:name="Messages",type=integer,JSONPath=`.status.messages`
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pending`
 // +kubebuilder:printcolumn:name="Oldest",type=date,JSONPath=`.status.oldestMessageTime`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Healthy",type=string,JSONPath=`.status.conditions[?(@.type=="Healthy")].status`,priority=1

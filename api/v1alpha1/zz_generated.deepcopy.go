@@ -610,6 +610,20 @@ func (in *DeadLetterQueueStatus) DeepCopyInto(out *DeadLetterQueueStatus) {
 		*out = make([]NamedCount, len(*in))
 		copy(*out, *in)
 	}
+	if in.Pending != nil {
+		in, out := &in.Pending, &out.Pending
+		*out = new(int64)
+		**out = **in
+	}
+	if in.States != nil {
+		in, out := &in.States, &out.States
+		*out = make([]NamedCount, len(*in))
+		copy(*out, *in)
+	}
+	if in.OldestPendingTime != nil {
+		in, out := &in.OldestPendingTime, &out.OldestPendingTime
+		*out = (*in).DeepCopy()
+	}
 	if in.LastRefreshTime != nil {
 		in, out := &in.LastRefreshTime, &out.LastRefreshTime
 		*out = (*in).DeepCopy()
