@@ -1,0 +1,70 @@
+package deadletters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/internal/kafka"
+)
+
+// PipelineTier finds the replay target of the pipeline namespace/name: its first retry tier (which
+// only its consumer group reads) and the connection to its cluster. It returns an error wrapping
+// ErrNoTarget when there is no such pipeline or it has no retry tier yet; any other error (an API
+// read failing) stops the run.
+type PipelineTier func(ctx context.Context, namespace, name string) (Target, error)
+
+// Targets returns the Target function of an action in namespace: with spec.target.topic, that topic
+// on the dead letter topic's connection dlqConn; with spec.target.pipeline, that pipeline's tier
+// (tier); otherwise each dead letter's own pipeline (its retryops.pipeline header) through tier, and
+// only a pipeline of the action's own namespace: a header naming another namespace's pipeline, or
+// none, is ErrNoTarget, so that an action never writes into another namespace's topics. Lookups are
+// remembered for the run (a pipeline is looked up once). The function is safe for concurrent use.
+func Targets(spec *v1.ReplayTarget, namespace string, dlqConn kafka.Connection, tier PipelineTier) func(ctx context.Context, e *Entry) (Target, error) {
+	if spec != nil && spec.Topic != "" {
+		t := Target{Topic: string(spec.Topic), Conn: dlqConn}
+		return func(context.Context, *Entry) (Target, error) { return t, nil }
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[string]Target{}
+		errs = map[string]error{}
+	)
+	lookup := func(ctx context.Context, name string) (Target, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if t, ok := seen[name]; ok {
+			return t, nil
+		}
+		if err, ok := errs[name]; ok {
+			return Target{}, err
+		}
+		t, err := tier(ctx, namespace, name)
+		if err == nil && !headers.ValidTopicName(t.Topic) {
+			err = fmt.Errorf("%w: pipeline %s/%s gave the invalid topic %q", ErrNoTarget, namespace, name, cutString(t.Topic, 64))
+		}
+		switch {
+		case err == nil:
+			seen[name] = t
+		case errors.Is(err, ErrNoTarget):
+			errs[name] = err
+		}
+		return t, err
+	}
+	if spec != nil && spec.Pipeline != "" {
+		return func(ctx context.Context, _ *Entry) (Target, error) { return lookup(ctx, spec.Pipeline) }
+	}
+	return func(ctx context.Context, e *Entry) (Target, error) {
+		ns, name, ok := e.PipelineRef()
+		if !ok {
+			return Target{}, fmt.Errorf("%w: dead letter %s names no pipeline", ErrNoTarget, e.ID)
+		}
+		if ns != namespace {
+			return Target{}, fmt.Errorf("%w: dead letter %s names pipeline %s/%s, outside the action's namespace %s", ErrNoTarget, e.ID, cutString(ns, 63), cutString(name, 253), namespace)
+		}
+		return lookup(ctx, name)
+	}
+}

@@ -1,0 +1,106 @@
+package deadletters_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/deadletters"
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
+)
+
+// The default target is the dead letter's own pipeline in the action's namespace, looked up once; a
+// pipeline of another namespace, none, or an unknown one is no target; spec.target overrides.
+func TestTargets(t *testing.T) {
+	ctx := context.Background()
+	conn := kafka.Connection{BootstrapServers: []string{"kafka:9092"}}
+	lookups := map[string]int{}
+	tier := func(_ context.Context, ns, name string) (deadletters.Target, error) {
+		lookups[ns+"/"+name]++
+		switch name {
+		case "orders":
+			return deadletters.Target{Topic: "shop.orders.retry-1", Conn: conn}, nil
+		case "broken":
+			return deadletters.Target{}, errors.New("API server unreachable")
+		}
+		return deadletters.Target{}, fmt.Errorf("%w: no pipeline %s/%s", deadletters.ErrNoTarget, ns, name)
+	}
+	entry := func(pipeline string) *deadletters.Entry { return &deadletters.Entry{Pipeline: pipeline} }
+	def := deadletters.Targets(nil, "shop", conn, tier)
+	for range 3 {
+		if got, err := def(ctx, entry("shop/orders")); err != nil || got.Topic != "shop.orders.retry-1" {
+			t.Fatalf("own pipeline: %v %v", got, err)
+		}
+	}
+	if lookups["shop/orders"] != 1 {
+		t.Errorf("looked up %d times, want once", lookups["shop/orders"])
+	}
+	for _, p := range []string{"bank/payments", "", "orders", "shop/", "shop/missing", "shop/a/b"} {
+		if _, err := def(ctx, entry(p)); !errors.Is(err, deadletters.ErrNoTarget) {
+			t.Errorf("pipeline %q: %v, want ErrNoTarget", p, err)
+		}
+	}
+	if lookups["bank/payments"] != 0 {
+		t.Error("a pipeline of another namespace was looked up")
+	}
+	if _, err := def(ctx, entry("shop/broken")); err == nil || errors.Is(err, deadletters.ErrNoTarget) {
+		t.Errorf("a failing lookup: %v, want an error that stops the run", err)
+	}
+	named := deadletters.Targets(&v1.ReplayTarget{Pipeline: "orders"}, "shop", conn, tier)
+	if got, err := named(ctx, entry("bank/payments")); err != nil || got.Topic != "shop.orders.retry-1" {
+		t.Errorf("named pipeline: %v %v", got, err)
+	}
+	topic := deadletters.Targets(&v1.ReplayTarget{Topic: "orders.replay"}, "shop", conn, tier)
+	if got, err := topic(ctx, entry("")); err != nil || got.Topic != "orders.replay" || got.Conn.Key() != conn.Key() {
+		t.Errorf("named topic: %v %v", got, err)
+	}
+}
+
+// The in-memory fake is a whole ClientFactory: Run works on it (the controllers' unit tests use it),
+// and hostile dead letters are skipped as malformed, never replayed, never a panic.
+func TestRunOnTheFakeSkipsMalformedDeadLetters(t *testing.T) {
+	ctx := context.Background()
+	conn := kafka.Connection{BootstrapServers: []string{"kafka:9092"}}
+	f := kafkafake.New()
+	state, _ := deadletters.StateTopic(dlqTopic)
+	for _, tp := range []string{dlqTopic, state, tierTopic} {
+		f.AddTopic(tp, 1, 1, nil)
+	}
+	good := []kafka.Header{
+		{Key: headers.Pipeline, Value: []byte(ordersPipe)},
+		{Key: headers.OriginalTopic, Value: []byte("orders")}, {Key: headers.OriginalPartition, Value: []byte("0")},
+		{Key: headers.OriginalOffset, Value: []byte("9")}, {Key: headers.OriginalTimestamp, Value: []byte("2030-01-01T00:00:00Z")},
+	}
+	recs := []kafka.ProduceRecord{
+		{Key: []byte("ok"), Headers: good},
+		{Key: []byte("no-original"), Headers: good[:1]},
+		{Key: []byte("bad-count"), Headers: append(append([]kafka.Header{}, good...), kafka.Header{Key: headers.ReplayCount, Value: []byte("01")})},
+		{Key: []byte("bad-offset"), Headers: append(append([]kafka.Header{}, good[:3]...), kafka.Header{Key: headers.OriginalOffset, Value: []byte("-9")}, good[4])},
+		{Key: []byte("garbage"), Headers: []kafka.Header{{Key: headers.Pipeline, Value: []byte{0xff, '/', 0xfe}}, {Key: headers.ReplayOf, Value: []byte("x")}}},
+	}
+	if _, err := f.ProduceRecords(ctx, conn, dlqTopic, recs); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, conn: conn}
+	spec := v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "jane"}
+	prog, err := deadletters.Run(ctx, deadletters.Options{
+		Spec: spec, Ref: ref, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: int64(len(recs))}, Target: e.toOrdersTier,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prog.Matched != 5 || prog.Done != 1 || prog.SkippedBy[deadletters.SkipMalformed] != 3 || prog.SkippedBy[deadletters.SkipNoTarget] != 1 {
+		t.Errorf("progress %+v, want 1 replayed, 3 malformed, 1 without target", prog)
+	}
+	out := f.Records(tierTopic, 0)
+	if len(out) != 1 || string(out[0].Key) != "ok" {
+		t.Fatalf("replayed %+v", out)
+	}
+	if st := f.Records(state, 0); len(st) != 1 || string(st[0].Key) != "0/0" {
+		t.Errorf("states %+v", st)
+	}
+}
