@@ -64,6 +64,11 @@ type Header struct {
 // times.
 var ErrReplayLimit = errors.New("the dead letter was already replayed " + strconv.Itoa(MaxReplayCount) + " times")
 
+// ErrIncomplete is returned by ReplayHeaders for a dead letter written without its value, or
+// stripped of its key, value and user headers (it carries ValueOmitted or KeyOmitted): replaying it
+// would deliver something other than the original record.
+var ErrIncomplete = errors.New("the dead letter was written without its value (" + ValueOmitted + " or " + KeyOmitted + "): it cannot be replayed")
+
 // ValidTopicName reports whether name is a valid Kafka topic name: 1 to MaxTopicNameBytes of
 // ASCII letters, digits, '.', '_' and '-', and neither "." nor "..".
 func ValidTopicName(name string) bool {
@@ -182,8 +187,8 @@ func ReplayCountOf(deadLetter []Header) (int, error) {
 //
 // It fails, returning no headers, when the coordinates do not form a valid ReplayOf, when the dead
 // letter lacks a valid retryops.original.* header (every dead letter the dispatcher writes has
-// them), when its ReplayCount is invalid, and with ErrReplayLimit when it was already replayed
-// MaxReplayCount times.
+// them), when its ReplayCount is invalid, with ErrIncomplete when it was written without its value,
+// and with ErrReplayLimit when it was already replayed MaxReplayCount times.
 func ReplayHeaders(deadLetter []Header, dlqTopic string, partition int32, offset int64, now time.Time) ([]Header, error) {
 	of := FormatReplayOf(dlqTopic, partition, offset)
 	if _, _, _, err := ParseReplayOf(of); err != nil {
@@ -208,6 +213,8 @@ func ReplayHeaders(deadLetter []Header, dlqTopic string, partition int32, offset
 			orig[2] = h.Value
 		case OriginalTimestamp:
 			orig[3] = h.Value
+		case ValueOmitted, KeyOmitted:
+			return nil, ErrIncomplete
 		}
 		if !IsOwned(h.Key) {
 			user++

@@ -115,6 +115,12 @@ func TestReplayHeaders(t *testing.T) {
 	if _, err := headers.ReplayHeaders(deadLetterHeaders(headers.MaxReplayCount), "orders.dlq", 0, 8, now); !errors.Is(err, headers.ErrReplayLimit) {
 		t.Errorf("at the limit: %v, want ErrReplayLimit", err)
 	}
+	for _, k := range []string{headers.ValueOmitted, headers.KeyOmitted} {
+		stripped := append(deadLetterHeaders(0), headers.Header{Key: k, Value: []byte("12")})
+		if _, err := headers.ReplayHeaders(stripped, "orders.dlq", 0, 8, now); !errors.Is(err, headers.ErrIncomplete) {
+			t.Errorf("with %s: %v, want ErrIncomplete", k, err)
+		}
+	}
 	if c, err := headers.ReplayCountOf(deadLetterHeaders(7)); c != 7 || err != nil {
 		t.Errorf("ReplayCountOf = %d, %v", c, err)
 	}
