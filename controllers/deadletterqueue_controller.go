@@ -2,8 +2,10 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +42,12 @@ type dlqScope struct {
 	want  kafka.TopicSpec
 	topic *kafka.TopicInfo // as it is after this reconcile's changes; nil if not described
 
+	// stateWant is the record of decisions (stateTopicSpec), stateHave as described; stateTopic its
+	// name once it exists as specified.
+	stateWant  kafka.TopicSpec
+	stateHave  kafka.TopicInfo
+	stateTopic string
+
 	offsets   []kafka.PartitionOffsets
 	offsetsAt time.Time
 	counted   bool // offsets were read this reconcile
@@ -65,6 +73,7 @@ func (r *DeadLetterQueueReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, err
 	}
 	s := &dlqScope{dlq: dlq, interval: r.RefreshInterval, want: dlqTopicSpec(dlq)}
+	s.stateWant = stateTopicSpec(s.want)
 	if d := dlq.Spec.StatusRefreshInterval; d != nil && d.Duration > 0 {
 		s.interval = d.Duration
 	}
@@ -106,6 +115,7 @@ func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, s *dlqS
 		{"Connection", r.connectQueue},
 		{"Claim", r.claimTopic},
 		{"Topic", r.reconcileTopic},
+		{"StateTopic", r.reconcileStateTopic},
 		{"Offsets", r.readOffsets},
 		{"Retention", r.enforceMaxMessages},
 		{"LiveFigures", r.refreshLiveFigures},
@@ -155,6 +165,11 @@ func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqS
 		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept: the operator did not create it for this queue", s.want.Name)
 		return letGo()
 	}
+	// The record of decisions goes with the dead letters it describes.
+	topics := []string{s.want.Name}
+	if n := s.stateWant.Name; n != "" && slices.Contains(owned, n) {
+		topics = append(topics, n)
+	}
 	winner, err := r.topicOwner(ctx, dlq)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -165,14 +180,18 @@ func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqS
 		return letGo()
 	}
 	return r.deleteWithinBound(ctx, dlq, topicDeletion{
-		topics: []string{s.want.Name},
+		topics: topics,
 		delete: func(ctx context.Context) error {
 			if err := r.connectQueue(ctx, s); err != nil {
 				return err
 			}
-			return s.admin.DeleteTopic(ctx, s.want.Name)
+			var errs []error
+			for _, t := range topics {
+				errs = append(errs, s.admin.DeleteTopic(ctx, t))
+			}
+			return errors.Join(errs...)
 		},
-		deleted: fmt.Sprintf("Topic %s deleted (deletionPolicy Delete)", s.want.Name),
+		deleted: fmt.Sprintf("Topic %s deleted (deletionPolicy Delete)", strings.Join(topics, " and ")),
 		mayRemain: func(err string) string {
 			return fmt.Sprintf("Gave up deleting topic %s after %s, the topic may remain in Kafka: %s", s.want.Name, r.DeletionTimeout, err)
 		},

@@ -24,6 +24,9 @@ func dlqStatus(s *dlqScope) v1.DeadLetterQueueStatus {
 	st := *dlq.Status.DeepCopy()
 	st.ObservedGeneration = dlq.Generation
 	st.Topic = s.want.Name
+	if s.stateTopic != "" {
+		st.StateTopic = s.stateTopic
+	}
 	setDLQFigures(&st, s.topic, s.offsets, s.counted, s.offsetsAt)
 	setDLQBreakdown(&st, s.live.breakdown, s.offsetsAt)
 	setDLQReady(&st, dlq.Generation, s.problems, dlqReadyMessage(s.want, s.topic))

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 	"github.com/retryops/retry-operator/internal/kafkastats"
@@ -70,18 +71,23 @@ func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, dlq *v1.Dead
 // adopted must be one the manager's claim policy gives the namespace, and is first recorded in the
 // topic ledger.
 func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqScope) error {
-	got, err := s.admin.DescribeTopics(ctx, s.want.Name)
+	names := []string{s.want.Name}
+	if s.stateWant.Name != "" {
+		names = append(names, s.stateWant.Name)
+	}
+	got, err := s.admin.DescribeTopics(ctx, names...)
 	if err != nil {
 		return kafkaProblem(err)
 	}
 	have := got[s.want.Name]
+	s.stateHave = got[s.stateWant.Name]
 	owned, err := r.ownedTopics(ctx, s.dlq)
 	if err != nil {
 		return err
 	}
 	wasOwned := slices.Contains(owned, s.want.Name)
 	if !wasOwned {
-		if err := r.takeTopic(ctx, s, have); err != nil {
+		if err := r.takeTopic(ctx, s, s.want.Name, have); err != nil {
 			return err
 		}
 	}
@@ -116,8 +122,7 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 // takeTopic makes the queue's topic, not yet in the ledger, the queue's own: refused when it exists
 // and the queue does not ask to adopt it, or when the claim policy does not give the namespace its
 // name; otherwise recorded in the ledger before it is created or adopted.
-func (r *DeadLetterQueueReconciler) takeTopic(ctx context.Context, s *dlqScope, have kafka.TopicInfo) error {
-	name := s.want.Name
+func (r *DeadLetterQueueReconciler) takeTopic(ctx context.Context, s *dlqScope, name string, have kafka.TopicInfo) error {
 	if have.Exists && s.dlq.Spec.Topic.ExistingTopic != v1.ExistingTopicAdopt {
 		r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
 		return &problem{Reason: v1.ReasonTopicNotOwned, Kind: problemUser, Message: fmt.Sprintf(
@@ -135,6 +140,51 @@ func (r *DeadLetterQueueReconciler) takeTopic(ctx context.Context, s *dlqScope, 
 		r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, eventTopicAdopted, "ReconcileTopic", "Topic %s adopted (existingTopic Adopt)", name)
 	}
 	return nil
+}
+
+// reconcileStateTopic creates the queue's record of decisions (deadletters.StateTopic: compacted,
+// one partition, beside the queue's topic), owned like the queue's topic, and keeps its configs. A
+// queue whose topic name leaves no room for the suffix has none: actions on it are refused.
+func (r *DeadLetterQueueReconciler) reconcileStateTopic(ctx context.Context, s *dlqScope) error {
+	want, have := s.stateWant, s.stateHave
+	if want.Name == "" {
+		s.problems.add(&problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: fmt.Sprintf(
+			"topic name %q leaves no room for its record of decisions (%q appended, 249 characters at most): dead-letter actions cannot run on this queue; use a shorter name",
+			s.want.Name, deadletters.StateTopicSuffix)})
+		return nil
+	}
+	owned, err := r.Ledger.Owns(ctx, s.dlq, want.Name)
+	if err != nil {
+		return err
+	}
+	if !owned {
+		if err := r.takeTopic(ctx, s, want.Name, have); err != nil {
+			return err
+		}
+	}
+	plan := kafka.PlanTopic(want, have)
+	plan.ShrinkFrom = 0
+	if !plan.Empty() {
+		if _, err := kafka.ApplyPlan(ctx, s.admin, want, have, plan); err != nil {
+			if errors.Is(err, kafka.ErrTopicExists) {
+				return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Message: fmt.Sprintf("topic %q appeared while being created", want.Name)}
+			}
+			return kafkaProblem(err)
+		}
+		r.recordTopicChange(ctx, s.dlq, want, have, plan, false)
+	}
+	s.stateTopic = want.Name
+	return nil
+}
+
+// stateTopicSpec is the record of decisions of a queue: one partition (its records are read whole),
+// the queue's replication factor, compacted. Its name is empty when the queue's is too long for it.
+func stateTopicSpec(want kafka.TopicSpec) kafka.TopicSpec {
+	name, ok := deadletters.StateTopic(want.Name)
+	if !ok {
+		return kafka.TopicSpec{}
+	}
+	return kafka.TopicSpec{Name: name, Partitions: 1, ReplicationFactor: want.ReplicationFactor, Configs: deadletters.StateTopicConfigs()}
 }
 
 // recordTopicChange logs a change made in Kafka and records its event; recreated says the operator

@@ -91,6 +91,7 @@ func TestDeadLetterQueueNeverTouchesATopicItDidNotCreate(t *testing.T) {
 	g.Eventually(dlqReady(q), wait, poll).Should(And(notReady(v1.ReasonTopicNotOwned),
 		HaveField("Message", And(ContainSubstring(topic), ContainSubstring("existingTopic: Adopt")))))
 	g.Expect(q.Status.Messages).To(BeNil(), "the topic's records are not read")
+	g.Expect(describe(adm, topic+".state")()).To(HaveField("Exists", false), "no record of decisions is made for it")
 
 	p := newPipeline(ns, "orders", ns+".orders", "chatbot", q.Name)
 	g.Expect(env.Client.Create(ctx, samplePolicy(t, "chatbot", ns))).To(Succeed())
@@ -132,7 +133,10 @@ func TestDeadLetterQueueOwnsWhatItCreatedOrAdopted(t *testing.T) {
 	g.Eventually(dlqReady(created), wait, poll).Should(isReady())
 	ledger := &corev1.ConfigMap{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: envtestutil.OperatorNamespace, Name: "topics-" + string(created.UID)}, ledger)).To(Succeed())
-	g.Expect(ledger.Data).To(HaveKeyWithValue("topics", ns+".created"))
+	g.Expect(ledger.Data).To(HaveKeyWithValue("topics", ns+".created\n"+ns+".created.state"))
+	// The record of decisions is made beside it, compacted, and named in status.
+	g.Expect(created.Status.StateTopic).To(Equal(ns + ".created.state"))
+	g.Expect(describe(adm, ns+".created.state")()).To(And(HaveField("Partitions", 1), HaveField("Configs", HaveKeyWithValue("cleanup.policy", "compact"))))
 	update(t, created, func(q *v1.DeadLetterQueue) { q.Annotations = map[string]string{"unrelated": "x"} })
 
 	existing := ns + ".existing"
@@ -149,6 +153,7 @@ func TestDeadLetterQueueOwnsWhatItCreatedOrAdopted(t *testing.T) {
 		g.Expect(env.Client.Delete(ctx, q)).To(Succeed())
 		g.Eventually(gone(q), wait, poll).Should(BeTrue())
 		g.Expect(describe(adm, string(q.Spec.Topic.Name))()).To(HaveField("Exists", false))
+		g.Expect(describe(adm, string(q.Spec.Topic.Name)+".state")()).To(HaveField("Exists", false))
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: envtestutil.OperatorNamespace, Name: "topics-" + string(q.UID)}, &corev1.ConfigMap{})).NotTo(Succeed())
 	}
 }
