@@ -420,7 +420,6 @@ func RuleFileKey(namespace, name, kind string) string {
 func dlqLabels(d *v1.DeadLetterQueue) map[string]string {
 	return map[string]string{
 		LabelName:            "retry-deadletterqueue",
-		LabelInstance:        labelValue(d.Name),
 		LabelManagedBy:       LabelManagedByValue,
 		LabelDeadLetterQueue: labelValue(d.Name),
 		LabelComponent:       "alerts",

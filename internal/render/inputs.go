@@ -95,15 +95,16 @@ const (
 	LabelName = "app.kubernetes.io/name"
 	// LabelNameValue is the value of LabelName.
 	LabelNameValue = "retry-dispatcher"
-	// LabelInstance is app.kubernetes.io/instance: the pipeline's name.
-	LabelInstance = "app.kubernetes.io/instance"
 	// LabelComponent is app.kubernetes.io/component: consumer, config or alerts.
 	LabelComponent = "app.kubernetes.io/component"
 	// LabelManagedBy is app.kubernetes.io/managed-by.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// LabelManagedByValue is the value of LabelManagedBy.
 	LabelManagedByValue = "retry-operator"
-	// LabelPipeline is the name of the ConsumerPipeline a child belongs to.
+	// LabelPipeline is the name of the ConsumerPipeline a child belongs to: the operator's own
+	// instance label. Children never carry app.kubernetes.io/instance, which Argo CD uses to track
+	// the objects of its Applications (an Application syncing a pipeline would take the children for
+	// its own, flag them out of sync or prune them).
 	LabelPipeline = "retry.retryops.dev/pipeline"
 	// LabelDeadLetterQueue is the name of the DeadLetterQueue an alert object belongs to.
 	LabelDeadLetterQueue = "retry.retryops.dev/deadletterqueue"
@@ -177,11 +178,11 @@ func SelectorLabels(p *v1.ConsumerPipeline) map[string]string {
 	return map[string]string{LabelPipeline: labelValue(p.Name)}
 }
 
-// pipelineLabels are the labels of every child of p.
+// pipelineLabels are the labels of every child of p: managed-by is what the manager's cache selects
+// (controllers.CacheOptions), the pipeline label the operator's own instance label.
 func pipelineLabels(p *v1.ConsumerPipeline, component string) map[string]string {
 	return map[string]string{
 		LabelName:      LabelNameValue,
-		LabelInstance:  labelValue(p.Name),
 		LabelManagedBy: LabelManagedByValue,
 		LabelPipeline:  labelValue(p.Name),
 		LabelComponent: component,
