@@ -9,8 +9,9 @@
 //
 // The caller (the reconciler) owns the action's status and drives Run:
 //
-//  1. On the first run, capture the snapshot: Admin.ListOffsets(dlqTopic), and keep every
-//     partition's End in status.snapshot (OffsetsToStatus). Set phase Running and startTime.
+//  1. On the first run, capture the snapshot (Snapshot: every partition's end offset, from
+//     Admin.ListOffsets) and keep it in status.snapshot (OffsetsToStatus). Set phase Running and
+//     startTime.
 //  2. Call Run with Options{Spec, Ref (namespace, name, uid), Topic, Conn, Kafka, Snapshot:
 //     OffsetsFromStatus(status.snapshot), Resume: FromStatus(&status) (nil on the first run),
 //     Target (Replay), OnProgress}. OnProgress is called on Run's goroutine at most every

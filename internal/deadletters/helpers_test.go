@@ -166,13 +166,9 @@ func (e *env) seed(dls []dl) []deadletters.ID {
 // snapshot lists the dead letter topic's end offsets.
 func (e *env) snapshot() map[int32]int64 {
 	e.t.Helper()
-	offs, err := e.admin.ListOffsets(ctxT(e.t), dlqTopic)
+	out, err := deadletters.Snapshot(ctxT(e.t), e.admin, dlqTopic)
 	if err != nil {
 		e.t.Fatal(err)
-	}
-	out := map[int32]int64{}
-	for _, p := range offs[dlqTopic] {
-		out[p.Partition] = p.End
 	}
 	return out
 }

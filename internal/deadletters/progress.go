@@ -2,11 +2,14 @@ package deadletters
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/kafka"
 )
 
 // Reasons a matched dead letter is skipped (Progress.SkippedBy, status.skippedReasons).
@@ -141,4 +144,23 @@ func refs(ids []ID) []v1.RecordRef {
 		out = append(out, v1.RecordRef(id.String()))
 	}
 	return out
+}
+
+// Snapshot captures the end offset of every partition of the dead letter topic: what an action
+// covers, taken once when it starts (keep it in status.snapshot with OffsetsToStatus). A missing
+// topic is an error matching kafka.ErrTopicNotFound.
+func Snapshot(ctx context.Context, admin kafka.Admin, dlqTopic string) (map[int32]int64, error) {
+	offs, err := admin.ListOffsets(ctx, dlqTopic)
+	if err != nil {
+		return nil, err
+	}
+	parts, ok := offs[dlqTopic]
+	if !ok {
+		return nil, kafka.NewError("snapshot", kafka.KindTopicNotFound, fmt.Errorf("%w: %s", kafka.ErrTopicNotFound, dlqTopic), "")
+	}
+	out := make(map[int32]int64, len(parts))
+	for _, p := range parts {
+		out[p.Partition] = p.End
+	}
+	return out, nil
 }

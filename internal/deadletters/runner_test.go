@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
@@ -488,5 +489,33 @@ func TestRunRefusesWhatItCannotDo(t *testing.T) {
 		if _, err := deadletters.Run(ctxT(t), o); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// With the real clock: 400 dead letters at 200 records/s. The rate is measured between the first
+// and the last produce (what the first batch waited for is not counted, nor the scan's setup).
+func TestReplayRateWithTheRealClock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes two seconds")
+	}
+	e := newEnv(t)
+	var dls []dl
+	for i := range 400 {
+		dls = append(dls, dl{partition: int32(i % partitions), reason: headers.ReasonMaxRetriesExceeded, errType: "TimeoutError", pipeline: ordersPipe})
+	}
+	e.seed(dls)
+	e.kafka.clk = clock.RealClock{}
+	prog, err := deadletters.Run(ctxT(t), deadletters.Options{Spec: replaySpec(200), Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: e.snapshot(), Target: e.toOrdersTier})
+	if err != nil || prog.Done != 400 {
+		t.Fatalf("%+v %v", prog, err)
+	}
+	e.kafka.mu.Lock()
+	defer e.kafka.mu.Unlock()
+	first, last := e.kafka.tierAt[0], e.kafka.tierAt[len(e.kafka.tierAt)-1]
+	records := 400 - e.kafka.tierSizes[0]
+	rate := float64(records) / last.Sub(first).Seconds()
+	t.Logf("%d produces, %d records in %v after the first: %.1f/s", len(e.kafka.tierAt), records, last.Sub(first), rate)
+	if math.Abs(rate-200)/200 > 0.1 {
+		t.Errorf("measured %.1f records/s, want 200 within 10%%", rate)
 	}
 }
