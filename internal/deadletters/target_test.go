@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
+	"time"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
@@ -102,5 +104,38 @@ func TestRunOnTheFakeSkipsMalformedDeadLetters(t *testing.T) {
 	}
 	if st := f.Records(state, 0); len(st) != 1 || string(st[0].Key) != "0/0" {
 		t.Errorf("states %+v", st)
+	}
+}
+
+func TestCountsAndOldestPending(t *testing.T) {
+	ctx := context.Background()
+	conn := kafka.Connection{BootstrapServers: []string{"kafka:9092"}}
+	f := kafkafake.New()
+	f.AddTopic(dlqTopic, 2, 1, nil)
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var recs []kafka.ProduceRecord
+	for i := range 10 {
+		recs = append(recs, kafka.ProduceRecord{Partition: int32(i % 2), Timestamp: base.Add(time.Duration(i) * time.Minute)})
+	}
+	if _, err := f.ProduceRecords(ctx, conn, dlqTopic, recs); err != nil {
+		t.Fatal(err)
+	}
+	// Partition 0 holds minutes 0, 2, 4, 6, 8 at offsets 0..4; partition 1 minutes 1, 3, 5, 7, 9.
+	st := &deadletters.States{}
+	st.Set(deadletters.ID{Partition: 0, Offset: 0}, deadletters.State{State: v1.DeadLetterResolved})
+	st.Set(deadletters.ID{Partition: 0, Offset: 1}, deadletters.State{State: v1.DeadLetterIgnored})
+	st.Set(deadletters.ID{Partition: 1, Offset: 0}, deadletters.State{State: v1.DeadLetterReplayed})
+	st.Set(deadletters.ID{Partition: 1, Offset: 1}, deadletters.State{State: v1.DeadLetterReplayed})
+	st.Set(deadletters.ID{Partition: 1, Offset: 2}, deadletters.State{State: v1.DeadLetterResolved})
+	st.Set(deadletters.ID{Partition: 1, Offset: 9}, deadletters.State{State: v1.DeadLetterResolved}) // beyond the end: not counted
+	offs, _ := f.ListOffsets(ctx, dlqTopic)
+	counts := st.Counts(offs[dlqTopic])
+	want := map[v1.DeadLetterState]int64{v1.DeadLetterPending: 5, v1.DeadLetterReplayed: 2, v1.DeadLetterResolved: 2, v1.DeadLetterIgnored: 1}
+	if !maps.Equal(counts, want) {
+		t.Errorf("counts %v, want %v", counts, want)
+	}
+	oldest, err := deadletters.OldestPending(ctx, f, conn, dlqTopic, offs[dlqTopic], st)
+	if err != nil || !oldest.Equal(base.Add(4*time.Minute)) {
+		t.Errorf("oldest pending %v %v, want minute 4 (partition 0 offset 2)", oldest, err)
 	}
 }
