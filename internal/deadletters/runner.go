@@ -128,6 +128,9 @@ func Run(ctx context.Context, o Options) (Progress, error) {
 	default:
 		return r.prog, fmt.Errorf("unknown action %q", o.Spec.Action)
 	}
+	if len(o.Snapshot) == 0 {
+		return r.prog, errors.New("no snapshot: capture the end offsets with Snapshot when the action starts")
+	}
 	if o.Spec.Action == v1.DeadLetterReplay && o.Target == nil {
 		return r.prog, errors.New("a Replay needs a Target function")
 	}

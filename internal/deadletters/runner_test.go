@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -484,11 +485,21 @@ func TestRunRefusesWhatItCannotDo(t *testing.T) {
 		"purge no before":   {Spec: v1.DeadLetterActionSpec{Action: v1.DeadLetterPurge}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
 		"bad record":        {Spec: v1.DeadLetterActionSpec{Action: v1.DeadLetterIgnore, Selector: &v1.DeadLetterSelector{Records: []v1.RecordRef{"x"}}}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
 		"unknown action":    {Spec: v1.DeadLetterActionSpec{Action: "Archive"}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
-		"topic, no state t": {Spec: replaySpec(1), Topic: tierTopic, Conn: e.conn, Kafka: e.kafka, Target: e.toOrdersTier, Snapshot: map[int32]int64{0: 1}},
+		"topic, no state t": {Spec: replaySpec(1), Topic: tierTopic, Conn: e.conn, Kafka: e.kafka, Target: e.toOrdersTier},
+		"no snapshot":       {Spec: replaySpec(1), Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Target: e.toOrdersTier},
 	} {
-		if _, err := deadletters.Run(ctxT(t), o); err == nil {
-			t.Errorf("%s: no error", name)
+		if name != "no snapshot" {
+			o.Snapshot = map[int32]int64{0: 1}
 		}
+		_, err := deadletters.Run(ctxT(t), o)
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		if (name == "no snapshot") != strings.Contains(err.Error(), "no snapshot") {
+			t.Errorf("%s: %v", name, err)
+		}
+		t.Logf("%s: %v", name, err)
 	}
 }
 
