@@ -27,6 +27,9 @@ const (
 	// SkipMalformed: Replay of a dead letter whose context headers cannot make a replay (no valid
 	// retryops.original.* headers, an invalid replay count).
 	SkipMalformed = "MalformedDeadLetter"
+	// SkipIncomplete: Replay of a dead letter written without its value, or stripped of its key,
+	// value and headers (retryops.value.omitted, retryops.key.omitted): it cannot be replayed.
+	SkipIncomplete = "IncompleteDeadLetter"
 	// SkipBlocksPrefix: for Purge, the first dead letter of a partition that does not match, which
 	// ends the prefix deleted.
 	SkipBlocksPrefix = "BlocksPrefix"

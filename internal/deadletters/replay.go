@@ -43,10 +43,17 @@ func (r *run) replayable(ctx context.Context, e *Entry, st State, p *pending) (b
 	}
 	built, err := headers.ReplayHeaders(hs, r.o.Topic, e.Partition, e.Offset, r.o.clock().Now())
 	if err != nil {
-		// The dead letter cannot be replayed (no valid retryops.original.* headers): skipped, not
-		// a failure of the run.
-		r.prog.skip(SkipMalformed)
-		return false, nil //nolint:nilerr // a malformed dead letter is skipped and counted, the run goes on
+		// The dead letter cannot be replayed (written without its value, no valid
+		// retryops.original.* headers): skipped, not a failure of the run.
+		reason := SkipMalformed
+		switch {
+		case errors.Is(err, headers.ErrIncomplete):
+			reason = SkipIncomplete
+		case errors.Is(err, headers.ErrReplayLimit):
+			reason = SkipReplayLimit
+		}
+		r.prog.skip(reason)
+		return false, nil
 	}
 	rec := kafka.ProduceRecord{Key: cloneBytes(e.Key), Value: cloneBytes(e.Value), Partition: -1}
 	rec.Headers = make([]kafka.Header, len(built))

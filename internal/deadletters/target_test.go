@@ -82,6 +82,7 @@ func TestRunOnTheFakeSkipsMalformedDeadLetters(t *testing.T) {
 		{Key: []byte("no-original"), Headers: good[:1]},
 		{Key: []byte("bad-count"), Headers: append(append([]kafka.Header{}, good...), kafka.Header{Key: headers.ReplayCount, Value: []byte("01")})},
 		{Key: []byte("bad-offset"), Headers: append(append([]kafka.Header{}, good[:3]...), kafka.Header{Key: headers.OriginalOffset, Value: []byte("-9")}, good[4])},
+		{Key: []byte("no-value"), Headers: append(append([]kafka.Header{}, good...), kafka.Header{Key: headers.ValueOmitted, Value: []byte("2000000")})},
 		{Key: []byte("garbage"), Headers: []kafka.Header{{Key: headers.Pipeline, Value: []byte{0xff, '/', 0xfe}}, {Key: headers.ReplayOf, Value: []byte("x")}}},
 	}
 	if _, err := f.ProduceRecords(ctx, conn, dlqTopic, recs); err != nil {
@@ -95,8 +96,8 @@ func TestRunOnTheFakeSkipsMalformedDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if prog.Matched != 5 || prog.Done != 1 || prog.SkippedBy[deadletters.SkipMalformed] != 3 || prog.SkippedBy[deadletters.SkipNoTarget] != 1 {
-		t.Errorf("progress %+v, want 1 replayed, 3 malformed, 1 without target", prog)
+	if prog.Matched != 6 || prog.Done != 1 || prog.SkippedBy[deadletters.SkipMalformed] != 3 || prog.SkippedBy[deadletters.SkipIncomplete] != 1 || prog.SkippedBy[deadletters.SkipNoTarget] != 1 {
+		t.Errorf("progress %+v, want 1 replayed, 3 malformed, 1 incomplete, 1 without target", prog)
 	}
 	out := f.Records(tierTopic, 0)
 	if len(out) != 1 || string(out[0].Key) != "ok" {
