@@ -82,6 +82,8 @@ func TestManagerRoleHasNoWildcards(t *testing.T) {
 		"retry.retryops.dev/consumerpipelines/status":     "patch",
 		"retry.retryops.dev/deadletterqueues/finalizers":  "update",
 		"retry.retryops.dev/consumerpipelines/finalizers": "update",
+		"retry.retryops.dev/deadletteractions":            "list,watch",
+		"retry.retryops.dev/deadletteractions/status":     "patch",
 		"/secrets":                                       "get",
 		"/events":                                        "create,patch",
 		"events.k8s.io/events":                           "create,patch",

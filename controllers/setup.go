@@ -14,6 +14,8 @@ package controllers
 // +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies,verbs=list;watch
 // +kubebuilder:rbac:groups=retry.retryops.dev,resources=deadletterqueues,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=retry.retryops.dev,resources=consumerpipelines,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=retry.retryops.dev,resources=deadletteractions,verbs=list;watch
+// +kubebuilder:rbac:groups=retry.retryops.dev,resources=deadletteractions/status,verbs=patch
 // +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies/status;deadletterqueues/status;consumerpipelines/status,verbs=patch
 // +kubebuilder:rbac:groups=retry.retryops.dev,resources=deadletterqueues/finalizers;consumerpipelines/finalizers,verbs=update
 // +kubebuilder:rbac:groups=core,resources=secrets,verbs=get
@@ -117,6 +119,8 @@ type Options struct {
 	// WatchNamespaces, when not empty, are the only namespaces whose resources and children the
 	// operator sees (--watch-namespaces); give the manager CacheOptions of the same namespaces.
 	WatchNamespaces []string
+	// ActionClock paces dead-letter replays and their progress reports (the real clock when nil).
+	ActionClock clock.Clock
 	// Clock is the time source of the deletion bound, the live figures and the circuit reports (the
 	// real clock when nil).
 	Clock clock.PassiveClock
@@ -177,6 +181,7 @@ type reconcilers struct {
 	policy   *RetryPolicyReconciler
 	queue    *DeadLetterQueueReconciler
 	pipeline *ConsumerPipelineReconciler
+	action   *DeadLetterActionReconciler
 	rules    *ruleapi.API
 }
 
@@ -265,6 +270,12 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 			APIReader:             mgr.GetAPIReader(),
 			CircuitReportInterval: opts.CircuitReportInterval,
 		},
+		action: &DeadLetterActionReconciler{
+			topicReconciler: topics("deadletteraction-controller"),
+			Factory:         opts.Kafka,
+			RunClock:        opts.ActionClock,
+			runs:            newActionRuns(),
+		},
 		rules: rules,
 	}, nil
 }
@@ -294,6 +305,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	}
 	if err := rs.pipeline.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("consumerpipeline controller: %w", err)
+	}
+	if err := rs.action.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("deadletteraction controller: %w", err)
 	}
 	return nil
 }

@@ -388,7 +388,7 @@ func (r *topicReconciler) forgetCreatedTopics(ctx context.Context, o client.Obje
 // claimProblem reports a topic the resource o may not make the operator create or adopt under the
 // manager's topic claim policy (--topic-prefix), as a user error naming the rule.
 func (r *topicReconciler) claimProblem(o client.Object, topic string) *problem {
-	if err := r.Kafka.Defaults.Tenancy.CheckClaim(o.GetNamespace(), topic); err != nil {
+	if err := r.Kafka.Defaults.CheckClaim(o.GetNamespace(), topic); err != nil {
 		return &problem{Reason: v1.ReasonTopicClaimRefused, Kind: problemUser, Message: err.Error()}
 	}
 	return nil

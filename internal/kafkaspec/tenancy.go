@@ -49,12 +49,15 @@ func (t Tenancy) CheckClaim(namespace, topic string) error {
 		topic, namespace, flagTopicPrefix, t.TopicPrefix, prefix)}
 }
 
+// topicNameChars are the characters of a Kafka topic name.
+const topicNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+
 // CheckTopicPrefix reports a topic claim policy that could never be met: a prefix with characters
 // a topic name cannot have (other than the placeholder).
 func CheckTopicPrefix(prefix string) error {
 	rest := strings.ReplaceAll(prefix, topicPrefixPlaceholder, "")
 	for _, c := range rest {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+		if !strings.ContainsRune(topicNameChars, c) {
 			return fmt.Errorf("%s %q: a topic name has only letters, digits, '.', '_' and '-' (and %s stands for the namespace)", flagTopicPrefix, prefix, topicPrefixPlaceholder)
 		}
 	}

@@ -27,6 +27,8 @@ type Metrics struct {
 	ConsumerPipelineReadyReplicas         *prometheus.GaugeVec
 	ConsumerPipelineCircuitState          *prometheus.GaugeVec
 	RetryPolicyDeadLetterMessages         *prometheus.GaugeVec
+
+	counters actionCounters
 }
 
 // Register creates the collectors of All and registers them on reg. A collector that reg already
@@ -49,7 +51,12 @@ func Register(reg prometheus.Registerer) (*Metrics, error) {
 		}
 		vecs[d.Name] = v
 	}
+	counters, err := registerActionCounters(reg)
+	if err != nil {
+		return nil, err
+	}
 	return &Metrics{
+		counters:                              counters,
 		DeadLetterQueueMessages:               vecs[DeadLetterQueueMessages],
 		DeadLetterQueueOldestMessageTimestamp: vecs[DeadLetterQueueOldestMessageTimestamp],
 		DeadLetterQueueMessagesByReason:       vecs[DeadLetterQueueMessagesByReason],
