@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +32,19 @@ func pipelineStatus(s *pipelineScope) v1.ConsumerPipelineStatus {
 	setPipelineDeployment(&st, p.Generation, s.deployment, s.deploymentProblems)
 	setPipelineCircuit(&st, s)
 	setPipelineReady(&st, p.Generation)
+	setPipelineStalled(&st, p.Generation, s.allProblems())
 	return st
+}
+
+// setPipelineStalled sets Stalled: True on a user error of any step, or while the Deployment's
+// rollout has passed its progress deadline (kstatus counts that as stalled for a Deployment too:
+// the template needs a change, or the cluster room for it); removed otherwise.
+func setPipelineStalled(st *v1.ConsumerPipelineStatus, generation int64, ps problems) {
+	if c := meta.FindStatusCondition(st.Conditions, v1.ConditionDeploymentReady); c != nil &&
+		c.Status == metav1.ConditionFalse && c.Reason == reasonProgressDeadlineExceeded {
+		ps = append(slices.Clone(ps), &problem{Reason: c.Reason, Kind: problemUser, Message: c.Message})
+	}
+	setStalled(&st.Conditions, generation, ps)
 }
 
 // setPipelineTopics writes the topics: the source and its partitions, the retry tiers with their
@@ -140,7 +153,8 @@ func setPipelineDeployment(st *v1.ConsumerPipelineStatus, generation int64, d *a
 // deploymentReadyCondition is DeploymentReady as the Deployment's status tells it, with the checks of
 // `kubectl rollout status`: True (Available) when the Deployment controller has seen the latest spec,
 // every wanted pod runs the current template and is ready, and no old pod is left; otherwise False
-// with reason ProgressDeadlineExceeded, Progressing or Unavailable.
+// with reason ReplicaFailure (pods cannot be created, with the Deployment controller's message),
+// ProgressDeadlineExceeded, Progressing or Unavailable.
 func deploymentReadyCondition(d *appsv1.Deployment, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: v1.ConditionDeploymentReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
 	if d == nil {
@@ -149,6 +163,14 @@ func deploymentReadyCondition(d *appsv1.Deployment, generation int64) metav1.Con
 	}
 	want := ptr.Deref(d.Spec.Replicas, 1)
 	ds := d.Status
+	for _, dc := range ds.Conditions {
+		// The Deployment controller could not create pods (a Pod Security rejection, a quota): said
+		// at once, not as a rollout in progress. Only for the spec it has seen: a newer one may fix it.
+		if dc.Type == appsv1.DeploymentReplicaFailure && dc.Status == corev1.ConditionTrue && ds.ObservedGeneration >= d.Generation {
+			c.Reason, c.Message = v1.ReasonReplicaFailure, fmt.Sprintf("Deployment %s cannot create pods: %s: %s", d.Name, dc.Reason, dc.Message)
+			return c
+		}
+	}
 	for _, dc := range ds.Conditions {
 		if dc.Type == appsv1.DeploymentProgressing && dc.Status == corev1.ConditionFalse && dc.Reason == reasonProgressDeadlineExceeded {
 			c.Reason, c.Message = reasonProgressDeadlineExceeded, fmt.Sprintf("Deployment %s: %s", d.Name, dc.Message)

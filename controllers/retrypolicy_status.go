@@ -31,12 +31,24 @@ func policyStatus(p *v1.RetryPolicy, pipelines []v1.ConsumerPipeline, cache *pol
 	compiled, err := compilePolicy(cache, p)
 	if err != nil {
 		setPolicyReady(&st, p.Generation, err)
+		setPolicyStalled(&st, p.Generation, err)
 		return st
 	}
 	plan := compiled.Plan()
 	setPolicySchedule(&st, plan)
 	setPolicyReady(&st, p.Generation, nil)
+	setPolicyStalled(&st, p.Generation, nil)
 	return st
+}
+
+// setPolicyStalled sets Stalled: True with reason InvalidSpec while the spec does not compile (only a
+// spec change can fix it), removed otherwise.
+func setPolicyStalled(st *v1.RetryPolicyStatus, generation int64, specErr error) {
+	var ps problems
+	if specErr != nil {
+		ps.add(&problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(specErr.Error(), maxConditionMessage)})
+	}
+	setStalled(&st.Conditions, generation, ps)
 }
 
 // setPolicyUsage fills in which pipelines use the policy and their dead letters.

@@ -15,6 +15,13 @@ const (
 	// ConditionCircuitClosed is False while a ConsumerPipeline's consumers report their circuit
 	// breaker open or half-open (status.circuit).
 	ConditionCircuitClosed = "CircuitClosed"
+	// ConditionStalled (the kstatus convention) is True while the resource cannot make progress
+	// without a change by a person: a spec error (reason InvalidSpec, or the reason of the error, such
+	// as TopicClaimRefused), or, on a ConsumerPipeline, a Deployment whose rollout passed its progress
+	// deadline (ProgressDeadlineExceeded). The message says what to change. It is absent otherwise, so
+	// that kstatus (flux wait, cli-utils) computes Failed at once for a stalled resource and Current
+	// for a Ready one, instead of waiting for a timeout.
+	ConditionStalled = "Stalled"
 )
 
 // Condition reasons of the CircuitClosed condition of a ConsumerPipeline.
@@ -30,6 +37,14 @@ const (
 	// ReasonNoCircuitBreaker means the RetryPolicy has no circuit breaker, so there is nothing to
 	// open.
 	ReasonNoCircuitBreaker = "NoCircuitBreaker"
+)
+
+// Condition reasons of the DeploymentReady condition of a ConsumerPipeline read from its Deployment.
+const (
+	// ReasonReplicaFailure means the Deployment controller could not create the consumers' pods (the
+	// Deployment's ReplicaFailure condition: a Pod Security rejection, an exhausted quota, a missing
+	// ServiceAccount); the message has its reason and message.
+	ReasonReplicaFailure = "ReplicaFailure"
 )
 
 // Condition reasons shared by the controllers.
