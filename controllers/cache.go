@@ -28,7 +28,9 @@ import (
 //     are cached only with its label app.kubernetes.io/managed-by=retry-operator, which every child
 //     carries (internal/render), and PrometheusRules the same way (internal/ruleapi). An object of a
 //     child's name without the label is not seen: apply.Owned checks such a name with a dry-run
-//     create and reports it as a ChildConflict, never adopting it.
+//     create and, when it exists, with an uncached GET (hence get on the owned kinds): a child of
+//     the operator's whose label was removed is applied again, anything else is a ChildConflict,
+//     never adopted.
 //   - Reads of a kind without an informer fail (ReaderFailOnMissingInformer) instead of starting a
 //     cluster-wide informer behind the operator's back.
 //   - With namespaces (--watch-namespaces), every namespaced kind is cached in those namespaces only.
@@ -86,6 +88,10 @@ func (c secretsFromAPI) List(ctx context.Context, list client.ObjectList, opts .
 	}
 	return c.Client.List(ctx, list, opts...)
 }
+
+// UncachedReader reads from the API server: apply.Owned checks with it an object of a child's name
+// the cache does not show (a child of the operator's whose label was removed is applied again).
+func (c secretsFromAPI) UncachedReader() client.Reader { return c.api }
 
 // resyncWhileStalled is the requeue of a resource whose reconcile met only user errors, which
 // otherwise waits for a spec change: a resource whose spec.kafka names Secrets is looked at again

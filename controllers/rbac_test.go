@@ -48,7 +48,8 @@ func managerRoleVerbs(t *testing.T) map[string][]string {
 // TestManagerRoleHasNoWildcards reads the generated ClusterRole and fails on any "*" verb,
 // resource, API group, resource name or non-resource URL, then checks it grants exactly the verbs
 // the code uses: the reads of the cache (list, watch) and the uncached ones (get: Secrets, the
-// stored spec.template of a pipeline, the topic ledger's ConfigMaps), server-side apply (patch, and create for
+// stored spec.template of a pipeline, the topic ledger's ConfigMaps, an object of a child's name
+// the cache does not show), server-side apply (patch, and create for
 // a new object and the dry-run create of a child not seen), optimistic merge patches of status,
 // finalizers and annotations (patch; no update anywhere), the deletes of a ServiceAccount and of an
 // alert ConfigMap replaced by a PrometheusRule, events, and update on the finalizers of the kinds
@@ -88,11 +89,11 @@ func TestManagerRoleHasNoWildcards(t *testing.T) {
 		"/events":                                        "create,patch",
 		"events.k8s.io/events":                           "create,patch",
 		"/configmaps":                                    "create,delete,get,list,patch,watch",
-		"apps/deployments":                               "create,list,patch,watch",
-		"/serviceaccounts":                               "create,delete,list,patch,watch",
-		"rbac.authorization.k8s.io/roles":                "create,list,patch,watch",
-		"rbac.authorization.k8s.io/rolebindings":         "create,list,patch,watch",
-		"monitoring.coreos.com/prometheusrules":          "create,list,patch,watch",
+		"apps/deployments":                               "create,get,list,patch,watch",
+		"/serviceaccounts":                               "create,delete,get,list,patch,watch",
+		"rbac.authorization.k8s.io/roles":                "create,get,list,patch,watch",
+		"rbac.authorization.k8s.io/rolebindings":         "create,get,list,patch,watch",
+		"monitoring.coreos.com/prometheusrules":          "create,get,list,patch,watch",
 		"apiextensions.k8s.io/customresourcedefinitions": "list,watch",
 	}
 	for k, v := range want {

@@ -3,8 +3,9 @@ package controllers
 // The manager's permissions, generated into config/rbac/role.yaml by `make manifests`: exactly the
 // verbs the code uses, no wildcards (rbac_test.go checks both, and that a running manager sends no
 // request the role does not grant). Reads go through the cache (list, watch), but for the uncached
-// GETs: Secrets (never listed or watched, see cache.go), the stored spec.template of a pipeline and
-// the ConfigMaps read uncached (topic ledgers). Writes are server-side applies and merge patches
+// GETs: Secrets (never listed or watched, see cache.go), the stored spec.template of a pipeline, the
+// ConfigMaps read uncached (topic ledgers) and an object of a child's name the cache does not show
+// (apply.Owned: a child of the operator's whose label was removed, or someone else's object). Writes are server-side applies and merge patches
 // (patch; create for an object that does not exist yet and for the dry-run create of a child the
 // cache has not shown), never updates; configmaps delete is for the alert ConfigMap replaced by a
 // PrometheusRule once that kind is served, serviceaccounts delete for the consumers' access objects
@@ -22,10 +23,10 @@ package controllers
 // +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=list;watch;create;patch
-// +kubebuilder:rbac:groups=core,resources=serviceaccounts,verbs=list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=list;watch;create;patch
-// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=core,resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=list;watch
 
 import (

@@ -55,6 +55,9 @@ func Cached(ctx context.Context, c client.Reader, key client.ObjectKey, obj clie
 // manager added items never compares equal: it is applied again at each reconcile, which the API
 // server answers without a change.
 //
+// An object the cache does not show is first checked with a dry-run create: when it exists, c (if
+// an UncachedReader) reads it from the API server, and it is applied only if owner controls it.
+//
 // It returns the object as the API server has it after the apply (or as cached), and whether it
 // applied. An object of that name controlled by another owner is a *ConflictError and is left
 // alone; the API server's errors are returned as they are (apierrors.IsInvalid tells an object it
@@ -71,12 +74,23 @@ func Owned(ctx context.Context, c client.Client, owner client.Object, desired ru
 	if live == nil {
 		// Not seen: never applied over an object the cache has not shown yet (an apply would adopt
 		// it). A dry-run create asks the API server, writing nothing; one that exists after all is
-		// a conflict until the cache shows it.
+		// a conflict, unless an uncached read finds it is ours (the cache holds only objects with the
+		// operator's label, which someone may have removed): then it is applied again, label and all.
 		if err := c.Create(ctx, u.DeepCopy(), client.DryRunAll, client.FieldOwner(FieldOwner)); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				return nil, false, &ConflictError{Kind: u.GetKind(), Name: u.GetName()}
+			if !apierrors.IsAlreadyExists(err) {
+				return nil, false, err
 			}
-			return nil, false, err
+			ce := &ConflictError{Kind: u.GetKind(), Name: u.GetName()}
+			existing, err := readUncached(ctx, c, u)
+			if err != nil || existing == nil {
+				return nil, false, ce
+			}
+			if ref := metav1.GetControllerOf(existing); ref == nil || ref.UID != owner.GetUID() {
+				if ref != nil {
+					ce.OwnerKind, ce.OwnerName = ref.Kind, ref.Name
+				}
+				return nil, false, ce
+			}
 		}
 	} else if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != owner.GetUID() {
 		// Another owner's, or nobody's (made by hand, by a tenant who predicted the name, by
@@ -103,6 +117,28 @@ func Owned(ctx context.Context, c client.Client, owner client.Object, desired ru
 		return nil, false, err
 	}
 	return u, true, nil
+}
+
+// UncachedReader is a client that can also read from the API server, past its cache: Owned uses it
+// for an object of a child's name the cache does not show.
+type UncachedReader interface {
+	// UncachedReader reads from the API server.
+	UncachedReader() client.Reader
+}
+
+// readUncached reads the object named like u from the API server when c can (an UncachedReader),
+// and returns nil when it cannot or the object does not exist.
+func readUncached(ctx context.Context, c client.Client, u *unstructured.Unstructured) (client.Object, error) {
+	ur, ok := c.(UncachedReader)
+	if !ok {
+		return nil, nil
+	}
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(u.GroupVersionKind())
+	if err := ur.UncachedReader().Get(ctx, client.ObjectKeyFromObject(u), got); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return got, nil
 }
 
 // Object converts an object to the unstructured form applied: without status, without null
