@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
@@ -190,6 +191,14 @@ func TestDeadLetterActions(t *testing.T) {
 	// The Resolve runs next: the pending ones of its reasons (the replayed are not Pending).
 	g.Eventually(actionPhase(resolve), wait, poll).Should(Equal(v1.ActionSucceeded))
 	g.Expect(resolve.Status.Done).To(Equal(int64(40 - len(want) - 3)))
+	// The queue counts its dead letters by state from the record of decisions.
+	g.Eventually(func() ([]v1.NamedCount, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(q), q)
+		return q.Status.States, err
+	}, wait, poll).Should(Equal([]v1.NamedCount{{Name: "Pending", Count: 3}, {Name: "Replayed", Count: int64(len(want))},
+		{Name: "Resolved", Count: int64(40 - len(want) - 3)}, {Name: "Ignored", Count: 0}}))
+	g.Expect(q.Status.Pending).To(Equal(ptr.To(int64(3))))
+	g.Expect(q.Status.OldestPendingTime).NotTo(BeNil())
 
 	// Purge: partition 1 holds only decided dead letters and goes whole; partition 0 stops at its
 	// first undeliverable one, still Pending.

@@ -30,6 +30,8 @@ type DeadLetterQueueReconciler struct {
 	topicReconciler
 	// growth is the message count history of each queue, for the growth rate.
 	growth *growthHistory
+	// stateCounts are the last counts by state of each queue.
+	stateCounts *stateCountCache
 }
 
 // dlqScope is the state of one DeadLetterQueue reconcile, filled in by the steps.
@@ -44,9 +46,12 @@ type dlqScope struct {
 
 	// stateWant is the record of decisions (stateTopicSpec), stateHave as described; stateTopic its
 	// name once it exists as specified.
-	stateWant  kafka.TopicSpec
-	stateHave  kafka.TopicInfo
-	stateTopic string
+	stateWant    kafka.TopicSpec
+	stateHave    kafka.TopicInfo
+	stateTopic   string
+	stateOffsets []kafka.PartitionOffsets
+	// states are the dead letters held counted by state, nil when not known this time.
+	states *dlqStates
 
 	offsets   []kafka.PartitionOffsets
 	offsetsAt time.Time
@@ -91,6 +96,7 @@ func (r *DeadLetterQueueReconciler) forget(key types.NamespacedName) {
 	r.Kafka.ByPipeline.Forget(owner)
 	r.Kafka.Connections.Release(owner)
 	r.growth.forget(key)
+	r.stateCounts.forget(key)
 	if r.Metrics != nil {
 		r.Metrics.DeleteDeadLetterQueue(key.Namespace, key.Name)
 	}
@@ -119,6 +125,7 @@ func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, s *dlqS
 		{"Offsets", r.readOffsets},
 		{"Retention", r.enforceMaxMessages},
 		{"LiveFigures", r.refreshLiveFigures},
+		{"States", r.refreshStates},
 	}, &s.problems)
 }
 

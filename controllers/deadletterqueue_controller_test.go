@@ -498,6 +498,8 @@ func TestDeadLetterQueueOffsetsAreListedInOneRoundPerResync(t *testing.T) {
 	counter := countListOffsets(c)
 
 	const queues = 20
+	// Each queue's topic and its record of decisions.
+	const topics = 2 * queues
 	const refresh = time.Second
 	var all []*v1.DeadLetterQueue
 	for i := range queues {
@@ -513,7 +515,7 @@ func TestDeadLetterQueueOffsetsAreListedInOneRoundPerResync(t *testing.T) {
 	// Steady state: every queue has resynced at least once with all topics known.
 	g.Eventually(func() bool {
 		reqs, _ := counter.snapshot()
-		return len(reqs) > 0 && reqs[len(reqs)-1] == queues
+		return len(reqs) > 0 && reqs[len(reqs)-1] == topics
 	}, wait, poll).Should(BeTrue())
 
 	counter.reset()
@@ -525,7 +527,7 @@ func TestDeadLetterQueueOffsetsAreListedInOneRoundPerResync(t *testing.T) {
 	t.Logf("%d ListOffsets requests in %v for %d queues refreshed every %v; topics per request: %v",
 		len(reqs), elapsed.Round(time.Millisecond), queues, refresh, reqs)
 
-	g.Expect(reqs).To(HaveEach(queues), "every request lists the offsets of all the queues' topics")
+	g.Expect(reqs).To(HaveEach(topics), "every request lists the offsets of all the queues' topics")
 	// Requests come in pairs (start, end) sent together; pairs are at least about an interval apart.
 	// The snapshot may have caught a round between its two requests: that last one is left out.
 	at = at[:len(at)&^1]

@@ -106,7 +106,13 @@ func (r *DeadLetterQueueReconciler) exportDLQ(key types.NamespacedName, st v1.De
 		return
 	}
 	f := opmetrics.DeadLetterQueueFigures{Messages: *st.Messages, ByReason: map[string]int64{}}
-	if st.OldestMessageTime != nil {
+	// The age alert watches the oldest dead letter nobody decided on: once the record of decisions
+	// is counted, the oldest pending one (none pending: no series).
+	switch {
+	case st.Pending != nil && *st.Pending == 0:
+	case st.OldestPendingTime != nil:
+		f.Oldest = st.OldestPendingTime.Time
+	case st.OldestMessageTime != nil && st.Pending == nil:
 		f.Oldest = st.OldestMessageTime.Time
 	}
 	for _, c := range st.Reasons {

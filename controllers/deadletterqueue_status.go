@@ -29,6 +29,7 @@ func dlqStatus(s *dlqScope) v1.DeadLetterQueueStatus {
 	}
 	setDLQFigures(&st, s.topic, s.offsets, s.counted, s.offsetsAt)
 	setDLQBreakdown(&st, s.live.breakdown, s.offsetsAt)
+	setDLQStates(&st, s.states)
 	setDLQReady(&st, dlq.Generation, s.problems, dlqReadyMessage(s.want, s.topic))
 	setStalled(&st.Conditions, dlq.Generation, s.problems)
 	setDLQHealthy(&st, dlq.Generation, render.DeadLetterQueueAlertThresholds(dlq), s.live.growth, s.live.now)

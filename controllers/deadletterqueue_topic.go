@@ -205,11 +205,16 @@ func (r *DeadLetterQueueReconciler) recordTopicChange(ctx context.Context, dlq *
 
 // readOffsets reads the topic's offsets through the batched reads.
 func (r *DeadLetterQueueReconciler) readOffsets(ctx context.Context, s *dlqScope) error {
-	got, at, err := r.Kafka.Offsets.Get(ctx, s.admin, s.connKey, dlqOwner(client.ObjectKeyFromObject(s.dlq)), []string{s.want.Name}, s.interval)
+	topics := []string{s.want.Name}
+	if s.stateTopic != "" {
+		topics = append(topics, s.stateTopic)
+	}
+	got, at, err := r.Kafka.Offsets.Get(ctx, s.admin, s.connKey, dlqOwner(client.ObjectKeyFromObject(s.dlq)), topics, s.interval)
 	if err != nil {
 		return kafkaProblem(err)
 	}
 	s.offsets, s.offsetsAt, s.counted = got[s.want.Name], at, true
+	s.stateOffsets = got[s.stateTopic]
 	return nil
 }
 

@@ -348,12 +348,12 @@ func TestDeadLetterQueueLiveStatus(t *testing.T) {
 	out, err := env.Kubectl(nil, "get", "dlq", "-n", ns)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Logf("kubectl get dlq:\n%s", out)
-	rows := kubectlTable(g, out, "NAME", "TOPIC", "MESSAGES", "OLDEST", "READY", "AGE")
+	rows := kubectlTable(g, out, "NAME", "TOPIC", "MESSAGES", "PENDING", "OLDEST", "READY", "AGE")
 	g.Expect(rows).To(ConsistOf(And(HaveKeyWithValue("NAME", "live"), HaveKeyWithValue("TOPIC", topic), HaveKeyWithValue("MESSAGES", "12"),
 		HaveKeyWithValue("READY", "True"))))
 	out, err = env.Kubectl(nil, "get", "dlq", "-n", ns, "-o", "wide")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(kubectlTable(g, out, "NAME", "TOPIC", "MESSAGES", "OLDEST", "READY", "HEALTHY", "AGE")).To(ConsistOf(HaveKeyWithValue("HEALTHY", "False")))
+	g.Expect(kubectlTable(g, out, "NAME", "TOPIC", "MESSAGES", "PENDING", "OLDEST", "READY", "HEALTHY", "AGE")).To(ConsistOf(HaveKeyWithValue("HEALTHY", "False")))
 
 	// The gauges are the status figures.
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(q), q)).To(Succeed())

@@ -141,7 +141,8 @@ func TestPipelineLiveStatus(t *testing.T) {
 		HaveKeyWithValue("NAME", "orders"), HaveKeyWithValue("LAG", "10"), HaveKeyWithValue("RETRYING", "8"), HaveKeyWithValue("DLQ MSGS", "4"))))
 	out, err = env.Kubectl(nil, "get", "dlq", "-n", ns)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(kubectlTable(g, out, "NAME", "TOPIC", "MESSAGES", "OLDEST", "READY", "AGE")).To(ConsistOf(HaveKeyWithValue("MESSAGES", "6")))
+	g.Expect(kubectlTable(g, out, "NAME", "TOPIC", "MESSAGES", "PENDING", "OLDEST", "READY", "AGE")).To(ConsistOf(And(
+		HaveKeyWithValue("MESSAGES", "6"), HaveKeyWithValue("PENDING", "6"))))
 
 	// The gauges are the status figures, for the pipeline, its queue and its policy.
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())

@@ -132,9 +132,11 @@ type Options struct {
 type kafkaAccess struct {
 	Defaults    kafkaspec.Defaults
 	Connections *kafka.Registry
-	Offsets     *kafkastats.Offsets
-	Commits     *kafkastats.Commits
-	Tallies     *kafkastats.Tallies
+	// Scanner reads records (the record of decisions).
+	Scanner kafka.Scanner
+	Offsets *kafkastats.Offsets
+	Commits *kafkastats.Commits
+	Tallies *kafkastats.Tallies
 	// ByPipeline is each queue's complete count of dead letters by pipeline, as last written to its
 	// status (status.pipelines shows the 20 largest only), by the queue's owner name.
 	ByPipeline *kafkastats.Counts
@@ -217,6 +219,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 	access := &kafkaAccess{
 		Defaults:    kafkaspec.Defaults{BootstrapServers: opts.DefaultBootstrapServers, TLS: opts.DefaultKafkaTLS, SASL: opts.DefaultKafkaSASL, Tenancy: opts.KafkaTenancy},
 		Connections: kafka.NewRegistry(opts.Kafka),
+		Scanner:     opts.Kafka,
 		Offsets:     offsets,
 		Commits:     kafkastats.NewCommits(opts.Clock),
 		Tallies:     kafkastats.NewTallies(offsets, opts.Kafka),
@@ -264,6 +267,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 		queue: &DeadLetterQueueReconciler{
 			topicReconciler: topics("deadletterqueue-controller"),
 			growth:          &growthHistory{},
+			stateCounts:     &stateCountCache{},
 		},
 		pipeline: &ConsumerPipelineReconciler{
 			topicReconciler:       topics("consumerpipeline-controller"),

@@ -22,8 +22,9 @@ const (
 	// namespace, deadletterqueue).
 	DeadLetterQueueMessages = "retryops_deadletterqueue_messages"
 	// DeadLetterQueueOldestMessageTimestamp is the Kafka timestamp, in Unix seconds, of the oldest
-	// dead letter the queue holds (labels namespace, deadletterqueue). Absent while the queue is
-	// empty.
+	// pending dead letter the queue holds, one no DeadLetterAction replayed, resolved or ignored (the
+	// oldest of all until the record of decisions is counted; labels namespace, deadletterqueue).
+	// Absent while none is pending.
 	DeadLetterQueueOldestMessageTimestamp = "retryops_deadletterqueue_oldest_message_timestamp_seconds"
 	// DeadLetterQueueMessagesByReason is the number of dead letters held, by their reason header
 	// (labels namespace, deadletterqueue, reason).
@@ -87,7 +88,7 @@ var (
 // All lists every metric the operator exports.
 var All = []Desc{
 	{DeadLetterQueueMessages, "gauge", "Dead letters held in the DeadLetterQueue's topic.", dlqLabels},
-	{DeadLetterQueueOldestMessageTimestamp, "gauge", "Kafka timestamp (Unix seconds) of the oldest dead letter held; absent while the queue is empty.", dlqLabels},
+	{DeadLetterQueueOldestMessageTimestamp, "gauge", "Kafka timestamp (Unix seconds) of the oldest pending dead letter held (not replayed, resolved or ignored); absent while none is pending.", dlqLabels},
 	{DeadLetterQueueMessagesByReason, "gauge", "Dead letters held in the DeadLetterQueue's topic, by reason.", dlqReasonLabels},
 	{ConsumerPipelineConsumerLag, "gauge", "Source-topic records the ConsumerPipeline's consumer group has not consumed yet.", pipelineLabels},
 	{ConsumerPipelineRetryBacklog, "gauge", "Records waiting in the ConsumerPipeline's retry tiers.", pipelineLabels},

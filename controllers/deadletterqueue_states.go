@@ -1,0 +1,128 @@
+package controllers
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/deadletters"
+	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafkastats"
+)
+
+// dlqStates are the dead letters a queue holds counted by state, and the oldest pending one's time
+// (zero when none is pending).
+type dlqStates struct {
+	counts        map[v1.DeadLetterState]int64
+	oldestPending time.Time
+}
+
+// stateCountCache keeps each queue's last counts with the offsets they were computed at (the
+// queue's and its record of decisions'): a refresh that finds both unchanged reads nothing.
+type stateCountCache struct {
+	mu     sync.Mutex
+	queues map[types.NamespacedName]stateCountEntry
+}
+
+type stateCountEntry struct {
+	at     []kafka.PartitionOffsets // the queue's offsets, then the record of decisions'
+	states dlqStates
+}
+
+func (c *stateCountCache) get(key types.NamespacedName, at []kafka.PartitionOffsets) (dlqStates, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.queues[key]
+	if !ok || !slices.Equal(e.at, at) {
+		return dlqStates{}, false
+	}
+	return e.states, true
+}
+
+func (c *stateCountCache) set(key types.NamespacedName, at []kafka.PartitionOffsets, st dlqStates) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.queues == nil {
+		c.queues = map[types.NamespacedName]stateCountEntry{}
+	}
+	c.queues[key] = stateCountEntry{at: at, states: st}
+}
+
+func (c *stateCountCache) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.queues, key)
+}
+
+// refreshStates counts the dead letters held by state from the record of decisions, and finds the
+// oldest pending one, when the queue or its record of decisions changed since the last count. A
+// failed read keeps status as it is, logged.
+func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqScope) error {
+	if !s.counted || s.stateTopic == "" || s.stateOffsets == nil {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(s.dlq)
+	at := append(slices.Clone(s.offsets), s.stateOffsets...)
+	if st, ok := r.stateCounts.get(key, at); ok {
+		s.states = &st
+		return nil
+	}
+	keep := func(id deadletters.ID) bool {
+		for _, p := range s.offsets {
+			if p.Partition == id.Partition {
+				return id.Offset >= p.Start && id.Offset < p.End
+			}
+		}
+		return false
+	}
+	states, err := deadletters.LoadStates(ctx, s.admin, r.Kafka.Scanner, s.conn, s.want.Name, keep)
+	if err == nil {
+		var st dlqStates
+		st.counts = states.Counts(s.offsets)
+		switch {
+		case st.counts[v1.DeadLetterPending] == 0:
+		case st.counts[v1.DeadLetterPending] == kafkastats.CountMessages(s.offsets) && s.live.breakdown != nil:
+			// Nothing decided: the oldest pending is the oldest held, which the tally knows.
+			st.oldestPending = s.live.breakdown.Oldest
+		default:
+			st.oldestPending, err = deadletters.OldestPending(ctx, r.Kafka.Scanner, s.conn, s.want.Name, s.offsets, states)
+		}
+		if err == nil {
+			r.stateCounts.set(key, at, st)
+			s.states = &st
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	ctrl.LoggerFrom(ctx).Info("Could not read the record of decisions; the counts by state in status are left as they were",
+		"deadLetterQueue", klog.KObj(s.dlq), "topic", s.stateTopic, "error", truncate(err.Error(), maxConditionMessage))
+	return nil
+}
+
+// setDLQStates writes the counts by state, pending and the oldest pending time (to the second).
+func setDLQStates(st *v1.DeadLetterQueueStatus, s *dlqStates) {
+	if s == nil {
+		return
+	}
+	pending := s.counts[v1.DeadLetterPending]
+	st.Pending = &pending
+	st.States = st.States[:0]
+	for _, name := range []v1.DeadLetterState{v1.DeadLetterPending, v1.DeadLetterReplayed, v1.DeadLetterResolved, v1.DeadLetterIgnored} {
+		st.States = append(st.States, v1.NamedCount{Name: string(name), Count: s.counts[name]})
+	}
+	st.OldestPendingTime = nil
+	if !s.oldestPending.IsZero() {
+		t := metav1.NewTime(s.oldestPending.Truncate(time.Second))
+		st.OldestPendingTime = &t
+	}
+}
