@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -50,7 +51,22 @@ type Stack struct {
 	// MetricsURL is the manager's Prometheus endpoint (http://127.0.0.1:<port>/metrics).
 	MetricsURL string
 
-	cleanups []func()
+	cleanups     []func()
+	startManager func(name string) (*Process, error)
+	restarts     int
+}
+
+// RestartManager stops the manager process (SIGTERM, as a rolling update would) and starts it
+// again with the same flags; the new one logs to logs/manager-<n>.log.
+func (s *Stack) RestartManager() error {
+	s.Manager.Stop()
+	s.restarts++
+	p, err := s.startManager(fmt.Sprintf("manager-%d", s.restarts+1))
+	if err != nil {
+		return err
+	}
+	s.Manager = p
+	return nil
 }
 
 // Process is a child process whose output goes to a log file.
@@ -62,6 +78,7 @@ type Process struct {
 	// Done receives the process's exit.
 	Done chan error
 	cmd  *exec.Cmd
+	stop sync.Once
 }
 
 // StartProcess runs bin with args, its output in dir/name.log. The process dies with its parent.
@@ -84,15 +101,18 @@ func StartProcess(dir, name string, env []string, bin string, args ...string) (*
 	return p, nil
 }
 
-// Stop sends SIGTERM and waits up to 15s before killing the process.
+// Stop sends SIGTERM and waits up to 15s before killing the process. Stopping it again does
+// nothing.
 func (p *Process) Stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.Done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.Done
-	}
+	p.stop.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.Done:
+		case <-time.After(15 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.Done
+		}
+	})
 }
 
 // WaitForPort waits until something accepts connections on addr.
@@ -178,10 +198,13 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 		"--metrics-bind-address=" + metrics,
 		"--health-probe-bind-address=127.0.0.1:0",
 	}, o.ManagerArgs...)
-	if s.Manager, err = StartProcess(logs, "manager", []string{"KUBECONFIG=" + s.Kubeconfig}, bin("manager"), args...); err != nil {
+	s.startManager = func(name string) (*Process, error) {
+		return StartProcess(logs, name, []string{"KUBECONFIG=" + s.Kubeconfig}, bin("manager"), args...)
+	}
+	if s.Manager, err = s.startManager("manager"); err != nil {
 		return s, err
 	}
-	s.cleanups = append(s.cleanups, s.Manager.Stop)
+	s.cleanups = append(s.cleanups, func() { s.Manager.Stop() })
 
 	progress("Running the dispatchers of the operator's Deployments as local processes")
 	runCtx, cancelRunner := context.WithCancel(context.Background())
