@@ -30,11 +30,11 @@ func setActionConditions(st *v1.DeadLetterActionStatus, generation int64, p *pro
 	case v1.ActionSucceeded:
 		set(v1.ConditionReady, metav1.ConditionTrue, reasonActionSucceeded, "The action completed: "+progress())
 		set(v1.ConditionComplete, metav1.ConditionTrue, reasonActionSucceeded, "The action completed")
-		meta.RemoveStatusCondition(&st.Conditions, conditionStalled)
+		meta.RemoveStatusCondition(&st.Conditions, v1.ConditionStalled)
 	case v1.ActionFailed:
 		set(v1.ConditionReady, metav1.ConditionFalse, p.Reason, p.Message)
 		set(v1.ConditionComplete, metav1.ConditionTrue, reasonActionFailed, "The action failed: "+p.Message)
-		set(conditionStalled, metav1.ConditionTrue, p.Reason, p.Message)
+		set(v1.ConditionStalled, metav1.ConditionTrue, p.Reason, p.Message)
 	case v1.ActionRunning:
 		if p != nil {
 			set(v1.ConditionReady, metav1.ConditionFalse, p.Reason, p.Message)
@@ -42,7 +42,7 @@ func setActionConditions(st *v1.DeadLetterActionStatus, generation int64, p *pro
 			set(v1.ConditionReady, metav1.ConditionFalse, reasonActionRunning, "The action is running: "+progress())
 		}
 		set(v1.ConditionComplete, metav1.ConditionFalse, reasonActionRunning, "The action is running")
-		meta.RemoveStatusCondition(&st.Conditions, conditionStalled)
+		meta.RemoveStatusCondition(&st.Conditions, v1.ConditionStalled)
 	default:
 		reason, msg := reasonActionWaiting, "The action has not started"
 		if p != nil {
@@ -51,9 +51,9 @@ func setActionConditions(st *v1.DeadLetterActionStatus, generation int64, p *pro
 		set(v1.ConditionReady, metav1.ConditionFalse, reason, msg)
 		set(v1.ConditionComplete, metav1.ConditionFalse, reason, "The action has not started")
 		if p != nil && p.Kind == problemUser {
-			set(conditionStalled, metav1.ConditionTrue, reason, msg)
+			set(v1.ConditionStalled, metav1.ConditionTrue, reason, msg)
 		} else {
-			meta.RemoveStatusCondition(&st.Conditions, conditionStalled)
+			meta.RemoveStatusCondition(&st.Conditions, v1.ConditionStalled)
 		}
 	}
 }
@@ -181,6 +181,3 @@ func (rs *actionRuns) backoff(key types.NamespacedName, now time.Time) time.Dura
 	}
 	return 0
 }
-
-// conditionStalled is kstatus' Stalled condition: a user error that needs a spec change.
-const conditionStalled = "Stalled"
