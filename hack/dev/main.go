@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -134,6 +135,8 @@ func run(o options) error {
 		}
 	}()
 
+	go demoActions(prodCtx, kubeconfig)
+
 	step("Live view (Ctrl-C stops everything); set up in %s", time.Since(started).Round(time.Second))
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
@@ -212,3 +215,49 @@ patches:
 `
 	return demo, os.WriteFile(filepath.Join(demo, "kustomization.yaml"), []byte(k), 0o644)
 }
+
+// demoActions shows the dead-letter actions once dead letters have gathered: a dry run of a replay
+// of the records that ran out of retries (it counts them and changes nothing), then a Resolve of
+// the non-retriable ones with a note. requestedBy is the kubeconfig's user, as the shipped admission
+// policy requires.
+func demoActions(ctx context.Context, kubeconfig string) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(demoActionsAfter):
+	}
+	user, err := kubectl(kubeconfig, nil, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+	if err != nil {
+		user = "make-dev"
+	}
+	manifest := fmt.Sprintf(demoActionsManifest, demoNamespace, strings.TrimSpace(user), demoNamespace, strings.TrimSpace(user))
+	if out, err := kubectl(kubeconfig, []byte(manifest), "apply", "-f", "-"); err != nil {
+		fmt.Fprintf(os.Stderr, "dev: applying the demo's dead-letter actions: %v\n%s", err, out)
+	}
+}
+
+// demoActionsAfter is when the demo's dead-letter actions are applied.
+const demoActionsAfter = 45 * time.Second
+
+// demoActionsManifest: a dry-run Replay and a Resolve on the chat pipeline's queue (namespace,
+// requestedBy, namespace, requestedBy).
+const demoActionsManifest = `apiVersion: retry.retryops.dev/v1alpha1
+kind: DeadLetterAction
+metadata: {name: demo-replay-dry-run, namespace: %s}
+spec:
+  queue: chatbot-dlq
+  action: Replay
+  mode: DryRun
+  requestedBy: %s
+  selector: {reasons: [max_retries_exceeded]}
+---
+apiVersion: retry.retryops.dev/v1alpha1
+kind: DeadLetterAction
+metadata: {name: demo-resolve-permanent, namespace: %s}
+spec:
+  queue: chatbot-dlq
+  action: Resolve
+  requestedBy: %s
+  note: "make dev: permanent failures of the demo sink, nothing to replay"
+  selector: {reasons: [non_retriable_error]}
+`
