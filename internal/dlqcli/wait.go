@@ -1,0 +1,217 @@
+package dlqcli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+)
+
+// done reports whether an action finished.
+func done(a *v1.DeadLetterAction) bool {
+	return a.Status.Phase == v1.ActionSucceeded || a.Status.Phase == v1.ActionFailed
+}
+
+// waitForAction follows an action through a watch (again after the watch ends) until it finishes,
+// drawing a progress bar on stderr when stderr is a terminal, then prints the outcome.
+func waitForAction(ctx context.Context, o *Options, c *clients, a *v1.DeadLetterAction, timeout time.Duration) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	bar := newProgressBar(o.streams.ErrOut, o.terminal(o.streams.ErrOut))
+	defer bar.finish()
+	for !done(a) {
+		bar.draw(a)
+		w, err := c.watchAction(ctx, a.Name, a.ResourceVersion)
+		if err != nil {
+			return waitError(ctx, a, err)
+		}
+		a, err = follow(ctx, w, a, bar)
+		w.Stop()
+		if err != nil {
+			return waitError(ctx, a, err)
+		}
+		if !done(a) {
+			// the watch ended (the server closes them now and then): read the action again
+			if a, err = c.getAction(ctx, a.Name); err != nil {
+				return waitError(ctx, a, err)
+			}
+		}
+	}
+	bar.draw(a)
+	bar.finish()
+	if err := printOutcome(o.streams.Out, a); err != nil {
+		return err
+	}
+	if a.Status.Phase == v1.ActionFailed {
+		return &actionFailedError{msg: fmt.Sprintf("%s failed: %s", actionRef(a.Name), conditionMessage(a, v1.ConditionReady))}
+	}
+	return nil
+}
+
+// follow reads watch events until the action finishes or the watch ends.
+func follow(ctx context.Context, w watch.Interface, a *v1.DeadLetterAction, bar *progressBar) (*v1.DeadLetterAction, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return a, ctx.Err()
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return a, nil
+			}
+			switch ev.Type {
+			case watch.Deleted:
+				return a, fmt.Errorf("%s was deleted while waiting for it", actionRef(a.Name))
+			case watch.Error:
+				return a, nil // a stale resource version: read again
+			case watch.Added, watch.Modified:
+				if got, ok := ev.Object.(*v1.DeadLetterAction); ok {
+					a = got
+					bar.draw(a)
+					if done(a) {
+						return a, nil
+					}
+				}
+			}
+		}
+	}
+}
+
+func waitError(ctx context.Context, a *v1.DeadLetterAction, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("stopped waiting for %s (it goes on; follow it with kubectl get dla %s -w): %w", actionRef(a.Name), a.Name, ctx.Err())
+	}
+	return err
+}
+
+func conditionMessage(a *v1.DeadLetterAction, t string) string {
+	for _, c := range a.Status.Conditions {
+		if c.Type == t {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	return "no condition says why"
+}
+
+// printOutcome prints a finished action's counts.
+func printOutcome(w io.Writer, a *v1.DeadLetterAction) error {
+	var b strings.Builder
+	took := ""
+	if a.Status.StartTime != nil && a.Status.CompletionTime != nil {
+		took = " in " + a.Status.CompletionTime.Sub(a.Status.StartTime.Time).Round(time.Second).String()
+	}
+	dry := ""
+	if a.Spec.Mode == v1.ActionModeDryRun {
+		dry = " (dry run: nothing was changed)"
+	}
+	fmt.Fprintf(&b, "%s %s%s%s\n", actionRef(a.Name), a.Status.Phase, took, dry)
+	doneLabel := map[v1.DeadLetterActionType]string{
+		v1.DeadLetterReplay: "replayed", v1.DeadLetterResolve: "resolved", v1.DeadLetterIgnore: "ignored", v1.DeadLetterPurge: "deleted",
+	}[a.Spec.Action]
+	if a.Spec.Mode == v1.ActionModeDryRun {
+		doneLabel = "would be " + doneLabel
+	}
+	fmt.Fprintf(&b, "  matched:  %d\n  %s: %d\n  skipped:  %d%s\n  failed:   %d\n",
+		a.Status.Matched, doneLabel, a.Status.Done, a.Status.Skipped, skippedReasons(a.Status.SkippedReasons), a.Status.Failed)
+	if a.Status.Duplicates > 0 {
+		fmt.Fprintf(&b, "  possibly produced twice (resumed): %d\n", a.Status.Duplicates)
+	}
+	if len(a.Status.MatchedRecords) > 0 {
+		fmt.Fprintf(&b, "  matched records: %s\n", joinRefs(a.Status.MatchedRecords))
+	}
+	if len(a.Status.BlockingRecords) > 0 {
+		fmt.Fprintf(&b, "  blocking records (the purge stopped there, per partition): %s\n", joinRefs(a.Status.BlockingRecords))
+	}
+	if a.Status.Phase == v1.ActionFailed {
+		fmt.Fprintf(&b, "  why: %s\n", conditionMessage(a, v1.ConditionReady))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func skippedReasons(rs []v1.NamedCount) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(rs))
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprintf("%s %d", r.Name, r.Count))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+func joinRefs(refs []v1.RecordRef) string {
+	s := make([]string, 0, len(refs))
+	for _, r := range refs {
+		s = append(s, string(r))
+	}
+	return strings.Join(s, " ")
+}
+
+// progressBar draws "[█████▌    ]  55%  550/1000  Running" on one terminal line; it draws nothing
+// when the stream is not a terminal.
+type progressBar struct {
+	w     io.Writer
+	on    bool
+	drawn bool
+	last  string
+}
+
+func newProgressBar(w io.Writer, terminal bool) *progressBar { return &progressBar{w: w, on: terminal} }
+
+func (p *progressBar) draw(a *v1.DeadLetterAction) {
+	if !p.on {
+		return
+	}
+	phase := string(a.Status.Phase)
+	if phase == "" {
+		phase = string(v1.ActionPending)
+	}
+	line := renderBar(a.Status.Done+a.Status.Skipped+a.Status.Failed, a.Status.Matched, 30) + "  " + phase
+	if line == p.last {
+		return
+	}
+	p.last, p.drawn = line, true
+	fmt.Fprintf(p.w, "\r\033[K%s", line)
+}
+
+func (p *progressBar) finish() {
+	if p.drawn {
+		fmt.Fprintln(p.w)
+		p.drawn = false
+	}
+}
+
+// renderBar is "[██████▍        ]  42%  420/1000" for n of total, width cells wide.
+func renderBar(n, total int64, width int) string {
+	frac := 0.0
+	if total > 0 {
+		frac = min(float64(n)/float64(total), 1)
+	}
+	return fmt.Sprintf("[%s] %3d%%  %d/%d", blocks(frac, width), int(frac*100), n, total)
+}
+
+// eighths are the partial block characters, one eighth to seven eighths of a cell.
+var eighths = []rune{' ', '▏', '▎', '▍', '▌', '▋', '▊', '▉'}
+
+// blocks fills frac of width cells with unicode blocks, to an eighth of a cell, padded with spaces.
+func blocks(frac float64, width int) string {
+	cells := int(frac*float64(width)*8 + 0.5)
+	full, part := cells/8, cells%8
+	s := strings.Repeat("█", min(full, width))
+	if full < width {
+		if part > 0 {
+			s += string(eighths[part])
+			full++
+		}
+		s += strings.Repeat(" ", width-full)
+	}
+	return s
+}
