@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kgo"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -101,6 +103,12 @@ func TestDeadLetterQueueNeverTouchesATopicItDidNotCreate(t *testing.T) {
 		HaveField("Message", ContainSubstring(topic))))
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders-dispatcher"}, &corev1.ConfigMap{})).NotTo(Succeed(),
 		"no dispatcher config names the topic as its dead letter topic")
+
+	// A Purge of that queue's dead letters is refused: it would delete another team's records.
+	purge := newAction(ns, "purge", q.Name, v1.DeadLetterPurge, &v1.DeadLetterSelector{Before: &metav1.Time{Time: time.Now().Add(time.Hour)}})
+	g.Expect(env.Client.Create(ctx, purge)).To(Succeed())
+	g.Eventually(actionReady(purge), wait, poll).Should(And(Not(BeNil()), HaveField("Reason", v1.ReasonTopicNotOwned)))
+	g.Expect(purge.Status.Phase).To(Equal(v1.ActionPending))
 
 	// Three spec changes, each reconciled (the condition follows the generation).
 	for i := range 3 {
