@@ -217,8 +217,8 @@ patches:
 }
 
 // demoActions shows the dead-letter actions once dead letters have gathered: a dry run of a replay
-// of the records that ran out of retries (it counts them and changes nothing), then a Resolve of
-// the non-retriable ones with a note. requestedBy is the kubeconfig's user, as the shipped admission
+// of the demo sink's permanent failures (HTTP 422: it counts and lists them and changes nothing),
+// then a Resolve of them with a note. requestedBy is the kubeconfig's user, as the shipped admission
 // policy requires.
 func demoActions(ctx context.Context, kubeconfig string) {
 	select {
@@ -249,7 +249,7 @@ spec:
   action: Replay
   mode: DryRun
   requestedBy: %s
-  selector: {reasons: [max_retries_exceeded]}
+  selector: {errorTypes: [HTTP422]}
 ---
 apiVersion: retry.retryops.dev/v1alpha1
 kind: DeadLetterAction
