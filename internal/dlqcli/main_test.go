@@ -61,14 +61,42 @@ type result struct {
 // testNow and stderr taken for a terminal when terminal is true.
 func runPlugin(t *testing.T, kubeconfig string, terminal bool, args ...string) result {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	o := newOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-	o.clock = clocktesting.NewFakePassiveClock(testNow)
+	return <-startPlugin(t, kubeconfig, testNow, terminal, &syncBuffer{}, args...)
+}
+
+// startPlugin runs the plugin in the background with the clock at now, stderr into errOut.
+func startPlugin(t *testing.T, kubeconfig string, now time.Time, terminal bool, errOut *syncBuffer, args ...string) <-chan result {
+	t.Helper()
+	var out bytes.Buffer
+	o := newOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: errOut})
+	o.clock = clocktesting.NewFakePassiveClock(now)
 	o.terminal = func(io.Writer) bool { return terminal }
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	code := execute(ctx, o, append([]string{"--kubeconfig", kubeconfig}, args...))
-	return result{stdout: out.String(), stderr: errOut.String(), code: code}
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		code := execute(ctx, o, append([]string{"--kubeconfig", kubeconfig}, args...))
+		done <- result{stdout: out.String(), stderr: errOut.String(), code: code}
+	}()
+	return done
+}
+
+// syncBuffer is a buffer a running plugin writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // namespaceWithQueue creates a namespace holding a DeadLetterQueue named queue.

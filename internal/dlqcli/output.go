@@ -75,6 +75,18 @@ func printObject(o *Options, obj runtime.Object) error {
 		p = &printers.YAMLPrinter{}
 	case outName:
 		p = &printers.NamePrinter{}
+		if meta.IsListType(obj) {
+			items, err := meta.ExtractList(obj)
+			if err != nil {
+				return err
+			}
+			for _, it := range items {
+				if err := p.PrintObj(it, o.streams.Out); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 	default:
 		return fmt.Errorf("no printer for -o %q", o.output)
 	}

@@ -162,7 +162,7 @@ func printStats(o *Options, s Stats) error {
 	}
 	for _, sec := range sections {
 		fmt.Fprintln(w)
-		t := newTable(w, o.noHeaders, sec.title, "COUNT", "")
+		t := newTable(w, o.noHeaders, sec.title, "COUNT")
 		var top int64
 		for _, n := range sec.counts {
 			top = max(top, n.Count)

@@ -118,8 +118,14 @@ func printOutcome(w io.Writer, a *v1.DeadLetterAction) error {
 	if a.Spec.Mode == v1.ActionModeDryRun {
 		doneLabel = "would be " + doneLabel
 	}
-	fmt.Fprintf(&b, "  matched:  %d\n  %s: %d\n  skipped:  %d%s\n  failed:   %d\n",
-		a.Status.Matched, doneLabel, a.Status.Done, a.Status.Skipped, skippedReasons(a.Status.SkippedReasons), a.Status.Failed)
+	width := max(len(doneLabel), len("matched")) + 1
+	count := func(label string, n int64, extra string) {
+		fmt.Fprintf(&b, "  %-*s %d%s\n", width, label+":", n, extra)
+	}
+	count("matched", a.Status.Matched, "")
+	count(doneLabel, a.Status.Done, "")
+	count("skipped", a.Status.Skipped, skippedReasons(a.Status.SkippedReasons))
+	count("failed", a.Status.Failed, "")
 	if a.Status.Duplicates > 0 {
 		fmt.Fprintf(&b, "  possibly produced twice (resumed): %d\n", a.Status.Duplicates)
 	}
