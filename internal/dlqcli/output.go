@@ -99,18 +99,25 @@ type table struct {
 		io.Writer
 		Flush() error
 	}
-	noHeaders bool
+	// headers are printed before the first row: an empty table prints nothing.
+	headers []string
 }
 
 func newTable(w io.Writer, noHeaders bool, headers ...string) *table {
-	t := &table{w: printers.GetNewTabWriter(w), noHeaders: noHeaders}
+	t := &table{w: printers.GetNewTabWriter(w)}
 	if !noHeaders {
-		t.row(headers...)
+		t.headers = headers
 	}
 	return t
 }
 
-func (t *table) row(cells ...string) { fmt.Fprintln(t.w, strings.Join(cells, "\t")) }
+func (t *table) row(cells ...string) {
+	if t.headers != nil {
+		fmt.Fprintln(t.w, strings.Join(t.headers, "\t"))
+		t.headers = nil
+	}
+	fmt.Fprintln(t.w, strings.Join(cells, "\t"))
+}
 
 func (t *table) flush() error { return t.w.Flush() }
 
