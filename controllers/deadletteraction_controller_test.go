@@ -84,29 +84,12 @@ func actionReady(a *v1.DeadLetterAction) func() (*metav1.Condition, error) {
 func replays(t *testing.T, adm *testKafka, topic string) []string {
 	t.Helper()
 	var out []string
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.ListenAddrs()...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	n, err := held(adm, topic)()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for int64(len(out)) < n {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatal(err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			for _, h := range r.Headers {
-				if h.Key == headers.ReplayOf {
-					out = append(out, string(h.Value))
-				}
+	for _, r := range consumeAll(t, adm, topic) {
+		for _, h := range r.Headers {
+			if h.Key == headers.ReplayOf {
+				out = append(out, string(h.Value))
 			}
-		})
+		}
 	}
 	return out
 }

@@ -32,36 +32,45 @@ type topicRecords map[int32]string
 // readTopic reads every record of topic (a fresh consumer, from the start) and its offsets.
 func readTopic(t *testing.T, adm *testKafka, topic string) topicRecords {
 	t.Helper()
-	ctx := context.Background()
-	starts, err := adm.ListStartOffsets(ctx, topic)
+	starts, err := adm.ListStartOffsets(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	ends, err := adm.ListEndOffsets(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := topicRecords{}
-	want := 0
 	for p, o := range ends[topic] {
-		s := starts[topic][p].Offset
-		out[p] = fmt.Sprintf("offsets %d..%d", s, o.Offset)
-		want += int(o.Offset - s)
+		out[p] = fmt.Sprintf("offsets %d..%d", starts[topic][p].Offset, o.Offset)
+	}
+	for _, r := range consumeAll(t, adm, topic) {
+		out[r.Partition] += fmt.Sprintf("|%d %s=%s %v", r.Offset, r.Key, r.Value, r.Headers)
+	}
+	return out
+}
+
+// consumeAll reads every record topic holds now, with a fresh consumer from the start.
+func consumeAll(t *testing.T, adm *testKafka, topic string) []*kgo.Record {
+	t.Helper()
+	n, err := held(adm, topic)()
+	if err != nil {
+		t.Fatal(err)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.ListenAddrs()...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	for got := 0; got < want; {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for int64(len(out)) < n {
 		fs := cl.PollFetches(ctx)
 		if err := fs.Err0(); err != nil {
 			t.Fatal(err)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			got++
-			out[r.Partition] += fmt.Sprintf("|%d %s=%s %v", r.Offset, r.Key, r.Value, r.Headers)
-		})
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
 	}
 	return out
 }
