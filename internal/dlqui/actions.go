@@ -1,0 +1,189 @@
+package dlqui
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+)
+
+// actionTypes are the actions the forms offer, by their form value.
+var actionTypes = map[string]v1.DeadLetterActionType{
+	"replay": v1.DeadLetterReplay, "resolve": v1.DeadLetterResolve, "ignore": v1.DeadLetterIgnore, "purge": v1.DeadLetterPurge,
+}
+
+// preview creates the dry run of the action a form asks for, on the dead letters the form's filter
+// (or its record) selects, and shows it: the confirmation page says how many it matched before
+// anything changes.
+func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
+	queue := r.PathValue("queue")
+	kind, ok := actionTypes[r.PostFormValue("action")]
+	if !ok {
+		s.fail(w, r, &badRequest{"action " + strconv.Quote(r.PostFormValue("action")) + ": want replay, resolve, ignore or purge"})
+		return
+	}
+	f, _, err := parseFilter(r.PostForm)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	note := strings.TrimSpace(r.PostFormValue("note"))
+	if (kind == v1.DeadLetterResolve || kind == v1.DeadLetterIgnore) && note == "" {
+		s.fail(w, r, &badRequest{strings.ToLower(string(kind)) + " needs a note: say why"})
+		return
+	}
+	sel := f.Selector(s.backend.Namespace())
+	if rec := r.PostFormValue("record"); rec != "" {
+		var p, off int64
+		if n, err := fmt.Sscanf(rec, "%d/%d", &p, &off); err != nil || n != 2 || p < 0 || off < 0 {
+			s.fail(w, r, &badRequest{"record " + strconv.Quote(rec) + ": want PARTITION/OFFSET"})
+			return
+		}
+		sel.Records = []v1.RecordRef{v1.RecordRef(fmt.Sprintf("%d/%d", p, off))}
+	}
+	if kind == v1.DeadLetterPurge {
+		// purge deletes what is older than until, never Pending dead letters
+		if sel.Before == nil {
+			s.fail(w, r, &badRequest{"purge needs an until time in the filter: only dead letters older than it are deleted"})
+			return
+		}
+		sel.After = nil
+		sel.States = slices.DeleteFunc(sel.States, func(st v1.DeadLetterState) bool { return st == v1.DeadLetterPending })
+	}
+	user, err := s.backend.WhoAmI(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	spec := v1.DeadLetterActionSpec{Queue: queue, Action: kind, Note: note, RequestedBy: user, Mode: v1.ActionModeDryRun}
+	if !(actionSelector{sel}).empty() {
+		spec.Selector = &sel
+	}
+	created, err := s.backend.CreateAction(r.Context(), newAction(s.backend.Namespace(), spec))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/actions/"+url.PathEscape(created.Name), http.StatusSeeOther)
+}
+
+type actionSelector struct{ v1.DeadLetterSelector }
+
+func (s actionSelector) empty() bool {
+	return len(s.Reasons)+len(s.ErrorTypes)+len(s.Pipelines)+len(s.States)+len(s.Keys)+len(s.Headers)+len(s.Records) == 0 &&
+		s.After == nil && s.Before == nil
+}
+
+// newAction is an action named like kubectl dlq names them: <action>-<queue>-<random>.
+func newAction(namespace string, spec v1.DeadLetterActionSpec) *v1.DeadLetterAction {
+	p := strings.ToLower(string(spec.Action)) + "-" + spec.Queue
+	if len(p) > 50 {
+		p = strings.TrimRight(p[:50], "-.")
+	}
+	return &v1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{GenerateName: p + "-", Namespace: namespace}, Spec: spec}
+}
+
+// run creates the action a finished dry run previewed, with the same spec, and shows its progress.
+func (s *Server) run(w http.ResponseWriter, r *http.Request) {
+	dry, err := s.backend.GetAction(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if dry.Spec.Mode != v1.ActionModeDryRun || dry.Status.Phase != v1.ActionSucceeded {
+		s.fail(w, r, &badRequest{"only a dry run that succeeded can be confirmed: " + dry.Name + " is " + string(dry.Spec.Mode) + ", " + string(dry.Status.Phase)})
+		return
+	}
+	user, err := s.backend.WhoAmI(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	spec := *dry.Spec.DeepCopy()
+	spec.Mode, spec.RequestedBy = v1.ActionModeRun, user
+	created, err := s.backend.CreateAction(r.Context(), newAction(s.backend.Namespace(), spec))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/actions/"+url.PathEscape(created.Name), http.StatusSeeOther)
+}
+
+type actionsData struct {
+	Actions []actionView
+	// Polling is set while one runs: the page refreshes itself.
+	Polling bool
+}
+
+func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
+	as, err := s.backend.ListActions(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	slices.SortFunc(as, func(a, b v1.DeadLetterAction) int {
+		if c := b.CreationTimestamp.Compare(a.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	d := actionsData{}
+	for i := range as {
+		v := newActionView(&as[i])
+		d.Actions = append(d.Actions, v)
+		d.Polling = d.Polling || !v.Finished
+	}
+	s.render(w, r, http.StatusOK, "actions", "Actions", "actions", d)
+}
+
+type actionData struct {
+	View     actionView
+	Verb     string
+	DoneWord string
+	Back     string
+	Letter   string
+}
+
+func (s *Server) action(w http.ResponseWriter, r *http.Request) {
+	a, err := s.backend.GetAction(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v := newActionView(a)
+	d := actionData{View: v, Verb: strings.ToLower(v.Action), Back: "/queues/" + url.PathEscape(v.Queue),
+		DoneWord: map[string]string{"Replay": "replayed", "Resolve": "resolved", "Ignore": "ignored", "Purge": "deleted"}[v.Action]}
+	if sel := a.Spec.Selector; sel != nil && len(sel.Records) == 1 {
+		d.Letter = "/queues/" + url.PathEscape(v.Queue) + "/letters/" + string(sel.Records[0])
+	}
+	title := v.Action + " " + v.Name
+	if v.DryRun {
+		title = "Confirm: " + strings.ToLower(v.Action) + " on " + v.Queue
+	}
+	s.render(w, r, http.StatusOK, "action", title, "actions", d)
+}
+
+// actionJSON is an action's progress for the pages that poll it.
+func (s *Server) actionJSON(w http.ResponseWriter, r *http.Request) {
+	a, err := s.backend.GetAction(r.Context(), r.PathValue("name"))
+	if err != nil {
+		code := http.StatusBadGateway
+		var st interface{ Status() metav1.Status }
+		if ok := asStatus(err, &st); ok {
+			code = int(st.Status().Code)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(newActionView(a))
+}

@@ -1,0 +1,77 @@
+package dlqui
+
+import (
+	"context"
+	"time"
+
+	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+)
+
+// Backend is every Kubernetes call the console makes, all under the user's kubeconfig identity:
+// reads through the deadletters API and the DeadLetterQueue and DeadLetterAction CRDs, and one
+// kind of change, creating a DeadLetterAction. kubectl dlq ui implements it with the plugin's
+// clients (internal/dlqcli); the tests with an in-memory fake.
+type Backend interface {
+	// Namespace is the namespace every call is made in (the kubeconfig's, or --namespace).
+	Namespace() string
+	// ListQueues lists the namespace's DeadLetterQueues.
+	ListQueues(ctx context.Context) ([]v1.DeadLetterQueue, error)
+	// GetQueue reads one DeadLetterQueue.
+	GetQueue(ctx context.Context, name string) (*v1.DeadLetterQueue, error)
+	// ListLetters reads one page of a queue's dead letters matching f: at most limit, from the
+	// continue token cont ("" for the first page); the list's Continue resumes after it.
+	ListLetters(ctx context.Context, queue string, f Filter, limit int64, cont string) (*dlv1.DeadLetterList, error)
+	// GetLetter reads one dead letter, its value whole.
+	GetLetter(ctx context.Context, queue string, partition int32, offset int64) (*dlv1.DeadLetter, error)
+	// ListActions lists the namespace's DeadLetterActions.
+	ListActions(ctx context.Context) ([]v1.DeadLetterAction, error)
+	// GetAction reads one DeadLetterAction.
+	GetAction(ctx context.Context, name string) (*v1.DeadLetterAction, error)
+	// CreateAction creates a DeadLetterAction (the console's only change).
+	CreateAction(ctx context.Context, a *v1.DeadLetterAction) (*v1.DeadLetterAction, error)
+	// WhoAmI is the user's name as the API server sees it (SelfSubjectReview): every action's
+	// requestedBy.
+	WhoAmI(ctx context.Context) (string, error)
+}
+
+// Filter selects dead letters in the queue browser and in the actions created from it. Empty
+// fields select everything; several values of one field select any of them.
+type Filter struct {
+	Reasons    []string
+	ErrorTypes []string
+	// Pipelines are ConsumerPipeline names in the console's namespace.
+	Pipelines []string
+	States    []string
+	// Since is inclusive, Until exclusive; zero means unbounded.
+	Since, Until time.Time
+}
+
+// Empty reports whether f selects every dead letter.
+func (f Filter) Empty() bool {
+	return len(f.Reasons)+len(f.ErrorTypes)+len(f.Pipelines)+len(f.States) == 0 && f.Since.IsZero() && f.Until.IsZero()
+}
+
+// Selector is f as a DeadLetterAction's selector, pipelines qualified with namespace.
+func (f Filter) Selector(namespace string) v1.DeadLetterSelector {
+	var s v1.DeadLetterSelector
+	for _, r := range f.Reasons {
+		s.Reasons = append(s.Reasons, v1.DeadLetterName(r))
+	}
+	for _, e := range f.ErrorTypes {
+		s.ErrorTypes = append(s.ErrorTypes, v1.DeadLetterName(e))
+	}
+	for _, p := range f.Pipelines {
+		s.Pipelines = append(s.Pipelines, v1.DeadLetterName(namespace+"/"+p))
+	}
+	for _, st := range f.States {
+		s.States = append(s.States, v1.DeadLetterState(st))
+	}
+	if !f.Since.IsZero() {
+		s.After = timePtr(f.Since)
+	}
+	if !f.Until.IsZero() {
+		s.Before = timePtr(f.Until)
+	}
+	return s
+}

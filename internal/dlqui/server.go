@@ -1,0 +1,218 @@
+// Package dlqui is the dead-letter console behind kubectl dlq ui: a small web server on the
+// loopback interface that shows a namespace's DeadLetterQueues, browses and opens their dead letters
+// through the deadletters API, and changes them only by creating DeadLetterActions (a dry run
+// first, to show what an action would match), all under the user's kubeconfig identity (Backend).
+//
+// The server acts with the user's credentials, so it is guarded like kubectl proxy and more: it
+// binds loopback addresses only, answers only requests whose Host is the address it listens on (no
+// DNS rebinding), requires a random per-session token (given once in the URL, then kept in a
+// strict, HTTP-only cookie), checks the same token in every form it accepts (CSRF), and sends a
+// Content-Security-Policy that allows only its own embedded assets (no CDN, no inline script).
+package dlqui
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// cookieName holds the session token once the URL's token was seen.
+const cookieName = "dlq_console"
+
+// Options configure a console.
+type Options struct {
+	// Backend makes every Kubernetes call.
+	Backend Backend
+	// Clock stamps the queue samples behind the growth sparklines; the real clock when nil.
+	Clock clock.PassiveClock
+	// Token is the session token; a random one when empty (tests set it).
+	Token string
+	// PollInterval is how often the pages poll a running action; 1s when zero.
+	PollInterval time.Duration
+}
+
+// Server is the console's HTTP handler, guarded. Serve it with Listen and Serve, or with
+// httptest in tests (the Host check then accepts the test server's address: see SetAddress).
+type Server struct {
+	backend Backend
+	clock   clock.PassiveClock
+	token   string
+	poll    time.Duration
+	mux     *http.ServeMux
+	samples *samples
+
+	mu    sync.Mutex
+	hosts map[string]bool
+}
+
+// New returns a console for opts.
+func New(opts Options) (*Server, error) {
+	if opts.Backend == nil {
+		return nil, errors.New("dlqui: no backend")
+	}
+	s := &Server{backend: opts.Backend, clock: opts.Clock, token: opts.Token, poll: opts.PollInterval}
+	if s.clock == nil {
+		s.clock = clock.RealClock{}
+	}
+	if s.poll <= 0 {
+		s.poll = time.Second
+	}
+	if s.token == "" {
+		b := make([]byte, 32)
+		if _, err := io.ReadFull(rand.Reader, b); err != nil {
+			return nil, fmt.Errorf("dlqui: a session token: %w", err)
+		}
+		s.token = base64.RawURLEncoding.EncodeToString(b)
+	}
+	s.samples = newSamples(s.clock)
+	s.mux = http.NewServeMux()
+	s.routes()
+	return s, nil
+}
+
+// Token is the session token, which the URL carries once.
+func (s *Server) Token() string { return s.token }
+
+// SetAddress sets the host:port the server answers as: the Host header of every request must be it
+// (or localhost with the same port).
+func (s *Server) SetAddress(hostport string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hosts = map[string]bool{hostport: true}
+	if _, port, err := net.SplitHostPort(hostport); err == nil {
+		s.hosts[net.JoinHostPort("localhost", port)] = true
+	}
+}
+
+// URL is the address to open: it carries the token, which the server trades for a cookie.
+func (s *Server) URL(hostport string) string {
+	return "http://" + hostport + "/?token=" + url.QueryEscape(s.token)
+}
+
+// Listen binds address, which must be a loopback address (127.0.0.1:0 picks a free port), and
+// sets the server's address to the one bound.
+func (s *Server) Listen(address string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, fmt.Errorf("--address %q: want HOST:PORT, for example 127.0.0.1:8001: %w", address, err)
+	}
+	if host == "localhost" {
+		address = strings.Replace(address, "localhost", "127.0.0.1", 1)
+	} else if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("--address %q: the console acts with your credentials and listens on a loopback address only (127.0.0.1 or ::1)", address)
+	}
+	l, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, err
+	}
+	s.SetAddress(l.Addr().String())
+	return l, nil
+}
+
+// Serve serves on l until ctx ends.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+		return nil
+	}
+}
+
+// OpenBrowser opens u with the desktop's opener (xdg-open, open, or start on Windows).
+func OpenBrowser(u string) error {
+	var cmd *exec.Cmd
+	switch runtime.GOOS {
+	case "darwin":
+		cmd = exec.Command("open", u)
+	case "windows":
+		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", u)
+	default:
+		cmd = exec.Command("xdg-open", u)
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
+
+// ServeHTTP guards every request, then routes it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	if !s.hostAllowed(r.Host) {
+		http.Error(w, "the console answers only at the address it listens on (Host "+r.Host+" refused)", http.StatusMisdirectedRequest)
+		return
+	}
+	if t := r.URL.Query().Get("token"); t != "" && r.Method == http.MethodGet {
+		if !s.tokenOK(t) {
+			http.Error(w, "wrong token: open the URL kubectl dlq ui printed", http.StatusUnauthorized)
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		q := r.URL.Query()
+		q.Del("token")
+		u := *r.URL
+		u.RawQuery = q.Encode()
+		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+		return
+	}
+	c, err := r.Cookie(cookieName)
+	if err != nil || !s.tokenOK(c.Value) {
+		http.Error(w, "not signed in: open the URL kubectl dlq ui printed (it carries this session's token)", http.StatusUnauthorized)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if !s.sameOrigin(r) || !s.tokenOK(r.PostFormValue("csrf")) {
+			http.Error(w, "refused: the form did not come from this console (CSRF check)", http.StatusForbidden)
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) tokenOK(t string) bool {
+	return subtle.ConstantTimeCompare([]byte(t), []byte(s.token)) == 1
+}
+
+func (s *Server) hostAllowed(host string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hosts[host]
+}
+
+// sameOrigin checks Origin (or, without it, Referer is not required: the token is) against the
+// request's own host.
+func (s *Server) sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" || o == "null" {
+		return o == ""
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Scheme == "http" && s.hostAllowed(u.Host)
+}
