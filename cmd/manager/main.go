@@ -42,6 +42,7 @@ type options struct {
 	leaderElectionNamespace string
 	controllers             controllers.Options
 	zap                     zap.Options
+	deadLettersAPI          deadLettersAPIFlags
 }
 
 // parseFlags registers the manager's flags on fs and parses args. main passes flag.CommandLine, which
@@ -83,6 +84,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	})
 	fs.IntVar(&o.controllers.MaxConcurrentReconciles, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "How many resources of one kind are reconciled at once.")
 	o.kafka.bind(fs)
+	o.deadLettersAPI.bind(fs)
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -272,6 +274,9 @@ func run(ctx context.Context, cfg *rest.Config, o *options) error {
 	o.controllers.Kafka = franz.NewFactory(franz.WithRequestTimeout(o.kafkaRequestTimeout))
 	if err := controllers.SetupWithManager(ctx, mgr, o.controllers); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
+	}
+	if err := addDeadLettersAPI(mgr, cfg, o); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)

@@ -43,6 +43,8 @@ type Env struct {
 	AssetsDir string
 
 	dir string
+	// extraDirs are removed by Stop too.
+	extraDirs []string
 }
 
 // RepoRoot returns the root of this repository (the directory holding go.mod).
@@ -80,6 +82,11 @@ func Assets() (string, error) {
 // Start starts kube-apiserver and etcd with this project's CRDs (and any extra CRD directories)
 // installed. Call Stop when done.
 func Start(extraCRDDirs ...string) (*Env, error) {
+	return start(nil, extraCRDDirs...)
+}
+
+// start is Start; configure, when not nil, may set kube-apiserver flags before it starts.
+func start(configure func(te *envtest.Environment) error, extraCRDDirs ...string) (*Env, error) {
 	assets, err := Assets()
 	if err != nil {
 		return nil, err
@@ -94,6 +101,11 @@ func Start(extraCRDDirs ...string) (*Env, error) {
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     dirs,
 		ErrorIfCRDPathMissing: true,
+	}
+	if configure != nil {
+		if err := configure(te); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := te.Start()
 	if err != nil {
@@ -160,6 +172,9 @@ func (e *Env) Kubectl(stdin []byte, args ...string) (string, error) {
 func (e *Env) Stop() error {
 	if e.dir != "" {
 		_ = os.RemoveAll(e.dir)
+	}
+	for _, d := range e.extraDirs {
+		_ = os.RemoveAll(d)
 	}
 	return e.Environment.Stop()
 }

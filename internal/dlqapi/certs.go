@@ -1,0 +1,124 @@
+package dlqapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/pem"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	certutil "k8s.io/client-go/util/cert"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// APIServiceName is the name of the APIService that registers the deadletters API.
+const APIServiceName = "v1alpha1.deadletters.retryops.dev"
+
+// CertManager keeps the serving certificate of the deadletters API in a Secret, so that every
+// replica serves the same one, and writes its CA into the APIService's caBundle.
+type CertManager struct {
+	// Client reads and writes the Secret (uncached: Secrets are never cached) and patches the
+	// APIService.
+	Client client.Client
+	// Namespace and SecretName name the Secret; Service is the name of the Service the APIService
+	// points at (in Namespace): the certificate is for <Service>.<Namespace>.svc.
+	Namespace, SecretName, Service string
+	// APIService is the APIService to patch (default APIServiceName); "-" patches none.
+	APIService string
+}
+
+// CertPair is a serving certificate (with its CA appended), its key and the CA.
+type CertPair struct {
+	Cert, Key, CA []byte
+}
+
+// Secret keys.
+const (
+	keyCert = "tls.crt"
+	keyKey  = "tls.key"
+	keyCA   = "ca.crt"
+)
+
+// Ensure returns the serving certificate from the Secret, creating the Secret (a new self-signed
+// CA and certificate) when there is none, and writes the CA into the APIService's caBundle.
+func (m *CertManager) Ensure(ctx context.Context) (CertPair, error) {
+	pair, err := m.load(ctx)
+	if apierrors.IsNotFound(err) {
+		pair, err = m.create(ctx)
+		if apierrors.IsAlreadyExists(err) { // another replica was first
+			pair, err = m.load(ctx)
+		}
+	}
+	if err != nil {
+		return CertPair{}, fmt.Errorf("serving certificate (Secret %s/%s): %w", m.Namespace, m.SecretName, err)
+	}
+	if err := m.patchCABundle(ctx, pair.CA); err != nil {
+		return CertPair{}, err
+	}
+	return pair, nil
+}
+
+func (m *CertManager) load(ctx context.Context) (CertPair, error) {
+	var s corev1.Secret
+	if err := m.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.SecretName}, &s); err != nil {
+		return CertPair{}, err
+	}
+	p := CertPair{Cert: s.Data[keyCert], Key: s.Data[keyKey], CA: s.Data[keyCA]}
+	if len(p.Cert) == 0 || len(p.Key) == 0 || len(p.CA) == 0 {
+		return CertPair{}, fmt.Errorf("the Secret lacks %s, %s or %s: delete it to have a new one made", keyCert, keyKey, keyCA)
+	}
+	return p, nil
+}
+
+func (m *CertManager) create(ctx context.Context) (CertPair, error) {
+	host := m.Service + "." + m.Namespace + ".svc"
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, nil, []string{m.Service, m.Service + "." + m.Namespace, host + ".cluster.local"})
+	if err != nil {
+		return CertPair{}, err
+	}
+	// certPEM is the serving certificate followed by the CA that signed it.
+	_, rest := pem.Decode(certPEM)
+	ca := bytes.TrimSpace(rest)
+	if len(ca) == 0 {
+		return CertPair{}, fmt.Errorf("generated certificate has no CA")
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.SecretName,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "retry-operator"}},
+		Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{keyCert: certPEM, keyKey: keyPEM, keyCA: append(ca, '\n')},
+	}
+	if err := m.Client.Create(ctx, s); err != nil {
+		return CertPair{}, err
+	}
+	return CertPair{Cert: certPEM, Key: keyPEM, CA: s.Data[keyCA]}, nil
+}
+
+// patchCABundle writes ca into the APIService (a missing APIService is not an error: it may be
+// installed later, and the next start patches it).
+func (m *CertManager) patchCABundle(ctx context.Context, ca []byte) error {
+	name := m.APIService
+	if name == "-" {
+		return nil
+	}
+	if name == "" {
+		name = APIServiceName
+	}
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("apiregistration.k8s.io/v1")
+	u.SetKind("APIService")
+	u.SetName(name)
+	patch := fmt.Appendf(nil, `{"spec":{"caBundle":%q}}`, encodeB64(ca))
+	err := m.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("writing the CA bundle into APIService %s: %w", name, err)
+	}
+	return nil
+}

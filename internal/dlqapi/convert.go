@@ -1,0 +1,171 @@
+package dlqapi
+
+import (
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
+	"github.com/retryops/retry-operator/internal/deadletters"
+)
+
+// Name is a dead letter's object name: "<queue>.<partition>.<offset>".
+func Name(queue string, id deadletters.ID) string {
+	return queue + "." + strconv.FormatInt(int64(id.Partition), 10) + "." + strconv.FormatInt(id.Offset, 10)
+}
+
+// ParseName splits an object name into queue and ID; ok is false unless it has that form.
+func ParseName(name string) (queue string, id deadletters.ID, ok bool) {
+	i := strings.LastIndexByte(name, '.')
+	if i <= 0 {
+		return "", deadletters.ID{}, false
+	}
+	j := strings.LastIndexByte(name[:i], '.')
+	if j <= 0 {
+		return "", deadletters.ID{}, false
+	}
+	id, ok = deadletters.ParseID(name[j+1:i] + "/" + name[i+1:])
+	return name[:j], id, ok
+}
+
+// LabelValue sanitises s into a valid label value: characters other than [A-Za-z0-9._-] become '_',
+// it is cut to 63 characters, and non-alphanumeric ends are trimmed ("" when nothing is left).
+func LabelValue(s string) string {
+	if len(s) <= validation.LabelValueMaxLength && len(validation.IsValidLabelValue(s)) == 0 {
+		return s
+	}
+	b := make([]byte, 0, min(len(s), validation.LabelValueMaxLength))
+	for _, r := range s {
+		if len(b) == validation.LabelValueMaxLength {
+			break
+		}
+		switch {
+		case r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'):
+			b = append(b, byte(r))
+		default:
+			b = append(b, '_')
+		}
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	for len(b) > 0 && !alnum(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && !alnum(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return string(b)
+}
+
+// pipelineName is the name part of "<namespace>/<name>" (the whole string when it has no '/').
+func pipelineName(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+// labelsOf are a dead letter's labels.
+func labelsOf(queue string, e *deadletters.Entry, st deadletters.State) map[string]string {
+	return map[string]string{
+		dlv1.LabelQueue:     LabelValue(queue),
+		dlv1.LabelPipeline:  LabelValue(pipelineName(e.Pipeline)),
+		dlv1.LabelReason:    LabelValue(e.Reason),
+		dlv1.LabelErrorType: LabelValue(e.ErrorType),
+		dlv1.LabelState:     string(st.Name()),
+	}
+}
+
+// toObject makes the DeadLetter of e; a key or value longer than maxPayload (0: no bound) is cut.
+func toObject(namespace, queue, topic string, e *deadletters.Entry, st deadletters.State, lbls map[string]string, maxPayload int) dlv1.DeadLetter {
+	d := dlv1.DeadLetter{
+		TypeMeta: metav1.TypeMeta{APIVersion: dlv1.SchemeGroupVersion.String(), Kind: dlv1.Kind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              Name(queue, e.ID),
+			Namespace:         namespace,
+			CreationTimestamp: metav1.NewTime(e.Time),
+			Labels:            lbls,
+		},
+		Queue:            queue,
+		Topic:            topic,
+		Partition:        e.Partition,
+		Offset:           e.Offset,
+		Pipeline:         e.Pipeline,
+		ConsumerGroup:    e.ConsumerGroup,
+		Reason:           e.Reason,
+		ErrorType:        e.ErrorType,
+		ErrorMessage:     e.ErrorMessage,
+		HTTPStatus:       int32(e.HTTPStatus),
+		Attempts:         int32(e.Attempts),
+		ReplayOf:         e.ReplayOf,
+		ReplayCount:      int32(e.ReplayCount),
+		FirstFailureTime: timeOf(e.FirstFailure),
+		LastFailureTime:  timeOf(e.LastFailure),
+		Key:              payload(e.Key, maxPayload),
+		Value:            payload(e.Value, maxPayload),
+		State: dlv1.DeadLetterStatus{
+			State:       dlv1.State(st.Name()),
+			Note:        st.Note,
+			RequestedBy: st.RequestedBy,
+			Time:        timeOf(st.Time),
+		},
+	}
+	if st.ReplayCount > int(d.ReplayCount) {
+		d.ReplayCount = int32(st.ReplayCount)
+	}
+	if st.Action.Name != "" {
+		d.State.Action = &dlv1.ActionRef{Namespace: st.Action.Namespace, Name: st.Action.Name, UID: st.Action.UID}
+	}
+	if e.HasOriginal {
+		d.Original = &dlv1.Original{Topic: e.OriginalTopic, Partition: e.OriginalPartition, Offset: e.OriginalOffset, Time: timeOf(e.OriginalTimestamp)}
+	}
+	if len(e.Headers) > 0 {
+		d.Headers = make([]dlv1.Header, len(e.Headers))
+		for i, h := range e.Headers {
+			v, enc := encode(h.Value)
+			d.Headers[i] = dlv1.Header{Name: h.Key, Value: v, Encoding: enc}
+		}
+	}
+	return d
+}
+
+func timeOf(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	mt := metav1.NewTime(t)
+	return &mt
+}
+
+// payload is b as a Payload, cut to max bytes when max > 0 (on a UTF-8 boundary for text).
+func payload(b []byte, max int) *dlv1.Payload {
+	if b == nil {
+		return nil
+	}
+	p := &dlv1.Payload{Size: int64(len(b))}
+	if max > 0 && len(b) > max {
+		cut := max
+		if utf8.Valid(b) {
+			for cut > 0 && !utf8.RuneStart(b[cut]) {
+				cut--
+			}
+		}
+		b, p.Truncated = b[:cut], true
+	}
+	p.Data, p.Encoding = encode(b)
+	return p
+}
+
+// encode is b as text when it is valid UTF-8, else base64.
+func encode(b []byte) (string, dlv1.Encoding) {
+	if utf8.Valid(b) {
+		return string(b), dlv1.EncodingText
+	}
+	return base64.StdEncoding.EncodeToString(b), dlv1.EncodingBase64
+}
+
+func encodeB64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -1,0 +1,14 @@
+// Package dlqapi serves the read-only deadletters API (api/deadletters/v1alpha1) as an aggregated
+// API server built on k8s.io/apiserver: the kube-apiserver authenticates the user and proxies the
+// request here; this server checks the front proxy's client certificate (the requestheader CA of
+// the extension-apiserver-authentication ConfigMap) and asks the API server whether the user may
+// get or list deadletters in the namespace (SubjectAccessReview), like metrics-server. It holds no
+// credentials of its own for users and stores nothing: every object is read from the dead letter
+// topic of a DeadLetterQueue (internal/kafka Scanner and Admin) and joined with the record of
+// decisions (internal/deadletters LoadStates).
+//
+// Listing walks the namespace's queues in name order, each queue's partitions in order and each
+// partition by offset, in chunks, keeping only the dead letters that match the label and field
+// selectors: memory is bounded by the page (limit) and one chunk, not by the queue. The continue
+// token is the position (queue, partition, next offset), opaque (base64 JSON) and validated.
+package dlqapi

@@ -1,0 +1,409 @@
+package dlqapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/validation"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
+	"github.com/retryops/retry-operator/internal/deadletters"
+	"github.com/retryops/retry-operator/internal/kafka"
+)
+
+// Kafka is what the API needs of Kafka: admin clients (offsets) and scans.
+type Kafka interface {
+	kafka.AdminFactory
+	kafka.Scanner
+}
+
+// Chunk bounds, in records of one partition read per scan: the first chunk of a page reads about
+// twice the page, each next one twice the previous, up to maxChunk.
+const (
+	minChunk = 500
+	maxChunk = 20000
+)
+
+// Storage is the read-only REST storage of deadletters.
+type Storage struct {
+	// Queues finds a namespace's DeadLetterQueues.
+	Queues Queues
+	// Kafka reads their topics.
+	Kafka Kafka
+	// MaxListPayload bounds a key or value in a list (default dlv1.MaxListPayloadBytes).
+	MaxListPayload int
+	// Now is the clock of the table's age column (default time.Now).
+	Now func() time.Time
+}
+
+var (
+	_ rest.Storage              = &Storage{}
+	_ rest.Scoper               = &Storage{}
+	_ rest.Getter               = &Storage{}
+	_ rest.Lister               = &Storage{}
+	_ rest.SingularNameProvider = &Storage{}
+)
+
+var groupResource = dlv1.SchemeGroupVersion.WithResource(dlv1.Resource).GroupResource()
+
+// New implements rest.Storage.
+func (s *Storage) New() runtime.Object { return &dlv1.DeadLetter{} }
+
+// Destroy implements rest.Storage.
+func (s *Storage) Destroy() {}
+
+// NewList implements rest.Lister.
+func (s *Storage) NewList() runtime.Object { return &dlv1.DeadLetterList{} }
+
+// NamespaceScoped implements rest.Scoper.
+func (s *Storage) NamespaceScoped() bool { return true }
+
+// GetSingularName implements rest.SingularNameProvider.
+func (s *Storage) GetSingularName() string { return "deadletter" }
+
+// Get returns one dead letter, its key and value whole.
+func (s *Storage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	ns, _ := genericapirequest.NamespaceFrom(ctx)
+	qname, id, ok := ParseName(name)
+	if !ok || ns == "" {
+		return nil, apierrors.NewNotFound(groupResource, name)
+	}
+	q, err := s.Queues.Get(ctx, ns, qname)
+	if apierrors.IsNotFound(err) {
+		return nil, apierrors.NewNotFound(groupResource, name)
+	} else if err != nil {
+		return nil, err
+	}
+	admin, err := s.Kafka.Admin(ctx, q.Conn)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	offs, err := admin.ListOffsets(ctx, q.Topic)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	i := slices.IndexFunc(offs[q.Topic], func(p kafka.PartitionOffsets) bool { return p.Partition == id.Partition })
+	if i < 0 || id.Offset < offs[q.Topic][i].Start || id.Offset >= offs[q.Topic][i].End {
+		return nil, apierrors.NewNotFound(groupResource, name)
+	}
+	var entry *deadletters.Entry
+	err = s.Kafka.Scan(ctx, q.Conn, map[string]map[int32]kafka.OffsetRange{q.Topic: {id.Partition: {From: id.Offset, To: id.Offset + 1}}}, func(r kafka.Record) {
+		if r.Offset == id.Offset {
+			e := deadletters.ParseEntry(r)
+			entry = &e
+		}
+	})
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if entry == nil {
+		return nil, apierrors.NewNotFound(groupResource, name)
+	}
+	states, err := loadStates(ctx, admin, s.Kafka, q, func(x deadletters.ID) bool { return x == id })
+	if err != nil {
+		return nil, err
+	}
+	st := states.Get(id)
+	d := toObject(ns, q.Name, q.Topic, entry, st, labelsOf(q.Name, entry, st), 0)
+	return &d, nil
+}
+
+// loadStates loads the record of decisions of q (empty when the state topic does not exist).
+func loadStates(ctx context.Context, admin kafka.Admin, sc kafka.Scanner, q Queue, keep func(deadletters.ID) bool) (*deadletters.States, error) {
+	states, err := deadletters.LoadStates(ctx, admin, sc, q.Conn, q.Topic, keep)
+	if errors.Is(err, kafka.ErrTopicNotFound) {
+		return &deadletters.States{}, nil
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return states, nil
+}
+
+func unavailable(err error) error {
+	if _, ok := err.(apierrors.APIStatus); ok {
+		return err
+	}
+	return apierrors.NewServiceUnavailable("reading the dead letter topic: " + err.Error())
+}
+
+// cursor is the position a continue token holds.
+type cursor struct {
+	// Namespace the list was of.
+	Namespace string `json:"n"`
+	// Queue, Partition and Offset: the next dead letter to read.
+	Queue     string `json:"q"`
+	Partition int32  `json:"p"`
+	Offset    int64  `json:"o"`
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s, namespace string) (cursor, error) {
+	var c cursor
+	bad := apierrors.NewBadRequest("invalid continue token: start the list again without --continue")
+	if len(s) > 1024 {
+		return c, bad
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || json.Unmarshal(b, &c) != nil {
+		return c, bad
+	}
+	if c.Namespace != namespace || len(validation.IsDNS1123Subdomain(c.Queue)) > 0 || c.Partition < 0 || c.Offset < 0 {
+		return c, bad
+	}
+	return c, nil
+}
+
+// filter is what a list selects.
+type filter struct {
+	labels       labels.Selector
+	fields       fields.Selector
+	since, until time.Time
+}
+
+func newFilter(opts *metainternalversion.ListOptions) (*filter, error) {
+	f := &filter{labels: labels.Everything(), fields: fields.Everything()}
+	if opts == nil {
+		return f, nil
+	}
+	if opts.LabelSelector != nil {
+		f.labels = opts.LabelSelector
+	}
+	if opts.FieldSelector == nil {
+		return f, nil
+	}
+	var perr error
+	sel, err := opts.FieldSelector.Transform(func(field, value string) (string, string, error) {
+		if field != dlv1.FieldSince && field != dlv1.FieldUntil {
+			return field, value, nil
+		}
+		t, err := time.Parse(time.RFC3339, value)
+		if err != nil {
+			perr = apierrors.NewBadRequest(fmt.Sprintf("field selector %s=%q: not an RFC 3339 time", field, value))
+			return "", "", nil
+		}
+		if field == dlv1.FieldSince {
+			f.since = t
+		} else {
+			f.until = t
+		}
+		return "", "", nil
+	})
+	if perr != nil {
+		return nil, perr
+	}
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	for _, r := range opts.FieldSelector.Requirements() {
+		if (r.Field == dlv1.FieldSince || r.Field == dlv1.FieldUntil) && r.Operator != "=" && r.Operator != "==" {
+			return nil, apierrors.NewBadRequest(r.Field + " takes = only")
+		}
+	}
+	f.fields = sel
+	return f, nil
+}
+
+func (f *filter) matchTime(t time.Time) bool {
+	return (f.since.IsZero() || !t.Before(f.since)) && (f.until.IsZero() || t.Before(f.until))
+}
+
+// List returns a page of the namespace's dead letters that match the selectors.
+func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	ns, _ := genericapirequest.NamespaceFrom(ctx)
+	if ns == "" {
+		return nil, apierrors.NewBadRequest("deadletters are listed one namespace at a time: give a namespace (-n)")
+	}
+	f, err := newFilter(opts)
+	if err != nil {
+		return nil, err
+	}
+	var limit int64
+	var pos *cursor
+	if opts != nil {
+		limit = opts.Limit
+		if opts.Continue != "" {
+			c, err := decodeCursor(opts.Continue, ns)
+			if err != nil {
+				return nil, err
+			}
+			pos = &c
+		}
+	}
+	names, err := s.Queues.Names(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := f.labels.RequiresExactMatch(dlv1.LabelQueue); ok {
+		names = slices.DeleteFunc(names, func(n string) bool { return LabelValue(n) != v })
+	}
+	out := &dlv1.DeadLetterList{TypeMeta: metav1.TypeMeta{APIVersion: dlv1.SchemeGroupVersion.String(), Kind: dlv1.ListKind}, Items: []dlv1.DeadLetter{}}
+	for _, name := range names {
+		if pos != nil && name < pos.Queue {
+			continue
+		}
+		from := cursor{Namespace: ns, Queue: name}
+		if pos != nil && name == pos.Queue {
+			from = *pos
+		}
+		next, err := s.listQueue(ctx, ns, name, from, f, limit, out)
+		if err != nil {
+			return nil, err
+		}
+		if next != nil {
+			out.Continue = next.encode()
+			break
+		}
+	}
+	return out, nil
+}
+
+// listQueue appends to out the matching dead letters of queue name from position from, until out
+// holds limit items (0: no limit); it returns where to continue when the page is full.
+func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f *filter, limit int64, out *dlv1.DeadLetterList) (*cursor, error) {
+	q, err := s.Queues.Get(ctx, ns, name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil // deleted since it was listed
+	} else if err != nil {
+		return nil, err
+	}
+	admin, err := s.Kafka.Admin(ctx, q.Conn)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	offs, err := admin.ListOffsets(ctx, q.Topic)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	parts := slices.Clone(offs[q.Topic])
+	slices.SortFunc(parts, func(a, b kafka.PartitionOffsets) int { return int(a.Partition) - int(b.Partition) })
+	var states *deadletters.States
+	maxPayload := s.MaxListPayload
+	if maxPayload == 0 {
+		maxPayload = dlv1.MaxListPayloadBytes
+	}
+	for _, p := range parts {
+		if p.Partition < from.Partition {
+			continue
+		}
+		start := p.Start
+		if p.Partition == from.Partition && from.Offset > start {
+			start = from.Offset
+		}
+		if start >= p.End {
+			continue
+		}
+		if states == nil {
+			if states, err = loadStates(ctx, admin, s.Kafka, q, nil); err != nil {
+				return nil, err
+			}
+		}
+		chunk := max(int64(minChunk), 2*limit)
+		for start < p.End {
+			end := min(start+min(chunk, maxChunk), p.End)
+			chunk *= 2
+			next, err := s.scanChunk(ctx, ns, q, p.Partition, start, end, states, f, limit, maxPayload, out)
+			if err != nil {
+				return nil, err
+			}
+			if next >= 0 {
+				return &cursor{Namespace: ns, Queue: q.Name, Partition: p.Partition, Offset: next}, nil
+			}
+			start = end
+		}
+	}
+	return nil, nil
+}
+
+// scanChunk reads [start, end) of one partition into out; it returns the offset after the last
+// one kept when out reached limit, -1 otherwise.
+func (s *Storage) scanChunk(ctx context.Context, ns string, q Queue, part int32, start, end int64, states *deadletters.States, f *filter, limit int64, maxPayload int, out *dlv1.DeadLetterList) (int64, error) {
+	scanCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := int64(-1)
+	err := s.Kafka.Scan(scanCtx, q.Conn, map[string]map[int32]kafka.OffsetRange{q.Topic: {part: {From: start, To: end}}}, func(r kafka.Record) {
+		if next >= 0 || r.Offset < start || r.Offset >= end {
+			return
+		}
+		if !f.matchTime(r.Timestamp) {
+			return
+		}
+		id := deadletters.ID{Partition: part, Offset: r.Offset}
+		if !f.fields.Empty() && !f.fields.Matches(fields.Set{"metadata.name": Name(q.Name, id), "metadata.namespace": ns}) {
+			return
+		}
+		e := deadletters.ParseEntry(r)
+		st := states.Get(id)
+		lbls := labelsOf(q.Name, &e, st)
+		if !f.labels.Matches(labels.Set(lbls)) {
+			return
+		}
+		out.Items = append(out.Items, toObject(ns, q.Name, q.Topic, &e, st, lbls, maxPayload))
+		if limit > 0 && int64(len(out.Items)) >= limit {
+			next = r.Offset + 1
+			cancel()
+		}
+	})
+	if err != nil && (next < 0 || ctx.Err() != nil) {
+		return -1, unavailable(err)
+	}
+	return next, nil
+}
+
+// ConvertToTable implements rest.TableConvertor: name, queue, pipeline, reason, error, attempts,
+// state and age.
+func (s *Storage) ConvertToTable(_ context.Context, obj runtime.Object, _ runtime.Object) (*metav1.Table, error) {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "Name", Type: "string", Format: "name", Description: "<queue>.<partition>.<offset>"},
+		{Name: "Queue", Type: "string", Description: "The DeadLetterQueue."},
+		{Name: "Pipeline", Type: "string", Description: "The pipeline that dead-lettered it."},
+		{Name: "Reason", Type: "string", Description: "Why it was dead-lettered."},
+		{Name: "Error", Type: "string", Description: "The last error's type."},
+		{Name: "Attempts", Type: "integer", Description: "Deliveries made."},
+		{Name: "State", Type: "string", Description: "Pending, Replayed, Resolved or Ignored."},
+		{Name: "Age", Type: "string", Description: "Time since it was dead-lettered."},
+	}}
+	row := func(d *dlv1.DeadLetter) metav1.TableRow {
+		return metav1.TableRow{
+			Cells: []any{d.Name, d.Queue, d.Pipeline, d.Reason, d.ErrorType, int64(d.Attempts), string(d.State.State),
+				duration.HumanDuration(now().Sub(d.CreationTimestamp.Time))},
+			Object: runtime.RawExtension{Object: d},
+		}
+	}
+	switch o := obj.(type) {
+	case *dlv1.DeadLetter:
+		t.Rows = []metav1.TableRow{row(o)}
+	case *dlv1.DeadLetterList:
+		t.Continue = o.Continue
+		t.ResourceVersion = o.ResourceVersion
+		t.Rows = make([]metav1.TableRow, len(o.Items))
+		for i := range o.Items {
+			t.Rows[i] = row(&o.Items[i])
+		}
+	default:
+		return nil, fmt.Errorf("cannot print %T as a table", obj)
+	}
+	return t, nil
+}
