@@ -196,6 +196,24 @@ func TestDeadLetterActions(t *testing.T) {
 	s1, _ := starts.Lookup(string(q.Spec.Topic.Name), 1)
 	g.Expect([]int64{s0.Offset, s1.Offset}).To(Equal([]int64{int64(firstUndeliverable(dls)), 20}))
 
+	// Deleting a running action cancels it: a replay of the 3 undeliverable ones at 1 a second,
+	// deleted once the first is produced, produces at most the one in flight after that.
+	undeliverable := func() int {
+		n := 0
+		for _, of := range replays(t, adm, tier1) {
+			if !want[of] {
+				n++
+			}
+		}
+		return n
+	}
+	slow := newAction(ns, "slow", "dlq", v1.DeadLetterReplay, &v1.DeadLetterSelector{Reasons: []v1.DeadLetterName{headers.ReasonUndeliverable}})
+	slow.Spec.Rate = &v1.ReplayRate{RecordsPerSecond: 1}
+	g.Expect(env.Client.Create(ctx, slow)).To(Succeed())
+	g.Eventually(undeliverable, wait, 50*time.Millisecond).Should(BeNumerically(">=", 1))
+	g.Expect(env.Client.Delete(ctx, slow)).To(Succeed())
+	g.Consistently(undeliverable, 3*time.Second, 500*time.Millisecond).Should(BeNumerically("<=", 2), "at most the one in flight after the deletion")
+
 	// A queue that does not exist.
 	lost := newAction(ns, "lost", "nowhere", v1.DeadLetterResolve, nil)
 	lost.Spec.Note = "n"
