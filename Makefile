@@ -36,7 +36,7 @@ help: ## Show this help.
 
 .PHONY: manifests
 manifests: controller-gen ## Generate CRDs into config/crd/bases and the ClusterRole into config/rbac.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=false paths="./api/...;./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=false paths="./api/v1alpha1/...;./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy methods.
