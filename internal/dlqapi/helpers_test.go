@@ -18,6 +18,16 @@ import (
 // reasons are the dead letters' reasons, in turn: n-th dead letter has reasons[n%len].
 var reasons = []string{headers.ReasonMaxRetriesExceeded, headers.ReasonMaxRetriesExceeded, headers.ReasonNonRetriable, headers.ReasonDeadlineExceeded, headers.ReasonUndeliverable}
 
+// rareReason is the reason of one dead letter in a hundred (the 100th, 200th, ...).
+const rareReason = "poison_pill"
+
+func reasonOf(i int) string {
+	if i%100 == 99 {
+		return rareReason
+	}
+	return reasons[i%len(reasons)]
+}
+
 // kafkaEnv is a kfake cluster holding one dead letter topic of n dead letters over parts
 // partitions, and its state topic, reached through the franz factory.
 type kafkaEnv struct {
@@ -78,7 +88,7 @@ func (e *kafkaEnv) record(i int, part int32, valueBytes int) kafka.ProduceRecord
 		Timestamp: at,
 		Headers: []kafka.Header{
 			h("trace-id", "t-"+strconv.Itoa(i)),
-			h(headers.Reason, reasons[i%len(reasons)]),
+			h(headers.Reason, reasonOf(i)),
 			h(headers.ErrorType, []string{"HTTP5xx", "Timeout", "HTTP4xx"}[i%3]),
 			h(headers.ErrorMessage, "upstream said no to "+strconv.Itoa(i)),
 			h(headers.HTTPStatus, "503"),
