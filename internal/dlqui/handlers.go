@@ -24,6 +24,9 @@ var states = []string{string(dlv1.StatePending), string(dlv1.StateReplayed), str
 
 func (s *Server) routes() {
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(staticFiles())))
+	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, staticFiles(), "favicon.svg")
+	})
 	s.mux.HandleFunc("GET /{$}", s.overview)
 	s.mux.HandleFunc("GET /queues/{queue}", s.queue)
 	s.mux.HandleFunc("GET /queues/{queue}/letters/{partition}/{offset}", s.letter)
