@@ -102,12 +102,6 @@ func (c *clients) getQueue(ctx context.Context, name string) (*v1.DeadLetterQueu
 	return q, err
 }
 
-func (c *clients) listQueues(ctx context.Context) (*v1.DeadLetterQueueList, error) {
-	l := &v1.DeadLetterQueueList{}
-	err := c.retry.Get().Namespace(c.namespace).Resource(resourceQueues).Do(ctx).Into(l)
-	return l, err
-}
-
 func (c *clients) createAction(ctx context.Context, a *v1.DeadLetterAction) (*v1.DeadLetterAction, error) {
 	out := &v1.DeadLetterAction{}
 	err := c.retry.Post().Namespace(c.namespace).Resource(resourceActions).Body(a).Do(ctx).Into(out)

@@ -47,9 +47,7 @@ stateTime.`,
 				if err != nil {
 					return err
 				}
-				defer f.Close() //nolint:errcheck // closed explicitly below on success
-				out = f
-				err = runExport(cmd, o, &sel, args[0], out)
+				err = runExport(cmd, o, &sel, args[0], f)
 				if cerr := f.Close(); err == nil {
 					err = cerr
 				}

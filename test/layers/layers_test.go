@@ -84,6 +84,12 @@ func TestDependencies(t *testing.T) {
 			forbidden: []string{franz, module + "internal/kafka/franz", module + "controllers", "sigs.k8s.io/controller-runtime/...", module + "internal/dispatcher"},
 		},
 		{
+			name:          "the kubectl plugin has no power of its own: the API server only, no Kafka client, no reconciler, no engine",
+			pkg:           "./cmd/kubectl-dlq ./internal/dlqcli ./internal/dlqui",
+			forbidden:     []string{franz, "sigs.k8s.io/controller-runtime/...", module + "internal/kafka/...", module + "controllers", module + "internal/deadletters", module + "internal/dispatcher/..."},
+			allowedModule: []string{module + "api/v1alpha1", module + "api/deadletters/v1alpha1", module + "internal/dlqui"},
+		},
+		{
 			name:      "the data plane knows nothing of the control plane",
 			pkg:       "./internal/dispatcher/... ./pkg/... ./cmd/dispatcher",
 			forbidden: []string{"sigs.k8s.io/controller-runtime/...", module + "controllers", module + "internal/kafka/...", module + "internal/render", module + "internal/kafkastats", module + "cmd/manager"},
