@@ -44,22 +44,12 @@ func run(t *testing.T, env []string, name string, args ...string) (string, strin
 // missing queue and of a user without rights, and completion of queue names.
 func TestKubectlRunsThePlugin(t *testing.T) {
 	g := NewWithT(t)
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "kubectl-dlq"), ".")
-	out, err := build.CombinedOutput()
-	g.Expect(err).NotTo(HaveOccurred(), string(out))
-	script, err := os.ReadFile("../../plugins/kubectl_complete-dlq")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(os.WriteFile(filepath.Join(bin, "kubectl_complete-dlq"), script, 0o755)).To(Succeed())
+	bin := buildPlugin(t)
 
 	e, err := envtestutil.Start()
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = e.Stop() })
-	kubectl := filepath.Join(e.AssetsDir, "kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
-		kubectl, err = exec.LookPath("kubectl")
-		g.Expect(err).NotTo(HaveOccurred(), "no kubectl")
-	}
+	kubectl := kubectlPath(t, e)
 	ctx := context.Background()
 	g.Expect(e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}})).To(Succeed())
 	for _, name := range []string{"orders-dlq", "payments-dlq"} {
