@@ -130,6 +130,7 @@ wrong; 4 an action waited for with --wait failed.`,
 		newActCommand(o, actPurge),
 		newStatsCommand(o),
 		newActionsCommand(o),
+		newUICommand(o),
 	)
 	return root
 }
