@@ -70,6 +70,7 @@ setup-envtest: ## Build (first time) the envtest binaries and print their direct
 .PHONY: test
 test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, controller-manager) if needed, then run every test; RACE_PKGS under the race detector.
 	hack/setup-prometheus.sh >/dev/null
+	hack/setup-chromium.sh >/dev/null
 	@assets=$$(hack/setup-envtest.sh --print-path --with-controller-manager) && \
 	  race=$$(go list $(RACE_PKGS)) && \
 	  rest=$$(go list ./... | grep -vxF -f <(echo "$$race")) && \
@@ -77,6 +78,11 @@ test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, co
 	  KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) $$rest && \
 	  echo "go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)" && \
 	  KUBEBUILDER_ASSETS=$$assets go test -race $(GO_TEST_FLAGS) $$race
+
+.PHONY: console-screenshots
+console-screenshots: ## Refresh docs/console-*.png: the console's browser test in headless Chromium (hack/setup-chromium.sh), writing its screenshots into docs/.
+	hack/setup-chromium.sh >/dev/null
+	DLQUI_SCREENSHOTS=$(shell pwd)/docs go test $(GO_TEST_FLAGS) -run '^TestConsoleInBrowser$$' ./internal/dlqui
 
 FUZZTIME ?= 60s
 .PHONY: fuzz
