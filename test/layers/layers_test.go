@@ -90,6 +90,17 @@ func TestDependencies(t *testing.T) {
 			allowedModule: []string{module + "api/v1alpha1", module + "api/deadletters/v1alpha1", module + "internal/dlqui"},
 		},
 		{
+			name:          "the console reaches Kubernetes only through its Backend (the plugin's clients): no client-go of its own",
+			pkg:           "./internal/dlqui",
+			forbidden:     []string{"k8s.io/client-go/...", "sigs.k8s.io/controller-runtime/...", franz},
+			allowedModule: []string{module + "api/v1alpha1", module + "api/deadletters/v1alpha1"},
+		},
+		{
+			name:      "the deadletters API reads Kafka through the interface and knows no reconciler",
+			pkg:       "./internal/dlqapi",
+			forbidden: []string{franz, module + "internal/kafka/franz", module + "controllers", module + "internal/dispatcher", module + "internal/render"},
+		},
+		{
 			name:      "the data plane knows nothing of the control plane",
 			pkg:       "./internal/dispatcher/... ./pkg/... ./cmd/dispatcher",
 			forbidden: []string{"sigs.k8s.io/controller-runtime/...", module + "controllers", module + "internal/kafka/...", module + "internal/render", module + "internal/kafkastats", module + "cmd/manager"},
