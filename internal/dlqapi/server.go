@@ -63,7 +63,7 @@ func (s *Server) Start(ctx context.Context) error {
 	for {
 		err := s.serve(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return nil //nolint:nilerr // stopping: the error is the stop's
 		}
 		log.Error(err, "The deadletters API stopped; starting it again", "after", backoff)
 		t := time.NewTimer(backoff)

@@ -190,15 +190,13 @@ func newFilter(opts *metainternalversion.ListOptions) (*filter, error) {
 	if opts.FieldSelector == nil {
 		return f, nil
 	}
-	var perr error
 	sel, err := opts.FieldSelector.Transform(func(field, value string) (string, string, error) {
 		if field != dlv1.FieldSince && field != dlv1.FieldUntil {
 			return field, value, nil
 		}
 		t, err := time.Parse(time.RFC3339, value)
 		if err != nil {
-			perr = apierrors.NewBadRequest(fmt.Sprintf("field selector %s=%q: not an RFC 3339 time", field, value))
-			return "", "", nil
+			return "", "", apierrors.NewBadRequest(fmt.Sprintf("field selector %s=%q: not an RFC 3339 time", field, value))
 		}
 		if field == dlv1.FieldSince {
 			f.since = t
@@ -207,10 +205,10 @@ func newFilter(opts *metainternalversion.ListOptions) (*filter, error) {
 		}
 		return "", "", nil
 	})
-	if perr != nil {
-		return nil, perr
-	}
 	if err != nil {
+		if _, ok := err.(apierrors.APIStatus); ok {
+			return nil, err
+		}
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	for _, r := range opts.FieldSelector.Requirements() {
