@@ -57,12 +57,17 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		sel.After = nil
 		sel.States = slices.DeleteFunc(sel.States, func(st v1.DeadLetterState) bool { return st == v1.DeadLetterPending })
 	}
+	target, err := replayTarget(kind, r.PostFormValue("to_pipeline"), r.PostFormValue("to_topic"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	user, err := s.backend.WhoAmI(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	spec := v1.DeadLetterActionSpec{Queue: queue, Action: kind, Note: note, RequestedBy: user, Mode: v1.ActionModeDryRun}
+	spec := v1.DeadLetterActionSpec{Queue: queue, Action: kind, Note: note, RequestedBy: user, Mode: v1.ActionModeDryRun, Target: target}
 	if !(actionSelector{sel}).empty() {
 		spec.Selector = &sel
 	}
@@ -72,6 +77,23 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, "/actions/"+url.PathEscape(created.Name), http.StatusSeeOther)
+}
+
+// replayTarget is a Replay's optional target: a pipeline's first retry tier or a topic, not both.
+func replayTarget(kind v1.DeadLetterActionType, pipeline, topic string) (*v1.ReplayTarget, error) {
+	pipeline, topic = strings.TrimSpace(pipeline), strings.TrimSpace(topic)
+	switch {
+	case pipeline == "" && topic == "":
+		return nil, nil
+	case kind != v1.DeadLetterReplay:
+		return nil, &badRequest{"a target applies to replay only"}
+	case pipeline != "" && topic != "":
+		return nil, &badRequest{"replay to a pipeline or to a topic, not both"}
+	case pipeline != "":
+		return &v1.ReplayTarget{Pipeline: pipeline}, nil
+	default:
+		return &v1.ReplayTarget{Topic: v1.TopicName(topic)}, nil
+	}
 }
 
 type actionSelector struct{ v1.DeadLetterSelector }

@@ -93,6 +93,81 @@ func (p *pageErrors) get() []string {
 	return append([]string(nil), p.list...)
 }
 
+// browser is a headless Chromium tab with the helpers the browser tests share.
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	errs  *pageErrors
+	shots string
+}
+
+func newBrowser(ctx context.Context, t *testing.T, chromium, shots string) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
+		chromedp.WindowSize(1366, 860), chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("lang", "en-US"))
+	allocCtx, allocCancel := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(allocCancel)
+	errs := &pageErrors{}
+	bctx, bcancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf), chromedp.WithListener(errs.listen))
+	t.Cleanup(bcancel)
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("starting %s: %v", chromium, err)
+	}
+	return &browser{t: t, ctx: bctx, errs: errs, shots: shots}
+}
+
+// do runs a step's actions, each step bounded on its own so that a page that never shows what the
+// step waits for fails that step.
+func (b *browser) do(step string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	sctx, scancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer scancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		b.t.Fatalf("%s: %v (page errors: %v)", step, err, b.errs.get())
+	}
+}
+
+// text is the visible text of the first element sel selects.
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(css(sel)))
+	if err != nil {
+		b.t.Fatalf("reading %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// shot writes a screenshot of the whole page into the screenshot directory.
+func (b *browser) shot(name string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		buf, err := chromedp.FullScreenshot(100)(ctx, tg)
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(b.shots, name)
+		b.t.Logf("screenshot %s", p)
+		return os.WriteFile(p, buf, 0o644)
+	})
+}
+
+func css(s string) chromedp.CSS { return chromedp.CSS(s) }
+
+// follow clicks what navigates and waits for the next page's load event.
+func follow(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.WaitEvent(cdppage.LoadEventFired, nil, chromedp.Click(css(sel)))(ctx, tg)
+		return err
+	})
+}
+
+// waitFor waits until the JavaScript condition holds (the polling timeout, 30s).
+func waitFor(cond string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[bool](cond)(ctx, tg)
+		return err
+	})
+}
+
 // seedSamples gives the overview's sparklines the last twelve minutes of status refreshes.
 func seedSamples(srv *Server, fake *fakeBackend) {
 	for name, q := range fake.queues {
@@ -139,65 +214,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		<-served
 	}()
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
-		chromedp.WindowSize(1366, 860), chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("lang", "en-US"))
-	allocCtx, allocCancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer allocCancel()
-	errs := &pageErrors{}
-	bctx, bcancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf), chromedp.WithListener(errs.listen))
-	defer bcancel()
+	b := newBrowser(ctx, t, chromium, shots)
+	do, text, shot := b.do, b.text, b.shot
 
-	shot := func(name string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			buf, err := chromedp.FullScreenshot(100)(ctx, tg)
-			if err != nil {
-				return err
-			}
-			p := filepath.Join(shots, name)
-			t.Logf("screenshot %s", p)
-			return os.WriteFile(p, buf, 0o644)
-		})
-	}
-	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		// each step has its own bound, so that a page that never shows what a step waits for
-		// fails that step (after the first step started the browser: see chromedp.Run)
-		sctx, scancel := context.WithTimeout(bctx, 30*time.Second)
-		defer scancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			t.Fatalf("%s: %v (page errors: %v)", step, err, errs.get())
-		}
-	}
-	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
-	// follow clicks what navigates and waits for the next page's load event.
-	follow := func(sel string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.WaitEvent(cdppage.LoadEventFired, nil, chromedp.Click(css(sel)))(ctx, tg)
-			return err
-		})
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(css(sel)))
-		if err != nil {
-			t.Fatalf("reading %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
-	// waitFor waits until the JavaScript condition holds (the default polling timeout, 30s).
-	waitFor := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Poll[bool](cond)(ctx, tg)
-			return err
-		})
-	}
-
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("starting %s: %v", chromium, err)
-	}
 	do("open the URL kubectl dlq ui prints", chromedp.Navigate(srv.URL(l.Addr().String())),
 		chromedp.WaitVisible(css(`section.card polyline`)), shot("console-overview.png"))
-	loc, err := chromedp.Run(bctx, chromedp.Location())
+	loc, err := chromedp.Run(b.ctx, chromedp.Location())
 	if err != nil || strings.Contains(loc, "token") {
 		t.Errorf("the token stayed in the address bar: %s (%v)", loc, err)
 	}
@@ -208,7 +230,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		follow(`#apply-filter`),
 		waitFor(`document.getElementById('letters-caption').textContent.includes('reason deadline_exceeded')`),
 		shot("console-queue.png"))
-	reasons, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('table.letters tbody tr td:nth-child(3)')].map(td => td.textContent)`))
+	reasons, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('table.letters tbody tr td:nth-child(3)')].map(td => td.textContent)`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +293,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if replayed != 21 {
 		t.Errorf("%d dead letters replayed, want 21 (one, then the 20 max_retries_exceeded)", replayed)
 	}
-	if e := errs.get(); len(e) > 0 {
+	if e := b.errs.get(); len(e) > 0 {
 		t.Errorf("the page reported errors:\n%s", strings.Join(e, "\n"))
 	}
 }

@@ -314,6 +314,8 @@ func TestActionFormsAreChecked(t *testing.T) {
 		{url.Values{"action": {"resolve"}, "record": {"0/1"}}, "resolve needs a note"},
 		{url.Values{"action": {"purge"}}, "purge needs an until time"},
 		{url.Values{"action": {"replay"}, "record": {"0/x"}}, "want PARTITION/OFFSET"},
+		{url.Values{"action": {"replay"}, "to_pipeline": {"a"}, "to_topic": {"b"}}, "not both"},
+		{url.Values{"action": {"ignore"}, "note": {"n"}, "to_topic": {"b"}}, "replay only"},
 	} {
 		if code, body := c.post("/queues/orders-dlq/actions", tc.form); code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
 			t.Errorf("%v: %d, want 400 saying %q", tc.form, code, tc.want)
@@ -325,6 +327,12 @@ func TestActionFormsAreChecked(t *testing.T) {
 	// a resolve of one dead letter and a purge before a time
 	c.post("/queues/orders-dlq/actions", url.Values{"action": {"resolve"}, "record": {"1/2"}, "note": {"fixed by hand"}})
 	c.post("/queues/orders-dlq/actions", url.Values{"action": {"purge"}, "until": {"2026-11-23T11:30"}, "state": {"Pending"}})
+	c.post("/queues/orders-dlq/actions", url.Values{"action": {"replay"}, "record": {"1/2"}, "to_topic": {"orders.by-hand"}})
+	_, body := c.get("/actions/" + c.fake.created[2].Name)
+	mustContain(t, body, "Replayed to topic orders.by-hand.")
+	if tg := c.fake.created[2].Spec.Target; tg == nil || tg.Topic != "orders.by-hand" || tg.Pipeline != "" {
+		t.Errorf("replay target: %+v", tg)
+	}
 	res, purge := c.fake.created[0].Spec, c.fake.created[1].Spec
 	if res.Action != v1.DeadLetterResolve || res.Note != "fixed by hand" || len(res.Selector.Records) != 1 || res.Selector.Records[0] != "1/2" {
 		t.Errorf("resolve: %+v", res)

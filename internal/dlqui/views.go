@@ -236,6 +236,7 @@ type actionView struct {
 	Records   []string `json:"matchedRecords,omitempty"`
 	Blocking  []string `json:"blockingRecords,omitempty"`
 	Selection string   `json:"selection"`
+	Target    string   `json:"target,omitempty"`
 	Created   string   `json:"created"`
 	Started   string   `json:"started"`
 	Completed string   `json:"completed"`
@@ -264,6 +265,12 @@ func newActionView(a *v1.DeadLetterAction) actionView {
 	for _, c := range st.Conditions {
 		if c.Type == v1.ConditionReady && c.Status != metav1.ConditionTrue {
 			v.Message = c.Reason + ": " + c.Message
+		}
+	}
+	if t := a.Spec.Target; t != nil {
+		v.Target = "each to pipeline " + t.Pipeline + "'s first retry tier"
+		if t.Topic != "" {
+			v.Target = "to topic " + string(t.Topic)
 		}
 	}
 	for _, r := range st.MatchedRecords {
