@@ -89,7 +89,7 @@ func run(o options) error {
 	kubeconfig, manager := stack.Kubeconfig, stack.Manager
 
 	kubectlPath, _ := exec.LookPath("kubectl")
-	fmt.Printf("\nPoint kubectl (%s) at the local cluster with:\n\n    export KUBECONFIG=%s\n    kubectl get retryops -A\n\n", kubectlPath, kubeconfig)
+	fmt.Printf("\nPoint kubectl (%s) at the local cluster with:\n\n    export KUBECONFIG=%s\n    kubectl get retryops -A\n    kubectl get deadletters -n %s\n\n", kubectlPath, kubeconfig, demoNamespace)
 	if !o.demo {
 		step("Ready in %s. Ctrl-C stops everything.", time.Since(started).Round(time.Second))
 		select {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -167,7 +168,8 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 	progress("Starting the local control plane (kube-apiserver, etcd, controller-manager)")
 	// controller-runtime's own log (envtest, clients) goes with the stack's.
 	ctrllog.SetLogger(o.Log)
-	env, err := envtestutil.Start(filepath.Join(envtestutil.RepoRoot(), "config", "crd", "external"))
+	// With the aggregation layer: the manager serves the deadletters API (RegisterDeadLettersAPI).
+	env, err := envtestutil.StartAggregated(filepath.Join(envtestutil.RepoRoot(), "config", "crd", "external"))
 	if err != nil {
 		return s, err
 	}
@@ -192,7 +194,16 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 	metrics := "127.0.0.1:" + freePort()
 	s.MetricsURL = "http://" + metrics + "/metrics"
 	progress("Running the manager (log: %s, metrics: %s)", filepath.Join(logs, "manager.log"), s.MetricsURL)
+	dlqAPIPort := freePort()
+	port, err := strconv.ParseInt(dlqAPIPort, 10, 32)
+	if err != nil {
+		return s, fmt.Errorf("no free port for the deadletters API: %w", err)
+	}
+	if err := RegisterDeadLettersAPI(ctx, env.Client, int32(port)); err != nil {
+		return s, err
+	}
 	args := append([]string{
+		"--deadletters-api-bind-address=127.0.0.1:" + dlqAPIPort,
 		"--kafka-bootstrap-servers=" + s.Bootstrap,
 		"--dispatcher-image=" + o.DispatcherImage,
 		"--metrics-bind-address=" + metrics,
