@@ -74,6 +74,7 @@ func deadLetter(i int, at time.Time) kafka.ProduceRecord {
 // the queue's counts. Its outputs are logged: the README's session comes from them.
 func TestPluginOnTheWholeStack(t *testing.T) {
 	g := NewWithT(t)
+	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	bin := buildPlugin(t)
@@ -90,7 +91,6 @@ func TestPluginOnTheWholeStack(t *testing.T) {
 	c := env.Client
 
 	// the manager: the controllers and the deadletters API, as cmd/manager wires them
-	ctrl.SetLogger(logr.Discard())
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: envtestutil.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache: controllers.CacheOptions(nil)})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -215,8 +215,13 @@ func TestPluginOnTheWholeStack(t *testing.T) {
 
 	// replay the pending non-retriable ones to a topic: 100%, and the records are there
 	want := len(written(func(i int) bool { return i%3 == 1 }))
-	out = dlq("replay", stackQueue, "--reason", headers.ReasonNonRetriable, "--to-topic", replayTopic, "--rate", "50", "--wait")
-	g.Expect(out).To(ContainSubstring(fmt.Sprintf("  matched:  %d\n  replayed: %d\n", want, want)))
+	// on a terminal (script(1) gives it one): the live progress bar on stderr, then the outcome
+	replay := []string{"dlq", "-n", stackNS, "replay", stackQueue, "--reason", headers.ReasonNonRetriable, "--to-topic", replayTopic, "--rate", "10", "--wait"}
+	out, stderr, code := run(t, envv, "script", "-qec", kubectl+" "+strings.Join(replay, " "), "/dev/null")
+	g.Expect(code).To(Equal(0), out+stderr)
+	t.Logf("$ kubectl %s\n%s", strings.Join(replay, " "), strings.ReplaceAll(out, "\r\x1b[K", "\n(redrawn) "))
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("] 100%%  %d/%d  Succeeded\r\n", want, want)))
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("  matched:  %d\r\n  replayed: %d\r\n", want, want)))
 	adm := kadm.NewClient(must(kgo.NewClient(kgo.SeedBrokers(broker.ListenAddrs()...))))
 	t.Cleanup(adm.Close)
 	ends, err := adm.ListEndOffsets(ctx, replayTopic)
