@@ -171,7 +171,11 @@ func printStats(o *Options, s Stats) error {
 			t.row("<none>", "0", "")
 		}
 		for _, n := range sec.counts {
-			t.row(n.Name, strconv.FormatInt(n.Count, 10), chart(n.Count, top, 20))
+			if bar := chart(n.Count, top, 20); bar != "" {
+				t.row(n.Name, strconv.FormatInt(n.Count, 10), bar)
+			} else {
+				t.row(n.Name, strconv.FormatInt(n.Count, 10))
+			}
 		}
 		if err := t.flush(); err != nil {
 			return err
