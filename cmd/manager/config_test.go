@@ -92,6 +92,24 @@ func kustomize(t *testing.T, dir string) ([]byte, []*unstructured.Unstructured) 
 }
 
 // only converts the one object of kind into out.
+// named converts the object of kind and name in objs into out, failing unless there is one.
+func named(t *testing.T, objs []*unstructured.Unstructured, kind, name string, out any) {
+	t.Helper()
+	for _, u := range objs {
+		if u.GetKind() == kind && u.GetName() == name {
+			if uo, ok := out.(*unstructured.Unstructured); ok {
+				uo.Object = u.Object
+				return
+			}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no %s %s", kind, name)
+}
+
 func only(t *testing.T, objs []*unstructured.Unstructured, kind string, out any) {
 	t.Helper()
 	var found []*unstructured.Unstructured
@@ -154,9 +172,23 @@ func TestDeployedManager(t *testing.T) {
 	g.Expect(c.Ports).To(ContainElement(corev1.ContainerPort{Name: "https", ContainerPort: 8443}))
 	podLabels := labels.Set(dep.Spec.Template.Labels)
 
+	g.Expect(c.Ports).To(ContainElement(corev1.ContainerPort{Name: "deadletters-api", ContainerPort: 8444}))
+	g.Expect(o.deadLettersAPI.bindAddress).To(Equal(":8444"), "the deadletters API served on every replica")
+
 	svc := &corev1.Service{}
-	only(t, objs, "Service", svc)
+	named(t, objs, "Service", "retry-operator-controller-manager-metrics-service", svc)
 	g.Expect(labels.SelectorFromSet(svc.Spec.Selector).Matches(podLabels)).To(BeTrue(), "the metrics Service selects %v", svc.Spec.Selector)
+	// The deadletters API: its Service selects the manager's pods on 8444, and the APIService names it.
+	api := &corev1.Service{}
+	named(t, objs, "Service", o.deadLettersAPI.service, api)
+	g.Expect(api.Namespace).To(Equal(dep.Namespace))
+	g.Expect(labels.SelectorFromSet(api.Spec.Selector).Matches(podLabels)).To(BeTrue(), "the deadletters API Service selects %v", api.Spec.Selector)
+	g.Expect(api.Spec.Ports).To(HaveLen(1))
+	g.Expect(api.Spec.Ports[0].TargetPort.String()).To(Equal("deadletters-api"))
+	apiService := &unstructured.Unstructured{}
+	named(t, objs, "APIService", o.deadLettersAPI.apiService, apiService)
+	ref, _, _ := unstructured.NestedMap(apiService.Object, "spec", "service")
+	g.Expect(ref).To(Equal(map[string]any{"name": api.Name, "namespace": api.Namespace, "port": float64(api.Spec.Ports[0].Port)}))
 	g.Expect(svc.Spec.Ports).To(HaveLen(1))
 	g.Expect(svc.Spec.Ports[0].Port).To(BeEquivalentTo(8443))
 	g.Expect(svc.Spec.Ports[0].TargetPort.IntValue()).To(Equal(8443))
@@ -167,7 +199,11 @@ func TestDeployedManager(t *testing.T) {
 	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(sel.Matches(podLabels)).To(BeTrue(), "the NetworkPolicy selects %v", np.Spec.PodSelector)
-	g.Expect(np.Spec.Ingress).To(HaveLen(1))
+	g.Expect(np.Spec.Ingress).To(HaveLen(2))
+	// The second rule lets the kube-apiserver reach the deadletters API, from any address.
+	g.Expect(np.Spec.Ingress[1].From).To(BeEmpty())
+	g.Expect(np.Spec.Ingress[1].Ports).To(HaveLen(1))
+	g.Expect(np.Spec.Ingress[1].Ports[0].Port.IntValue()).To(Equal(8444))
 	g.Expect(np.Spec.Ingress[0].Ports).To(HaveLen(1))
 	g.Expect(np.Spec.Ingress[0].Ports[0].Port.IntValue()).To(Equal(8443))
 	g.Expect(np.Spec.Ingress[0].From).To(HaveLen(1))

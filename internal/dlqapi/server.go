@@ -14,6 +14,7 @@ import (
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	registryrest "k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	utilcompatibility "k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/client-go/rest"
@@ -78,21 +79,20 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 func (s *Server) serve(ctx context.Context) error {
-	dir, err := os.MkdirTemp("", "retryops-dlqapi-")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	srv, err := s.build(ctx, dir)
+	srv, cleanup, err := s.build(ctx)
+	defer cleanup()
 	if err != nil {
 		return err
 	}
 	return srv.PrepareRun().RunWithContext(ctx)
 }
 
-// build configures the generic API server; dir receives the kubeconfig for delegation and, when
-// the certificate is self-managed, its files.
-func (s *Server) build(ctx context.Context, dir string) (*genericapiserver.GenericAPIServer, error) {
+// build configures the generic API server. It writes no file in a cluster (the root file system is
+// read-only there): the self-managed certificate stays in memory and the delegation uses the
+// in-cluster configuration; out of a cluster it writes the manager's kubeconfig into a temporary
+// directory, which cleanup removes.
+func (s *Server) build(ctx context.Context) (srv *genericapiserver.GenericAPIServer, cleanup func(), err error) {
+	cleanup = func() {}
 	o := s.opts
 	serving := genericoptions.NewSecureServingOptions()
 	serving.ServerCert.CertDirectory = ""
@@ -100,10 +100,10 @@ func (s *Server) build(ctx context.Context, dir string) (*genericapiserver.Gener
 	if o.Listener == nil {
 		host, port, err := net.SplitHostPort(o.BindAddress)
 		if err != nil {
-			return nil, fmt.Errorf("bind address %q: %w", o.BindAddress, err)
+			return nil, cleanup, fmt.Errorf("bind address %q: %w", o.BindAddress, err)
 		}
 		if serving.BindPort, err = strconv.Atoi(port); err != nil {
-			return nil, fmt.Errorf("bind address %q: %w", o.BindAddress, err)
+			return nil, cleanup, fmt.Errorf("bind address %q: %w", o.BindAddress, err)
 		}
 		serving.BindAddress = net.ParseIP(host)
 		if host == "" {
@@ -116,22 +116,25 @@ func (s *Server) build(ctx context.Context, dir string) (*genericapiserver.Gener
 	case o.Certs != nil:
 		pair, err := o.Certs.Ensure(ctx)
 		if err != nil {
-			return nil, err
+			return nil, cleanup, err
 		}
-		ck := genericoptions.CertKey{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
-		if err := os.WriteFile(ck.CertFile, pair.Cert, 0o600); err != nil {
-			return nil, err
+		if serving.ServerCert.GeneratedCert, err = dynamiccertificates.NewStaticCertKeyContent("deadletters-api", pair.Cert, pair.Key); err != nil {
+			return nil, cleanup, err
 		}
-		if err := os.WriteFile(ck.KeyFile, pair.Key, 0o600); err != nil {
-			return nil, err
-		}
-		serving.ServerCert.CertKey = ck
 	default:
-		return nil, errors.New("no serving certificate: set CertDir or Certs")
+		return nil, cleanup, errors.New("no serving certificate: set CertDir or Certs")
 	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := writeKubeconfig(o.Config, kubeconfig); err != nil {
-		return nil, err
+	kubeconfig := "" // in a cluster: the in-cluster configuration
+	if in, err := rest.InClusterConfig(); err != nil || in.Host != o.Config.Host {
+		dir, err := os.MkdirTemp("", "retryops-dlqapi-")
+		if err != nil {
+			return nil, cleanup, err
+		}
+		cleanup = func() { _ = os.RemoveAll(dir) }
+		kubeconfig = filepath.Join(dir, "kubeconfig")
+		if err := writeKubeconfig(o.Config, kubeconfig); err != nil {
+			return nil, cleanup, err
+		}
 	}
 	authn := genericoptions.NewDelegatingAuthenticationOptions()
 	authn.RemoteKubeConfigFile = kubeconfig
@@ -148,27 +151,27 @@ func (s *Server) build(ctx context.Context, dir string) (*genericapiserver.Gener
 	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openAPIDefinitions, namer)
 	cfg.OpenAPIV3Config.Info.Title, cfg.OpenAPIV3Config.Info.Version = "retry-operator deadletters", "v1alpha1"
 	if err := serving.WithLoopback().ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
-		return nil, err
+		return nil, cleanup, err
 	}
 	if err := authn.ApplyTo(&cfg.Authentication, cfg.SecureServing, nil); err != nil {
-		return nil, err
+		return nil, cleanup, err
 	}
 	if err := authz.ApplyTo(&cfg.Authorization); err != nil {
-		return nil, err
+		return nil, cleanup, err
 	}
 	// No metrics of the generic server: the manager has its own endpoint.
 	cfg.EnableMetrics = false
 	cfg.EnableProfiling = false
-	srv, err := cfg.Complete(nil).New("retryops-deadletters", genericapiserver.NewEmptyDelegate())
+	srv, err = cfg.Complete(nil).New("retryops-deadletters", genericapiserver.NewEmptyDelegate())
 	if err != nil {
-		return nil, err
+		return nil, cleanup, err
 	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(dlv1.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[dlv1.SchemeGroupVersion.Version] = map[string]registryrest.Storage{dlv1.Resource: o.Storage}
 	if err := srv.InstallAPIGroup(&group); err != nil {
-		return nil, err
+		return nil, cleanup, err
 	}
-	return srv, nil
+	return srv, cleanup, nil
 }
 
 // writeKubeconfig writes cfg as a kubeconfig file, for the delegating options (which read one).
