@@ -123,7 +123,11 @@ func (b *browser) do(step string, actions ...chromedp.Action[chromedp.Void]) {
 	sctx, scancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer scancel()
 	if err := chromedp.Do(sctx, actions...); err != nil {
-		b.t.Fatalf("%s: %v (page errors: %v)", step, err, b.errs.get())
+		pctx, pcancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer pcancel()
+		loc, _ := chromedp.Run(pctx, chromedp.Location())
+		text, _ := chromedp.Run(pctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+		b.t.Fatalf("%s: %v (page errors: %v)\nthe page at %s:\n%s", step, err, b.errs.get(), loc, text)
 	}
 }
 

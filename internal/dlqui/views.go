@@ -219,27 +219,29 @@ func prettyJSON(raw []byte) string {
 
 // actionView is an action's progress, for its page and the polling endpoint (JSON).
 type actionView struct {
-	Name      string   `json:"name"`
-	Queue     string   `json:"queue"`
-	Action    string   `json:"action"`
-	DryRun    bool     `json:"dryRun"`
-	Phase     string   `json:"phase"`
-	Matched   int64    `json:"matched"`
-	Done      int64    `json:"done"`
-	Skipped   int64    `json:"skipped"`
-	Failed    int64    `json:"failed"`
-	Percent   int      `json:"percent"`
-	Finished  bool     `json:"finished"`
-	Message   string   `json:"message,omitempty"`
-	Note      string   `json:"note,omitempty"`
-	By        string   `json:"requestedBy"`
-	Records   []string `json:"matchedRecords,omitempty"`
-	Blocking  []string `json:"blockingRecords,omitempty"`
-	Selection string   `json:"selection"`
-	Target    string   `json:"target,omitempty"`
-	Created   string   `json:"created"`
-	Started   string   `json:"started"`
-	Completed string   `json:"completed"`
+	Name    string `json:"name"`
+	Queue   string `json:"queue"`
+	Action  string `json:"action"`
+	DryRun  bool   `json:"dryRun"`
+	Phase   string `json:"phase"`
+	Matched int64  `json:"matched"`
+	Done    int64  `json:"done"`
+	Skipped int64  `json:"skipped"`
+	// SkippedWhy counts the skipped by reason: "ReplayLimit 2, NoTarget 1".
+	SkippedWhy string   `json:"skippedWhy,omitempty"`
+	Failed     int64    `json:"failed"`
+	Percent    int      `json:"percent"`
+	Finished   bool     `json:"finished"`
+	Message    string   `json:"message,omitempty"`
+	Note       string   `json:"note,omitempty"`
+	By         string   `json:"requestedBy"`
+	Records    []string `json:"matchedRecords,omitempty"`
+	Blocking   []string `json:"blockingRecords,omitempty"`
+	Selection  string   `json:"selection"`
+	Target     string   `json:"target,omitempty"`
+	Created    string   `json:"created"`
+	Started    string   `json:"started"`
+	Completed  string   `json:"completed"`
 }
 
 func newActionView(a *v1.DeadLetterAction) actionView {
@@ -273,6 +275,11 @@ func newActionView(a *v1.DeadLetterAction) actionView {
 			v.Target = "to topic " + string(t.Topic)
 		}
 	}
+	var why []string
+	for _, r := range st.SkippedReasons {
+		why = append(why, fmt.Sprintf("%s %d", r.Name, r.Count))
+	}
+	v.SkippedWhy = strings.Join(why, ", ")
 	for _, r := range st.MatchedRecords {
 		v.Records = append(v.Records, string(r))
 	}

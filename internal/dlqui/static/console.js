@@ -20,6 +20,7 @@
     text("phase", view.phase);
     text("done", view.done);
     text("skipped", view.skipped);
+    text("skipped-why", view.skippedWhy ? " (" + view.skippedWhy + ")" : "");
     text("failed", view.failed);
     text("matched-n", view.matched);
     var msg = document.getElementById("message");
