@@ -200,6 +200,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	fake.addQueue("orders-dlq", 60)
 	fake.addQueue("payments-dlq", 7)
 	fake.step = 2
+	// the confirmation page first finds its dry run running, then follows it (console.js) until done
+	fake.dryRunReads = 1
 	srv, err := New(Options{Backend: fake, Clock: clocktesting.NewFakePassiveClock(testNow), PollInterval: 150 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

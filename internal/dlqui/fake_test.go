@@ -36,6 +36,9 @@ type fakeBackend struct {
 	filters []Filter
 	// err, when set, is returned by every call.
 	err error
+	// dryRunReads is how many reads of a dry run find it still running (0: done when created).
+	dryRunReads int
+	reads       map[string]int
 }
 
 var groupResource = schema.GroupResource{Group: dlv1.GroupName, Resource: dlv1.Resource}
@@ -234,6 +237,14 @@ func (f *fakeBackend) GetAction(_ context.Context, name string) (*v1.DeadLetterA
 		return nil, apierrors.NewNotFound(v1.GroupVersion.WithResource("deadletteractions").GroupResource(), name)
 	}
 	st := &a.Status
+	if a.Spec.Mode == v1.ActionModeDryRun && st.Phase == v1.ActionRunning {
+		if f.reads == nil {
+			f.reads = map[string]int{}
+		}
+		if f.reads[name]++; f.reads[name] > f.dryRunReads {
+			st.Phase, st.Done, st.CompletionTime = v1.ActionSucceeded, st.Matched, ptr.To(metav1.NewTime(f.now))
+		}
+	}
 	if a.Spec.Mode == v1.ActionModeRun && (st.Phase == v1.ActionPending || st.Phase == v1.ActionRunning) {
 		if st.Phase == v1.ActionPending {
 			st.Phase, st.StartTime = v1.ActionRunning, ptr.To(metav1.NewTime(f.now))
@@ -286,6 +297,9 @@ func (f *fakeBackend) CreateAction(_ context.Context, a *v1.DeadLetterAction) (*
 		a.Status.Phase, a.Status.Done = v1.ActionSucceeded, a.Status.Matched
 		a.Status.MatchedRecords = matched[:min(len(matched), v1.MaxListedRecords)]
 		a.Status.StartTime, a.Status.CompletionTime = ptr.To(metav1.NewTime(f.now)), ptr.To(metav1.NewTime(f.now))
+		if f.dryRunReads > 0 {
+			a.Status.Phase, a.Status.Done, a.Status.CompletionTime = v1.ActionRunning, 0, nil
+		}
 	}
 	f.actions[a.Name] = a
 	return a.DeepCopy(), nil
