@@ -46,6 +46,8 @@ type Options struct {
 	clock clock.PassiveClock
 	// terminal reports whether w is a terminal, for progress bars.
 	terminal func(w io.Writer) bool
+	// pollEvery is how often --wait reads an action it may not watch.
+	pollEvery time.Duration
 
 	c *clients
 }
@@ -82,10 +84,11 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 
 func newOptions(streams genericiooptions.IOStreams) *Options {
 	return &Options{
-		flags:    genericclioptions.NewConfigFlags(true),
-		streams:  streams,
-		clock:    clock.RealClock{},
-		terminal: isTerminal,
+		flags:     genericclioptions.NewConfigFlags(true),
+		streams:   streams,
+		clock:     clock.RealClock{},
+		terminal:  isTerminal,
+		pollEvery: time.Second,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/watch"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
@@ -30,6 +31,10 @@ func waitForAction(ctx context.Context, o *Options, c *clients, a *v1.DeadLetter
 	for !done(a) {
 		bar.draw(a)
 		w, err := c.watchAction(ctx, a.Name, a.ResourceVersion)
+		if apierrors.IsForbidden(err) {
+			// no right to watch: read the action again every second instead
+			w, err = c.pollAction(ctx, a.Name, o.pollEvery)
+		}
 		if err != nil {
 			return waitError(ctx, a, err)
 		}
@@ -54,6 +59,36 @@ func waitForAction(ctx context.Context, o *Options, c *clients, a *v1.DeadLetter
 		return &actionFailedError{msg: fmt.Sprintf("%s failed: %s", actionRef(a.Name), conditionMessage(a, v1.ConditionReady))}
 	}
 	return nil
+}
+
+// pollAction reads the action every interval and reports it as Modified events, for a user who may
+// get actions but not watch them.
+func (c *clients) pollAction(ctx context.Context, name string, interval time.Duration) (watch.Interface, error) {
+	w := watch.NewFake()
+	go func() {
+		defer w.Stop()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			a, err := c.getAction(ctx, name)
+			if err != nil {
+				if ctx.Err() == nil {
+					w.Error(&apierrors.NewInternalError(err).ErrStatus)
+				}
+				return
+			}
+			w.Modify(a)
+			if done(a) {
+				return
+			}
+		}
+	}()
+	return w, nil
 }
 
 // follow reads watch events until the action finishes or the watch ends.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -80,6 +81,23 @@ func TestWaitFollowsTheActionToItsOutcome(t *testing.T) {
   blocking records (the purge stopped there, per partition): 1/1
 `))
 		g.Expect(r.stderr).To(BeEmpty(), "no progress bar when stderr is not a terminal")
+	})
+
+	t.Run("a user who may not watch actions: read again every second", func(t *testing.T) {
+		g := NewWithT(t)
+		namespaceWithQueue(t, e, "wait-nowatch", "orders-dlq")
+		kubeconfig := userKubeconfig(t, e, "wait-nowatch", "operator", []rbacv1.PolicyRule{
+			{APIGroups: []string{"retry.retryops.dev"}, Resources: []string{"deadletteractions"}, Verbs: []string{"create", "get", "list"}},
+			{APIGroups: []string{"retry.retryops.dev"}, Resources: []string{"deadletterqueues"}, Verbs: []string{"get"}},
+		})
+		done := startPlugin(t, kubeconfig, testNow, false, &syncBuffer{}, "-n", "wait-nowatch", "ignore", "orders-dlq", "--reason", "malformed", "--note", "test data", "--wait")
+		a := theAction(g, e.Client, "wait-nowatch")
+		g.Expect(a.Spec.RequestedBy).To(Equal("operator"))
+		setStatus(g, e.Client, a, v1.DeadLetterActionStatus{Phase: v1.ActionSucceeded, Matched: 2, Done: 2, Progress: "2/2"})
+		var r result
+		g.Eventually(done, 30*time.Second).Should(Receive(&r))
+		g.Expect(r.code).To(Equal(ExitOK), r.stderr)
+		g.Expect(r.stdout).To(ContainSubstring("  ignored: 2\n"))
 	})
 
 	t.Run("failed", func(t *testing.T) {
