@@ -3,6 +3,7 @@ package dlqui
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -131,6 +132,13 @@ func TestConsoleOnTheWholeStack(t *testing.T) {
 		_ = c.Get(ctx, client.ObjectKeyFromObject(q), q)
 		return len(q.Status.Reasons)
 	}, time.Minute, 100*time.Millisecond).Should(Equal(3))
+
+	// a non-loopback address is refused: the console acts with the user's credentials
+	out, err := exec.CommandContext(ctx, bin, "ui", "--no-browser", "--address", "0.0.0.0:0", "-n", ns, "--kubeconfig", env.Kubeconfig).CombinedOutput()
+	var exit *exec.ExitError
+	g.Expect(errors.As(err, &exit)).To(BeTrue(), "kubectl dlq ui --address 0.0.0.0:0: %v %s", err, out)
+	g.Expect(exit.ExitCode()).To(Equal(3), string(out))
+	g.Expect(string(out)).To(ContainSubstring("listens on a loopback address only"))
 
 	// kubectl dlq ui, as a user runs it; the first line it prints names the URL
 	ui := exec.CommandContext(ctx, bin, "ui", "--no-browser", "-n", ns, "--kubeconfig", env.Kubeconfig)
