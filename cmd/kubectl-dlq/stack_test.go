@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,26 +14,13 @@ import (
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
-	"github.com/retryops/retry-operator/internal/dlqapi"
+	"github.com/retryops/retry-operator/internal/dlqtest"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
-	"github.com/retryops/retry-operator/internal/kafka/franz"
-	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
 const (
@@ -79,53 +65,9 @@ func TestPluginOnTheWholeStack(t *testing.T) {
 	defer cancel()
 	bin := buildPlugin(t)
 
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, replayTopic))
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(broker.Close)
-	factory := franz.NewFactory(franz.WithRequestTimeout(30 * time.Second))
-	t.Cleanup(factory.Close)
-
-	env, err := envtestutil.StartAggregated()
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-	c := env.Client
-
-	// the manager: the controllers and the deadletters API, as cmd/manager wires them
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: envtestutil.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: controllers.CacheOptions(nil)})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(controllers.SetupWithManager(ctx, mgr, controllers.Options{StatusRefreshInterval: time.Second, Kafka: factory,
-		DefaultBootstrapServers: broker.ListenAddrs()})).To(Succeed())
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	g.Expect(err).NotTo(HaveOccurred())
-	port := int32(lis.Addr().(*net.TCPAddr).Port)
-	const svc = "retry-operator-deadletters-api"
-	g.Expect(c.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: envtestutil.OperatorNamespace, Name: svc},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost",
-			Ports: []corev1.ServicePort{{Name: "https", Port: port, TargetPort: intstr.FromInt32(port)}}}})).To(Succeed())
-	g.Expect(c.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": map[string]any{"name": dlqapi.APIServiceName},
-		"spec": map[string]any{"group": dlv1.GroupName, "version": "v1alpha1", "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-			"service": map[string]any{"namespace": envtestutil.OperatorNamespace, "name": svc, "port": int64(port)}},
-	}})).To(Succeed())
-	g.Expect(mgr.Add(dlqapi.NewServer(dlqapi.Options{Listener: lis, Config: env.Config,
-		Certs:   &dlqapi.CertManager{Client: c, Namespace: envtestutil.OperatorNamespace, SecretName: "retry-operator-deadletters-api-tls", Service: svc},
-		Storage: &dlqapi.Storage{Queues: &dlqapi.ClientQueues{Reader: c, Secrets: c, Defaults: kafkaspec.Defaults{BootstrapServers: broker.ListenAddrs()}}, Kafka: factory},
-	}))).To(Succeed())
-	mctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(mctx) }()
-	t.Cleanup(func() { stop(); <-done })
-
-	// the queue, its dead letters written as the dispatcher writes them
-	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: stackNS}})).To(Succeed())
-	q := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: stackNS, Name: stackQueue},
-		Spec: v1.DeadLetterQueueSpec{Topic: v1.DeadLetterTopic{Name: stackTopic, Partitions: 2}}}
-	g.Expect(c.Create(ctx, q)).To(Succeed())
-	g.Eventually(func() bool {
-		_ = c.Get(ctx, client.ObjectKeyFromObject(q), q)
-		return meta.IsStatusConditionTrue(q.Status.Conditions, v1.ConditionReady) && q.Status.StateTopic != ""
-	}, 2*time.Minute, 100*time.Millisecond).Should(BeTrue(), "the queue is not Ready: %+v", q.Status.Conditions)
+	stack := dlqtest.Start(ctx, t, replayTopic)
+	broker, factory, env := stack.Broker, stack.Kafka, stack.Env
+	stack.Queue(ctx, t, stackNS, stackQueue, stackTopic)
 	t0 := time.Now().Add(-time.Duration(stackLetters) * time.Minute).Truncate(time.Second)
 	var recs []kafka.ProduceRecord
 	for i := range stackLetters {

@@ -138,8 +138,11 @@ func TestImporters(t *testing.T) {
 		target  string
 		allowed []string
 	}{
-		{"only the manager wires the controllers", module + "controllers", []string{module + "cmd/manager"}},
-		{"only the manager builds franz-go admin clients", module + "internal/kafka/franz", []string{module + "cmd/manager"}},
+		// internal/dlqtest is the whole server side for the plugin's and the console's tests, wired
+		// as cmd/manager wires it; only tests import it (the last case).
+		{"only the manager wires the controllers", module + "controllers", []string{module + "cmd/manager", module + "internal/dlqtest"}},
+		{"only the manager builds franz-go admin clients", module + "internal/kafka/franz", []string{module + "cmd/manager", module + "internal/dlqtest"}},
+		{"only tests start the dead-letter test stack", module + "internal/dlqtest", nil},
 		{"only the programs and the library build a dispatcher", module + "internal/dispatcher", []string{module + "cmd/dispatcher", module + "pkg/retryloop"}},
 	}
 	for _, tc := range cases {
