@@ -88,13 +88,9 @@ func (s *Storage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (r
 	} else if err != nil {
 		return nil, err
 	}
-	admin, err := s.Kafka.Admin(ctx, q.Conn)
+	admin, offs, err := s.offsets(ctx, q)
 	if err != nil {
-		return nil, unavailable(err)
-	}
-	offs, err := admin.ListOffsets(ctx, q.Topic)
-	if err != nil {
-		return nil, unavailable(err)
+		return nil, err
 	}
 	i := slices.IndexFunc(offs[q.Topic], func(p kafka.PartitionOffsets) bool { return p.Partition == id.Partition })
 	if i < 0 || id.Offset < offs[q.Topic][i].Start || id.Offset >= offs[q.Topic][i].End {
@@ -120,6 +116,19 @@ func (s *Storage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (r
 	st := states.Get(id)
 	d := toObject(ns, q.Name, q.Topic, entry, st, labelsOf(q.Name, entry, st), 0)
 	return &d, nil
+}
+
+// offsets returns q's admin client and its topic's offsets; Kafka's errors are Unavailable.
+func (s *Storage) offsets(ctx context.Context, q Queue) (kafka.Admin, map[string][]kafka.PartitionOffsets, error) {
+	admin, err := s.Kafka.Admin(ctx, q.Conn)
+	if err != nil {
+		return nil, nil, unavailable(err)
+	}
+	offs, err := admin.ListOffsets(ctx, q.Topic)
+	if err != nil {
+		return nil, nil, unavailable(err)
+	}
+	return admin, offs, nil
 }
 
 // loadStates loads the record of decisions of q (empty when the state topic does not exist).
@@ -283,13 +292,9 @@ func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f
 	} else if err != nil {
 		return nil, err
 	}
-	admin, err := s.Kafka.Admin(ctx, q.Conn)
+	admin, offs, err := s.offsets(ctx, q)
 	if err != nil {
-		return nil, unavailable(err)
-	}
-	offs, err := admin.ListOffsets(ctx, q.Topic)
-	if err != nil {
-		return nil, unavailable(err)
+		return nil, err
 	}
 	parts := slices.Clone(offs[q.Topic])
 	slices.SortFunc(parts, func(a, b kafka.PartitionOffsets) int { return int(a.Partition) - int(b.Partition) })
