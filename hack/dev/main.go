@@ -212,6 +212,21 @@ patches:
     - op: replace
       path: /spec/replicas
       value: 0
+# The embedded Kafka keeps its data across runs while the control plane starts afresh, so the
+# topics a previous run created exist and no resource of this run created them: the demo adopts them
+# (the operator leaves alone a topic it did not create for the resource otherwise).
+- target: {kind: DeadLetterQueue}
+  patch: |-
+    apiVersion: retry.retryops.dev/v1alpha1
+    kind: DeadLetterQueue
+    metadata: {name: any}
+    spec: {topic: {existingTopic: Adopt}}
+- target: {kind: ConsumerPipeline}
+  patch: |-
+    apiVersion: retry.retryops.dev/v1alpha1
+    kind: ConsumerPipeline
+    metadata: {name: any}
+    spec: {source: {create: {existingTopic: Adopt}}}
 `
 	return demo, os.WriteFile(filepath.Join(demo, "kustomization.yaml"), []byte(k), 0o644)
 }
