@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +23,7 @@ import (
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
 const (
@@ -333,7 +336,54 @@ func TestReplay(t *testing.T) {
 		return q.Status.States
 	}, time.Minute, time.Second).Should(ContainElement(v1.NamedCount{Name: "Replayed", Count: int64(len(want))}))
 
+	pluginReplay(t, stack, adm, sink)
 	restartDuringReplay(t, stack, adm, c, p.Status.Topics.Retries[0].Name)
+}
+
+// pluginReplay runs the built kubectl dlq as a user would, on the stack's kubeconfig: replay the
+// non-retriable dead letters with --wait, which ends Succeeded; each reaches the sink as attempt 1 of
+// a replay; show then prints one of them as Replayed.
+func pluginReplay(t *testing.T, stack *devenv.Stack, adm *kadm.Client, sink *rpSink) {
+	g := NewWithT(t)
+	plugin := filepath.Join(t.TempDir(), "kubectl-dlq")
+	build := exec.Command("go", "build", "-o", plugin, "./cmd/kubectl-dlq")
+	build.Dir = envtestutil.RepoRoot()
+	out, err := build.CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	ids := map[string]string{} // dead letter id -> key
+	for _, dl := range deadLetters(t, adm, stack.Bootstrap) {
+		if dl.reason == headers.ReasonNonRetriable && dl.replayOf == "" {
+			ids[dl.id] = dl.key
+		}
+	}
+	g.Expect(ids).NotTo(BeEmpty())
+	dlq := func(args ...string) string {
+		cmd := exec.Command(plugin, append([]string{"--kubeconfig", stack.Kubeconfig, "-n", rpNS}, args...)...)
+		out, err := cmd.CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), string(out))
+		return string(out)
+	}
+	out2 := dlq("replay", "rp-dlq", "--reason", headers.ReasonNonRetriable, "--rate", "500", "--wait")
+	t.Logf("kubectl dlq replay --wait:\n%s", out2)
+	g.Expect(out2).To(And(ContainSubstring("Succeeded"), ContainSubstring(fmt.Sprintf("replayed: %d", len(ids)))))
+	g.Eventually(func() int {
+		n := 0
+		calls := sink.snapshot()
+		for id, key := range ids {
+			for _, call := range calls[key] {
+				if call.replayOf == id && call.attempt == 1 {
+					n++
+					break
+				}
+			}
+		}
+		return n
+	}, time.Minute, 200*time.Millisecond).Should(Equal(len(ids)), "every replayed dead letter reaches the sink")
+	for id := range ids {
+		ref := strings.TrimPrefix(id, rpDLQ+"/")
+		g.Eventually(func() string { return dlq("show", "rp-dlq", ref) }, time.Minute, time.Second).Should(ContainSubstring("Replayed"))
+		break
+	}
 }
 
 // failAgainWanted counts the wanted dead letters whose key the sink fails again.
