@@ -212,6 +212,7 @@ type scaleResult struct {
 	steadyAdmin   map[kmsg.Key]int64 // during one steady-state resync
 	steadyWrites  int64              // writes and refused writes
 	steadyEvents  int
+	steadyWindows int // the windows measured until a clean one (at most 3)
 }
 
 // runScale starts a manager of its own, with its own kfake as the default connection, on objects
@@ -334,17 +335,27 @@ func runScale(tb testing.TB, dlqs, pipelines int, interval time.Duration) scaleR
 	res.events = countEvents(ctx, tb, api, ns.Name)
 
 	// Steady state: one full resync, that is at least one interval and a describe of every
-	// resource's topics (one DescribeConfigs request per queue and per pipeline).
-	before, writesBefore, eventsBefore := requests.snapshot(), writes.ok.Load()+writes.conflicts.Load(), res.events
-	steadyStart := time.Now()
-	g.Eventually(func() bool {
-		now := requests.snapshot()
-		return time.Since(steadyStart) >= interval && now[kmsg.DescribeConfigs]-before[kmsg.DescribeConfigs] >= int64(dlqs+pipelines)
-	}, 10*time.Minute, 100*time.Millisecond).Should(BeTrue(), "a full resync")
-	res.steadyWindow = time.Since(steadyStart)
-	res.steadyAdmin = diff(requests.snapshot(), before)
-	res.steadyWrites = writes.ok.Load() + writes.conflicts.Load() - writesBefore
-	res.steadyEvents = countEvents(ctx, tb, api, ns.Name) - eventsBefore
+	// resource's topics (one DescribeConfigs request per queue and per pipeline). Ready can come one
+	// resync before the last figures settle (a queue's first counts by state from its record of
+	// decisions are written by the reconcile after the one that made it Ready, and a loaded machine
+	// may stretch that): up to three windows are measured, and the first clean one is reported; a
+	// resync that writes or changes topics every time still fails.
+	for range 3 {
+		before, writesBefore, eventsBefore := requests.snapshot(), writes.ok.Load()+writes.conflicts.Load(), countEvents(ctx, tb, api, ns.Name)
+		steadyStart := time.Now()
+		g.Eventually(func() bool {
+			now := requests.snapshot()
+			return time.Since(steadyStart) >= interval && now[kmsg.DescribeConfigs]-before[kmsg.DescribeConfigs] >= int64(dlqs+pipelines)
+		}, 10*time.Minute, 100*time.Millisecond).Should(BeTrue(), "a full resync")
+		res.steadyWindow = time.Since(steadyStart)
+		res.steadyAdmin = diff(requests.snapshot(), before)
+		res.steadyWrites = writes.ok.Load() + writes.conflicts.Load() - writesBefore
+		res.steadyEvents = countEvents(ctx, tb, api, ns.Name) - eventsBefore
+		res.steadyWindows++
+		if res.steadyWrites == 0 && res.steadyEvents == 0 && sum(res.steadyAdmin, topicChangeKeys...) == 0 {
+			break
+		}
+	}
 	return res
 }
 
@@ -370,8 +381,8 @@ func (r scaleResult) report(tb testing.TB) {
 	tb.Logf("%d topics; all Ready after %v with %d Kafka admin requests (%s), %d Kubernetes writes (%s; %d more refused with a conflict) and %d events",
 		r.topics, r.toReady.Round(time.Millisecond), sum(r.adminRequests, adminKeys...), describeCounts(r.adminRequests),
 		r.writes, r.writesByKind, r.conflicts, r.events)
-	tb.Logf("steady state, one full resync in %v: %d Kafka admin requests (%s), %d topic changes, %d Kubernetes writes, %d events",
-		r.steadyWindow.Round(time.Millisecond), sum(r.steadyAdmin, adminKeys...), describeCounts(r.steadyAdmin),
+	tb.Logf("steady state (window %d), one full resync in %v: %d Kafka admin requests (%s), %d topic changes, %d Kubernetes writes, %d events",
+		r.steadyWindows, r.steadyWindow.Round(time.Millisecond), sum(r.steadyAdmin, adminKeys...), describeCounts(r.steadyAdmin),
 		sum(r.steadyAdmin, topicChangeKeys...), r.steadyWrites, r.steadyEvents)
 }
 
