@@ -336,51 +336,28 @@ func (r *DeadLetterActionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// replayTarget is where a Replay sends each dead letter: spec.target's topic (on the queue's
-// cluster), or the first retry tier of spec.target's pipeline, or of the pipeline named in the dead
-// letter; a pipeline only of the action's namespace, and never the shared source topic.
+// replayTarget is where a Replay sends each dead letter (deadletters.Targets: spec.target's topic on
+// the queue's cluster, or the first retry tier of spec.target's pipeline or of the pipeline named in
+// the dead letter, of the action's namespace only; never the shared source topic).
 func (r *DeadLetterActionReconciler) replayTarget(a *v1.DeadLetterAction, queueConn kafka.Connection) func(context.Context, *deadletters.Entry) (deadletters.Target, error) {
 	if a.Spec.Action != v1.DeadLetterReplay {
 		return nil
 	}
-	byPipeline := map[string]deadletters.Target{}
-	return func(ctx context.Context, e *deadletters.Entry) (deadletters.Target, error) {
-		t := a.Spec.Target
-		if t != nil && t.Topic != "" {
-			return deadletters.Target{Topic: string(t.Topic), Conn: queueConn}, nil
-		}
-		name := ""
-		if t != nil && t.Pipeline != "" {
-			name = t.Pipeline
-		} else {
-			ns, n, ok := e.PipelineRef()
-			if !ok {
-				return deadletters.Target{}, fmt.Errorf("%w: the dead letter names no pipeline", deadletters.ErrNoTarget)
-			}
-			if ns != a.Namespace {
-				return deadletters.Target{}, fmt.Errorf("%w: pipeline %s/%s is in another namespace", deadletters.ErrNoTarget, ns, n)
-			}
-			name = n
-		}
-		if tg, ok := byPipeline[name]; ok {
-			return tg, nil
-		}
+	return deadletters.Targets(a.Spec.Target, a.Namespace, queueConn, func(ctx context.Context, namespace, name string) (deadletters.Target, error) {
 		p := &v1.ConsumerPipeline{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, p); err != nil {
+		if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, p); err != nil {
 			if apierrors.IsNotFound(err) {
-				return deadletters.Target{}, fmt.Errorf("%w: pipeline %s/%s not found", deadletters.ErrNoTarget, a.Namespace, name)
+				return deadletters.Target{}, fmt.Errorf("%w: pipeline %s/%s not found", deadletters.ErrNoTarget, namespace, name)
 			}
 			return deadletters.Target{}, err
 		}
 		if p.Status.Topics == nil || len(p.Status.Topics.Retries) == 0 {
-			return deadletters.Target{}, fmt.Errorf("%w: pipeline %s/%s has no retry topic to replay through", deadletters.ErrNoTarget, a.Namespace, name)
+			return deadletters.Target{}, fmt.Errorf("%w: pipeline %s/%s has no retry topic to replay through", deadletters.ErrNoTarget, namespace, name)
 		}
 		kc := &kafkaClient{}
 		if err := r.connect(ctx, kc, actionOwner(client.ObjectKeyFromObject(a)), p.Namespace, p.Spec.Kafka); err != nil {
 			return deadletters.Target{}, err
 		}
-		tg := deadletters.Target{Topic: p.Status.Topics.Retries[0].Name, Conn: kc.conn}
-		byPipeline[name] = tg
-		return tg, nil
-	}
+		return deadletters.Target{Topic: p.Status.Topics.Retries[0].Name, Conn: kc.conn}, nil
+	})
 }
