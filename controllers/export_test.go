@@ -1,8 +1,13 @@
 package controllers
 
 import (
+	"context"
+
+	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
 // NewReconcilers builds the DeadLetterQueue and ConsumerPipeline reconcilers as SetupWithManager
@@ -19,3 +24,9 @@ func NewReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*DeadLette
 // PolicyCompilations is how many times the ConsumerPipeline reconciler's shared policy cache
 // compiled a RetryPolicy.
 func (r *ConsumerPipelineReconciler) PolicyCompilations() int64 { return r.Policies.Compilations() }
+
+// SweepLedger runs one sweep of the topic ledger as the leader's sweeper does, reading resources
+// through api.
+func SweepLedger(ctx context.Context, api client.Reader, ledger *kafkaspec.Ledger) []kafkaspec.Orphan {
+	return (&ledgerSweeper{ledger: ledger, api: api, log: logr.Discard()}).sweep(ctx)
+}

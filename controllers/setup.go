@@ -302,6 +302,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := mgr.Add(rs.rules); err != nil {
 		return fmt.Errorf("alert rules: %w", err)
 	}
+	if err := mgr.Add(&ledgerSweeper{ledger: rs.queue.Ledger, api: mgr.GetAPIReader(), log: mgr.GetLogger().WithName("topic-ledger")}); err != nil {
+		return fmt.Errorf("topic ledger sweeper: %w", err)
+	}
 	if err := rs.policy.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("retrypolicy controller: %w", err)
 	}

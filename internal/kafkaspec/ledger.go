@@ -130,13 +130,9 @@ func (l *Ledger) loadEpoch(ctx context.Context) (time.Time, error) {
 	cm := &corev1.ConfigMap{}
 	err := l.Reader.Get(ctx, key, cm)
 	if apierrors.IsNotFound(err) {
-		clk := l.Clock
-		if clk == nil {
-			clk = clock.RealClock{}
-		}
 		cm = &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{LedgerLabel: "epoch"}},
-			Data:       map[string]string{ledgerEpochKey: clk.Now().UTC().Format(time.RFC3339)},
+			Data:       map[string]string{ledgerEpochKey: l.clock().Now().UTC().Format(time.RFC3339)},
 		}
 		err = l.Writer.Create(ctx, cm)
 		if apierrors.IsAlreadyExists(err) {
@@ -218,7 +214,7 @@ func (l *Ledger) write(ctx context.Context, o client.Object, names []string) err
 			Namespace: l.Namespace, Name: ledgerName(o.GetUID()),
 			Labels: map[string]string{LedgerLabel: strings.ToLower(kind)},
 			Annotations: map[string]string{
-				"retry.retryops.dev/resource": fmt.Sprintf("%s %s/%s", kind, o.GetNamespace(), o.GetName()),
+				ledgerResourceAnnotation: fmt.Sprintf("%s %s/%s", kind, o.GetNamespace(), o.GetName()),
 			},
 		},
 		Data: map[string]string{ledgerTopicsKey: strings.Join(names, "\n")},

@@ -1,0 +1,63 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/controllers"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
+)
+
+// TestLedgerSweepDropsTheRecordOfAForceDeletedQueue: a queue whose finalizer was removed by hand
+// leaves its topic ledger record behind; the sweep deletes that record (and says which topics it
+// held), while the record of a queue that still exists stays.
+func TestLedgerSweepDropsTheRecordOfAForceDeletedQueue(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	forced, kept := newDLQ(ns, "forced", ns+".forced.dlq"), newDLQ(ns, "kept", ns+".kept.dlq")
+	for _, q := range []*v1.DeadLetterQueue{forced, kept} {
+		g.Expect(env.Client.Create(ctx, q)).To(Succeed())
+		g.Eventually(dlqReady(q), wait, poll).Should(isReady())
+	}
+	record := func(q *v1.DeadLetterQueue) func() error {
+		return func() error {
+			return env.Client.Get(ctx, client.ObjectKey{Namespace: controllers.DefaultOperatorNamespace, Name: "topics-" + string(q.UID)}, &corev1.ConfigMap{})
+		}
+	}
+	g.Expect(record(forced)()).To(Succeed())
+	g.Expect(record(kept)()).To(Succeed())
+
+	// Remove the finalizer by hand and delete the queue before the manager puts it back.
+	g.Eventually(func() error {
+		q := &v1.DeadLetterQueue{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(forced), q); err != nil {
+			return err
+		}
+		q.Finalizers = nil
+		if err := env.Client.Update(ctx, q); err != nil {
+			return err
+		}
+		return env.Client.Delete(ctx, q, client.Preconditions{ResourceVersion: &q.ResourceVersion})
+	}, wait, poll).Should(Succeed())
+	g.Eventually(gone(forced), wait, poll).Should(BeTrue())
+	g.Consistently(record(forced), 2*time.Second, poll).Should(Succeed(), "a force-deleted queue leaves its record")
+
+	// A sweep an hour later (records younger than kafkaspec.LedgerSweepMinAge are left alone).
+	ledger := &kafkaspec.Ledger{Reader: env.Client, Writer: env.Client, Namespace: controllers.DefaultOperatorNamespace,
+		Clock: clocktesting.NewFakePassiveClock(time.Now().Add(time.Hour))}
+	orphans := controllers.SweepLedger(ctx, env.Client, ledger)
+	g.Expect(orphans).To(ContainElement(kafkaspec.Orphan{Kind: "DeadLetterQueue", Namespace: ns, Name: "forced", UID: forced.UID,
+		Topics: []string{ns + ".forced.dlq", ns + ".forced.dlq.state"}}))
+	g.Expect(orphans).NotTo(ContainElement(And(HaveField("Namespace", ns), HaveField("Name", "kept"))))
+	g.Expect(apierrors.IsNotFound(record(forced)())).To(BeTrue(), "the orphaned record is deleted")
+	g.Expect(record(kept)()).To(Succeed(), "a live queue's record stays")
+}
