@@ -46,6 +46,9 @@ func addDeadLettersAPI(mgr ctrl.Manager, cfg *rest.Config, o *options) error {
 				Secrets: mgr.GetAPIReader(),
 				Defaults: kafkaspec.Defaults{BootstrapServers: o.controllers.DefaultBootstrapServers, TLS: o.controllers.DefaultKafkaTLS,
 					SASL: o.controllers.DefaultKafkaSASL, Tenancy: o.controllers.KafkaTenancy},
+				// Read afresh on every replica: only the leader writes the ledger.
+				Ledger:     &kafkaspec.Ledger{Reader: mgr.GetAPIReader(), Namespace: o.controllers.OperatorNamespace},
+				Namespaces: o.controllers.WatchNamespaces,
 			},
 			Kafka: o.controllers.Kafka,
 		},

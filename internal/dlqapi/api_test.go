@@ -38,10 +38,12 @@ import (
 )
 
 const (
-	nsA       = "shop"
-	nsB       = "other"
-	queueName = "orders-dlq"
-	total     = 10000
+	nsA = "shop"
+	nsB = "other"
+	// nsIntruder holds a queue naming the same topic, which the operator does not manage for it.
+	nsIntruder = "intruder"
+	queueName  = "orders-dlq"
+	total      = 10000
 )
 
 // TestDeadLettersAPI serves the API from this process behind envtest's kube-apiserver configured
@@ -66,12 +68,16 @@ func TestDeadLettersAPI(t *testing.T) {
 	}
 	defer func() { _ = env.Stop() }()
 	c := env.Client
+	// The topic ledger, as the operator keeps it: each of these queues manages the topic (the API
+	// serves only such queues' records).
+	ledger := &kafkaspec.Ledger{Reader: c, Writer: c, Namespace: envtestutil.OperatorNamespace}
 	for _, ns := range []string{nsA, nsB} {
 		must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 		q := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: queueName}}
 		q.Spec.Topic.Name = v1.TopicName(kf.topic)
 		q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: kf.conn.BootstrapServers}
 		must(t, c.Create(ctx, q))
+		must(t, ledger.Record(ctx, q, kf.topic))
 	}
 
 	// The route: an ExternalName Service for localhost (the API server refuses loopback
@@ -90,8 +96,9 @@ func TestDeadLettersAPI(t *testing.T) {
 		Config:   env.Config,
 		Certs:    &dlqapi.CertManager{Client: c, Namespace: envtestutil.OperatorNamespace, SecretName: "retry-operator-deadletters-api-tls", Service: svcName},
 		Storage: &dlqapi.Storage{
-			Queues: &dlqapi.ClientQueues{Reader: c, Secrets: c, Defaults: kafkaspec.Defaults{}},
-			Kafka:  kf.f,
+			Queues: &dlqapi.ClientQueues{Reader: c, Secrets: c, Defaults: kafkaspec.Defaults{},
+				Ledger: &kafkaspec.Ledger{Reader: c, Namespace: envtestutil.OperatorNamespace}},
+			Kafka: kf.f,
 		},
 	})
 	srvCtx, stopSrv := context.WithCancel(logf.IntoContext(ctx, testr.New(t)))
@@ -218,6 +225,27 @@ func TestDeadLettersAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("a queue naming a topic it does not manage shows none of its records", func(t *testing.T) {
+		// Another tenant's queue on the same topic, which the operator neither created nor adopted for
+		// it (no ledger record): the operator reads none of its records, nor may the API.
+		must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsIntruder}}))
+		q := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: nsIntruder, Name: "borrowed"}}
+		q.Spec.Topic.Name = v1.TopicName(kf.topic)
+		q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: kf.conn.BootstrapServers}
+		must(t, c.Create(ctx, q))
+		out, err := env.Kubectl(nil, "get", "deadletters", "-n", nsIntruder, "-o", "name")
+		t.Logf("list: %v\n%s", err, out)
+		if err != nil || len(names(out)) != 0 || !strings.Contains(out, "does not manage its topic") {
+			t.Fatalf("list in %s: %d dead letters of a topic the queue does not manage (err %v), want none and a warning", nsIntruder, len(names(out)), err)
+		}
+		one := dlqapi.Name("borrowed", deadletters.ID{Partition: 0, Offset: 1})
+		if out, err := env.Kubectl(nil, "get", "deadletter", one, "-n", nsIntruder, "-o", "name"); err == nil || !strings.Contains(out, "NotFound") || !strings.Contains(out, "does not manage its topic") {
+			t.Fatalf("get %s: %v %s", one, err, out)
+		} else {
+			t.Logf("get: %s", strings.TrimSpace(out))
+		}
+	})
+
 	t.Run("RBAC: view cannot read dead letters; edit in A reads A, not B", func(t *testing.T) {
 		applyRBAC(ctx, t, c)
 		viewer := userKubeconfig(t, env, "vera")
@@ -270,6 +298,9 @@ func must(t *testing.T, err error) {
 func names(out string) map[string]bool {
 	m := map[string]bool{}
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(l, "Warning:") {
+			continue
+		}
 		if _, n, ok := strings.Cut(l, "/"); ok {
 			m[n] = true
 		}

@@ -5,7 +5,9 @@
 // get or list deadletters in the namespace (SubjectAccessReview), like metrics-server. It holds no
 // credentials of its own for users and stores nothing: every object is read from the dead letter
 // topic of a DeadLetterQueue (internal/kafka Scanner and Admin) and joined with the record of
-// decisions (internal/deadletters LoadStates).
+// decisions (internal/deadletters LoadStates). Only a queue that manages its topic (the topic
+// ledger, internal/kafkaspec, records the topic for it) is read: a queue naming a topic it does not
+// manage lists nothing, with a warning, as the operator reads none of its records (ClientQueues).
 //
 // Listing walks the namespace's queues in name order, each queue's partitions in order and each
 // partition by offset, in chunks, keeping only the dead letters that match the label and field

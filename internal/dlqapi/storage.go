@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/warning"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
@@ -83,9 +84,15 @@ func (s *Storage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (r
 		return nil, apierrors.NewNotFound(groupResource, name)
 	}
 	q, err := s.Queues.Get(ctx, ns, qname)
-	if apierrors.IsNotFound(err) {
+	var notOwned *NotOwnedError
+	switch {
+	case apierrors.IsNotFound(err):
 		return nil, apierrors.NewNotFound(groupResource, name)
-	} else if err != nil {
+	case errors.As(err, &notOwned):
+		nf := apierrors.NewNotFound(groupResource, name)
+		nf.ErrStatus.Message += ": " + notOwned.Error()
+		return nil, nf
+	case err != nil:
 		return nil, err
 	}
 	admin, offs, err := s.offsets(ctx, q)
@@ -287,9 +294,15 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 // holds limit items (0: no limit); it returns where to continue when the page is full.
 func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f *filter, limit int64, out *dlv1.DeadLetterList) (*cursor, error) {
 	q, err := s.Queues.Get(ctx, ns, name)
-	if apierrors.IsNotFound(err) {
+	var notOwned *NotOwnedError
+	switch {
+	case apierrors.IsNotFound(err):
 		return nil, nil // deleted since it was listed
-	} else if err != nil {
+	case errors.As(err, &notOwned):
+		// Shown to the client (kubectl prints it as a warning), and the list goes on.
+		warning.AddWarning(ctx, "", notOwned.Error())
+		return nil, nil
+	case err != nil:
 		return nil, err
 	}
 	admin, offs, err := s.offsets(ctx, q)

@@ -75,7 +75,8 @@ func Start(ctx context.Context, t testing.TB, seedTopics ...string) *Stack {
 	if err := mgr.Add(dlqapi.NewServer(dlqapi.Options{Listener: lis, Config: env.Config,
 		Certs: &dlqapi.CertManager{Client: c, Namespace: envtestutil.OperatorNamespace, SecretName: "retry-operator-deadletters-api-tls",
 			Service: devenv.DeadLettersAPIService},
-		Storage: &dlqapi.Storage{Queues: &dlqapi.ClientQueues{Reader: c, Secrets: c, Defaults: kafkaspec.Defaults{BootstrapServers: broker.ListenAddrs()}}, Kafka: factory},
+		Storage: &dlqapi.Storage{Queues: &dlqapi.ClientQueues{Reader: c, Secrets: c, Defaults: kafkaspec.Defaults{BootstrapServers: broker.ListenAddrs()},
+			Ledger: &kafkaspec.Ledger{Reader: c, Namespace: envtestutil.OperatorNamespace}}, Kafka: factory},
 	})); err != nil {
 		t.Fatal(err)
 	}

@@ -241,3 +241,19 @@ func parseLedger(v string) []string {
 	slices.Sort(names)
 	return slices.Compact(names)
 }
+
+// Recorded reports whether topic is in o's record, read afresh: for readers that are not the leader
+// (the deadletters API serves on every replica), which must neither trust a memo the leader may have
+// moved past nor write. A pre-ledger resource's annotation is not consulted: the leader moves it into
+// the ledger at its first reconcile.
+func (l *Ledger) Recorded(ctx context.Context, o client.Object, topic string) (bool, error) {
+	cm := &corev1.ConfigMap{}
+	err := l.Reader.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: ledgerName(o.GetUID())}, cm)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the topic ledger: %w", err)
+	}
+	return slices.Contains(parseLedger(cm.Data[ledgerTopicsKey]), topic), nil
+}
