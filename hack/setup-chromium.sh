@@ -20,7 +20,7 @@ case "${1:-}" in
   *) die "unknown argument $1 (see --help)" ;;
 esac
 
-find_chromium() {
+find_tool() {
   local c
   for c in chromium chromium-browser; do
     if command -v "$c" >/dev/null 2>&1; then
@@ -37,27 +37,6 @@ find_chromium() {
   return 1
 }
 
-if path=$(find_chromium); then
-  echo "$path"
-  exit 0
-fi
-
-command -v apt-get >/dev/null 2>&1 ||
-  die "chromium is not installed and apt-get is missing: install Chromium with your package manager, or put chromium on PATH"
-
-SUDO=()
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null 2>&1 ||
-    die "chromium is not installed and installing it needs root: run 'apt-get install chromium' as root, or put chromium on PATH"
-  SUDO=(sudo)
-fi
-
-log "chromium not found; installing Debian's chromium package"
-export DEBIAN_FRONTEND=noninteractive
-"${SUDO[@]}" apt-get update -qq >&2 || die "apt-get update failed (are Debian's package mirrors reachable?)"
-"${SUDO[@]}" apt-get install -y -qq --no-install-recommends chromium >&2 ||
-  die "apt-get install chromium failed"
-
-path=$(find_chromium) || die "the chromium package is installed but chromium is not on PATH nor in /usr/bin"
-log "installed $("$path" --version 2>/dev/null | head -n 1)"
-echo "$path"
+# shellcheck source=lib/debian-package.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/debian-package.sh"
+ensure_debian_tool chromium chromium

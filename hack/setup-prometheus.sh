@@ -20,7 +20,7 @@ case "${1:-}" in
   *) die "unknown argument $1 (see --help)" ;;
 esac
 
-find_promtool() {
+find_tool() {
   if command -v promtool >/dev/null 2>&1; then
     command -v promtool
   elif [ -x /usr/bin/promtool ]; then
@@ -30,27 +30,6 @@ find_promtool() {
   fi
 }
 
-if path=$(find_promtool); then
-  echo "$path"
-  exit 0
-fi
-
-command -v apt-get >/dev/null 2>&1 ||
-  die "promtool is not installed and apt-get is missing: install Prometheus (promtool) with your package manager, or put promtool on PATH"
-
-SUDO=()
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null 2>&1 ||
-    die "promtool is not installed and installing it needs root: run 'apt-get install prometheus' as root, or put promtool on PATH"
-  SUDO=(sudo)
-fi
-
-log "promtool not found; installing Debian's prometheus package"
-export DEBIAN_FRONTEND=noninteractive
-"${SUDO[@]}" apt-get update -qq >&2 || die "apt-get update failed (are Debian's package mirrors reachable?)"
-"${SUDO[@]}" apt-get install -y -qq --no-install-recommends prometheus >&2 ||
-  die "apt-get install prometheus failed"
-
-path=$(find_promtool) || die "the prometheus package is installed but promtool is not on PATH nor in /usr/bin"
-log "installed $("$path" --version 2>&1 | head -n 1)"
-echo "$path"
+# shellcheck source=lib/debian-package.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/debian-package.sh"
+ensure_debian_tool promtool prometheus
