@@ -92,8 +92,9 @@ func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 // in range. The replay headers (headers.ReplayOf and headers.ReplayCount) come together or not at
 // all, each at most once and valid; a tier record with 0 attempts must have them, and is then a
 // fresh first delivery: attempt 1, no first failure, its deadline counted from its due time (the
-// replay time). On the source topic only complete original coordinates and valid replay headers
-// are kept, and the attempt count and deadline start afresh.
+// replay time). A retryops.original.topic that is not a valid topic name is malformed on a tier. On
+// the source topic only complete and valid original coordinates and valid replay headers are kept
+// (anything else is ignored), and the attempt count and deadline start afresh.
 func (it *item) parse(tier int, s *settings, now time.Time) {
 	r := it.rec
 	view := *r
@@ -106,7 +107,8 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 		attempts                     int64 = -1
 		haveTopic, haveTime, haveSrc bool
 		bad, malformed, attemptsRaw  string
-		dueRaw, lastType             string
+		dueRaw, lastType, topicBad   string
+		havePart, haveOff            bool
 		replay                       replayHeaders
 	)
 	for _, h := range r.Headers {
@@ -118,11 +120,17 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 		var err error
 		switch h.Key {
 		case headers.OriginalTopic:
-			oTopic, haveTopic = v, v != ""
+			// It becomes the delivery's Kafka-Topic and Idempotency-Key: a valid topic name only.
+			oTopic, haveTopic = v, headers.ValidTopicName(v)
+			if !haveTopic && topicBad == "" {
+				topicBad = headers.OriginalTopic + " " + quoteBounded(v) + " is not a valid topic name"
+			}
 		case headers.OriginalPartition:
 			oPart, err = strconv.ParseInt(v, 10, 32)
+			havePart = err == nil
 		case headers.OriginalOffset:
 			oOff, err = strconv.ParseInt(v, 10, 64)
+			haveOff = err == nil
 		case headers.OriginalTimestamp:
 			oTime, err = headers.ParseTime(v)
 			haveTime = err == nil
@@ -146,7 +154,7 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 			bad = h.Key + ": " + err.Error()
 		}
 	}
-	origOK := haveTopic && oPart >= 0 && oOff >= 0 && haveTime
+	origOK := haveTopic && havePart && haveOff && oPart >= 0 && oOff >= 0 && haveTime
 	if origOK {
 		view.Topic, view.Partition, view.Offset, view.Timestamp = oTopic, int32(oPart), oOff, oTime
 	}
@@ -162,6 +170,8 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 	case replayBad != "":
 		malformed = replayBad
 	case bad != "":
+	case topicBad != "":
+		malformed = topicBad
 	case !origOK:
 		bad = "incomplete retryops.original.* headers"
 	case attempts == -1 && attemptsRaw == "":

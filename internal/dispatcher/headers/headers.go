@@ -34,7 +34,8 @@
 // dead letter's retryops.original.* headers (and so keeps its idempotency key, [IdempotencyKey]),
 // while its attempt count and its deadline start afresh. A replay is written to the pipeline's first
 // retry tier with retryops.attempts "0" and the replay headers; [ReplayHeaders] builds them (see
-// replay.go). A record on the source topic that carries retryops.original.* headers keeps them too.
+// replay.go). A record on the source topic that carries retryops.original.* headers keeps them too,
+// when all four are present and valid (the topic a valid topic name); otherwise they are ignored.
 package headers
 
 import (
@@ -105,7 +106,8 @@ const (
 	ReasonUndeliverable      = "undeliverable"
 	// ReasonMalformed: a retry-tier record's retryops.* headers are out of range (an attempt count
 	// outside 1..maxAttempts, a due time later than its tier's latest delay allows, an attempt count
-	// of 0 without the replay headers, a replay header invalid, repeated or without the other); the
+	// of 0 without the replay headers, a replay header invalid, repeated or without the other, an
+	// original topic that is not a valid topic name); the
 	// record is dead-lettered at once, without being delivered, and the error message names the
 	// header.
 	ReasonMalformed = "malformed"
