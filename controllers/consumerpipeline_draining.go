@@ -121,7 +121,7 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 			}
 			continue
 		}
-		if why := consumersHold(ctx, r.Client, s, prevUnused, name, &rollout); why != "" {
+		if why := consumersHold(ctx, r.rolloutReader(), s, prevUnused, name, &rollout); why != "" {
 			kept = append(kept, name)
 			s.awaitingRollout = true
 			log.V(1).Info("Retry topic drained, deletion waits for the consumers' rollout", "topic", name, "reason", why)
@@ -170,6 +170,16 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 		return first
 	}
 	return nil
+}
+
+// rolloutReader reads the consumer Deployment before a drained tier is deleted: uncached when it can
+// (APIReader), since a lagging cache could still show the previous template fully rolled out while
+// pods of it, which write to the tier, run. It is read only when a drained tier waits for deletion.
+func (r *ConsumerPipelineReconciler) rolloutReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 // consumersHold says why a consumer may still write to the drained unused tier name, or "" when
