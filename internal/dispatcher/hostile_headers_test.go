@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/retryops/retry-operator/internal/dispatcher"
 	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
@@ -39,4 +41,32 @@ func TestForgedOriginalTopic(t *testing.T) {
 	if !strings.HasPrefix(rs[0].Key, p.cfg.Topics.Source+"/0/") {
 		t.Errorf("Idempotency-Key %q, want the source record's coordinates", rs[0].Key)
 	}
+}
+
+// TestHugeSinkErrorType: a sink answering a non-retriable status with a 64 KiB Retryops-Error-Type
+// does not stick its record's partition: the error type is cut on the records the dispatcher
+// writes (before, the dead letter kept it whole, was too large even stripped to its retryops.*
+// headers, and stayed stuck, its partition committing nothing past it).
+func TestHugeSinkErrorType(t *testing.T) {
+	huge := strings.Repeat("E", 64<<10)
+	p := newPipeline(t, "huge-error-type", 1, simplePolicy(3, 30*time.Millisecond), func(r *dt.Request) dt.Response {
+		if string(r.Body) == "hostile" {
+			return dt.Response{Status: 400, ErrorType: huge}
+		}
+		return dt.Response{}
+	})
+	// The producer's batch limit stands in for the dead letter topic's max.message.bytes.
+	start(t, dispatcher.Options{Config: p.cfg, KafkaOptions: []kgo.Opt{kgo.ProducerBatchMaxBytes(16 << 10)}})
+	dt.Produce(t, p.prod,
+		&kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("hostile"), Value: []byte("hostile")},
+		&kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("behind"), Value: []byte("behind")})
+	dl := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 1, 20*time.Second)
+	if len(dl) != 1 {
+		t.Fatalf("dead letters: %d, want 1", len(dl))
+	}
+	et, _ := dt.Header(dl[0], headers.ErrorType)
+	if string(dl[0].Value) != "hostile" || len(et) > headers.MaxErrorTypeBytes || !strings.HasPrefix(huge, et) || et == "" {
+		t.Errorf("dead letter %q: value %q, error type of %d bytes", dl[0].Key, dl[0].Value, len(et))
+	}
+	dt.Eventually(t, 20*time.Second, func() bool { return p.committed(t, p.cfg.Topics.Source, 0) == 2 }, "both offsets committed")
 }

@@ -114,7 +114,7 @@ func (it *item) failureHeaders(hs []kgo.RecordHeader, attempts int32, f *failure
 		hdr(headers.Attempts, strconv.FormatInt(int64(attempts), 10)),
 		hdr(headers.FirstFailure, headers.FormatTime(first)),
 		hdr(headers.LastFailure, headers.FormatTime(f.at)),
-		hdr(headers.ErrorType, f.errorType),
+		hdr(headers.ErrorType, headers.TruncateErrorType(f.errorType)),
 		hdr(headers.ErrorMessage, headers.TruncateMessage(f.message)),
 	)
 	if f.httpStatus != 0 {

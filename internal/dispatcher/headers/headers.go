@@ -19,7 +19,7 @@
 //	retryops.first.failure         yes         yes          time of the first failed delivery
 //	retryops.last.failure          yes         yes          time of the last failed delivery
 //	retryops.due                   yes         no           when the next delivery is due
-//	retryops.error.type            yes         yes          error type of the last failure
+//	retryops.error.type            yes         yes          error type of the last failure, at most MaxErrorTypeBytes
 //	retryops.error.message         yes         yes          its message, at most MaxErrorMessageBytes
 //	retryops.http.status           if any      if any       the sink's HTTP status of the last failure
 //	retryops.rule                  if any      if any       classification rule that matched
@@ -141,6 +141,11 @@ const (
 // MaxErrorMessageBytes bounds the ErrorMessage header.
 const MaxErrorMessageBytes = 1024
 
+// MaxErrorTypeBytes bounds the ErrorType header (cut on a UTF-8 boundary): the API's bound on a
+// dead letter's error type. The sink's Retryops-Error-Type, or a library handler's error type, may
+// be longer (net/http reads up to 10 MiB of response headers); the policy's rules match the whole.
+const MaxErrorTypeBytes = 317
+
 // HTTP headers of the requests the dispatcher sends to a sink, and of its answers.
 const (
 	// HTTPIdempotencyKey carries IdempotencyKey(original coordinates): the same on every retry and
@@ -195,15 +200,20 @@ func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 func ParseTime(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }
 
 // TruncateMessage cuts s to at most MaxErrorMessageBytes bytes on a UTF-8 boundary.
-func TruncateMessage(s string) string {
-	if len(s) <= MaxErrorMessageBytes {
+func TruncateMessage(s string) string { return truncate(s, MaxErrorMessageBytes) }
+
+// TruncateErrorType cuts s to at most MaxErrorTypeBytes bytes on a UTF-8 boundary.
+func TruncateErrorType(s string) string { return truncate(s, MaxErrorTypeBytes) }
+
+// truncate cuts s to at most n bytes on a UTF-8 boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	cut := MaxErrorMessageBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return s[:cut]
+	return s[:n]
 }
 
 // IsOwned reports whether a header name belongs to the data plane (starts with Prefix).
