@@ -70,3 +70,36 @@ func TestHugeSinkErrorType(t *testing.T) {
 	}
 	dt.Eventually(t, 20*time.Second, func() bool { return p.committed(t, p.cfg.Topics.Source, 0) == 2 }, "both offsets committed")
 }
+
+// TestManyTinyHeaders: a record of 100,000 empty headers (200 KB in Kafka, nothing of key or value)
+// is too large at once: each header counts what its HTTP form (Kafka-Header-<name>: <value>) costs,
+// so maxRecordBytes bounds the header count and the memory of building the sink's request (before,
+// such headers counted 0 bytes and each delivery built a request of 1.7 MB of headers, some 30 MB
+// allocated, up to maxInFlight at once).
+func TestManyTinyHeaders(t *testing.T) {
+	p := newPipeline(t, "many-tiny-headers", 1, simplePolicy(3, 30*time.Millisecond), nil)
+	start(t, dispatcher.Options{Config: p.cfg})
+	hostile := &kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("hostile"), Headers: make([]kgo.RecordHeader, 100000)}
+	dt.Produce(t, p.prod, hostile, &kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("behind")})
+	dl := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 1, 20*time.Second)
+	if len(dl) != 1 {
+		t.Fatalf("dead letters: %d, want 1", len(dl))
+	}
+	reason, _ := dt.Header(dl[0], headers.Reason)
+	et, _ := dt.Header(dl[0], headers.ErrorType)
+	msg, _ := dt.Header(dl[0], headers.ErrorMessage)
+	if string(dl[0].Key) != "hostile" || reason != headers.ReasonUndeliverable || et != headers.ErrorTypeRecordTooLarge {
+		t.Errorf("dead letter %q: reason %s, type %s, message %q; want %s, %s", dl[0].Key, reason, et, msg,
+			headers.ReasonUndeliverable, headers.ErrorTypeRecordTooLarge)
+	}
+	if len(dl[0].Headers) < 100000 {
+		t.Errorf("the dead letter kept %d headers", len(dl[0].Headers))
+	}
+	p.sink.WaitFor(t, 20*time.Second, func([]*dt.Request) bool {
+		keys, _ := p.sink.Succeeded()
+		return keys == 1
+	}, "the record behind delivered")
+	if n := p.sink.Count(); n != 1 {
+		t.Errorf("sink requests: %d, want 1 (the record of 100,000 headers never sent)", n)
+	}
+}

@@ -48,11 +48,17 @@ type failure struct {
 	at         time.Time
 }
 
+// headerOverhead is what a record header costs beyond its name and value, in the size measured
+// against maxRecordBytes: the HTTP sink sends it as "Kafka-Header-<name>: <value>\r\n". So
+// maxRecordBytes bounds the number of headers too, and with it the memory of a delivery (an empty
+// header is 2 bytes in Kafka, but some 300 in a built HTTP request).
+const headerOverhead = int64(len(headers.HTTPKafkaHeaderPrefix) + len(": \r\n"))
+
 // maxClockSkew is the tolerance of the due-time bound for clocks of dispatcher replicas that differ.
 const maxClockSkew = time.Minute
 
 // newItem parses a record consumed from partition ps at time now. s bounds the size of what is
-// delivered (key, value and the headers other than retryops.*) and the values of its retryops.* headers, which are untrusted input. A timestamp before
+// delivered (key, value and the headers other than retryops.*, each with headerOverhead) and the values of its retryops.* headers, which are untrusted input. A timestamp before
 // 1970 (-1 from old producers) starts the deadline at now, when the record is first seen.
 func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 	maxBytes := s.maxRecordBytes
@@ -67,7 +73,7 @@ func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 			ownBytes += hb
 			continue // the dispatcher's own headers are not delivered: not counted against maxBytes
 		}
-		size += hb
+		size += hb + headerOverhead
 	}
 	it.size = size + ownBytes
 	if owned {
@@ -80,8 +86,11 @@ func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 		it.srcTime = now
 	}
 	if it.pre == nil && size > maxBytes {
-		it.pre = &failure{reason: headers.ReasonUndeliverable, errorType: headers.ErrorTypeRecordTooLarge,
-			message: "record of " + strconv.FormatInt(size, 10) + " bytes exceeds maxRecordBytes " + strconv.FormatInt(maxBytes, 10)}
+		msg := "record of " + strconv.FormatInt(size, 10) + " bytes exceeds maxRecordBytes " + strconv.FormatInt(maxBytes, 10)
+		if n := len(it.view.Headers); n > 0 {
+			msg += " (its " + strconv.Itoa(n) + " headers count " + strconv.FormatInt(headerOverhead, 10) + " bytes each beyond name and value)"
+		}
+		it.pre = &failure{reason: headers.ReasonUndeliverable, errorType: headers.ErrorTypeRecordTooLarge, message: msg}
 	}
 	return it
 }

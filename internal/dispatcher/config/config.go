@@ -67,8 +67,9 @@ type Config struct {
 	// +optional
 	Delivery Delivery `json:"delivery"`
 
-	// maxRecordBytes is the largest record (key + value + headers, not counting the dispatcher's
-	// own retryops.* headers, which are not delivered) delivered to the sink; a larger one is
+	// maxRecordBytes is the largest record (key + value + headers, each header counting 17 bytes
+	// more than its name and value, as in the HTTP request; not counting the dispatcher's own
+	// retryops.* headers, which are not delivered) delivered to the sink; a larger one is
 	// dead-lettered at once with reason undeliverable. Defaults to 1 MiB
 	// (DefaultMaxRecordBytes). A failed record is written to a retry tier with about 1 KiB of
 	// headers more: with Kafka's default max.message.bytes (about 1 MB) a record within a few KiB of
