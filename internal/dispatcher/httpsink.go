@@ -38,7 +38,8 @@ import (
 // Redirects are not followed (the sink URL must be final): a 3xx answer is a failure like any
 // other non-2xx answer. A 2xx answer is success. 413 and 415 make the record undeliverable (dead-lettered at once). Any
 // other answer is a failure classified by the policy with its status, the response header
-// Retryops-Error-Type as error type, the first KiB of the body as message, and Retry-After. A
+// Retryops-Error-Type as error type, the first KiB of the body as message, and Retry-After (any
+// wait over a year counts as a year, which the policy's retryAfter.maxDelay caps). A
 // request that gets no answer is a transport failure (TimeoutError or ConnectionError), never
 // re-sent silently by net/http (noReplay): every copy the sink receives is an attempt the policy
 // decided.
@@ -198,21 +199,29 @@ func noReplay(req *http.Request, n int) {
 	}
 }
 
-// parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP date.
+// maxRetryAfter bounds what parseRetryAfter returns (the policy's retryAfter.maxDelay is lower).
+const maxRetryAfter = 365 * 24 * time.Hour
+
+// parseRetryAfter reads a Retry-After value, delay-seconds or an HTTP date, as a delay in
+// 0..maxRetryAfter: 0 when it is absent, invalid (NaN included) or not in the future, and
+// maxRetryAfter for any longer wait, however long (the policy's retryAfter.maxDelay then caps it).
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0
 	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs <= 0 || secs > 365*24*3600 {
+	if secs, err := strconv.ParseFloat(v, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		switch {
+		case !(secs > 0): // NaN too
 			return 0
+		case secs >= maxRetryAfter.Seconds():
+			return maxRetryAfter
 		}
 		return time.Duration(secs * float64(time.Second))
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
-			return d
+			return min(d, maxRetryAfter)
 		}
 	}
 	return 0
