@@ -2,8 +2,6 @@ package controllers_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,7 +18,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/circuitstate"
@@ -189,22 +186,7 @@ func TestOperatorRoleMayGrantTheConsumersAccess(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	data, err := os.ReadFile(filepath.Join(envtestutil.RepoRoot(), "config", "rbac", "role.yaml"))
-	g.Expect(err).NotTo(HaveOccurred())
-	role := &rbacv1.ClusterRole{}
-	g.Expect(yaml.UnmarshalStrict(data, role)).To(Succeed())
-	role.Name = ns + "-manager-role"
-	g.Expect(env.Client.Create(ctx, role)).To(Succeed())
-	user := "system:serviceaccount:" + ns + ":retry-operator"
-	g.Expect(env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-manager-rolebinding"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	})).To(Succeed())
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	c, err := client.New(cfg, client.Options{Scheme: envtestutil.Scheme()})
-	g.Expect(err).NotTo(HaveOccurred())
+	c := asOperator(t, ns)
 
 	p := newPipeline(ns, "orders", ns+".orders", "policy", "dlq")
 	for _, obj := range []client.Object{render.ServiceAccount(p), render.CircuitConfigMap(p), render.CircuitRole(p), render.CircuitRoleBinding(p)} {
@@ -217,7 +199,7 @@ func TestOperatorRoleMayGrantTheConsumersAccess(t *testing.T) {
 	wider := render.CircuitRole(p)
 	wider.Name = "wider"
 	wider.Rules = append(wider.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}})
-	err = c.Create(ctx, wider)
+	err := c.Create(ctx, wider)
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "creating a Role beyond the operator's rights: %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("attempting to grant RBAC permissions not currently held"))
 }

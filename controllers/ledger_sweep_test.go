@@ -51,10 +51,14 @@ func TestLedgerSweepDropsTheRecordOfAForceDeletedQueue(t *testing.T) {
 	g.Eventually(gone(forced), wait, poll).Should(BeTrue())
 	g.Consistently(record(forced), 2*time.Second, poll).Should(Succeed(), "a force-deleted queue leaves its record")
 
-	// A sweep an hour later (records younger than kafkaspec.LedgerSweepMinAge are left alone).
-	ledger := &kafkaspec.Ledger{Reader: env.Client, Writer: env.Client, Namespace: controllers.DefaultOperatorNamespace,
+	// A sweep an hour later (records younger than kafkaspec.LedgerSweepMinAge are left alone), with
+	// the operator's own rights (config/rbac/role.yaml).
+	op := asOperator(t, ns)
+	ledger := &kafkaspec.Ledger{Reader: op, Writer: op, Namespace: controllers.DefaultOperatorNamespace,
 		Clock: clocktesting.NewFakePassiveClock(time.Now().Add(time.Hour))}
-	orphans := controllers.SweepLedger(ctx, env.Client, ledger)
+	g.Eventually(func() error { return op.Get(ctx, client.ObjectKeyFromObject(kept), &v1.ConsumerPipeline{}) }, wait, poll).
+		Should(WithTransform(apierrors.IsNotFound, BeTrue()), "the operator's binding reaches the authorizer")
+	orphans := controllers.SweepLedger(ctx, op, ledger)
 	g.Expect(orphans).To(ContainElement(kafkaspec.Orphan{Kind: "DeadLetterQueue", Namespace: ns, Name: "forced", UID: forced.UID,
 		Topics: []string{ns + ".forced.dlq", ns + ".forced.dlq.state"}}))
 	g.Expect(orphans).NotTo(ContainElement(And(HaveField("Namespace", ns), HaveField("Name", "kept"))))

@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,6 +9,9 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/retryops/retry-operator/internal/envtestutil"
@@ -29,6 +33,34 @@ func managerRole(t *testing.T) *rbacv1.ClusterRole {
 		t.Fatal("the ClusterRole has no rules")
 	}
 	return role
+}
+
+// asOperator is a client that acts as the operator's ServiceAccount would: impersonating a user
+// bound cluster-wide to a copy of the generated ClusterRole, and to nothing else. A fresh binding
+// may take a moment to reach the authorizer: callers retry their first request.
+func asOperator(t *testing.T, ns string) client.Client {
+	t.Helper()
+	ctx := context.Background()
+	role := managerRole(t)
+	role.Name = ns + "-manager-role"
+	if err := env.Client.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	user := "system:serviceaccount:" + ns + ":retry-operator"
+	if err := env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-manager-rolebinding"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.New(cfg, client.Options{Scheme: envtestutil.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // managerRoleVerbs are the verbs the ClusterRole grants by "group/resource", sorted.
@@ -76,7 +108,7 @@ func TestManagerRoleHasNoWildcards(t *testing.T) {
 
 	want := map[string]string{
 		"retry.retryops.dev/retrypolicies":                "list,watch",
-		"retry.retryops.dev/deadletterqueues":             "list,patch,watch",
+		"retry.retryops.dev/deadletterqueues":             "get,list,patch,watch",
 		"retry.retryops.dev/consumerpipelines":            "get,list,patch,watch",
 		"retry.retryops.dev/retrypolicies/status":         "patch",
 		"retry.retryops.dev/deadletterqueues/status":      "patch",

@@ -13,7 +13,7 @@ package controllers
 // PrometheusRule CRD coming and going. Owner references with blockOwnerDeletion need update on the
 // finalizers of the owners' kinds: those with children (RetryPolicies have none).
 // +kubebuilder:rbac:groups=retry.retryops.dev,resources=retrypolicies,verbs=list;watch
-// +kubebuilder:rbac:groups=retry.retryops.dev,resources=deadletterqueues,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=retry.retryops.dev,resources=deadletterqueues,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=retry.retryops.dev,resources=consumerpipelines,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=retry.retryops.dev,resources=deadletteractions,verbs=list;watch
 // +kubebuilder:rbac:groups=retry.retryops.dev,resources=deadletteractions/status,verbs=patch
