@@ -1,7 +1,10 @@
 package dispatcher_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,5 +104,32 @@ func TestManyTinyHeaders(t *testing.T) {
 	}, "the record behind delivered")
 	if n := p.sink.Count(); n != 1 {
 		t.Errorf("sink requests: %d, want 1 (the record of 100,000 headers never sent)", n)
+	}
+}
+
+// TestRedirectNotFollowed pins that the HTTP sink never follows a redirect: a sink answering 302
+// to another host (which an http.Client would follow with a GET carrying the record's key and
+// headers) is a failure like any non-2xx answer, and the other host never receives anything.
+func TestRedirectNotFollowed(t *testing.T) {
+	var other atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { other.Add(1) }))
+	t.Cleanup(elsewhere.Close)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/stolen", http.StatusFound)
+	}))
+	t.Cleanup(redirect.Close)
+	p := newPipeline(t, "redirect", 1, simplePolicy(3, 30*time.Millisecond), nil)
+	p.cfg.Sink.URL = redirect.URL
+	start(t, dispatcher.Options{Config: p.cfg})
+	dt.Produce(t, p.prod, &kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("secret"), Value: []byte("secret")})
+	dl := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 1, 20*time.Second)
+	if len(dl) != 1 {
+		t.Fatalf("dead letters: %d, want 1", len(dl))
+	}
+	if s, _ := dt.Header(dl[0], headers.HTTPStatus); s != "302" {
+		t.Errorf("dead letter %s = %q, want 302", headers.HTTPStatus, s)
+	}
+	if n := other.Load(); n != 0 {
+		t.Errorf("the redirect was followed: the other host got %d requests", n)
 	}
 }
