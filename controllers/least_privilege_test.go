@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -22,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
@@ -40,17 +44,32 @@ type apiRequest struct {
 type requestLog struct {
 	mu   sync.Mutex
 	reqs []apiRequest
+	// forbidden are the requests the API server answered 403.
+	forbidden []apiRequest
 }
 
 func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		if req, ok := classifyRequest(r); ok {
+		req, ok := classifyRequest(r)
+		if ok {
 			l.mu.Lock()
 			l.reqs = append(l.reqs, req)
 			l.mu.Unlock()
 		}
-		return rt.RoundTrip(r)
+		resp, err := rt.RoundTrip(r)
+		if ok && err == nil && resp.StatusCode == http.StatusForbidden {
+			l.mu.Lock()
+			l.forbidden = append(l.forbidden, req)
+			l.mu.Unlock()
+		}
+		return resp, err
 	})
+}
+
+func (l *requestLog) denied() []apiRequest {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.forbidden)
 }
 
 func (l *requestLog) all() []apiRequest {
@@ -120,13 +139,17 @@ func classifyRequest(r *http.Request) (apiRequest, bool) {
 //   - the owned kinds are listed and watched with the operator's label only: a ConfigMap without it,
 //     in the same namespace, is not in the cache;
 //   - nothing is listed or watched outside the namespace (but cluster-scoped CRDs);
-//   - every request is one the ClusterRole (config/rbac/role.yaml) grants.
+//   - every request is one the ClusterRole (config/rbac/role.yaml) grants;
+//   - the manager acts as a ServiceAccount bound as config/watch-namespaces binds it (the ClusterRole
+//     by RoleBindings in the watched namespace and its own, and cluster-wide only the CRD reads of
+//     config/watch-namespaces/cluster_reads.yaml), and the API server forbids none of its requests.
 func TestTheManagerCachesNoSecretAndOnlyItsOwnChildren(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
 	log := &requestLog{}
 	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: bindAsWatchNamespacesDoes(t, ns)}
 	cfg.Wrap(log.wrap)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     envtestutil.Scheme(),
@@ -214,6 +237,51 @@ func TestTheManagerCachesNoSecretAndOnlyItsOwnChildren(t *testing.T) {
 	for _, r := range reqs {
 		g.Expect(granted[r.Resource]).To(ContainElement(r.Verb), "a request the ClusterRole does not grant: %+v", r)
 	}
+	g.Expect(log.denied()).To(BeEmpty(), "requests the API server forbade to a manager bound as config/watch-namespaces binds it")
+}
+
+// bindAsWatchNamespacesDoes binds a user for the manager watching ns as config/watch-namespaces
+// binds the manager's ServiceAccount, and returns the user's name: a copy of the manager's
+// ClusterRole bound by RoleBindings in ns and in the manager's namespace, and a copy of the overlay's
+// cluster_reads.yaml ClusterRole bound cluster-wide. It waits until the authorizer has seen them.
+func bindAsWatchNamespacesDoes(t *testing.T, ns string) string {
+	t.Helper()
+	ctx := context.Background()
+	user := "system:serviceaccount:" + ns + ":retry-operator-namespaced"
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	role := managerRole(t)
+	role.Name = ns + "-namespaced-manager-role"
+	data, err := os.ReadFile(filepath.Join(envtestutil.RepoRoot(), "config", "watch-namespaces", "cluster_reads.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal([]byte(strings.Split(string(data), "\n---\n")[0]), reads); err != nil || len(reads.Rules) == 0 {
+		t.Fatalf("config/watch-namespaces/cluster_reads.yaml: %v, %d rules", err, len(reads.Rules))
+	}
+	reads.ObjectMeta = metav1.ObjectMeta{Name: ns + "-cluster-reads"}
+	objs := []client.Object{role, reads,
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: reads.Name}, Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reads.Name}}}
+	for _, in := range []string{ns, controllers.DefaultOperatorNamespace} {
+		objs = append(objs, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: in, Name: ns + "-manager"}, Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}})
+	}
+	for _, o := range objs {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.New(cfg, client.Options{Scheme: envtestutil.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func() error {
+		return c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(controllers.DefaultOperatorNamespace), client.Limit(1))
+	}, wait, poll).Should(Succeed(), "the bindings reach the authorizer")
+	return user
 }
 
 // requestsFor are the requests on resource.

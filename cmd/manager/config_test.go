@@ -126,6 +126,32 @@ func only(t *testing.T, objs []*unstructured.Unstructured, kind string, out any)
 	}
 }
 
+// managerFlags parses the manager container's arguments, $(VAR) expanded from its env as the
+// kubelet does, as the manager would.
+func managerFlags(t *testing.T, dep *appsv1.Deployment) *options {
+	t.Helper()
+	c := dep.Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	args := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		args[i] = envRef.ReplaceAllStringFunc(a, func(ref string) string {
+			v, ok := env[envRef.FindStringSubmatch(ref)[1]]
+			if !ok {
+				t.Fatalf("%s refers to an undefined variable", a)
+			}
+			return v
+		})
+	}
+	o, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), args)
+	if err != nil {
+		t.Fatalf("the manager's arguments %v: %v", args, err)
+	}
+	return o
+}
+
 var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
 // TestDeployedManager checks what `kubectl apply -k config/default` deploys, with the documented
@@ -145,17 +171,7 @@ func TestDeployedManager(t *testing.T) {
 	for _, e := range c.Env {
 		env[e.Name] = e.Value
 	}
-	args := make([]string, len(c.Args))
-	for i, a := range c.Args {
-		// As the kubelet expands $(VAR) in arguments.
-		args[i] = envRef.ReplaceAllStringFunc(a, func(ref string) string {
-			v, ok := env[envRef.FindStringSubmatch(ref)[1]]
-			g.Expect(ok).To(BeTrue(), "%s refers to an undefined variable", a)
-			return v
-		})
-	}
-	o, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), args)
-	g.Expect(err).NotTo(HaveOccurred(), "the manager's arguments %v", args)
+	o := managerFlags(t, dep)
 	g.Expect(o.metricsAddr).To(Equal(":8443"))
 	g.Expect(o.metricsSecure).To(BeTrue(), "metrics served without authentication")
 	g.Expect(metricsOptions(o).FilterProvider).NotTo(BeNil())
