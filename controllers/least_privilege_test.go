@@ -272,12 +272,7 @@ func bindAsWatchNamespacesDoes(t *testing.T, ns string) string {
 			t.Fatal(err)
 		}
 	}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	c, err := client.New(cfg, client.Options{Scheme: envtestutil.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := impersonating(t, user)
 	NewWithT(t).Eventually(func() error {
 		return c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(controllers.DefaultOperatorNamespace), client.Limit(1))
 	}, wait, poll).Should(Succeed(), "the bindings reach the authorizer")

@@ -54,6 +54,12 @@ func asOperator(t *testing.T, ns string) client.Client {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return impersonating(t, user)
+}
+
+// impersonating is a client of the test control plane acting as user.
+func impersonating(t *testing.T, user string) client.Client {
+	t.Helper()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	c, err := client.New(cfg, client.Options{Scheme: envtestutil.Scheme()})
