@@ -48,9 +48,16 @@ type HTTPSink struct {
 	rt  http.RoundTripper
 }
 
+// maxResponseHeaderBytes bounds the header block of a sink's answer (net/http's default is 10 MiB,
+// held per delivery in flight): a larger one is a transport failure (ConnectionError), classified by
+// the policy. What the dispatcher reads of it, the status, Retry-After and Retryops-Error-Type, is
+// far smaller.
+const maxResponseHeaderBytes = 64 << 10
+
 // NewHTTPSink returns a sink POSTing to url, keeping up to maxConns idle connections.
 func NewHTTPSink(url string, maxConns int) *HTTPSink {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxResponseHeaderBytes = maxResponseHeaderBytes
 	tr.MaxIdleConns = max(2*maxConns, 100)
 	tr.MaxIdleConnsPerHost = max(maxConns, 2)
 	tr.IdleConnTimeout = 90 * time.Second

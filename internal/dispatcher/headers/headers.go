@@ -143,7 +143,7 @@ const MaxErrorMessageBytes = 1024
 
 // MaxErrorTypeBytes bounds the ErrorType header (cut on a UTF-8 boundary): the API's bound on a
 // dead letter's error type. The sink's Retryops-Error-Type, or a library handler's error type, may
-// be longer (net/http reads up to 10 MiB of response headers); the policy's rules match the whole.
+// be longer (the HTTP sink reads up to 64 KiB of response headers); the policy's rules match the whole.
 const MaxErrorTypeBytes = 317
 
 // HTTP headers of the requests the dispatcher sends to a sink, and of its answers.

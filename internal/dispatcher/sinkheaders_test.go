@@ -1,0 +1,37 @@
+package dispatcher_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/retryops/retry-operator/internal/dispatcher"
+	"github.com/retryops/retry-operator/internal/retry"
+)
+
+// TestSinkResponseHeadersAreBounded: a sink answering with 1 MiB of headers (net/http's default
+// allows 10 MiB per response, so maxInFlight deliveries could hold hundreds of MiB) gets a transport
+// failure, which the policy classifies, instead of its headers being read.
+func TestSinkResponseHeadersAreBounded(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		for i := range 16 {
+			w.Header().Set("X-Padding-"+string(rune('a'+i)), strings.Repeat("x", 64<<10))
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	sink := dispatcher.NewHTTPSink(srv.URL, 1)
+	rec := &kgo.Record{Topic: "t", Value: []byte("v"), Timestamp: time.Now()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res := sink.Deliver(ctx, &dispatcher.Delivery{Record: rec, Consumed: rec, Attempt: 1, IdempotencyKey: "k"})
+	if res.Success || res.Outcome.Transport == retry.TransportNone || !strings.Contains(res.Outcome.Message, "header") {
+		t.Fatalf("a 1 MiB response header block: %+v (HTTP status %d), want a transport failure naming the headers", res.Outcome, res.Outcome.HTTPStatus)
+	}
+	t.Logf("transport %s: %s", res.Outcome.Transport, res.Outcome.Message)
+}
