@@ -208,8 +208,13 @@ func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
 	g.Eventually(describe(adm, tier2), wait, poll).Should(HaveField("Exists", false))
 	rollOut(t, p)
 
-	// Consumed to the end while the offsets cannot be read: it stays, and is not deleted.
+	// Consumed to the end while the offsets cannot be read: it stays, and is not deleted. The commit
+	// waits for a reconcile that could not read them (TopicsReady False): reconciles of one pipeline
+	// run one at a time, so none that read the offsets before the failure is still under way (one
+	// that read the tier's end before and the group's commit after would rightly find it drained).
+	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(HaveField("Status", BeEquivalentTo("True")))
 	failing.Store(true)
+	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(HaveField("Status", BeEquivalentTo("False")))
 	commitOffsets(t, adm, p.Namespace+"."+p.Name, map[string]map[int32]int64{tier3: {0: 2}})
 	g.Consistently(dispatcherTopics(p), 2*resyncInterval, poll).Should(Equal(draining))
 	g.Expect(describe(adm, tier3)()).To(HaveField("Exists", true))
