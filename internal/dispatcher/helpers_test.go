@@ -127,3 +127,16 @@ func rejectProduce(req *kmsg.ProduceRequest, err *kerr.Error) *kmsg.ProduceRespo
 	}
 	return resp
 }
+
+// onlyDeadLetter produces hostile and, behind it, an ordinary record (key "behind") to the source,
+// and returns the one dead letter the dispatcher writes (failing unless there is exactly one).
+func (p *pipeline) onlyDeadLetter(t *testing.T, hostile *kgo.Record) *kgo.Record {
+	t.Helper()
+	hostile.Topic = p.cfg.Topics.Source
+	dt.Produce(t, p.prod, hostile, &kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("behind"), Value: []byte("behind")})
+	dl := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 1, 20*time.Second)
+	if len(dl) != 1 {
+		t.Fatalf("dead letters: %d, want 1", len(dl))
+	}
+	return dl[0]
+}

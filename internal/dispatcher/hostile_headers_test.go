@@ -60,16 +60,10 @@ func TestHugeSinkErrorType(t *testing.T) {
 	})
 	// The producer's batch limit stands in for the dead letter topic's max.message.bytes.
 	start(t, dispatcher.Options{Config: p.cfg, KafkaOptions: []kgo.Opt{kgo.ProducerBatchMaxBytes(16 << 10)}})
-	dt.Produce(t, p.prod,
-		&kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("hostile"), Value: []byte("hostile")},
-		&kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("behind"), Value: []byte("behind")})
-	dl := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 1, 20*time.Second)
-	if len(dl) != 1 {
-		t.Fatalf("dead letters: %d, want 1", len(dl))
-	}
-	et, _ := dt.Header(dl[0], headers.ErrorType)
-	if string(dl[0].Value) != "hostile" || len(et) > headers.MaxErrorTypeBytes || !strings.HasPrefix(huge, et) || et == "" {
-		t.Errorf("dead letter %q: value %q, error type of %d bytes", dl[0].Key, dl[0].Value, len(et))
+	dl := p.onlyDeadLetter(t, &kgo.Record{Key: []byte("hostile"), Value: []byte("hostile")})
+	et, _ := dt.Header(dl, headers.ErrorType)
+	if string(dl.Value) != "hostile" || len(et) > headers.MaxErrorTypeBytes || !strings.HasPrefix(huge, et) || et == "" {
+		t.Errorf("dead letter %q: value %q, error type of %d bytes", dl.Key, dl.Value, len(et))
 	}
 	dt.Eventually(t, 20*time.Second, func() bool { return p.committed(t, p.cfg.Topics.Source, 0) == 2 }, "both offsets committed")
 }
@@ -82,21 +76,16 @@ func TestHugeSinkErrorType(t *testing.T) {
 func TestManyTinyHeaders(t *testing.T) {
 	p := newPipeline(t, "many-tiny-headers", 1, simplePolicy(3, 30*time.Millisecond), nil)
 	start(t, dispatcher.Options{Config: p.cfg})
-	hostile := &kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("hostile"), Headers: make([]kgo.RecordHeader, 100000)}
-	dt.Produce(t, p.prod, hostile, &kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("behind")})
-	dl := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 1, 20*time.Second)
-	if len(dl) != 1 {
-		t.Fatalf("dead letters: %d, want 1", len(dl))
-	}
-	reason, _ := dt.Header(dl[0], headers.Reason)
-	et, _ := dt.Header(dl[0], headers.ErrorType)
-	msg, _ := dt.Header(dl[0], headers.ErrorMessage)
-	if string(dl[0].Key) != "hostile" || reason != headers.ReasonUndeliverable || et != headers.ErrorTypeRecordTooLarge {
-		t.Errorf("dead letter %q: reason %s, type %s, message %q; want %s, %s", dl[0].Key, reason, et, msg,
+	dl := p.onlyDeadLetter(t, &kgo.Record{Key: []byte("hostile"), Headers: make([]kgo.RecordHeader, 100000)})
+	reason, _ := dt.Header(dl, headers.Reason)
+	et, _ := dt.Header(dl, headers.ErrorType)
+	msg, _ := dt.Header(dl, headers.ErrorMessage)
+	if string(dl.Key) != "hostile" || reason != headers.ReasonUndeliverable || et != headers.ErrorTypeRecordTooLarge {
+		t.Errorf("dead letter %q: reason %s, type %s, message %q; want %s, %s", dl.Key, reason, et, msg,
 			headers.ReasonUndeliverable, headers.ErrorTypeRecordTooLarge)
 	}
-	if len(dl[0].Headers) < 100000 {
-		t.Errorf("the dead letter kept %d headers", len(dl[0].Headers))
+	if len(dl.Headers) < 100000 {
+		t.Errorf("the dead letter kept %d headers", len(dl.Headers))
 	}
 	p.sink.WaitFor(t, 20*time.Second, func([]*dt.Request) bool {
 		keys, _ := p.sink.Succeeded()

@@ -87,16 +87,10 @@ func TestHandlerPanic(t *testing.T) {
 		return dispatcher.Result{Success: true}
 	})
 	start(t, dispatcher.Options{Config: p.cfg, Registerer: reg, Handler: h})
-	dt.Produce(t, p.prod,
-		&kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("hostile"), Value: []byte("boom")},
-		&kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("behind"), Value: []byte("fine")})
-	dl := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 1, 20*time.Second)
-	if len(dl) != 1 {
-		t.Fatalf("dead letters: %d, want 1", len(dl))
-	}
-	reason, _ := dt.Header(dl[0], headers.Reason)
-	et, _ := dt.Header(dl[0], headers.ErrorType)
-	msg, _ := dt.Header(dl[0], headers.ErrorMessage)
+	dl := p.onlyDeadLetter(t, &kgo.Record{Key: []byte("hostile"), Value: []byte("boom")})
+	reason, _ := dt.Header(dl, headers.Reason)
+	et, _ := dt.Header(dl, headers.ErrorType)
+	msg, _ := dt.Header(dl, headers.ErrorMessage)
 	if reason != headers.ReasonUndeliverable || et != headers.ErrorTypePanic || !strings.Contains(msg, "boom") {
 		t.Errorf("dead letter: reason %s, type %s, message %q", reason, et, msg)
 	}
