@@ -234,7 +234,9 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 	if opts.OperatorNamespace == "" {
 		opts.OperatorNamespace = DefaultOperatorNamespace
 	}
-	ledger := &kafkaspec.Ledger{Reader: mgr.GetAPIReader(), Writer: c, Namespace: opts.OperatorNamespace, Clock: opts.Clock}
+	// The ledger's epoch, if this is its first manager, is now: a resource created from here on is
+	// younger than the ledger, however late its first reconcile.
+	ledger := &kafkaspec.Ledger{Reader: mgr.GetAPIReader(), Writer: c, Namespace: opts.OperatorNamespace, Clock: opts.Clock, Since: opts.Clock.Now()}
 	// Secrets are read uncached, never through an informer (cache.go).
 	c = secretsFromAPI{Client: c, api: mgr.GetAPIReader()}
 	topics := func(name string) topicReconciler {

@@ -50,6 +50,10 @@ type Ledger struct {
 	Namespace string
 	// Clock stamps the ledger's epoch; the real clock when nil.
 	Clock clock.PassiveClock
+	// Since is when the ledger's manager started: the epoch recorded on first use when none is yet
+	// (Clock's now when zero). A resource created after it cannot be older than the ledger, however
+	// late its first reconcile comes.
+	Since time.Time
 
 	mu     sync.Mutex
 	topics map[types.UID][]string
@@ -132,7 +136,7 @@ func (l *Ledger) loadEpoch(ctx context.Context) (time.Time, error) {
 	if apierrors.IsNotFound(err) {
 		cm = &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{LedgerLabel: "epoch"}},
-			Data:       map[string]string{ledgerEpochKey: l.clock().Now().UTC().Format(time.RFC3339)},
+			Data:       map[string]string{ledgerEpochKey: l.since().UTC().Format(time.RFC3339)},
 		}
 		err = l.Writer.Create(ctx, cm)
 		if apierrors.IsAlreadyExists(err) {
@@ -256,4 +260,12 @@ func (l *Ledger) Recorded(ctx context.Context, o client.Object, topic string) (b
 		return false, fmt.Errorf("reading the topic ledger: %w", err)
 	}
 	return slices.Contains(parseLedger(cm.Data[ledgerTopicsKey]), topic), nil
+}
+
+// since is the epoch to record on first use: Since, else now.
+func (l *Ledger) since() time.Time {
+	if !l.Since.IsZero() {
+		return l.Since
+	}
+	return l.clock().Now()
 }

@@ -86,3 +86,20 @@ func TestLedgerTakesOverTheLegacyAnnotationOnlyForOlderResources(t *testing.T) {
 	l2 := &kafkaspec.Ledger{Reader: c, Writer: c, Namespace: "op", Clock: clocktesting.NewFakePassiveClock(epoch.Add(24 * time.Hour))}
 	g.Expect(l2.Topics(ctx, queue("newer", "newer", epoch.Add(time.Hour), legacy))).To(BeEmpty())
 }
+
+// TestLedgerEpochIsWhenTheManagerStarted: the epoch is the time the ledger's manager started
+// (Ledger.Since), not the time it first needed it: a resource created after the start with a forged
+// annotation, whose first reconcile comes a moment later, is not trusted (before, the epoch was
+// recorded at that first reconcile, after the resource's creation, and the forgery was taken over).
+func TestLedgerEpochIsWhenTheManagerStarted(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	started := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	l, c := newLedger(t, started.Add(2*time.Second)) // first used two seconds after the start
+	l.Since = started
+	forged := queue("forged", "forged", started.Add(time.Second), map[string]string{kafkaspec.LegacyCreatedTopicsAnnotation: "payments"})
+	g.Expect(l.Topics(ctx, forged)).To(BeEmpty(), "a resource created after the manager started is not trusted")
+	cm := &corev1.ConfigMap{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "op", Name: "retry-operator-topic-ledger"}, cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("since", "2026-11-23T12:00:00Z"))
+}
