@@ -21,9 +21,7 @@ import (
 // net/http refused to send: a connection failure on every attempt, counted against the sink's
 // circuit breaker, then a dead letter). On a retry tier the record is dead-lettered as malformed.
 func TestForgedOriginalTopic(t *testing.T) {
-	p := newPipeline(t, "forged-original-topic", 1, simplePolicy(3, 30*time.Millisecond), func(*dt.Request) dt.Response {
-		return dt.Response{}
-	})
+	p := newPipeline(t, "forged-original-topic", 1, simplePolicy(3, 30*time.Millisecond), nil) // a sink answering 200
 	start(t, dispatcher.Options{Config: p.cfg})
 	evil := "evil\r\nX-Injected: 1"
 	forged := tierRecord(p, "forged", "77", "1", time.Now())

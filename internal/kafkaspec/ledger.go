@@ -269,3 +269,11 @@ func (l *Ledger) since() time.Time {
 	}
 	return l.clock().Now()
 }
+
+// clock is l.Clock, or the real clock.
+func (l *Ledger) clock() clock.PassiveClock {
+	if l.Clock == nil {
+		return clock.RealClock{}
+	}
+	return l.Clock
+}

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -75,12 +74,4 @@ func (l *Ledger) Sweep(ctx context.Context, uidOf ResourceUID) ([]Orphan, error)
 		orphans = append(orphans, Orphan{Kind: kind, Namespace: ns, Name: name, UID: types.UID(uid), Topics: parseLedger(cm.Data[ledgerTopicsKey])})
 	}
 	return orphans, nil
-}
-
-// clock is l.Clock, or the real clock.
-func (l *Ledger) clock() clock.PassiveClock {
-	if l.Clock == nil {
-		return clock.RealClock{}
-	}
-	return l.Clock
 }
