@@ -5,8 +5,8 @@
 #   hack/setup-envtest.sh [--print-path] [--with-controller-manager]
 #
 # --with-controller-manager adds controller-manager (hack/controller-manager): Kubernetes' garbage
-# collector, Deployment, ReplicaSet and namespace controllers, without the rest of
-# kube-controller-manager.
+# collector, Deployment, ReplicaSet, namespace and clusterrole-aggregation controllers, without the
+# rest of kube-controller-manager; built again when hack/controller-manager/main.go changes.
 #
 # kube-apiserver and controller-manager come from k8s.io/kubernetes, which `go install` refuses
 # because of its replace directives; they are built inside a throwaway module that requires
@@ -61,9 +61,18 @@ ldflags="-s -w \
  -X k8s.io/client-go/pkg/version.gitMajor=1 \
  -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 
-# works BIN: true when the cached binary exists and runs.
+# controller-manager is this repository's own program: its cached binary is kept with the sha256 of
+# the source it was built from (controller-manager.sha256), and built again when the source changes.
+KCM_SOURCE="$REPO/hack/controller-manager/main.go"
+source_sum() { { sha256sum "$KCM_SOURCE" 2>/dev/null || shasum -a 256 "$KCM_SOURCE"; } | cut -d' ' -f1; }
+
+# works BIN: true when the cached binary exists and runs (controller-manager: and was built from
+# the current source).
 works() {
   [ -x "$ASSETS/$1" ] || return 1
+  if [ "$1" = controller-manager ] && [ "$(cat "$ASSETS/controller-manager.sha256" 2>/dev/null)" != "$(source_sum)" ]; then
+    return 1
+  fi
   if [ "$1" = kubectl ]; then "$ASSETS/$1" version --client >/dev/null 2>&1; else "$ASSETS/$1" --version >/dev/null 2>&1; fi
 }
 
@@ -113,6 +122,7 @@ build() {
   if [ -f "$tmp/out/server" ]; then mv "$tmp/out/server" "$tmp/out/etcd"; fi
   for name in "${missing[@]}"; do
     mv "$tmp/out/$name" "$ASSETS/$name"
+    if [ "$name" = controller-manager ]; then source_sum >"$ASSETS/controller-manager.sha256"; fi
     works "$name" || die "$name was built but does not run"
   done
 }

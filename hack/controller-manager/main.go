@@ -1,7 +1,9 @@
 // Command controller-manager runs, against a local control plane, the Kubernetes controllers that
 // retry-operator's local loop needs, and only those: the garbage collector (owner references), the
-// Deployment and ReplicaSet controllers (rollouts and pods) and the namespace controller (namespace
-// deletion). They are Kubernetes' own controllers (k8s.io/kubernetes/pkg/controller/...), wired the
+// Deployment and ReplicaSet controllers (rollouts and pods), the namespace controller (namespace
+// deletion) and the clusterrole-aggregation controller (the rules of ClusterRoles labelled
+// aggregate-to-edit, -admin or -view copied into the built-in edit, admin and view, which the API
+// server's RBAC bootstrap creates with only their aggregation rules). They are Kubernetes' own controllers (k8s.io/kubernetes/pkg/controller/...), wired the
 // way kube-controller-manager wires them; leaving out the rest of kube-controller-manager (the
 // scheduler and kubelet code it links, volume plugins, some forty other controllers) cuts the first
 // `make dev` build by several minutes.
@@ -33,6 +35,7 @@ import (
 	"k8s.io/component-base/version"
 	"k8s.io/controller-manager/pkg/informerfactory"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/clusterroleaggregation"
 	"k8s.io/kubernetes/pkg/controller/deployment"
 	"k8s.io/kubernetes/pkg/controller/garbagecollector"
 	namespacecontroller "k8s.io/kubernetes/pkg/controller/namespace"
@@ -91,6 +94,7 @@ func run(ctx context.Context, kubeconfig string, gcWorkers int) error {
 	rsc := replicaset.NewReplicaSetController(ctx, shared.Apps().V1().ReplicaSets(), shared.Core().V1().Pods(), client, replicaset.BurstReplicas)
 	nsc := namespacecontroller.NewNamespaceController(ctx, client, metadataClient, client.Discovery().ServerPreferredNamespacedResources,
 		shared.Core().V1().Namespaces(), 5*time.Minute, v1.FinalizerKubernetes)
+	crac := clusterroleaggregation.NewClusterRoleAggregation(shared.Rbac().V1().ClusterRoles(), client.RbacV1())
 
 	const syncPeriod = 30 * time.Second
 	go gc.Run(ctx, gcWorkers, syncPeriod)
@@ -98,10 +102,11 @@ func run(ctx context.Context, kubeconfig string, gcWorkers int) error {
 	go dc.Run(ctx, 5)
 	go rsc.Run(ctx, 5)
 	go nsc.Run(ctx, 5)
+	go crac.Run(ctx, 5)
 	shared.Start(ctx.Done())
 	metadataInformers.Start(ctx.Done())
 	close(started)
-	klog.InfoS("Running the garbage collector, deployment, replicaset and namespace controllers")
+	klog.InfoS("Running the garbage collector, deployment, replicaset, namespace and clusterrole-aggregation controllers")
 	<-ctx.Done()
 	shared.Shutdown()
 	metadataInformers.Shutdown()

@@ -4,8 +4,10 @@
 // the operator's Deployments describe, run as local processes (internal/devenv). With --demo it then
 // applies the samples (config/samples) in the namespace retryops-demo, with the chat pipeline
 // delivering to a demo HTTP sink that fails a share of records transiently and a share permanently,
-// produces records to its source topic, and shows `kubectl get retryops` live. Ctrl-C stops
-// everything it started, and nothing else.
+// produces records to its source topic, binds the user jane@example.com to edit in that namespace
+// (a tenant, for kubectl --as), and shows `kubectl get retryops` live. The control plane has what
+// config/default installs for a shared cluster's tenants (devenv.StackOptions.SharedCluster). Ctrl-C
+// stops everything it started, and nothing else.
 //
 // `make dev` runs it with --demo; `make run` without.
 package main
@@ -22,6 +24,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -79,8 +82,9 @@ func run(o options) error {
 
 	stack, err := devenv.StartStack(ctx, devenv.StackOptions{
 		Dir: o.dir, Bin: "bin", KafkaPort: o.kafkaPort, DispatcherImage: o.dispatcherImage,
-		ManagerArgs: append([]string{"--status-refresh-interval=5s"}, o.managerArgs...),
-		Log:         zap.New(zap.WriteTo(mustCreate(filepath.Join(o.dir, "logs", "runner.log")))),
+		ManagerArgs:   append([]string{"--status-refresh-interval=5s"}, o.managerArgs...),
+		SharedCluster: true,
+		Log:           zap.New(zap.WriteTo(mustCreate(filepath.Join(o.dir, "logs", "runner.log")))),
 	}, step)
 	cleanups = append(cleanups, stack.Stop)
 	if err != nil {
@@ -116,7 +120,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	if out, err := kubectl(kubeconfig, []byte(demoNamespaceManifest), "apply", "--server-side", "-f", "-"); err != nil {
+	if out, err := kubectl(kubeconfig, []byte(demoNamespaceManifest+demoTenantManifest), "apply", "--server-side", "-f", "-"); err != nil {
 		return fmt.Errorf("creating namespace %s: %w\n%s", demoNamespace, err, out)
 	}
 	if out, err := kubectl(kubeconfig, nil, "apply", "--server-side", "-k", demoDir); err != nil {
@@ -135,7 +139,8 @@ func run(o options) error {
 		}
 	}()
 
-	go demoActions(prodCtx, kubeconfig)
+	var refusal atomic.Pointer[string]
+	go demoActions(prodCtx, kubeconfig, &refusal)
 
 	step("Live view (Ctrl-C stops everything); set up in %s", time.Since(started).Round(time.Second))
 	tick := time.NewTicker(2 * time.Second)
@@ -143,9 +148,13 @@ func run(o options) error {
 	for {
 		out, _ := kubectl(kubeconfig, nil, "get", "retryops", "-n", demoNamespace)
 		delays := sink.FirstRetryDelays()
+		tenant := "a tenant's view: kubectl get retryops,deadletters -n " + demoNamespace + " --as " + demoTenant + " (bound to edit)"
+		if r := refusal.Load(); r != nil {
+			tenant += "\n" + *r
+		}
 		fmt.Printf("\033[H\033[2J%s   demo sink: %d requests, %d records delivered   (KUBECONFIG=%s)\n"+
-			"first retries: %d, delays %s (each record retried at its own jittered due time)\n\n%s",
-			time.Now().Format(time.TimeOnly), sink.Requests(), sink.Succeeded(), kubeconfig, len(delays), devenv.Deciles(delays), out)
+			"first retries: %d, delays %s (each record retried at its own jittered due time)\n%s\n\n%s",
+			time.Now().Format(time.TimeOnly), sink.Requests(), sink.Succeeded(), kubeconfig, len(delays), devenv.Deciles(delays), tenant, out)
 		select {
 		case <-ctx.Done():
 			fmt.Println()
@@ -212,6 +221,14 @@ patches:
     - op: replace
       path: /spec/replicas
       value: 0
+# The sample DeadLetterAction says jane@example.com asked for it, and the admission policy wants
+# requestedBy to be its creator: the demo creates it later as that user (kubectl --as), its tenant.
+- target: {kind: DeadLetterAction}
+  patch: |-
+    $patch: delete
+    apiVersion: retry.retryops.dev/v1alpha1
+    kind: DeadLetterAction
+    metadata: {name: any}
 # The embedded Kafka keeps its data across runs while the control plane starts afresh, so the
 # topics a previous run created exist and no resource of this run created them: the demo adopts them
 # (the operator leaves alone a topic it did not create for the resource otherwise).
@@ -234,8 +251,9 @@ patches:
 // demoActions shows the dead-letter actions once dead letters have gathered: a dry run of a replay
 // of the demo sink's permanent failures (HTTP 422: it counts and lists them and changes nothing),
 // then a Resolve of them with a note. requestedBy is the kubeconfig's user, as the shipped admission
-// policy requires.
-func demoActions(ctx context.Context, kubeconfig string) {
+// policy requires. Then, as the demo tenant, the sample action (which names the tenant) and a dry run
+// of one naming someone else, whose refusal by the policy goes into refusal.
+func demoActions(ctx context.Context, kubeconfig string, refusal *atomic.Pointer[string]) {
 	select {
 	case <-ctx.Done():
 		return
@@ -249,7 +267,41 @@ func demoActions(ctx context.Context, kubeconfig string) {
 	if out, err := kubectl(kubeconfig, []byte(manifest), "apply", "-f", "-"); err != nil {
 		fmt.Fprintf(os.Stderr, "dev: applying the demo's dead-letter actions: %v\n%s", err, out)
 	}
+	sample := filepath.Join(envtestutil.RepoRoot(), "config", "samples", "retry_v1alpha1_deadletteraction.yaml")
+	if out, err := kubectl(kubeconfig, nil, "apply", "--server-side", "-n", demoNamespace, "--as", demoTenant, "-f", sample); err != nil {
+		fmt.Fprintf(os.Stderr, "dev: applying the sample dead-letter action as %s: %v\n%s", demoTenant, err, out)
+	}
+	forged := fmt.Sprintf(demoForgedAction, demoNamespace)
+	out, err := kubectl(kubeconfig, []byte(forged), "create", "--dry-run=server", "--as", demoTenant, "-f", "-")
+	line := "the requestedBy policy let " + demoTenant + " create an action naming someone-else: " + strings.TrimSpace(out)
+	if _, denial, found := strings.Cut(out, "denied request: "); err != nil && found {
+		line = "admission refuses " + demoTenant + "'s action with requestedBy someone-else: " + strings.TrimSpace(denial)
+	} else if err != nil {
+		line = "kubectl create --as " + demoTenant + " (requestedBy someone-else): " + strings.TrimSpace(out)
+	}
+	refusal.Store(&line)
 }
+
+// demoTenant is the user the demo binds to the built-in edit role in its namespace (kubectl --as).
+const demoTenant = "jane@example.com"
+
+// demoTenantManifest binds demoTenant to edit in the demo namespace.
+const demoTenantManifest = "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\n" +
+	"metadata: {name: demo-tenant-edit, namespace: " + demoNamespace + "}\n" +
+	"roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}\n" +
+	"subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: " + demoTenant + "}]\n"
+
+// demoForgedAction: the demo tenant's Resolve saying someone else asked for it (namespace).
+const demoForgedAction = `apiVersion: retry.retryops.dev/v1alpha1
+kind: DeadLetterAction
+metadata: {name: demo-forged, namespace: %s}
+spec:
+  queue: chatbot-dlq
+  action: Resolve
+  requestedBy: someone-else
+  note: "make dev: refused by the requestedBy admission policy"
+  selector: {reasons: [non_retriable_error]}
+`
 
 // demoActionsAfter is when the demo's dead-letter actions are applied.
 const demoActionsAfter = 45 * time.Second

@@ -31,6 +31,10 @@ type StackOptions struct {
 	DispatcherImage string
 	// ManagerArgs are extra flags for the manager.
 	ManagerArgs []string
+	// SharedCluster installs what config/default installs for a cluster's tenants: the admission
+	// policies (config/admission) and the ClusterRoles aggregated into edit, admin and view
+	// (InstallSharedCluster), so that a user bound to edit sees what a tenant would.
+	SharedCluster bool
 	// Log receives the runner's log.
 	Log logr.Logger
 }
@@ -180,6 +184,12 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 		return s, err
 	}
 	s.cleanups = append(s.cleanups, kcm.Stop)
+	if o.SharedCluster {
+		progress("Installing the admission policies (config/admission) and the ClusterRoles aggregated into edit, admin and view (config/rbac)")
+		if err := InstallSharedCluster(ctx, env); err != nil {
+			return s, err
+		}
+	}
 	if s.Kubeconfig, err = filepath.Abs(filepath.Join(o.Dir, "kubeconfig")); err != nil {
 		return s, err
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 // ControllerManager is a controller-manager process (hack/controller-manager) running against an Env, so that owner
-// reference garbage collection and Deployment rollouts (ReplicaSets, Pods) work as in a cluster.
+// reference garbage collection, Deployment rollouts (ReplicaSets, Pods) and ClusterRole aggregation work as in a
+// cluster.
 type ControllerManager struct {
 	cmd  *exec.Cmd
 	done chan error
@@ -21,8 +22,8 @@ type ControllerManager struct {
 
 // StartControllerManager starts controller-manager (hack/controller-manager, built by
 // hack/setup-envtest.sh --with-controller-manager): Kubernetes' garbage collector, Deployment,
-// ReplicaSet and namespace controllers. Pods are not scheduled (there is no kubelet); see
-// internal/devenv for the local pod runner.
+// ReplicaSet, namespace and clusterrole-aggregation controllers. Pods are not scheduled (there is no
+// kubelet); see internal/devenv for the local pod runner.
 func (e *Env) StartControllerManager() (*ControllerManager, error) {
 	bin := filepath.Join(e.AssetsDir, "controller-manager")
 	if _, err := os.Stat(bin); err != nil {
