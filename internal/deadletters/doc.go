@@ -36,7 +36,9 @@
 // decisions, whichever is higher), retryops.original.* copied (so the sink sees the original
 // Idempotency-Key), retryops.attempts "0" and retryops.due now. A dead letter replayed
 // spec.maxReplays times already is skipped (SkipReplayLimit). The rate is spec.rate.recordsPerSecond:
-// the n-th record goes no earlier than n/rate after the first, measured with Options.Clock.
+// no more than rate records go in any second, the n-th record no earlier than n/rate after the
+// first, and a run that fell behind (a slow scan or Kafka) makes up at most one batch at once,
+// measured with Options.Clock.
 //
 // # Purge
 //

@@ -112,31 +112,72 @@ func (r *run) produce(ctx context.Context, ok []bool) error {
 	return nil
 }
 
-// limiter lets the n-th record (from 0) of a run go at start + n/rate: a batch waits for the time of
-// its last record.
+// limiter paces a Replay at rate records a second, a batch at a time:
+//   - no more than rate records go in any second: a batch waits until a second has passed since
+//     the record rate places before its last one went;
+//   - the n-th record (from 0) goes no earlier than its slot, n/rate after the first, and a batch at
+//     the slot of its last record, so records flow evenly through the second;
+//   - a run that fell behind its slots (a slow scan, a slow Kafka) makes up at most one batch of it:
+//     the slots restart from now, never releasing what it owes at once.
 type limiter struct {
-	clk   clock.Clock
-	rate  float64
-	start time.Time
-	n     int64
+	clk  clock.Clock
+	rate float64
+	next time.Time   // the slot of the next record; zero before the first batch
+	n    int64       // records let through
+	sent []sentBatch // the batches let through in the last second, oldest first
 }
 
+// sentBatch is a batch the limiter let through: records [first, end) at at.
+type sentBatch struct {
+	at         time.Time
+	first, end int64
+}
+
+// slots is the time k records take at the rate.
+func (l *limiter) slots(k int) time.Duration {
+	return time.Duration(float64(k) / l.rate * float64(time.Second))
+}
+
+// wait returns when the next batch of batch records may go (or ctx ended), and counts them as gone.
 func (l *limiter) wait(ctx context.Context, batch int) error {
-	if l.n == 0 {
-		l.start = l.clk.Now()
+	now := l.clk.Now()
+	if l.next.IsZero() {
+		l.next = now
+	} else if floor := now.Add(-l.slots(batch)); l.next.Before(floor) {
+		l.next = floor
 	}
-	due := l.start.Add(time.Duration(float64(l.n+int64(batch)-1) / l.rate * float64(time.Second)))
+	due := l.next.Add(l.slots(batch - 1))
+	for len(l.sent) > 0 && !l.sent[0].at.Add(time.Second).After(now) {
+		l.sent = l.sent[1:]
+	}
+	// The record rate places before the batch's last one (a dropped batch went over a second ago).
+	if before := l.n + int64(batch) - 1 - int64(l.rate); before >= 0 {
+		for _, b := range l.sent {
+			if b.first <= before && before < b.end {
+				if w := b.at.Add(time.Second); w.After(due) {
+					due = w
+				}
+				break
+			}
+		}
+	}
+	if d := due.Sub(now); d > 0 {
+		t := l.clk.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C():
+		}
+	} else if err := ctx.Err(); err != nil {
+		return err
+	}
+	at := l.clk.Now()
+	if at.Before(due) {
+		at = due
+	}
+	l.sent = append(l.sent, sentBatch{at: at, first: l.n, end: l.n + int64(batch)})
 	l.n += int64(batch)
-	d := due.Sub(l.clk.Now())
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := l.clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C():
-		return nil
-	}
+	l.next = due.Add(l.slots(1))
+	return nil
 }
