@@ -64,7 +64,8 @@ const (
 )
 
 // RetryPolicySpec is how failed deliveries are retried and when they give up.
-// +kubebuilder:validation:XValidation:rule="!has(self.deadline) || duration(self.deadline) >= duration(self.backoff.initialDelay)",message="deadline must be at least backoff.initialDelay, or no retry could ever run before the deadline"
+// +kubebuilder:validation:XValidation:rule="self.maxAttempts == 1 || has(self.backoff)",message="backoff is required when maxAttempts is more than 1: it sets the delays between the deliveries"
+// +kubebuilder:validation:XValidation:rule="!has(self.deadline) || !has(self.backoff) || duration(self.deadline) >= duration(self.backoff.initialDelay)",message="deadline must be at least backoff.initialDelay, or no retry could ever run before the deadline"
 // +kubebuilder:validation:XValidation:rule="!has(self.classification) || !has(self.classification.rules) || self.classification.rules.all(r, !has(r.maxAttempts) || r.maxAttempts <= self.maxAttempts)",message="a classification rule's maxAttempts cannot exceed the policy's maxAttempts"
 type RetryPolicySpec struct {
 	// maxAttempts is the number of deliveries in all, the first one included: 6 means one delivery and
@@ -74,9 +75,10 @@ type RetryPolicySpec struct {
 	// +required
 	MaxAttempts int32 `json:"maxAttempts"`
 
-	// backoff is the exponential backoff between deliveries.
-	// +required
-	Backoff Backoff `json:"backoff"`
+	// backoff is the exponential backoff between deliveries. Required when maxAttempts is more than 1;
+	// a policy of one attempt (no retry) needs none.
+	// +optional
+	Backoff Backoff `json:"backoff,omitzero"`
 
 	// classification decides which failures are retried, dead-lettered at once or dropped. Absent means
 	// every failure is dead-lettered at once (defaultAction DeadLetter, no rules).

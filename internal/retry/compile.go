@@ -102,7 +102,8 @@ type statusRange struct{ lo, hi int }
 // checks so that a Policy built in Go is held to the same rules:
 //
 //   - MaxAttempts in 1..MaxAttemptsLimit; a rule's MaxAttempts in 0..the policy's, Retry rules only;
-//   - the multiplier is a plain decimal of at least 1; delays are not negative; MaxDelay >= InitialDelay;
+//   - the multiplier is a plain decimal of at least 1; delays are not negative; MaxDelay >= InitialDelay
+//     (a policy of one attempt may leave the whole Backoff empty: it never waits);
 //   - jitter bounds: Additive Max >= 0, Proportional 0 <= MinPercent <= 100 <= MaxPercent <= 1000;
 //   - rules: a unique non-empty name, a known action, at least one matcher, HTTP statuses as a code or
 //     "lo-hi" range within 100..599 with lo <= hi, non-empty error types, message patterns that
@@ -124,7 +125,11 @@ func Compile(p Policy) (*Compiled, error) {
 		v.add("maxAttempts", p.MaxAttempts, "must be between 1 and %d", MaxAttemptsLimit)
 		attemptsOK = false
 	}
-	mult, backoffOK := validateBackoff(&v, p.Backoff)
+	// A policy of one attempt never waits: its backoff, when it gives none, is not checked.
+	mult, backoffOK := big.NewRat(1, 1), true
+	if p.MaxAttempts != 1 || p.Backoff != (Backoff{}) {
+		mult, backoffOK = validateBackoff(&v, p.Backoff)
+	}
 	c.defaultAction = p.Classification.DefaultAction
 	if c.defaultAction == "" {
 		c.defaultAction = ActionDeadLetter
