@@ -81,7 +81,7 @@ func printActions(o *Options, list *v1.DeadLetterActionList, allNamespaces bool)
 	case outJSON, outYAML, outName:
 		return printObject(o, list)
 	case outCSV:
-		w := newCSV(o.streams.Out, o.noHeaders, actionColumns...)
+		w := newCSV(o, o.streams.Out, actionColumns...)
 		for _, a := range list.Items {
 			completed := ""
 			if a.Status.CompletionTime != nil {

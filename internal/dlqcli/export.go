@@ -29,7 +29,12 @@ errorType, errorMessage, httpStatus, attempts, pipeline, consumerGroup, original
 originalPartition, originalOffset, firstFailureTime, lastFailureTime, replayCount, key, keyEncoding
 (text or base64), value, valueEncoding, valueTruncated (a value over 64 KiB is cut by the list; show
 gives it whole), headers (a JSON array of name, value, encoding), stateNote, stateRequestedBy,
-stateTime.`,
+stateTime.
+
+The values of a dead letter were written by producers and sinks: a CSV cell that a spreadsheet would
+run as a formula (one starting with =, +, -, @, a tab or a carriage return, also after blanks or
+quotes, also their full-width forms) is written with a single quote first, in double quotes, so that
+it shows as text; a plain number such as -5 stays a number. For the data exactly as it is, use -o json.`,
 		Example: `  # Everything, for a spreadsheet
   kubectl dlq export orders-dlq -o csv --file orders-dlq.csv
 
@@ -88,7 +93,7 @@ func runExport(cmd *cobra.Command, o *Options, sel *selectorFlags, queue string,
 	var end func() error
 	switch o.output {
 	case outCSV:
-		w := newCSV(out, o.noHeaders, LetterColumns...)
+		w := newCSV(o, out, LetterColumns...)
 		write = func(d *dlv1.DeadLetter) error { return w.Write(letterCSV(d)) }
 		end = func() error { w.Flush(); return w.Error() }
 	default:

@@ -1,10 +1,12 @@
 package dlqcli
 
 import (
-	"encoding/csv"
+	"bufio"
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -121,13 +123,102 @@ func (t *table) row(cells ...string) {
 
 func (t *table) flush() error { return t.w.Flush() }
 
-// csvWriter writes RFC 4180 CSV with a header row unless --no-headers.
-func newCSV(w io.Writer, noHeaders bool, headers ...string) *csv.Writer {
-	c := csv.NewWriter(w)
-	if !noHeaders {
+// csvWriter writes RFC 4180 CSV as encoding/csv does, but neutralises formulas: a cell that a
+// spreadsheet would take for a formula (formulaCell) gets a single quote first and is always
+// quoted, as OWASP recommends against CSV injection.
+type csvWriter struct {
+	w   *bufio.Writer
+	err error
+}
+
+// newCSV writes to w with a header row unless --no-headers.
+func newCSV(o *Options, w io.Writer, headers ...string) *csvWriter {
+	c := &csvWriter{w: bufio.NewWriter(w)}
+	if !o.noHeaders {
 		_ = c.Write(headers)
 	}
 	return c
+}
+
+// Write writes one row.
+func (c *csvWriter) Write(cells []string) error {
+	if c.err != nil {
+		return c.err
+	}
+	var row strings.Builder
+	for i, cell := range cells {
+		if i > 0 {
+			row.WriteByte(',')
+		}
+		quote := false
+		if formulaCell(cell) {
+			cell, quote = "'"+cell, true
+		}
+		if quote || csvNeedsQuotes(cell) {
+			row.WriteString(`"` + strings.ReplaceAll(cell, `"`, `""`) + `"`)
+		} else {
+			row.WriteString(cell)
+		}
+	}
+	row.WriteByte('\n')
+	_, c.err = c.w.WriteString(row.String())
+	return c.err
+}
+
+// Flush writes what is buffered; Error says whether a write failed.
+func (c *csvWriter) Flush() {
+	if err := c.w.Flush(); c.err == nil {
+		c.err = err
+	}
+}
+
+func (c *csvWriter) Error() error { return c.err }
+
+// csvNeedsQuotes is encoding/csv's rule: a comma, a quote or a line break in the cell, a leading
+// space, or the cell \. alone.
+func csvNeedsQuotes(s string) bool {
+	if s == "" {
+		return false
+	}
+	if s == `\.` || strings.ContainsAny(s, ",\"\r\n") {
+		return true
+	}
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsSpace(r)
+}
+
+// formulaTriggers start a formula in a spreadsheet: = + - @, and their full-width forms, which
+// some spreadsheets take for the ASCII ones.
+const formulaTriggers = "=+-@\uff1d\uff0b\uff0d\uff20"
+
+// formulaCell reports whether a spreadsheet could read s as a formula: it starts with a tab or a
+// carriage return, or, after any blanks and quotes, with = + - @ (or their full-width forms). A
+// plain decimal number (-12, +3, 1.5) is a number, not a formula, and stays as it is; anything
+// else starting so (a key "-abc" too) gets its quote.
+func formulaCell(s string) bool {
+	if s == "" || plainNumber(s) {
+		return false
+	}
+	if s[0] == '\t' || s[0] == '\r' {
+		return true
+	}
+	rest := strings.TrimLeftFunc(s, func(r rune) bool {
+		return unicode.IsSpace(r) || r == '"' || r == '\'' || r == '\uff02' || r == '\uff07'
+	})
+	r, size := utf8.DecodeRuneInString(rest)
+	return size > 0 && strings.ContainsRune(formulaTriggers, r)
+}
+
+// plainNumber reports whether s is an optional sign, digits, and optionally a point and digits.
+func plainNumber(s string) bool {
+	if s[0] == '-' || s[0] == '+' {
+		s = s[1:]
+	}
+	whole, frac, dot := strings.Cut(s, ".")
+	digits := func(x string) bool {
+		return x != "" && strings.Trim(x, "0123456789") == ""
+	}
+	return digits(whole) && (!dot || digits(frac))
 }
 
 // orNone is "<none>" for an empty cell, kubectl's way.

@@ -2,7 +2,6 @@ package dlqcli
 
 import (
 	"bytes"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -73,7 +72,7 @@ func letterCSV(d *dlv1.DeadLetter) []string {
 type letterRows struct {
 	o   *Options
 	t   *table
-	c   *csv.Writer
+	c   *csvWriter
 	n   int
 	now time.Time
 }
@@ -82,7 +81,7 @@ func newLetterRows(o *Options) *letterRows {
 	r := &letterRows{o: o, now: o.now()}
 	switch o.output {
 	case outCSV:
-		r.c = newCSV(o.streams.Out, o.noHeaders, LetterColumns...)
+		r.c = newCSV(o, o.streams.Out, LetterColumns...)
 	case outWide:
 		r.t = newTable(o.streams.Out, o.noHeaders, "DEAD LETTER", "AGE", "STATE", "REASON", "ERROR TYPE", "PIPELINE", "ATTEMPTS", "KEY", "HTTP", "ORIGINAL", "ERROR")
 	default:

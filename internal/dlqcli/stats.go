@@ -131,7 +131,7 @@ func printStats(o *Options, s Stats) error {
 		_, err = w.Write(b)
 		return err
 	case outCSV:
-		c := newCSV(w, o.noHeaders, "dimension", "name", "count")
+		c := newCSV(o, w, "dimension", "name", "count")
 		for _, sec := range sections {
 			for _, n := range sec.counts {
 				_ = c.Write([]string{strings.ToLower(strings.ReplaceAll(sec.title, " ", "-")), n.Name, strconv.FormatInt(n.Count, 10)})
