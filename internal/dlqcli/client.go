@@ -61,11 +61,12 @@ func restClient(cfg *rest.Config, gv schema.GroupVersion) (*rest.RESTClient, err
 	return rest.RESTClientFor(c)
 }
 
-func newClients(flags *genericclioptions.ConfigFlags) (*clients, error) {
+func newClients(flags *genericclioptions.ConfigFlags, warnings rest.WarningHandler) (*clients, error) {
 	cfg, err := flags.ToRESTConfig()
 	if err != nil {
 		return nil, err
 	}
+	cfg.WarningHandler = warnings
 	ns, _, err := flags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return nil, err

@@ -34,7 +34,9 @@ stateTime.
 The values of a dead letter were written by producers and sinks: a CSV cell that a spreadsheet would
 run as a formula (one starting with =, +, -, @, a tab or a carriage return, also after blanks or
 quotes, also their full-width forms) is written with a single quote first, in double quotes, so that
-it shows as text; a plain number such as -5 stays a number. For the data exactly as it is, use -o json.`,
+it shows as text; a plain number such as -5 stays a number. For the data exactly as it is, use -o json.
+JSON escapes the characters a terminal acts on (the same data); CSV written to a terminal shows them
+escaped.`,
 		Example: `  # Everything, for a spreadsheet
   kubectl dlq export orders-dlq -o csv --file orders-dlq.csv
 
@@ -112,7 +114,7 @@ func runExport(cmd *cobra.Command, o *Options, sel *selectorFlags, queue string,
 			if n == 0 {
 				sep = "\n"
 			}
-			_, err = io.WriteString(out, sep+string(b))
+			_, err = io.WriteString(out, sep+string(jsonSafe(b)))
 			return err
 		}
 		end = func() error { _, err := io.WriteString(out, "\n]}\n"); return err }

@@ -3,6 +3,12 @@ package dlqcli
 import (
 	"context"
 	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -11,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
@@ -33,6 +40,22 @@ func hostileLetter(ns, queue string) dlv1.DeadLetter {
 	d.Value = &dlv1.Payload{Encoding: dlv1.EncodingText, Data: "line 1\x1b[31m red\r\n0/9   1m   Resolved\u2066\x7f", Size: 40}
 	d.Headers = []dlv1.Header{{Name: "\x1b]52;c;cHduZWQ=\x07x-evil", Value: "\u009b2J\u0085", Encoding: dlv1.EncodingText}}
 	return d
+}
+
+// unsafeRunes are what a terminal acts on: C0 controls other than newline and tab, DEL, C1
+// controls, and the bidi controls that reorder what is shown.
+func unsafeRunes(s string) []string {
+	var out []string
+	for _, r := range s {
+		if r != '\n' && r != '\t' && (r < 0x20 || (r >= 0x7f && r <= 0x9f) || bidi(r)) {
+			out = append(out, fmt.Sprintf("U+%04X", r))
+		}
+	}
+	return out
+}
+
+func bidi(r rune) bool {
+	return r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // TestCSVNeutralisesFormulas: list -o csv and export -o csv write a cell a spreadsheet would take
@@ -95,4 +118,116 @@ func TestCSVNeutralisesFormulas(t *testing.T) {
 		g.Expect(r.code).To(Equal(ExitOK), r.stderr)
 		g.Expect(r.stdout).To(ContainSubstring(`,alice,"'@evil()",`))
 	})
+}
+
+// TestTerminalOutputIsEscaped: what list, show, stats, actions and errors print for a person has
+// none of the hostile letter's escapes, C1 controls or bidi overrides, shown instead as \x1b,
+// \u009b, \u202e; -o json escapes them as JSON does (the same data), and -o yaml prints (before:
+// "yaml: control characters are not allowed") with them escaped on a terminal.
+func TestTerminalOutputIsEscaped(t *testing.T) {
+	e := startEnv(t)
+	namespaceWithQueue(t, e, "termhostile", "orders-dlq")
+	d := hostileLetter("termhostile", "orders-dlq")
+	f := &fakeLetters{letters: []dlv1.DeadLetter{d}}
+	kubeconfig := f.serve(t, e)
+	run := func(t *testing.T, terminal bool, args ...string) result {
+		t.Helper()
+		return <-startPlugin(t, kubeconfig, testNow, terminal, &syncBuffer{}, append([]string{"-n", "termhostile"}, args...)...)
+	}
+	for _, args := range [][]string{{"list", "orders-dlq"}, {"list", "orders-dlq", "-o", "wide"}, {"show", "orders-dlq", "0/0"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			g := NewWithT(t)
+			r := run(t, false, args...)
+			g.Expect(r.code).To(Equal(ExitOK), r.stderr)
+			g.Expect(unsafeRunes(r.stdout)).To(BeEmpty(), "printed:\n%s", r.stdout)
+			g.Expect(r.stdout).To(ContainSubstring(`-order\x1b]0;pwned\x07\u009b2J\u202egpj`))
+			if args[0] == "show" {
+				g.Expect(r.stdout).To(ContainSubstring("  \\x1b]52;c;cHduZWQ=\\x07x-evil: \\u009b2J\\u0085\n"))
+				g.Expect(r.stdout).To(ContainSubstring("Value (40 bytes, text):\nline 1\\x1b[31m red\\r\n0/9   1m   Resolved\\u2066\\x7f\n"))
+			}
+			// a hostile value forges no table row nor shifts a column: one line per dead letter, its
+			// tab shown as \t
+			if args[0] == "list" {
+				g.Expect(strings.Count(r.stdout, "\n")).To(Equal(2), r.stdout)
+				g.Expect(r.stdout).To(ContainSubstring(`   \t=1+1   `))
+			}
+		})
+	}
+	t.Run("show -o json is the same data, escaped", func(t *testing.T) {
+		g := NewWithT(t)
+		r := run(t, false, "show", "orders-dlq", "0/0", "-o", "json")
+		g.Expect(r.code).To(Equal(ExitOK), r.stderr)
+		g.Expect(unsafeRunes(r.stdout)).To(BeEmpty(), "printed:\n%s", r.stdout)
+		var got dlv1.DeadLetter
+		g.Expect(json.Unmarshal([]byte(r.stdout), &got)).To(Succeed())
+		g.Expect(got.Key.Data).To(Equal(d.Key.Data))
+		g.Expect(got.Headers).To(Equal(d.Headers))
+	})
+	t.Run("show -o yaml", func(t *testing.T) {
+		g := NewWithT(t)
+		r := run(t, false, "show", "orders-dlq", "0/0", "-o", "yaml")
+		g.Expect(r.code).To(Equal(ExitOK), r.stderr)
+		var got dlv1.DeadLetter
+		g.Expect(yaml.Unmarshal([]byte(r.stdout), &got)).To(Succeed())
+		g.Expect(got.Key.Data).To(Equal(d.Key.Data), "off a terminal, -o yaml is the data")
+		g.Expect(got.Value.Data).To(Equal(d.Value.Data))
+		tty := run(t, true, "show", "orders-dlq", "0/0", "-o", "yaml")
+		g.Expect(tty.code).To(Equal(ExitOK), tty.stderr)
+		g.Expect(unsafeRunes(tty.stdout)).To(BeEmpty(), "printed:\n%s", tty.stdout)
+	})
+	t.Run("csv on a terminal", func(t *testing.T) {
+		g := NewWithT(t)
+		r := run(t, true, "list", "orders-dlq", "-o", "csv")
+		g.Expect(r.code).To(Equal(ExitOK), r.stderr)
+		g.Expect(unsafeRunes(r.stdout)).To(BeEmpty(), "printed:\n%s", r.stdout)
+	})
+	t.Run("stats and actions", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		q := &v1.DeadLetterQueue{}
+		g.Expect(e.Client.Get(ctx, client.ObjectKey{Namespace: "termhostile", Name: "orders-dlq"}, q)).To(Succeed())
+		q.Status = v1.DeadLetterQueueStatus{Messages: ptr.To[int64](1), Pending: ptr.To[int64](1), Topic: "t",
+			Reasons: []v1.NamedCount{{Name: "x\x1b]0;pwned\x07", Count: 1}}, ErrorTypes: []v1.NamedCount{{Name: "\u009b2J\u202e", Count: 1}}}
+		g.Expect(e.Client.Status().Update(ctx, q)).To(Succeed())
+		for _, out := range []string{"", "yaml"} {
+			args := []string{"stats", "orders-dlq"}
+			if out != "" {
+				args = append(args, "-o", out)
+			}
+			r := run(t, true, args...)
+			g.Expect(r.code).To(Equal(ExitOK), r.stderr)
+			g.Expect(unsafeRunes(r.stdout)).To(BeEmpty(), "printed:\n%s", r.stdout)
+		}
+		a := &v1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{Namespace: "termhostile", Name: "resolve-1"},
+			Spec: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: v1.DeadLetterResolve, RequestedBy: "alice", Note: "\x1b[2Jnote\u202e"}}
+		g.Expect(e.Client.Create(ctx, a)).To(Succeed())
+		r := run(t, false, "actions", "-o", "wide")
+		g.Expect(r.code).To(Equal(ExitOK), r.stderr)
+		g.Expect(unsafeRunes(r.stdout)).To(BeEmpty(), "printed:\n%s", r.stdout)
+		g.Expect(r.stdout).To(ContainSubstring(`\x1b[2Jnote\u202e`))
+	})
+}
+
+// TestWarningsAreEscaped: a warning of the API server is printed on stderr, escaped (client-go
+// refuses a warning with a C0 or C1 control, not one with a bidi override).
+func TestWarningsAreEscaped(t *testing.T) {
+	g := NewWithT(t)
+	q := v1.DeadLetterQueue{TypeMeta: metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: "DeadLetterQueue"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "warned", Name: "orders-dlq"}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Add("Warning", "299 - \"topic \u202eowned\u2066 by someone else\"")
+		writeJSON(w, http.StatusOK, q)
+	}))
+	t.Cleanup(srv.Close)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: fake, cluster: {server: %q}}]
+users: [{name: fake, user: {}}]
+contexts: [{name: fake, context: {cluster: fake, user: fake, namespace: warned}}]
+current-context: fake
+`, srv.URL)), 0o600)).To(Succeed())
+	r := runPlugin(t, kubeconfig, true, "stats", "orders-dlq")
+	g.Expect(r.code).To(Equal(ExitOK), r.stderr)
+	g.Expect(r.stderr).To(Equal("Warning: topic \\u202eowned\\u2066 by someone else\n"))
 }

@@ -2,6 +2,8 @@ package dlqcli
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/yaml"
 )
 
 // The output formats, -o.
@@ -64,35 +67,62 @@ func setKinds(obj runtime.Object) error {
 	return nil
 }
 
-// printObject prints obj (an object or a list) as json, yaml or names.
+// printObject prints obj (an object or a list) as json, yaml or names. JSON escapes what a terminal
+// acts on (jsonSafe: the same data); YAML and names are escaped when stdout is a terminal.
 func printObject(o *Options, obj runtime.Object) error {
 	if err := setKinds(obj); err != nil {
 		return err
 	}
-	var p printers.ResourcePrinter
+	var out []byte
 	switch o.output {
 	case outJSON:
-		p = &printers.JSONPrinter{}
+		b, err := json.MarshalIndent(obj, "", "    ")
+		if err != nil {
+			return err
+		}
+		_, err = o.streams.Out.Write(append(jsonSafe(b), '\n'))
+		return err
 	case outYAML:
-		p = &printers.YAMLPrinter{}
+		b, err := toYAML(obj)
+		if err != nil {
+			return err
+		}
+		out = b
 	case outName:
-		p = &printers.NamePrinter{}
+		var buf bytes.Buffer
+		p := &printers.NamePrinter{}
+		items := []runtime.Object{obj}
 		if meta.IsListType(obj) {
-			items, err := meta.ExtractList(obj)
-			if err != nil {
+			var err error
+			if items, err = meta.ExtractList(obj); err != nil {
 				return err
 			}
-			for _, it := range items {
-				if err := p.PrintObj(it, o.streams.Out); err != nil {
-					return err
-				}
-			}
-			return nil
 		}
+		for _, it := range items {
+			if err := p.PrintObj(it, &buf); err != nil {
+				return err
+			}
+		}
+		out = buf.Bytes()
 	default:
 		return fmt.Errorf("no printer for -o %q", o.output)
 	}
-	return p.PrintObj(obj, o.streams.Out)
+	if o.terminal(o.streams.Out) {
+		out = []byte(escapeText(string(out)))
+	}
+	_, err := o.streams.Out.Write(out)
+	return err
+}
+
+// toYAML is v as YAML, by way of JSON as sigs.k8s.io/yaml does it, with the runes YAML refuses in
+// its input (DEL and the C1 controls: "yaml: control characters are not allowed") escaped in the
+// JSON first, which the YAML then writes escaped in a double-quoted string.
+func toYAML(v any) ([]byte, error) {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return yaml.JSONToYAML(jsonSafe(j))
 }
 
 // table prints rows under headers (unless --no-headers), aligned like kubectl get.
@@ -113,10 +143,15 @@ func newTable(w io.Writer, noHeaders bool, headers ...string) *table {
 	return t
 }
 
+// row prints one row, each cell escaped for a terminal on one line (escapeLine): a hostile value
+// can neither act on the terminal nor, with a tab or a newline, shift the columns or forge a row.
 func (t *table) row(cells ...string) {
 	if t.headers != nil {
 		fmt.Fprintln(t.w, strings.Join(t.headers, "\t"))
 		t.headers = nil
+	}
+	for i, c := range cells {
+		cells[i] = escapeLine(c)
 	}
 	fmt.Fprintln(t.w, strings.Join(cells, "\t"))
 }
@@ -125,15 +160,17 @@ func (t *table) flush() error { return t.w.Flush() }
 
 // csvWriter writes RFC 4180 CSV as encoding/csv does, but neutralises formulas: a cell that a
 // spreadsheet would take for a formula (formulaCell) gets a single quote first and is always
-// quoted, as OWASP recommends against CSV injection.
+// quoted, as OWASP recommends against CSV injection. On a terminal every cell is also escaped
+// (escapeText), as a cell may hold anything.
 type csvWriter struct {
-	w   *bufio.Writer
-	err error
+	w    *bufio.Writer
+	term bool
+	err  error
 }
 
 // newCSV writes to w with a header row unless --no-headers.
 func newCSV(o *Options, w io.Writer, headers ...string) *csvWriter {
-	c := &csvWriter{w: bufio.NewWriter(w)}
+	c := &csvWriter{w: bufio.NewWriter(w), term: o.terminal(w)}
 	if !o.noHeaders {
 		_ = c.Write(headers)
 	}
@@ -153,6 +190,9 @@ func (c *csvWriter) Write(cells []string) error {
 		quote := false
 		if formulaCell(cell) {
 			cell, quote = "'"+cell, true
+		}
+		if c.term {
+			cell = escapeText(cell)
 		}
 		if quote || csvNeedsQuotes(cell) {
 			row.WriteString(`"` + strings.ReplaceAll(cell, `"`, `""`) + `"`)

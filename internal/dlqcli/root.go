@@ -57,7 +57,7 @@ func (o *Options) client() (*clients, error) {
 	if o.c != nil {
 		return o.c, nil
 	}
-	c, err := newClients(o.flags)
+	c, err := newClients(o.flags, newWarningPrinter(o.streams.ErrOut))
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func execute(ctx context.Context, o *Options, args []string) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(o.streams.ErrOut, "error: "+message(err))
+	fmt.Fprintln(o.streams.ErrOut, "error: "+escapeText(message(err)))
 	return exitCode(err)
 }
 

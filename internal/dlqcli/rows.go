@@ -57,7 +57,7 @@ func letterCSV(d *dlv1.DeadLetter) []string {
 	headers := "[]"
 	if len(d.Headers) > 0 {
 		b, _ := json.Marshal(d.Headers)
-		headers = string(b)
+		headers = string(jsonSafe(b))
 	}
 	return []string{
 		d.Queue, itoa(int64(d.Partition)), itoa(d.Offset), rfc3339(&d.CreationTimestamp, d.CreationTimestamp.Time), string(d.State.State),
@@ -152,7 +152,7 @@ func describeLetter(o *Options, d *dlv1.DeadLetter) error {
 	var b strings.Builder
 	line := func(label, value string) {
 		if value != "" {
-			fmt.Fprintf(&b, "%-16s%s\n", label+":", value)
+			fmt.Fprintf(&b, "%-16s%s\n", label+":", escapeLine(value))
 		}
 	}
 	line("Dead letter", fmt.Sprintf("%s %d/%d (topic %s, namespace %s)", d.Queue, d.Partition, d.Offset, d.Topic, d.Namespace))
@@ -208,7 +208,7 @@ func describeLetter(o *Options, d *dlv1.DeadLetter) error {
 		if h.Encoding == dlv1.EncodingBase64 {
 			v = "base64:" + v
 		}
-		fmt.Fprintf(&b, "  %s: %s\n", h.Name, v)
+		fmt.Fprintf(&b, "  %s: %s\n", escapeLine(h.Name), escapeLine(v))
 	}
 	if d.Value == nil {
 		fmt.Fprintf(&b, "Value:          <none>\n")
@@ -218,7 +218,7 @@ func describeLetter(o *Options, d *dlv1.DeadLetter) error {
 		if d.Value.Truncated {
 			cut = ", cut"
 		}
-		fmt.Fprintf(&b, "Value (%d bytes, %s%s):\n%s\n", d.Value.Size, kind, cut, strings.TrimRight(text, "\n"))
+		fmt.Fprintf(&b, "Value (%d bytes, %s%s):\n%s\n", d.Value.Size, kind, cut, escapeText(strings.TrimRight(text, "\n")))
 	}
 	_, err := fmt.Fprint(o.streams.Out, b.String())
 	return err

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
@@ -121,12 +120,15 @@ func printStats(o *Options, s Stats) error {
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
+		_, err = fmt.Fprintf(w, "%s\n", jsonSafe(b))
 		return err
 	case outYAML:
-		b, err := yaml.Marshal(s)
+		b, err := toYAML(s)
 		if err != nil {
 			return err
+		}
+		if o.terminal(w) {
+			b = []byte(escapeText(string(b)))
 		}
 		_, err = w.Write(b)
 		return err
@@ -141,7 +143,7 @@ func printStats(o *Options, s Stats) error {
 		return c.Error()
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Queue:          %s/%s (topic %s)\n", s.Namespace, s.Queue, orNone(s.Topic))
+	fmt.Fprintf(&b, "Queue:          %s/%s (topic %s)\n", s.Namespace, s.Queue, escapeLine(orNone(s.Topic)))
 	fmt.Fprintf(&b, "Dead letters:   %d held, %d pending\n", s.Messages, s.Pending)
 	if s.OldestPending != nil {
 		fmt.Fprintf(&b, "Oldest pending: %s (%s ago)\n", s.OldestPending.Format(time.RFC3339), age(o.now().Sub(*s.OldestPending)))

@@ -173,7 +173,7 @@ func printOutcome(w io.Writer, a *v1.DeadLetterAction) error {
 	if a.Status.Phase == v1.ActionFailed {
 		fmt.Fprintf(&b, "  why: %s\n", conditionMessage(a, v1.ConditionReady))
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, escapeText(b.String()))
 	return err
 }
 
@@ -215,7 +215,7 @@ func (p *progressBar) draw(a *v1.DeadLetterAction) {
 	if phase == "" {
 		phase = string(v1.ActionPending)
 	}
-	line := renderBar(a.Status.Done+a.Status.Skipped+a.Status.Failed, a.Status.Matched, 30) + "  " + phase
+	line := renderBar(a.Status.Done+a.Status.Skipped+a.Status.Failed, a.Status.Matched, 30) + "  " + escapeLine(phase)
 	if line == p.last {
 		return
 	}
