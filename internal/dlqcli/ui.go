@@ -25,9 +25,10 @@ it in your browser. The console shows the namespace's DeadLetterQueues, browses 
 letters, and replays, resolves, ignores or purges them by creating DeadLetterActions (a dry run first,
 to show how many dead letters an action matches), all with your kubeconfig identity and RBAC.
 
-The console listens on a loopback address only and answers only there; the URL printed carries a
-random token for this session, which your browser trades for a cookie. Anyone who can read the URL
-can act as you until you stop the console: do not share it.`,
+The console listens on a loopback address only and answers only there, under a random path of its
+own; the URL printed carries a random token for this session, which your browser trades for a
+cookie valid on that path only. Anyone who can read the URL can act as you until you stop the
+console: do not share it.`,
 		Example: `  # Open the console for the current namespace
   kubectl dlq ui
 

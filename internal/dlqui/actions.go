@@ -76,7 +76,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	http.Redirect(w, r, "/actions/"+url.PathEscape(created.Name), http.StatusSeeOther)
+	http.Redirect(w, r, s.path("/actions/"+url.PathEscape(created.Name)), http.StatusSeeOther)
 }
 
 // replayTarget is a Replay's optional target: a pipeline's first retry tier or a topic, not both.
@@ -135,7 +135,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	http.Redirect(w, r, "/actions/"+url.PathEscape(created.Name), http.StatusSeeOther)
+	http.Redirect(w, r, s.path("/actions/"+url.PathEscape(created.Name)), http.StatusSeeOther)
 }
 
 type actionsData struct {
@@ -180,10 +180,10 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := newActionView(a)
-	d := actionData{View: v, Verb: strings.ToLower(v.Action), Back: "/queues/" + url.PathEscape(v.Queue),
+	d := actionData{View: v, Verb: strings.ToLower(v.Action), Back: s.path("/queues/" + url.PathEscape(v.Queue)),
 		DoneWord: map[string]string{"Replay": "replayed", "Resolve": "resolved", "Ignore": "ignored", "Purge": "deleted"}[v.Action]}
 	if sel := a.Spec.Selector; sel != nil && len(sel.Records) == 1 {
-		d.Letter = "/queues/" + url.PathEscape(v.Queue) + "/letters/" + string(sel.Records[0])
+		d.Letter = s.path("/queues/" + url.PathEscape(v.Queue) + "/letters/" + string(sel.Records[0]))
 	}
 	title := v.Action + " " + v.Name
 	if v.DryRun {

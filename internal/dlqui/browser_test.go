@@ -230,7 +230,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("the token stayed in the address bar: %s (%v)", loc, err)
 	}
 
-	do("filter by reason", follow(`a[href="/queues/orders-dlq"]`),
+	do("filter by reason", follow(`a[href$="/queues/orders-dlq"]`),
 		chromedp.WaitVisible(css(`#f-reason`)),
 		chromedp.SetValue(css(`#f-reason`), "deadline_exceeded"),
 		follow(`#apply-filter`),
@@ -277,14 +277,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	base := "http://" + l.Addr().String()
-	do("a bulk replay, followed live", chromedp.Navigate(base+"/queues/orders-dlq?reason=max_retries_exceeded&state=Pending"),
+	do("a bulk replay, followed live", chromedp.Navigate(base+srv.path("/queues/orders-dlq?reason=max_retries_exceeded&state=Pending")),
 		chromedp.WaitVisible(css(`#bulk-preview`)), chromedp.SetValue(css(`#bulk-action`), "replay"),
 		follow(`#bulk-preview`), chromedp.WaitVisible(css(`#confirm`)),
 		follow(`#confirm`),
 		waitFor(`(() => { const p = document.getElementById('progress'); return !!p && p.value >= 40 && p.value < 100; })()`),
 		shot("console-progress.png"),
 		waitFor(`document.getElementById('progress').value === 100 && !document.getElementById('finished').hidden`),
-		follow(`a[href="/actions"]`), chromedp.WaitVisible(css(`table.actions`)), shot("console-actions.png"))
+		follow(`a[href$="/actions"]`), chromedp.WaitVisible(css(`table.actions`)), shot("console-actions.png"))
 	if s := text(`#main`); !strings.Contains(s, "Succeeded") {
 		t.Errorf("the actions page: %q", s)
 	}

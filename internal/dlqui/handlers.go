@@ -39,6 +39,8 @@ func (s *Server) routes() {
 
 // page is what every template gets besides its own data.
 type page struct {
+	// Base is the console's path, /<random>/: every link starts with it.
+	Base      string
 	Title     string
 	Namespace string
 	Nav       string
@@ -53,7 +55,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	if r.Method == http.MethodHead {
 		return
 	}
-	_ = pages[name].ExecuteTemplate(w, "layout.html", page{Title: title, Namespace: s.backend.Namespace(), Nav: nav,
+	_ = pages[name].ExecuteTemplate(w, "layout.html", page{Base: s.base, Title: title, Namespace: s.backend.Namespace(), Nav: nav,
 		CSRF: s.token, PollMs: s.poll.Milliseconds(), Data: data})
 }
 
@@ -268,18 +270,20 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	slices.SortFunc(d.Hidden, func(a, b hiddenField) int { return strings.Compare(a.Name+a.Value, b.Name+b.Value) })
-	d.First = "/queues/" + url.PathEscape(name) + "?" + fq.Encode()
+	d.First = s.path("/queues/" + url.PathEscape(name) + "?" + fq.Encode())
 	if list.Continue != "" {
 		nq := filterQuery(f)
 		nq.Set("continue", list.Continue)
 		nq.Set("page", strconv.Itoa(pageNo+1))
-		d.Next = "/queues/" + url.PathEscape(name) + "?" + nq.Encode()
+		d.Next = s.path("/queues/" + url.PathEscape(name) + "?" + nq.Encode())
 	}
 	if list.RemainingItemCount != nil {
 		d.More = *list.RemainingItemCount
 	}
 	for i := range list.Items {
-		d.Letters = append(d.Letters, newLetterRow(name, &list.Items[i]))
+		row := newLetterRow(name, &list.Items[i])
+		row.Link = s.path(row.Link)
+		d.Letters = append(d.Letters, row)
 	}
 	s.render(w, r, http.StatusOK, "queue", "Queue "+name, "queue", d)
 }
@@ -331,9 +335,9 @@ func (s *Server) letter(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := letterData{Queue: queue, Ref: strconv.FormatInt(p, 10) + "/" + strconv.FormatInt(off, 10), Letter: l,
-		Key: newPayloadView(l.Key), Value: newPayloadView(l.Value), Back: "/queues/" + url.PathEscape(queue)}
+		Key: newPayloadView(l.Key), Value: newPayloadView(l.Value), Back: s.path("/queues/" + url.PathEscape(queue))}
 	if a := l.State.Action; a != nil && a.Namespace == s.backend.Namespace() {
-		d.Action = "/actions/" + url.PathEscape(a.Name)
+		d.Action = s.path("/actions/" + url.PathEscape(a.Name))
 	}
 	s.render(w, r, http.StatusOK, "letter", "Dead letter "+d.Ref+" of "+queue, "queue", d)
 }

@@ -8,6 +8,11 @@
 // DNS rebinding), requires a random per-session token (given once in the URL, then kept in a
 // strict, HTTP-only cookie), checks the same token in every form it accepts (CSRF), and sends a
 // Content-Security-Policy that allows only its own embedded assets (no CDN, no inline script).
+//
+// Cookies ignore ports: every server on 127.0.0.1 would receive a cookie set for the console, and
+// a second console would replace the first one's. So each console serves everything under a random
+// path of its own (Base, /<random>/), and its cookie has that Path: the browser sends it there
+// only, never to another console nor to another local server.
 package dlqui
 
 import (
@@ -41,6 +46,9 @@ type Options struct {
 	Clock clock.PassiveClock
 	// Token is the session token; a random one when empty (tests set it).
 	Token string
+	// Base is the path prefix under which the console serves, /<something>/; a random one when
+	// empty (tests set it).
+	Base string
 	// PollInterval is how often the pages poll a running action; 1s when zero.
 	PollInterval time.Duration
 }
@@ -51,6 +59,7 @@ type Server struct {
 	backend Backend
 	clock   clock.PassiveClock
 	token   string
+	base    string
 	poll    time.Duration
 	mux     *http.ServeMux
 	samples *samples
@@ -64,19 +73,28 @@ func New(opts Options) (*Server, error) {
 	if opts.Backend == nil {
 		return nil, errors.New("dlqui: no backend")
 	}
-	s := &Server{backend: opts.Backend, clock: opts.Clock, token: opts.Token, poll: opts.PollInterval}
+	s := &Server{backend: opts.Backend, clock: opts.Clock, token: opts.Token, base: opts.Base, poll: opts.PollInterval}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
 	}
 	if s.poll <= 0 {
 		s.poll = time.Second
 	}
+	var err error
 	if s.token == "" {
-		b := make([]byte, 32)
-		if _, err := io.ReadFull(rand.Reader, b); err != nil {
+		if s.token, err = randomString(32); err != nil {
 			return nil, fmt.Errorf("dlqui: a session token: %w", err)
 		}
-		s.token = base64.RawURLEncoding.EncodeToString(b)
+	}
+	if s.base == "" {
+		id, err := randomString(16)
+		if err != nil {
+			return nil, fmt.Errorf("dlqui: a base path: %w", err)
+		}
+		s.base = "/" + id + "/"
+	}
+	if !strings.HasPrefix(s.base, "/") || !strings.HasSuffix(s.base, "/") {
+		return nil, fmt.Errorf("dlqui: base path %q: want /PREFIX/", s.base)
 	}
 	s.samples = newSamples(s.clock)
 	s.mux = http.NewServeMux()
@@ -84,8 +102,23 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// randomString is n random bytes, base64url without padding.
+func randomString(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(rand.Reader, b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
 // Token is the session token, which the URL carries once.
 func (s *Server) Token() string { return s.token }
+
+// Base is the path under which the console serves: /<random>/.
+func (s *Server) Base() string { return s.base }
+
+// path is the console's path p (absolute within the console, "/queues/x") under its base.
+func (s *Server) path(p string) string { return s.base + strings.TrimPrefix(p, "/") }
 
 // SetAddress sets the host:port the server answers as: the Host header of every request must be it
 // (or localhost with the same port).
@@ -100,7 +133,7 @@ func (s *Server) SetAddress(hostport string) {
 
 // URL is the address to open: it carries the token, which the server trades for a cookie.
 func (s *Server) URL(hostport string) string {
-	return "http://" + hostport + "/?token=" + url.QueryEscape(s.token)
+	return "http://" + hostport + s.base + "?token=" + url.QueryEscape(s.token)
 }
 
 // Listen binds address, which must be a loopback address (127.0.0.1:0 picks a free port), and
@@ -169,12 +202,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the console answers only at the address it listens on (Host "+r.Host+" refused)", http.StatusMisdirectedRequest)
 		return
 	}
+	rest, ok := strings.CutPrefix(r.URL.Path, s.base)
+	if !ok {
+		http.Error(w, "not found: open the URL kubectl dlq ui printed", http.StatusNotFound)
+		return
+	}
 	if t := r.URL.Query().Get("token"); t != "" && r.Method == http.MethodGet {
 		if !s.tokenOK(t) {
 			http.Error(w, "wrong token: open the URL kubectl dlq ui printed", http.StatusUnauthorized)
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		s.setCookie(w)
 		q := r.URL.Query()
 		q.Del("token")
 		u := *r.URL
@@ -182,8 +220,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 		return
 	}
-	c, err := r.Cookie(cookieName)
-	if err != nil || !s.tokenOK(c.Value) {
+	if !s.signedIn(r) {
 		http.Error(w, "not signed in: open the URL kubectl dlq ui printed (it carries this session's token)", http.StatusUnauthorized)
 		return
 	}
@@ -193,7 +230,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.mux.ServeHTTP(w, r)
+	// the pages route as if the console were at /
+	r2 := new(http.Request)
+	*r2 = *r
+	u := *r.URL
+	u.Path, u.RawPath = "/"+rest, ""
+	r2.URL = &u
+	s.mux.ServeHTTP(w, r2)
+}
+
+// setCookie keeps the session in a cookie scoped to the console's base path: HTTP-only, strict.
+func (s *Server) setCookie(w http.ResponseWriter) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.token, Path: s.base, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+}
+
+// signedIn reports whether the request carries this console's session cookie.
+func (s *Server) signedIn(r *http.Request) bool {
+	for _, c := range r.Cookies() {
+		if c.Name == cookieName && s.tokenOK(c.Value) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) tokenOK(t string) bool {

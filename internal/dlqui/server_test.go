@@ -57,13 +57,22 @@ func (c *console) do(req *http.Request) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	c.lastURL = resp.Request.URL.RequestURI()
+	// lastURL is where the request landed, within the console (its base path as /)
+	c.lastURL = "/" + strings.TrimPrefix(resp.Request.URL.RequestURI(), c.srv.Base())
 	return resp.StatusCode, string(b)
+}
+
+// url is the console's path, under its base unless it already is (a link read from a page).
+func (c *console) url(path string) string {
+	if strings.HasPrefix(path, c.srv.Base()) {
+		return c.ts.URL + path
+	}
+	return c.ts.URL + c.srv.path(path)
 }
 
 func (c *console) get(path string) (int, string) {
 	c.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, c.ts.URL+path, nil)
+	req, _ := http.NewRequest(http.MethodGet, c.url(path), nil)
 	return c.do(req)
 }
 
@@ -72,7 +81,7 @@ func (c *console) post(path string, form url.Values) (int, string) {
 	if form.Get("csrf") == "" {
 		form.Set("csrf", c.srv.Token())
 	}
-	req, _ := http.NewRequest(http.MethodPost, c.ts.URL+path, strings.NewReader(form.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, c.url(path), strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", c.ts.URL)
 	return c.do(req)
@@ -90,7 +99,7 @@ func mustContain(t *testing.T, body string, want ...string) {
 func TestGuards(t *testing.T) {
 	c := newConsole(t)
 	plain := func(method, path, host, cookie string, form url.Values) int {
-		req := httptest.NewRequest(method, path, strings.NewReader(form.Encode()))
+		req := httptest.NewRequest(method, c.srv.path(path), strings.NewReader(form.Encode()))
 		req.Host = host
 		if form != nil {
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -131,7 +140,7 @@ func TestGuards(t *testing.T) {
 		}
 	}
 	// a cross-site form carries the Origin of its site
-	req, _ := http.NewRequest(http.MethodPost, c.ts.URL+"/queues/orders-dlq/actions",
+	req, _ := http.NewRequest(http.MethodPost, c.url("/queues/orders-dlq/actions"),
 		strings.NewReader(url.Values{"action": {"replay"}, "csrf": {tok}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", "http://evil.example")
@@ -140,6 +149,28 @@ func TestGuards(t *testing.T) {
 	}
 	if n := len(c.fake.created); n != 1 {
 		t.Errorf("%d actions created, want only the one with the token", n)
+	}
+	// the console answers under its own random path only, and its cookie is scoped to that path: a
+	// browser sends it to no other console and no other server on 127.0.0.1 (cookies ignore ports)
+	for _, p := range []string{"/", "/?token=" + url.QueryEscape(tok), "/queues/orders-dlq"} {
+		req := httptest.NewRequest(http.MethodGet, p, nil)
+		req.Host = host
+		req.AddCookie(&http.Cookie{Name: cookieName, Value: tok})
+		w := httptest.NewRecorder()
+		c.srv.ServeHTTP(w, req)
+		if w.Code != http.StatusNotFound {
+			t.Errorf("GET %s outside the console's path %s: %d, want 404", p, c.srv.Base(), w.Code)
+		}
+	}
+	if b := c.srv.Base(); len(b) < 20 || !strings.HasPrefix(b, "/") || !strings.HasSuffix(b, "/") {
+		t.Errorf("base path %q: want /<random>/", b)
+	}
+	req = httptest.NewRequest(http.MethodGet, c.srv.path("/?token="+url.QueryEscape(tok)), nil)
+	req.Host = host
+	w := httptest.NewRecorder()
+	c.srv.ServeHTTP(w, req)
+	if ck := w.Result().Cookies(); len(ck) != 1 || ck[0].Path != c.srv.Base() || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode {
+		t.Errorf("the session cookie %+v: want HTTP-only, strict, Path %s", ck, c.srv.Base())
 	}
 	// the token leaves the URL once traded
 	if code, _ := c.get("/?token=" + url.QueryEscape(tok)); code != http.StatusOK || c.lastURL != "/" {
@@ -168,7 +199,7 @@ func TestListenOnlyOnLoopback(t *testing.T) {
 		if !strings.HasPrefix(got, "127.0.0.1:") || !srv.hostAllowed(got) {
 			t.Errorf("Listen(%q) bound %s (allowed as Host: %v)", addr, got, srv.hostAllowed(got))
 		}
-		if u := srv.URL(got); !strings.HasPrefix(u, "http://"+got+"/?token=") {
+		if u := srv.URL(got); !strings.HasPrefix(u, "http://"+got+srv.Base()+"?token=") {
 			t.Errorf("URL %q", u)
 		}
 	}
@@ -184,7 +215,7 @@ func TestOverviewShowsEveryQueue(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("overview: %d", code)
 	}
-	mustContain(t, body, `href="/queues/orders-dlq"`, `href="/queues/payments-dlq"`, `data-testid="pending">60<`, `data-testid="pending">7<`,
+	mustContain(t, body, `href="`+c.srv.Base()+`queues/orders-dlq"`, `href="`+c.srv.Base()+`queues/payments-dlq"`, `data-testid="pending">60<`, `data-testid="pending">7<`,
 		"max_retries_exceeded", "non_retriable_error", "Pending", "1.0/min", `<rect width="100"`, "not enough samples yet")
 	// a later status refresh adds a sample: the sparkline appears
 	c.fake.mu.Lock()
@@ -209,7 +240,7 @@ func TestQueueBrowserFiltersAndPages(t *testing.T) {
 	}
 	// deadline_exceeded is every third letter, orders every second: i%6 == 2, the last hour only
 	mustContain(t, body, `<option selected>deadline_exceeded</option>`, `value="2026-11-23T11:00"`,
-		"reason deadline_exceeded, pipeline shop/orders, state Pending, since 2026-11-23 11:00:00Z", `href="/queues/orders-dlq/letters/0/1"`)
+		"reason deadline_exceeded, pipeline shop/orders, state Pending, since 2026-11-23 11:00:00Z", `href="`+c.srv.Base()+`queues/orders-dlq/letters/0/1"`)
 	if strings.Contains(body, "non_retriable_error</td>") {
 		t.Error("a dead letter of another reason is listed")
 	}
@@ -219,7 +250,7 @@ func TestQueueBrowserFiltersAndPages(t *testing.T) {
 	next := between(body, `href="`, `" rel="next"`)
 	next = strings.ReplaceAll(next, "&amp;", "&")
 	_, body = c.get(next)
-	mustContain(t, body, "page 2, 10 more after it", "First page", `href="/queues/orders-dlq/letters/1/12"`)
+	mustContain(t, body, "page 2, 10 more after it", "First page", `href="`+c.srv.Base()+`queues/orders-dlq/letters/1/12"`)
 	if f := c.fake.filters[len(c.fake.filters)-1]; len(f.States) != 1 {
 		t.Errorf("page 2 lost the filter: %+v", f)
 	}
@@ -295,7 +326,7 @@ func TestActionsDryRunThenRunWithProgress(t *testing.T) {
 	}
 	mustContain(t, last, `"percent":100`, `"phase":"Succeeded"`, `"done":20`)
 	_, body = c.get("/queues/orders-dlq/letters/0/0")
-	mustContain(t, body, `id="letter-state">Replayed<`, "by alice@example.com", `href="/actions/`+run.Name+`"`)
+	mustContain(t, body, `id="letter-state">Replayed<`, "by alice@example.com", `href="`+c.srv.Base()+`actions/`+run.Name+`"`)
 	// a finished run cannot be confirmed again, nor can a running dry run
 	if code, _ := c.post("/actions/"+run.Name+"/run", url.Values{}); code != http.StatusBadRequest {
 		t.Errorf("confirming a run: %d", code)

@@ -105,7 +105,7 @@ func TestConsoleOnTheWholeStack(t *testing.T) {
 	b := newBrowser(ctx, t, chromium, t.TempDir())
 	b.do("open the URL", chromedp.Navigate(url), chromedp.WaitVisible(css(`section.card`)))
 	g.Expect(b.text(`[data-testid=pending]`)).To(Equal("12"))
-	b.do("filter by reason", follow(`a[href="/queues/`+queue+`"]`), chromedp.SetValue(css(`#f-reason`), headers.ReasonNonRetriable),
+	b.do("filter by reason", follow(`a[href$="/queues/`+queue+`"]`), chromedp.SetValue(css(`#f-reason`), headers.ReasonNonRetriable),
 		follow(`#apply-filter`))
 	rows, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('a.letter-link')].map(a => a.textContent)`))
 	g.Expect(err).NotTo(HaveOccurred())

@@ -3,6 +3,7 @@
 (function () {
   "use strict";
   var pollMs = parseInt(document.body.getAttribute("data-poll-ms"), 10) || 1000;
+  var base = document.body.getAttribute("data-base") || "/";
 
   function text(id, value) {
     var el = document.getElementById(id);
@@ -39,7 +40,7 @@
     var name = box.getAttribute("data-action");
     var dry = box.getAttribute("data-dry-run") === "true";
     function tick() {
-      fetch("/api/actions/" + encodeURIComponent(name), { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      fetch(base + "api/actions/" + encodeURIComponent(name), { credentials: "same-origin", headers: { "Accept": "application/json" } })
         .then(function (r) { return r.json(); })
         .then(function (view) {
           if (view.error) {
