@@ -27,8 +27,9 @@ to show how many dead letters an action matches), all with your kubeconfig ident
 
 The console listens on a loopback address only and answers only there, under a random path of its
 own; the URL printed carries a random token for this session, which your browser trades for a
-cookie valid on that path only. Anyone who can read the URL can act as you until you stop the
-console: do not share it.`,
+cookie valid on that path only. The browser is opened on a one-time sign-in page written for you
+alone, so the token is on no command line. Anyone who can read the printed URL can act as you until
+you stop the console: do not share it.`,
 		Example: `  # Open the console for the current namespace
   kubectl dlq ui
 
@@ -51,7 +52,9 @@ console: do not share it.`,
 			u := srv.URL(l.Addr().String())
 			fmt.Fprintf(o.streams.Out, "Dead-letter console for namespace %s at %s\nPress Ctrl-C to stop it.\n", c.namespace, u)
 			if !noBrowser {
-				if err := dlqui.OpenBrowser(u); err != nil {
+				// the opener's command line, public to every local user, gets a one-time sign-in
+				// page of the user's alone, never the URL with the token
+				if err := srv.OpenBrowser(l.Addr().String()); err != nil {
 					fmt.Fprintf(o.streams.ErrOut, "could not open a browser (%v): open the URL above\n", err)
 				}
 			}

@@ -5,9 +5,10 @@
 //
 // The server acts with the user's credentials, so it is guarded like kubectl proxy and more: it
 // binds loopback addresses only, answers only requests whose Host is the address it listens on (no
-// DNS rebinding), requires a random per-session token (given once in the URL, then kept in a
-// strict, HTTP-only cookie), checks the same token in every form it accepts (CSRF), and sends a
-// Content-Security-Policy that allows only its own embedded assets (no CDN, no inline script).
+// DNS rebinding), requires a random per-session token (given once in the URL, or traded for a
+// one-time code by the page the browser is opened on, then kept in a strict, HTTP-only cookie),
+// checks the same token in every form it accepts (CSRF), and sends a Content-Security-Policy that
+// allows only its own embedded assets (no CDN, no inline script).
 //
 // Cookies ignore ports: every server on 127.0.0.1 would receive a cookie set for the console, and
 // a second console would replace the first one's. So each console serves everything under a random
@@ -26,8 +27,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -66,6 +65,10 @@ type Server struct {
 
 	mu    sync.Mutex
 	hosts map[string]bool
+	// signIn is the one-time code of the page OpenBrowser wrote, "" once used; signInDir holds
+	// that page, removed once used or when Serve ends.
+	signIn    string
+	signInDir string
 }
 
 // New returns a console for opts.
@@ -159,6 +162,7 @@ func (s *Server) Listen(address string) (net.Listener, error) {
 // Serve serves on l until ctx ends.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	defer s.removeSignIn()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {
@@ -170,24 +174,6 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		_ = srv.Shutdown(shutdown)
 		return nil
 	}
-}
-
-// OpenBrowser opens u with the desktop's opener (xdg-open, open, or start on Windows).
-func OpenBrowser(u string) error {
-	var cmd *exec.Cmd
-	switch runtime.GOOS {
-	case "darwin":
-		cmd = exec.Command("open", u)
-	case "windows":
-		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", u)
-	default:
-		cmd = exec.Command("xdg-open", u)
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	go func() { _ = cmd.Wait() }()
-	return nil
 }
 
 // ServeHTTP guards every request, then routes it.
@@ -205,6 +191,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, s.base)
 	if !ok {
 		http.Error(w, "not found: open the URL kubectl dlq ui printed", http.StatusNotFound)
+		return
+	}
+	if rest == "login" && r.Method == http.MethodPost {
+		s.login(w, r)
 		return
 	}
 	if t := r.URL.Query().Get("token"); t != "" && r.Method == http.MethodGet {

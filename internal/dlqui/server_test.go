@@ -172,6 +172,17 @@ func TestGuards(t *testing.T) {
 	if ck := w.Result().Cookies(); len(ck) != 1 || ck[0].Path != c.srv.Base() || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode {
 		t.Errorf("the session cookie %+v: want HTTP-only, strict, Path %s", ck, c.srv.Base())
 	}
+	// a sign-in code works only as OpenBrowser wrote it, once (TestUIOpensTheBrowserWithoutTheToken)
+	for _, code := range []string{"", "nope", tok} {
+		req = httptest.NewRequest(http.MethodPost, c.srv.path("/login"), strings.NewReader(url.Values{"code": {code}}.Encode()))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		w = httptest.NewRecorder()
+		c.srv.ServeHTTP(w, req)
+		if w.Code != http.StatusUnauthorized || len(w.Result().Cookies()) != 0 {
+			t.Errorf("sign-in with code %q and no sign-in page: %d %v, want 401 and no cookie", code, w.Code, w.Result().Cookies())
+		}
+	}
 	// the token leaves the URL once traded
 	if code, _ := c.get("/?token=" + url.QueryEscape(tok)); code != http.StatusOK || c.lastURL != "/" {
 		t.Errorf("after the token: %d at %s, want 200 at /", code, c.lastURL)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -84,5 +86,39 @@ func TestTwoConsolesSideBySide(t *testing.T) {
 		g.Expect(s).NotTo(ContainSubstring(cookieName), "another server on 127.0.0.1 received a console's session")
 		g.Expect(s).NotTo(Or(ContainSubstring(first.Token()), ContainSubstring(second.Token())))
 	}
+	g.Expect(strings.Join(b.errs.get(), "\n")).To(BeEmpty())
+}
+
+// TestBrowserSignsInFromTheOpenersPage: OpenBrowser gives the desktop's opener (here a stand-in
+// xdg-open that records its arguments) the path of a private sign-in page; real Chromium opening
+// that file lands signed in on the console (the one-time code posted from a file, then the
+// console's own page moving on, so the strict cookie goes along), the page is removed once used,
+// and the opener's arguments never held the session token.
+func TestBrowserSignsInFromTheOpenersPage(t *testing.T) {
+	g := NewWithT(t)
+	chromium := chromiumPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, addr := startConsole(ctx, t)
+	bin, record := t.TempDir(), filepath.Join(t.TempDir(), "argv")
+	g.Expect(os.WriteFile(filepath.Join(bin, "xdg-open"), []byte("#!/bin/sh\nprintf '%s\\n' \"$@\" > "+record+".tmp && mv "+record+".tmp "+record+"\n"), 0o755)).To(Succeed())
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	g.Expect(srv.OpenBrowser(addr)).To(Succeed())
+	var argv []byte
+	g.Eventually(func() error { var err error; argv, err = os.ReadFile(record); return err }, 30*time.Second, 20*time.Millisecond).Should(Succeed())
+	g.Expect(string(argv)).NotTo(ContainSubstring(srv.Token()))
+	page := strings.TrimSpace(string(argv))
+	g.Expect(page).To(HaveSuffix(".html"))
+
+	b := newBrowser(ctx, t, chromium, t.TempDir())
+	b.do("open the page the opener got", chromedp.Navigate("file://"+page), chromedp.WaitVisible(css(`section.card`)))
+	g.Expect(b.text(`h1`)).To(Equal("Dead-letter queues"))
+	loc, err := chromedp.Run(b.ctx, chromedp.Location())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(loc).To(Equal("http://" + addr + srv.Base()))
+	b.do("follow a link", follow(`a[href$="/queues/orders-dlq"]`), chromedp.WaitVisible(css(`#f-reason`)))
+	_, err = os.Stat(page)
+	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the sign-in page is removed once used: %v", err)
 	g.Expect(strings.Join(b.errs.get(), "\n")).To(BeEmpty())
 }
