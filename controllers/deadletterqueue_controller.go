@@ -133,6 +133,7 @@ func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, s *dlqS
 // publishes the live figures.
 func (r *DeadLetterQueueReconciler) writeStatus(ctx context.Context, s *dlqScope) error {
 	before := s.dlq.Status.DeepCopy()
+	r.judgeFigures(s)
 	st := dlqStatus(s)
 	if err := r.patchStatus(ctx, s.dlq, st); err != nil {
 		return err

@@ -29,6 +29,26 @@ type dlqLive struct {
 	growth growthRate
 	// now is when the Healthy condition was judged.
 	now time.Time
+	// figuresAt is when the figures the status shows were read (zero: not since the manager
+	// started), set by judgeFigures.
+	figuresAt time.Time
+}
+
+// judgeFigures sets when the figures were read and when they are judged, whichever steps ran: this
+// reconcile's read, else the last snapshot of the topic's offsets the batched reads kept (which a
+// failed round does not replace).
+func (r *DeadLetterQueueReconciler) judgeFigures(s *dlqScope) {
+	if s.live.now.IsZero() {
+		s.live.now = r.Clock.Now()
+	}
+	switch {
+	case s.counted:
+		s.live.figuresAt = s.offsetsAt
+	case s.connKey != "":
+		if _, taken, ok := r.Kafka.Offsets.Peek(s.connKey, s.want.Name); ok {
+			s.live.figuresAt = taken
+		}
+	}
 }
 
 // refreshLiveFigures brings the queue's breakdown (reasons, error types, pipelines, oldest and

@@ -26,6 +26,8 @@ func TestSetDLQHealthy(t *testing.T) {
 		messages    *int64
 		oldest      *metav1.Time
 		growth      growthRate
+		readAgo     time.Duration // how long before liveNow the figures were read (30s interval)
+		neverRead   bool          // not read since the manager started
 		wantStatus  metav1.ConditionStatus
 		wantReason  string
 		wantMessage string
@@ -62,6 +64,22 @@ func TestSetDLQHealthy(t *testing.T) {
 		"an unknown growth rate is no crossing": {
 			messages: ptr.To[int64](5), growth: growthRate{perMinute: 1000}, wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonHealthy,
 		},
+		"figures read two intervals ago: still judged": {
+			messages: ptr.To[int64](11), readAgo: time.Minute, wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonTooManyMessages,
+		},
+		"figures read more than two intervals ago: unknown, whatever they say": {
+			messages: ptr.To[int64](0), readAgo: 2*time.Minute + 500*time.Millisecond, wantStatus: metav1.ConditionUnknown, wantReason: v1.ReasonFiguresStale,
+			wantMessage: "the figures were last read at 2026-11-21T09:57:59Z, more than 2 refresh intervals (1m) ago (see Ready): " +
+				"whether an alert threshold is crossed is not known until they are read again",
+		},
+		"stale figures that crossed a threshold: unknown too": {
+			messages: ptr.To[int64](11), oldest: old, growth: fast, readAgo: time.Hour, wantStatus: metav1.ConditionUnknown, wantReason: v1.ReasonFiguresStale,
+		},
+		"figures not read since the manager started: unknown": {
+			messages: ptr.To[int64](0), neverRead: true, wantStatus: metav1.ConditionUnknown, wantReason: v1.ReasonFiguresStale,
+			wantMessage: "the figures in status have not been read since the manager started (see Ready): " +
+				"whether an alert threshold is crossed is not known until they are read again",
+		},
 		"every crossing: the most severe gives the reason, the message names all": {
 			messages: ptr.To[int64](11), oldest: old, growth: fast, wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonFastGrowth,
 			wantMessage: "grew by 12.5 dead letters per minute over the last 5m, more than maxGrowthPerMinute 12; " +
@@ -72,7 +90,11 @@ func TestSetDLQHealthy(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			st := &v1.DeadLetterQueueStatus{Messages: tc.messages, OldestMessageTime: tc.oldest}
-			setDLQHealthy(st, 4, th, tc.growth, liveNow)
+			age := figuresAge{now: liveNow, readAt: liveNow.Add(-tc.readAgo), staleAfter: staleRefreshes * 30 * time.Second}
+			if tc.neverRead {
+				age.readAt = time.Time{}
+			}
+			setDLQHealthy(st, 4, th, tc.growth, age)
 			c := meta.FindStatusCondition(st.Conditions, v1.ConditionHealthy)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(tc.wantStatus))

@@ -32,7 +32,8 @@ func dlqStatus(s *dlqScope) v1.DeadLetterQueueStatus {
 	setDLQStates(&st, s.states)
 	setDLQReady(&st, dlq.Generation, s.problems, dlqReadyMessage(s.want, s.topic))
 	setStalled(&st.Conditions, dlq.Generation, s.problems)
-	setDLQHealthy(&st, dlq.Generation, render.DeadLetterQueueAlertThresholds(dlq), s.live.growth, s.live.now)
+	setDLQHealthy(&st, dlq.Generation, render.DeadLetterQueueAlertThresholds(dlq), s.live.growth,
+		figuresAge{now: s.live.now, readAt: s.live.figuresAt, staleAfter: staleRefreshes * s.interval})
 	return st
 }
 
@@ -119,6 +120,34 @@ func namedCounts(counts []kafkastats.Count, limit int) []v1.NamedCount {
 // maxNamedCountName is the API's bound on v1.NamedCount.Name.
 const maxNamedCountName = 253
 
+// staleRefreshes is how many refresh intervals old the figures of a status may be before the
+// conditions judged on them are Unknown: a refresh that works shows figures at most about one
+// interval old (the batched reads' snapshots), so two means at least one refresh was missed.
+const staleRefreshes = 2
+
+// figuresAge says how old the figures in a status are: read at readAt (zero: not since the manager
+// started), judged at now, stale after staleAfter.
+type figuresAge struct {
+	now, readAt time.Time
+	staleAfter  time.Duration
+}
+
+// stale reports whether the figures are too old to judge by.
+func (a figuresAge) stale() bool {
+	return a.readAt.IsZero() || a.now.Sub(a.readAt) > a.staleAfter
+}
+
+// staleMessage says how old the figures are and what that means.
+func (a figuresAge) staleMessage() string {
+	const unknown = "whether an alert threshold is crossed is not known until they are read again"
+	if a.readAt.IsZero() {
+		return "the figures in status have not been read since the manager started (see Ready): " + unknown
+	}
+	// No "ago": the message stays the same while the outage lasts, so status is not rewritten.
+	return fmt.Sprintf("the figures were last read at %s, more than %d refresh intervals (%s) ago (see Ready): %s",
+		a.readAt.UTC().Format(time.RFC3339), staleRefreshes, shortDuration(a.staleAfter), unknown)
+}
+
 // setDLQHealthy sets Healthy from the figures of st and the growth rate, against the thresholds of
 // spec.alerts (with the defaults the alert rules use):
 //   - False when one is crossed now, with the reason of the most severe crossing: FastGrowth (net
@@ -126,18 +155,27 @@ const maxNamedCountName = 253
 //     TooManyMessages (more than maxMessages held), then OldMessages (the oldest held is older than
 //     maxOldestAge); the message names every crossing;
 //   - True with reason Healthy when none is;
-//   - Unknown while the queue has never been counted.
+//   - Unknown while the queue has never been counted, and (reason FiguresStale) while its figures
+//     are stale: read more than staleRefreshes refresh intervals ago, or not since the manager
+//     started (Kafka unreachable, say); figures nobody can read cross no threshold, nor are they
+//     known not to.
 //
 // The condition reflects the crossing as of the last refresh. The alert rules on the same
 // thresholds wait their `for` durations (maxMessagesFor, maxGrowthFor, 5m for the age) before
 // firing, so the condition turns False first and the alert follows only if the crossing lasts.
-func setDLQHealthy(st *v1.DeadLetterQueueStatus, generation int64, th render.DeadLetterQueueThresholds, growth growthRate, now time.Time) {
+func setDLQHealthy(st *v1.DeadLetterQueueStatus, generation int64, th render.DeadLetterQueueThresholds, growth growthRate, age figuresAge) {
 	c := metav1.Condition{Type: v1.ConditionHealthy, ObservedGeneration: generation}
-	if st.Messages == nil {
+	switch {
+	case st.Messages == nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, v1.ReasonReconciling, "the dead letters have not been counted yet"
+	case age.stale():
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, v1.ReasonFiguresStale, age.staleMessage()
+	}
+	if c.Status != "" {
 		meta.SetStatusCondition(&st.Conditions, c)
 		return
 	}
+	now := age.now
 	var reasons, messages []string
 	if growth.known && growth.perMinute > float64(th.MaxGrowthPerMinute) {
 		reasons = append(reasons, v1.ReasonFastGrowth)

@@ -121,4 +121,7 @@ const (
 	ReasonFastGrowth = "FastGrowth"
 	// ReasonOldMessages means the oldest dead letter held is older than spec.alerts.maxOldestAge.
 	ReasonOldMessages = "OldMessages"
+	// ReasonFiguresStale (Healthy Unknown) means the figures in status were last read more than two
+	// refresh intervals ago (Kafka unreachable, say): whether a threshold is crossed is not known.
+	ReasonFiguresStale = "FiguresStale"
 )

@@ -135,7 +135,9 @@ type DeadLetterAlerts struct {
 type DeadLetterQueueStatus struct {
 	// conditions are Ready (the topic exists as specified), Healthy (False, with reason TooManyMessages,
 	// FastGrowth or OldMessages, while a threshold of spec.alerts is crossed at the last refresh; the
-	// alert rules on the same thresholds fire once the crossing has lasted their `for` duration).
+	// alert rules on the same thresholds fire once the crossing has lasted their `for` duration;
+	// Unknown, with reason FiguresStale, while the figures were last read more than two refresh
+	// intervals ago, Kafka being unreachable, say).
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8

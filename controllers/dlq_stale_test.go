@@ -1,0 +1,59 @@
+package controllers_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+)
+
+// pausable makes every request c receives fail while paused is set, as a broker that stopped
+// answering would.
+func pausable(c *kfake.Cluster) *atomic.Bool {
+	paused := &atomic.Bool{}
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if paused.Load() {
+			return nil, errors.New("paused"), true
+		}
+		return nil, nil, false
+	})
+	return paused
+}
+
+// A queue whose broker stops answering cannot say whether a threshold is crossed: once its figures
+// are older than two refresh intervals, Healthy is Unknown (reason FiguresStale, saying when they
+// were read), not True on figures nobody can read; when the broker answers again it is True again.
+func TestHealthyIsUnknownWhileTheFiguresCannotBeRead(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(c.Close)
+	paused := pausable(c)
+	q := newDLQ(ns, "dlq", "stale.dlq")
+	q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: c.ListenAddrs()}
+	q.Spec.StatusRefreshInterval = &metav1.Duration{Duration: time.Second}
+	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), q) })
+	g.Eventually(dlqHealthy(q), wait, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", v1.ReasonHealthy)))
+
+	paused.Store(true)
+	g.Eventually(dlqReady(q), wait, poll).Should(notReady(v1.ReasonKafkaUnavailable))
+	g.Eventually(dlqHealthy(q), wait, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionUnknown),
+		HaveField("Reason", v1.ReasonFiguresStale), HaveField("Message", ContainSubstring("last read at"))))
+
+	paused.Store(false)
+	g.Eventually(dlqHealthy(q), wait, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", v1.ReasonHealthy)))
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(q), q)).To(Succeed())
+}
