@@ -84,6 +84,9 @@ func (r *DeadLetterActionReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, r.fail(ctx, a, &problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(err.Error(), maxConditionMessage)})
 	}
 	dlq, kc, p := r.resolveQueue(ctx, a)
+	if p != nil && p.Reason == v1.ReasonReplayTargetRefused {
+		return ctrl.Result{}, r.fail(ctx, a, p)
+	}
 	if p == nil {
 		p = r.checkTurn(ctx, a)
 	}
@@ -141,6 +144,9 @@ func (r *DeadLetterActionReconciler) resolveQueue(ctx context.Context, a *v1.Dea
 			return nil, nil, p
 		}
 		return nil, nil, &problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
+	}
+	if p := r.checkReplayTarget(ctx, a); p != nil {
+		return nil, nil, p
 	}
 	if t := a.Spec.Target; a.Spec.Action == v1.DeadLetterReplay && t != nil && t.Topic != "" {
 		if p := r.claimProblem(a, string(t.Topic)); p != nil {
@@ -354,10 +360,19 @@ func (r *DeadLetterActionReconciler) replayTarget(a *v1.DeadLetterAction, queueC
 		if p.Status.Topics == nil || len(p.Status.Topics.Retries) == 0 {
 			return deadletters.Target{}, fmt.Errorf("%w: pipeline %s/%s has no retry topic to replay through", deadletters.ErrNoTarget, namespace, name)
 		}
+		// Only a tier the pipeline manages: one that lost a conflict over its source names the
+		// tier of the pipeline that won it, whose consumer group reads it.
+		tier := p.Status.Topics.Retries[0].Name
+		if owned, err := r.Ledger.Owns(ctx, p, tier); err != nil || !owned {
+			if err != nil {
+				return deadletters.Target{}, err
+			}
+			return deadletters.Target{}, fmt.Errorf("%w: pipeline %s/%s does not manage the retry topic %s (see its TopicsReady condition)", deadletters.ErrNoTarget, namespace, name, tier)
+		}
 		kc := &kafkaClient{}
 		if err := r.connect(ctx, kc, actionOwner(client.ObjectKeyFromObject(a)), p.Namespace, p.Spec.Kafka); err != nil {
 			return deadletters.Target{}, err
 		}
-		return deadletters.Target{Topic: p.Status.Topics.Retries[0].Name, Conn: kc.conn}, nil
+		return deadletters.Target{Topic: tier, Conn: kc.conn}, nil
 	})
 }

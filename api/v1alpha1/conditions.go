@@ -108,6 +108,11 @@ const (
 	ReasonChildConflict = "ChildConflict"
 )
 
+// ReasonReplayTargetRefused (a DeadLetterAction's Ready and Complete, phase Failed) means a Replay's
+// spec.target.topic is a topic the operator manages as a dead-letter queue, a record of decisions or
+// a retry tier: the action fails before anything is written.
+const ReasonReplayTargetRefused = "ReplayTargetRefused"
+
 // Condition reasons of the Healthy condition of a DeadLetterQueue. Healthy reflects the thresholds of
 // spec.alerts as crossed at the last refresh; the alert rules on the same thresholds add their `for`
 // durations before firing.

@@ -251,6 +251,8 @@ type HeaderMatch struct {
 
 // ReplayTarget is where Replay produces: exactly one of pipeline or topic.
 // +kubebuilder:validation:XValidation:rule="has(self.pipeline) != has(self.topic)",message="set exactly one of target.pipeline and target.topic"
+// +kubebuilder:validation:XValidation:rule="!has(self.topic) || !self.topic.endsWith('.state')",message="target.topic may not be a queue's record of decisions (a name ending in .state), which only the operator writes"
+// +kubebuilder:validation:XValidation:rule="!has(self.topic) || !self.topic.matches('[.]retry[.][0-9][0-9a-zA-Z.]*(-[0-9]+)?$')",message="target.topic may not be a pipeline's retry topic (<source>.retry.<n> or <source>.retry.<delay>): set target.pipeline to replay through a pipeline's first retry topic"
 type ReplayTarget struct {
 	// pipeline is the name of a ConsumerPipeline in the action's namespace; replayed records go to its
 	// first retry tier, due at once, so only its consumer group receives them.
@@ -259,8 +261,12 @@ type ReplayTarget struct {
 	// +optional
 	Pipeline string `json:"pipeline,omitempty"`
 
-	// topic is a Kafka topic to produce to, as asked explicitly. Beware: every consumer group of that
-	// topic receives the replayed records.
+	// topic is a Kafka topic to produce to, as asked explicitly, on the queue's cluster: a source
+	// topic, or a topic the operator does not manage. Beware: every consumer group of that topic
+	// receives the replayed records. Never a topic the operator manages as a dead-letter queue (this
+	// queue's or another's), a record of decisions (<queue topic>.state) or a retry tier: the API
+	// server refuses those names, and the operator fails the action, writing nothing, when the topic
+	// ledger records the topic as such.
 	// +optional
 	Topic TopicName `json:"topic,omitempty"`
 }

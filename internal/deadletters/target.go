@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"sync"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
@@ -68,3 +70,26 @@ func Targets(spec *v1.ReplayTarget, namespace string, dlqConn kafka.Connection, 
 		return lookup(ctx, name)
 	}
 }
+
+// retryTierName matches the names the operator gives retry tiers (dispatchercfg.BuildTiers):
+// <source>.retry.<attempt> and <source>.retry.<delay>[-<tier>]. The API's CEL rule on
+// spec.target.topic is the same expression.
+var retryTierName = regexp.MustCompile(`[.]retry[.][0-9][0-9a-zA-Z.]*(-[0-9]+)?$`)
+
+// CheckTopicTarget refuses, by its name alone, a spec.target.topic that is a record of decisions (a
+// name ending in StateTopicSuffix, of any queue) or a retry tier of any pipeline: a replay written
+// there would record decisions under any requestedBy, or reach another pipeline's consumer group as
+// one of its retries. Topics the operator manages under other names (dead-letter topics) are known
+// only to the topic ledger, which the caller checks.
+func CheckTopicTarget(topic string) error {
+	switch {
+	case strings.HasSuffix(topic, StateTopicSuffix):
+		return fmt.Errorf("is named like a queue's record of decisions (ending in %q), which only the operator writes", StateTopicSuffix)
+	case IsRetryTierName(topic):
+		return errors.New("is named like a pipeline's retry topic (<source>.retry.<n> or <source>.retry.<delay>)")
+	}
+	return nil
+}
+
+// IsRetryTierName reports whether topic is named as the operator names retry tiers.
+func IsRetryTierName(topic string) bool { return retryTierName.MatchString(topic) }

@@ -140,3 +140,26 @@ func TestCountsAndOldestPending(t *testing.T) {
 		t.Errorf("oldest pending %v %v, want minute 4 (partition 0 offset 2)", oldest, err)
 	}
 }
+
+func TestCheckTopicTarget(t *testing.T) {
+	for topic, refused := range map[string]bool{
+		"orders":               false,
+		"team-a.orders":        false,
+		"team-a.dlq.state":     true,  // any queue's record of decisions
+		"state":                false, // no ".state" suffix
+		"orders.retry.1":       true,  // ByAttempt tier
+		"orders.retry.12":      true,
+		"orders.retry.1m30s":   true, // ByDelay tier
+		"orders.retry.1.5s":    true,
+		"orders.retry.4s-3":    true,
+		"orders.retry.500ms":   true,
+		"orders.retry":         false,
+		"orders.retry.archive": false,
+		"orders.retrying.1":    false,
+	} {
+		err := deadletters.CheckTopicTarget(topic)
+		if (err != nil) != refused {
+			t.Errorf("CheckTopicTarget(%q) = %v, want refused %v", topic, err, refused)
+		}
+	}
+}

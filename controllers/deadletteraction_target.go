@@ -1,0 +1,73 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/deadletters"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
+)
+
+// checkReplayTarget refuses a Replay's spec.target.topic that the operator manages as a
+// dead-letter queue, a record of decisions or a retry tier, before the action writes anything: a
+// record replayed into a state topic records whatever decision its value says, under any
+// requestedBy (the admission policy on requestedBy then means nothing), and one replayed into a
+// queue or another pipeline's tier reaches consumers that never asked for it. The name rules
+// (deadletters.CheckTopicTarget) are the API's CEL rules, checked again for actions stored before
+// them; the topic ledger, which CEL cannot see, knows the rest: a topic any queue's record holds is
+// refused, and of a pipeline's record only its source topic is allowed (replaying into a source
+// topic is a legitimate use: every consumer group of that topic receives the records). The
+// problem is a user error: the action fails (its spec is immutable).
+func (r *DeadLetterActionReconciler) checkReplayTarget(ctx context.Context, a *v1.DeadLetterAction) *problem {
+	t := a.Spec.Target
+	if a.Spec.Action != v1.DeadLetterReplay || t == nil || t.Topic == "" {
+		return nil
+	}
+	topic := string(t.Topic)
+	refuse := func(what string) *problem {
+		return &problem{Reason: v1.ReasonReplayTargetRefused, Kind: problemUser, Message: truncate(fmt.Sprintf(
+			"target.topic %q %s: a replay never writes into a topic the operator manages as a dead-letter queue, a record of decisions or a retry topic; "+
+				"replay through a pipeline (target.pipeline, or no target: each dead letter's own pipeline) or into a source topic; nothing was written",
+			topic, what), maxConditionMessage)}
+	}
+	if err := deadletters.CheckTopicTarget(topic); err != nil {
+		return refuse(err.Error())
+	}
+	holders, err := r.Ledger.Holders(ctx, topic)
+	if err != nil {
+		return &problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
+	}
+	for _, h := range holders {
+		if role, ok := ledgerRole(h, topic); !ok {
+			return refuse(fmt.Sprintf("is the %s of %s", role, h))
+		}
+	}
+	return nil
+}
+
+// ledgerRole names what topic is to the resource whose ledger record h holds it, and whether a
+// replay may write into it: only a pipeline's source topic.
+func ledgerRole(h kafkaspec.Holder, topic string) (role string, allowed bool) {
+	switch h.Kind {
+	case "DeadLetterQueue":
+		if dlq, ok := strings.CutSuffix(topic, deadletters.StateTopicSuffix); ok && slices.Contains(h.Topics, dlq) {
+			return "record of decisions", false
+		}
+		return "dead-letter topic", false
+	case "ConsumerPipeline":
+		if deadletters.IsRetryTierName(topic) {
+			return "retry topic", false
+		}
+		for _, other := range h.Topics {
+			if strings.HasPrefix(topic, other+".retry.") {
+				return "retry topic", false
+			}
+		}
+		return "source topic", true
+	default:
+		return "topic", false
+	}
+}
