@@ -103,6 +103,9 @@ func waitingForReferences() *problem {
 
 // reconcileConfigMap applies the dispatcher ConfigMap and keeps its hash for the Deployment.
 func (r *ConsumerPipelineReconciler) reconcileConfigMap(ctx context.Context, s *pipelineScope) error {
+	if s.claimRefused != nil {
+		return nil // no config for consumers that must not run (stopConsumers)
+	}
 	if s.policy == nil || s.queue == nil {
 		s.deploymentProblems.add(waitingForReferences())
 		return nil
@@ -134,6 +137,9 @@ func (r *ConsumerPipelineReconciler) reconcileDeployment(ctx context.Context, s 
 	live := apply.Cached(ctx, r.Client, key, cur)
 	if live != nil && metav1.IsControlledBy(cur, s.p) {
 		s.deployment = cur
+	}
+	if s.claimRefused != nil {
+		return r.stopConsumers(ctx, s, cur)
 	}
 	if s.configHash == "" {
 		// The ConfigMap step recorded why.

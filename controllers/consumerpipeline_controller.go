@@ -89,6 +89,9 @@ type pipelineScope struct {
 
 	// topicProblems are the problems of the TopicsReady condition.
 	topicProblems problems
+	// claimRefused is the problem of a source topic or consumer group the claim policy refuses
+	// (consumerpipeline_claims.go); nil when allowed.
+	claimRefused *problem
 
 	// live is what the LiveFigures step found (consumerpipeline_live.go).
 	live pipelineLive
@@ -189,6 +192,7 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 		{"Finalizer", func(ctx context.Context, s *pipelineScope) error { return r.addFinalizer(ctx, s.p) }},
 		{"RetryPolicy", r.readPolicy},
 		{"DeadLetterQueue", r.readDeadLetterQueue},
+		{"ReadClaims", r.checkReadClaims},
 		{"Claims", r.checkClaims},
 		{"Connection", r.connectPipeline},
 		{"DescribeTopics", r.describeTopics},

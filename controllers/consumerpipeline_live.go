@@ -29,6 +29,10 @@ type pipelineLive struct {
 	// tierBacklog is the group's lag on each retry tier, by topic.
 	tierBacklog map[string]int64
 
+	// withheld is true when the pipeline may not read its source or join its group (the claim
+	// policy): its status shows no figure of them, not even the previous ones.
+	withheld bool
+
 	// deadLettersRead is true when deadLetterMessages was found out.
 	deadLettersRead bool
 	// deadLetterMessages is the number of dead letters from this pipeline in its queue; nil when the
@@ -146,6 +150,8 @@ func setPipelineFigures(st *v1.ConsumerPipelineStatus, previous *v1.PipelineTopi
 			t := &st.Topics.Retries[i]
 			if b, ok := live.tierBacklog[t.Name]; ok && live.lagRead {
 				t.Backlog = b
+			} else if live.withheld {
+				t.Backlog = 0
 			} else {
 				t.Backlog = before[t.Name]
 			}
@@ -157,6 +163,9 @@ func setPipelineFigures(st *v1.ConsumerPipelineStatus, previous *v1.PipelineTopi
 	}
 	if live.lagRead {
 		st.ConsumerLag = live.consumerLag
+	}
+	if live.withheld {
+		st.ConsumerLag, st.RetryBacklog = nil, nil
 	}
 	if live.deadLettersRead {
 		st.DeadLetterMessages = live.deadLetterMessages

@@ -183,6 +183,23 @@ func TestTopicClaimPolicy(t *testing.T) {
 	g.Expect(err).To(MatchError(And(ContainSubstring(`"team-b.orders"`), ContainSubstring("--topic-prefix"), ContainSubstring(`"team-a."`))))
 	g.Expect(kafkaspec.Tenancy{TopicPrefix: "{namespace}."}.CheckClaim("team-a", "team-a.orders")).To(Succeed())
 	g.Expect(kafkaspec.Tenancy{}.CheckClaim("team-a", "anything")).To(Succeed())
+	// What a pipeline reads and the group it joins are claims as well; the group policy defaults to
+	// the topic prefix.
+	policy := kafkaspec.Tenancy{TopicPrefix: "{namespace}."}
+	g.Expect(policy.CheckSourceClaim("team-a", "payments")).To(MatchError(And(ContainSubstring(`source topic "payments"`), ContainSubstring("may read"))))
+	g.Expect(policy.CheckSourceClaim("team-a", "team-a.orders")).To(Succeed())
+	g.Expect(policy.CheckGroupClaim("team-a", "payments-service")).To(MatchError(And(ContainSubstring(`"payments-service"`), ContainSubstring("--topic-prefix"), ContainSubstring("--group-prefix"))))
+	g.Expect(policy.CheckGroupClaim("team-a", "team-a.billing")).To(Succeed())
+	groups := "grp-{namespace}-"
+	policy.GroupPrefix = &groups
+	g.Expect(policy.CheckGroupClaim("team-a", "team-a.billing")).To(MatchError(ContainSubstring(`--group-prefix "grp-{namespace}-"`)))
+	g.Expect(policy.CheckGroupClaim("team-a", "grp-team-a-billing")).To(Succeed())
+	anyGroup := ""
+	policy.GroupPrefix = &anyGroup
+	g.Expect(policy.CheckGroupClaim("team-a", "payments-service")).To(Succeed())
+	g.Expect(kafkaspec.Tenancy{}.CheckGroupClaim("team-a", "payments-service")).To(Succeed())
+	g.Expect(kafkaspec.CheckGroupPrefix("team-{namespace}.")).To(Succeed())
+	g.Expect(kafkaspec.CheckGroupPrefix("a\x00")).To(HaveOccurred())
 	g.Expect(kafkaspec.CheckTopicPrefix("{namespace}/")).To(HaveOccurred())
 	g.Expect(kafkaspec.CheckTopicPrefix("kafka-{namespace}.")).To(Succeed())
 }

@@ -81,8 +81,13 @@ const (
 	// or deletion). Set existingTopic: Adopt to manage it, or name another topic.
 	ReasonTopicNotOwned = "TopicNotOwned"
 	// ReasonTopicClaimRefused means the manager's topic claim policy (--topic-prefix) does not give
-	// the resource's namespace the topic it would create or adopt; the message names the rule.
+	// the resource's namespace the topic it would create, adopt or, for a ConsumerPipeline's source,
+	// read; the message names the rule.
 	ReasonTopicClaimRefused = "TopicClaimRefused"
+	// ReasonConsumerGroupClaimRefused means the manager's consumer group claim policy
+	// (--group-prefix, by default --topic-prefix) does not give the ConsumerPipeline's namespace the
+	// group it would join; the message names the rule.
+	ReasonConsumerGroupClaimRefused = "ConsumerGroupClaimRefused"
 	// ReasonSourceTopicMissing means a ConsumerPipeline's source topic does not exist and
 	// spec.source.create is absent; the pipeline waits for the topic to appear.
 	ReasonSourceTopicMissing = "SourceTopicMissing"

@@ -106,13 +106,15 @@ type ConsumerPipelineSpec struct {
 // PipelineSource is the topic a pipeline consumes.
 // +kubebuilder:validation:XValidation:rule="has(self.consumerGroup) == has(oldSelf.consumerGroup) && (!has(self.consumerGroup) || self.consumerGroup == oldSelf.consumerGroup)",message="source.consumerGroup is immutable: changing it would restart consumption from scratch; create a new ConsumerPipeline instead"
 type PipelineSource struct {
-	// topic is the Kafka topic consumed. Immutable.
+	// topic is the Kafka topic consumed. Immutable. Under the manager's topic claim policy
+	// (--topic-prefix) it must be one the policy gives the namespace, created by the operator or not.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="source.topic is immutable; create a new ConsumerPipeline for another topic"
 	// +required
 	Topic TopicName `json:"topic"`
 
 	// consumerGroup is the Kafka consumer group. Defaults to <namespace>.<name> of the pipeline.
-	// Immutable.
+	// Immutable. Under the manager's group claim policy (--group-prefix, by default --topic-prefix)
+	// it must start with the namespace's prefix.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=249
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9._-]+$`

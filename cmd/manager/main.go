@@ -156,9 +156,13 @@ func (k *kafkaFlags) bind(fs *flag.FlagSet) {
 		k.tenancy.AllowedBootstrapServers = splitList(v)
 		return kafkaspec.CheckAllowedServers(k.tenancy.AllowedBootstrapServers)
 	})
-	fs.Func("topic-prefix", "Topic claim policy for a cluster shared by several tenants: every topic a resource makes the operator create or adopt must start with this prefix, where {namespace} stands for the resource's namespace (\"{namespace}.\" gives namespace team-a the topics team-a.*). Empty (the default) allows any name.", func(v string) error {
+	fs.Func("topic-prefix", "Topic claim policy for a cluster shared by several tenants: every topic a resource makes the operator create or adopt, and the source topic a pipeline reads, must start with this prefix, where {namespace} stands for the resource's namespace (\"{namespace}.\" gives namespace team-a the topics team-a.*). Empty (the default) allows any name.", func(v string) error {
 		k.tenancy.TopicPrefix = v
 		return kafkaspec.CheckTopicPrefix(v)
+	})
+	fs.Func("group-prefix", "Consumer group claim policy: every consumer group a ConsumerPipeline joins must start with this prefix, where {namespace} stands for the pipeline's namespace (default: the --topic-prefix; a pipeline's default group, <namespace>.<name>, meets \"{namespace}.\"). Set it empty to allow any group.", func(v string) error {
+		k.tenancy.GroupPrefix = &v
+		return kafkaspec.CheckGroupPrefix(v)
 	})
 	fs.BoolVar(&k.tenancy.RequireResourceCredentials, "require-resource-credentials", false, "Refuse resources whose spec.kafka names no bootstrap servers, which would borrow the default connection and its credentials; each tenant then connects with its own (Kafka ACLs enforce tenancy).")
 }

@@ -201,6 +201,23 @@ func TestKafkaTenancyFlags(t *testing.T) {
 	if _, err := parse("--kafka-allowed-bootstrap-servers=kafka.svc"); err == nil || !strings.Contains(err.Error(), "kafka.svc") {
 		t.Errorf("a pattern without a port: got %v", err)
 	}
+
+	// The group claim policy defaults to the topic prefix; given empty, any group.
+	o, err = parse("--topic-prefix={namespace}.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := o.controllers.KafkaTenancy; k.GroupPrefix != nil || k.CheckGroupClaim("team-a", "payments-service") == nil || k.CheckGroupClaim("team-a", "team-a.billing") != nil {
+		t.Errorf("--group-prefix by default: the topic prefix; got %+v", k)
+	}
+	o, err = parse("--topic-prefix={namespace}.", "--group-prefix=")
+	if err != nil || o.controllers.KafkaTenancy.CheckGroupClaim("team-a", "payments-service") != nil {
+		t.Errorf("--group-prefix empty allows any group: %v", err)
+	}
+	o, err = parse("--group-prefix=grp-{namespace}-")
+	if err != nil || o.controllers.KafkaTenancy.CheckGroupClaim("team-a", "team-a.billing") == nil || o.controllers.KafkaTenancy.CheckGroupClaim("team-a", "grp-team-a-billing") != nil {
+		t.Errorf("--group-prefix of its own: %v", err)
+	}
 }
 
 // TestWatchNamespacesFlag: --watch-namespaces restricts the manager's cache (and the rule cache)

@@ -25,8 +25,14 @@ type Tenancy struct {
 	// TopicPrefix is the topic claim policy (--topic-prefix): the prefix every topic a resource makes
 	// the operator create or adopt must start with, where "{namespace}" stands for the resource's
 	// namespace ("{namespace}." gives namespace team-a the topics team-a.*). Empty allows any name, for
-	// a cluster with one tenant.
+	// a cluster with one tenant. It covers the source topic a pipeline reads as well (CheckSourceClaim):
+	// reading a topic with the operator's credentials, into the tenant's sink, is a claim too.
 	TopicPrefix string
+	// GroupPrefix is the consumer group claim policy (--group-prefix): the prefix, "{namespace}"
+	// standing for the namespace, of every consumer group a pipeline joins (CheckGroupClaim). Nil
+	// means TopicPrefix (a pipeline's default group, <namespace>.<name>, meets "{namespace}."); a
+	// pointer to "" allows any group.
+	GroupPrefix *string
 }
 
 // topicPrefixPlaceholder is replaced by the namespace in Tenancy.TopicPrefix.
@@ -35,18 +41,69 @@ const topicPrefixPlaceholder = "{namespace}"
 // flagTopicPrefix is the manager flag of the topic claim policy, named in messages.
 const flagTopicPrefix = "--topic-prefix"
 
+// flagGroupPrefix is the manager flag of the consumer group claim policy, named in messages.
+const flagGroupPrefix = "--group-prefix"
+
 // CheckClaim reports, as a user error naming the rule, a topic that namespace may not claim (make
 // the operator create or adopt) under the manager's topic claim policy.
 func (t Tenancy) CheckClaim(namespace, topic string) error {
-	if t.TopicPrefix == "" {
+	return t.checkTopic(namespace, "topic", topic, "claim")
+}
+
+// CheckSourceClaim reports, as a user error naming the rule, a source topic that a pipeline of
+// namespace may not read under the manager's topic claim policy: its consumers would read it with
+// the operator's credentials (or the pipeline's own) and deliver it to the pipeline's sink, and
+// its status would show the topic's figures. The rule is CheckClaim's, whatever the credentials:
+// the claim policy is about names on a shared cluster.
+func (t Tenancy) CheckSourceClaim(namespace, topic string) error {
+	return t.checkTopic(namespace, "source topic", topic, "read")
+}
+
+func (t Tenancy) checkTopic(namespace, what, topic, verb string) error {
+	prefix, ok := claimPrefix(t.TopicPrefix, namespace)
+	if ok || strings.HasPrefix(topic, prefix) {
 		return nil
 	}
-	prefix := strings.ReplaceAll(t.TopicPrefix, topicPrefixPlaceholder, namespace)
-	if strings.HasPrefix(topic, prefix) {
+	return &Error{Message: fmt.Sprintf("%s %q is outside what namespace %s may %s: the manager's %s %q gives it only topics starting with %q",
+		what, topic, namespace, verb, flagTopicPrefix, t.TopicPrefix, prefix)}
+}
+
+// CheckGroupClaim reports, as a user error naming the rule, a consumer group that a pipeline of
+// namespace may not join under the manager's group claim policy (GroupPrefix, else TopicPrefix):
+// joining another application's group takes its partitions and commits its offsets.
+func (t Tenancy) CheckGroupClaim(namespace, group string) error {
+	policy, rule := t.TopicPrefix, fmt.Sprintf("%s %q (which %s defaults to)", flagTopicPrefix, t.TopicPrefix, flagGroupPrefix)
+	if t.GroupPrefix != nil {
+		policy, rule = *t.GroupPrefix, fmt.Sprintf("%s %q", flagGroupPrefix, *t.GroupPrefix)
+	}
+	prefix, ok := claimPrefix(policy, namespace)
+	if ok || strings.HasPrefix(group, prefix) {
 		return nil
 	}
-	return &Error{Message: fmt.Sprintf("topic %q is outside what namespace %s may claim: the manager's %s %q gives it only topics starting with %q",
-		topic, namespace, flagTopicPrefix, t.TopicPrefix, prefix)}
+	return &Error{Message: fmt.Sprintf("consumer group %q is outside what namespace %s may join: the manager's %s gives it only groups starting with %q; "+
+		"leave spec.source.consumerGroup out (the default is <namespace>.<name>) or name a group with that prefix", group, namespace, rule, prefix)}
+}
+
+// claimPrefix is policy for namespace; ok is true when the policy allows any name.
+func claimPrefix(policy, namespace string) (prefix string, ok bool) {
+	if policy == "" {
+		return "", true
+	}
+	return strings.ReplaceAll(policy, topicPrefixPlaceholder, namespace), false
+}
+
+// CheckGroupPrefix reports a consumer group claim policy that could never be met: longer than 200
+// characters, or with control characters.
+func CheckGroupPrefix(prefix string) error {
+	if len(prefix) > 200 {
+		return fmt.Errorf("%s %q is longer than 200 characters", flagGroupPrefix, prefix)
+	}
+	for _, c := range prefix {
+		if c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%s %q has a control character", flagGroupPrefix, prefix)
+		}
+	}
+	return nil
 }
 
 // topicNameChars are the characters of a Kafka topic name.
