@@ -103,8 +103,8 @@ func waitingForReferences() *problem {
 
 // reconcileConfigMap applies the dispatcher ConfigMap and keeps its hash for the Deployment.
 func (r *ConsumerPipelineReconciler) reconcileConfigMap(ctx context.Context, s *pipelineScope) error {
-	if s.claimRefused != nil {
-		return nil // no config for consumers that must not run (stopConsumers)
+	if s.live.withheld {
+		return nil // the claim is refused: no config for consumers that must not run (stopConsumers)
 	}
 	if s.policy == nil || s.queue == nil {
 		s.deploymentProblems.add(waitingForReferences())
