@@ -80,7 +80,8 @@ func labelsOf(queue string, e *deadletters.Entry, st deadletters.State) map[stri
 	}
 }
 
-// toObject makes the DeadLetter of e; a key or value longer than maxPayload (0: no bound) is cut.
+// toObject makes the DeadLetter of e; a key, value, header name or header value longer than
+// maxPayload (0: no bound) is cut.
 func toObject(namespace, queue, topic string, e *deadletters.Entry, st deadletters.State, lbls map[string]string, maxPayload int) dlv1.DeadLetter {
 	d := dlv1.DeadLetter{
 		TypeMeta: metav1.TypeMeta{APIVersion: dlv1.SchemeGroupVersion.String(), Kind: dlv1.Kind},
@@ -126,8 +127,7 @@ func toObject(namespace, queue, topic string, e *deadletters.Entry, st deadlette
 	if len(e.Headers) > 0 {
 		d.Headers = make([]dlv1.Header, len(e.Headers))
 		for i, h := range e.Headers {
-			v, enc := encode(h.Value)
-			d.Headers[i] = dlv1.Header{Name: h.Key, Value: v, Encoding: enc}
+			d.Headers[i] = header(h.Key, h.Value, maxPayload)
 		}
 	}
 	return d
@@ -148,16 +148,58 @@ func payload(b []byte, max int) *dlv1.Payload {
 	}
 	p := &dlv1.Payload{Size: int64(len(b))}
 	if max > 0 && len(b) > max {
-		cut := max
-		if utf8.Valid(b) {
-			for cut > 0 && !utf8.RuneStart(b[cut]) {
-				cut--
-			}
-		}
-		b, p.Truncated = b[:cut], true
+		b, p.Truncated = cutBytes(b, max), true
 	}
 	p.Data, p.Encoding = encode(b)
 	return p
+}
+
+// header is a header, its name and value cut to max bytes when max > 0 (Truncated, and Size the
+// whole value's length, say so).
+func header(name string, value []byte, max int) dlv1.Header {
+	var h dlv1.Header
+	if max > 0 && len(name) > max {
+		name, h.Truncated = string(cutBytes([]byte(name), max)), true
+	}
+	if max > 0 && len(value) > max {
+		h.Size, h.Truncated = int64(len(value)), true
+		value = cutBytes(value, max)
+	}
+	h.Name = name
+	h.Value, h.Encoding = encode(value)
+	return h
+}
+
+// cutBytes is b cut to max bytes, on a UTF-8 boundary when b is text.
+func cutBytes(b []byte, max int) []byte {
+	if len(b) <= max {
+		return b
+	}
+	cut := max
+	if utf8.Valid(b) {
+		for cut > 0 && !utf8.RuneStart(b[cut]) {
+			cut--
+		}
+	}
+	return b[:cut]
+}
+
+// approxSize is about how many bytes d takes in a response: its variable parts and a fixed share.
+func approxSize(d *dlv1.DeadLetter) int64 {
+	n := 1024 + len(d.Name) + len(d.Queue) + len(d.Topic) + len(d.Pipeline) + len(d.ConsumerGroup) + len(d.Reason) +
+		len(d.ErrorType) + len(d.ErrorMessage) + len(d.ReplayOf) + len(d.State.Note) + len(d.State.RequestedBy)
+	for _, v := range d.Labels {
+		n += len(v) + 40
+	}
+	for _, p := range []*dlv1.Payload{d.Key, d.Value} {
+		if p != nil {
+			n += len(p.Data)
+		}
+	}
+	for _, h := range d.Headers {
+		n += 48 + len(h.Name) + len(h.Value)
+	}
+	return int64(n)
 }
 
 // encode is b as text when it is valid UTF-8, else base64.

@@ -11,6 +11,12 @@
 //
 // Listing walks the namespace's queues in name order, each queue's partitions in order and each
 // partition by offset, in chunks, keeping only the dead letters that match the label and field
-// selectors: memory is bounded by the page (limit) and one chunk, not by the queue. The continue
-// token is the position (queue, partition, next offset), opaque (base64 JSON) and validated.
+// selectors (queue, reason, errorType and pipeline match whole, as a DeadLetterAction's selector
+// does; labels are sanitised and cut): memory is bounded by the page (at most 500 dead letters and
+// about 4 MiB, keys, values and headers cut at 64 KiB) and one chunk, not by the queue. A list stops
+// reading after its scan budget (10s, at most half of what is left of the request's deadline) and
+// returns what it found with a continue token, so that a selective list of a huge queue makes
+// progress page by page; it ends when its context does. A queue that cannot be read is passed over
+// with a warning (the list fails when it is the only queue selected). The continue token is the
+// position (queue, partition, next offset), opaque (base64 JSON) and validated.
 package dlqapi

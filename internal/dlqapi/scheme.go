@@ -30,12 +30,21 @@ func init() {
 	Scheme.AddUnversionedTypes(unversioned, &metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIGroup{}, &metav1.APIResourceList{})
 }
 
-// fieldLabel accepts the field selectors of a list: metadata.name, metadata.namespace, since and
-// until.
+// fieldLabel accepts the field selectors of a list: metadata.name, metadata.namespace, since,
+// until, and the exact fields queue, reason, errorType and pipeline.
 func fieldLabel(label, value string) (string, string, error) {
 	switch label {
-	case "metadata.name", "metadata.namespace", dlv1.FieldSince, dlv1.FieldUntil:
+	case "metadata.name", "metadata.namespace", dlv1.FieldSince, dlv1.FieldUntil,
+		dlv1.FieldQueue, dlv1.FieldReason, dlv1.FieldErrorType, dlv1.FieldPipeline:
 		return label, value, nil
 	}
-	return "", "", fmt.Errorf("field label %q not supported for deadletters: use metadata.name, %s or %s", label, dlv1.FieldSince, dlv1.FieldUntil)
+	return "", "", fieldLabelError(label)
+}
+
+func fieldLabelError(label string) error {
+	if len(label) > 64 {
+		label = label[:64] + "..."
+	}
+	return fmt.Errorf("field label %q not supported for deadletters: use metadata.name, %s, %s, %s, %s, %s or %s", label,
+		dlv1.FieldQueue, dlv1.FieldReason, dlv1.FieldErrorType, dlv1.FieldPipeline, dlv1.FieldSince, dlv1.FieldUntil)
 }

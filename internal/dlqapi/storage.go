@@ -2,8 +2,6 @@ package dlqapi
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,14 +10,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/apimachinery/pkg/util/validation"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/warning"
+	"k8s.io/utils/clock"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
@@ -45,10 +41,16 @@ type Storage struct {
 	Queues Queues
 	// Kafka reads their topics.
 	Kafka Kafka
-	// MaxListPayload bounds a key or value in a list (default dlv1.MaxListPayloadBytes).
+	// MaxListPayload bounds a key, a value, a header name or value in a list (default
+	// dlv1.MaxListPayloadBytes).
 	MaxListPayload int
 	// Now is the clock of the table's age column (default time.Now).
 	Now func() time.Time
+	// Clock measures a list's scan budget (default the real clock).
+	Clock clock.PassiveClock
+	// ScanBudget is how long a list reads before it returns a page it could not fill, with a
+	// continue token (default 10s; at most half of what is left of the request's deadline).
+	ScanBudget time.Duration
 }
 
 var (
@@ -157,90 +159,9 @@ func unavailable(err error) error {
 	return apierrors.NewServiceUnavailable("reading the dead letter topic: " + err.Error())
 }
 
-// cursor is the position a continue token holds.
-type cursor struct {
-	// Namespace the list was of.
-	Namespace string `json:"n"`
-	// Queue, Partition and Offset: the next dead letter to read.
-	Queue     string `json:"q"`
-	Partition int32  `json:"p"`
-	Offset    int64  `json:"o"`
-}
-
-func (c cursor) encode() string {
-	b, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeCursor(s, namespace string) (cursor, error) {
-	var c cursor
-	bad := apierrors.NewBadRequest("invalid continue token: start the list again without --continue")
-	if len(s) > 1024 {
-		return c, bad
-	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || json.Unmarshal(b, &c) != nil {
-		return c, bad
-	}
-	if c.Namespace != namespace || len(validation.IsDNS1123Subdomain(c.Queue)) > 0 || c.Partition < 0 || c.Offset < 0 {
-		return c, bad
-	}
-	return c, nil
-}
-
-// filter is what a list selects.
-type filter struct {
-	labels       labels.Selector
-	fields       fields.Selector
-	since, until time.Time
-}
-
-func newFilter(opts *metainternalversion.ListOptions) (*filter, error) {
-	f := &filter{labels: labels.Everything(), fields: fields.Everything()}
-	if opts == nil {
-		return f, nil
-	}
-	if opts.LabelSelector != nil {
-		f.labels = opts.LabelSelector
-	}
-	if opts.FieldSelector == nil {
-		return f, nil
-	}
-	sel, err := opts.FieldSelector.Transform(func(field, value string) (string, string, error) {
-		if field != dlv1.FieldSince && field != dlv1.FieldUntil {
-			return field, value, nil
-		}
-		t, err := time.Parse(time.RFC3339, value)
-		if err != nil {
-			return "", "", apierrors.NewBadRequest(fmt.Sprintf("field selector %s=%q: not an RFC 3339 time", field, value))
-		}
-		if field == dlv1.FieldSince {
-			f.since = t
-		} else {
-			f.until = t
-		}
-		return "", "", nil
-	})
-	if err != nil {
-		if _, ok := err.(apierrors.APIStatus); ok {
-			return nil, err
-		}
-		return nil, apierrors.NewBadRequest(err.Error())
-	}
-	for _, r := range opts.FieldSelector.Requirements() {
-		if (r.Field == dlv1.FieldSince || r.Field == dlv1.FieldUntil) && r.Operator != "=" && r.Operator != "==" {
-			return nil, apierrors.NewBadRequest(r.Field + " takes = only")
-		}
-	}
-	f.fields = sel
-	return f, nil
-}
-
-func (f *filter) matchTime(t time.Time) bool {
-	return (f.since.IsZero() || !t.Before(f.since)) && (f.until.IsZero() || t.Before(f.until))
-}
-
-// List returns a page of the namespace's dead letters that match the selectors.
+// List returns a page of the namespace's dead letters that match the selectors: at most
+// dlv1.MaxListItems and about dlv1.MaxListBytes, read for at most the scan budget (see page). A queue
+// that cannot be read is passed over with a warning, unless it is the only one the list selects.
 func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
 	ns, _ := genericapirequest.NamespaceFrom(ctx)
 	if ns == "" {
@@ -250,37 +171,45 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 	if err != nil {
 		return nil, err
 	}
-	var limit int64
 	var pos *cursor
-	if opts != nil {
-		limit = opts.Limit
-		if opts.Continue != "" {
-			c, err := decodeCursor(opts.Continue, ns)
-			if err != nil {
-				return nil, err
-			}
-			pos = &c
+	if opts != nil && opts.Continue != "" {
+		c, err := decodeCursor(opts.Continue, ns)
+		if err != nil {
+			return nil, err
 		}
+		pos = &c
 	}
 	names, err := s.Queues.Names(ctx, ns)
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := f.labels.RequiresExactMatch(dlv1.LabelQueue); ok {
-		names = slices.DeleteFunc(names, func(n string) bool { return LabelValue(n) != v })
-	}
+	names = slices.DeleteFunc(names, func(n string) bool { return !f.matchQueue(n) })
 	out := &dlv1.DeadLetterList{TypeMeta: metav1.TypeMeta{APIVersion: dlv1.SchemeGroupVersion.String(), Kind: dlv1.ListKind}, Items: []dlv1.DeadLetter{}}
+	pg := s.newPage(ctx, opts, out)
 	for _, name := range names {
 		if pos != nil && name < pos.Queue {
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		from := cursor{Namespace: ns, Queue: name}
 		if pos != nil && name == pos.Queue {
 			from = *pos
 		}
-		next, err := s.listQueue(ctx, ns, name, from, f, limit, out)
+		if pg.late() {
+			out.Continue = from.encode()
+			break
+		}
+		next, err := s.listQueue(ctx, ns, name, from, f, pg)
 		if err != nil {
-			return nil, err
+			if ctx.Err() != nil || len(names) == 1 {
+				return nil, err
+			}
+			// The others are listed; the continue token goes on after this queue.
+			warning.AddWarning(ctx, "", fmt.Sprintf("DeadLetterQueue %s/%s could not be read, its dead letters are not in this list: %s",
+				ns, name, cut(err.Error(), 512)))
+			continue
 		}
 		if next != nil {
 			out.Continue = next.encode()
@@ -290,9 +219,60 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 	return out, nil
 }
 
-// listQueue appends to out the matching dead letters of queue name from position from, until out
-// holds limit items (0: no limit); it returns where to continue when the page is full.
-func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f *filter, limit int64, out *dlv1.DeadLetterList) (*cursor, error) {
+// defaultScanBudget is how long a list reads before it returns a page it could not fill.
+const defaultScanBudget = 10 * time.Second
+
+// page is the response being filled and its bounds.
+type page struct {
+	out        *dlv1.DeadLetterList
+	limit      int64
+	bytes      int64
+	maxPayload int
+	clock      clock.PassiveClock
+	// stopAt is when a page not full returns what it found, once a chunk was read (so that every
+	// request makes progress).
+	stopAt  time.Time
+	scanned bool
+}
+
+// newPage bounds a list's page: limit items (at most dlv1.MaxListItems, the default), about
+// dlv1.MaxListBytes, and the scan budget (ScanBudget, at most half of what is left of the request).
+func (s *Storage) newPage(ctx context.Context, opts *metainternalversion.ListOptions, out *dlv1.DeadLetterList) *page {
+	pg := &page{out: out, limit: dlv1.MaxListItems, maxPayload: s.MaxListPayload, clock: s.Clock}
+	if opts != nil && opts.Limit > 0 && opts.Limit < pg.limit {
+		pg.limit = opts.Limit
+	}
+	if pg.maxPayload <= 0 {
+		pg.maxPayload = dlv1.MaxListPayloadBytes
+	}
+	if pg.clock == nil {
+		pg.clock = clock.RealClock{}
+	}
+	budget := s.ScanBudget
+	if budget <= 0 {
+		budget = defaultScanBudget
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(dl)/2)
+	}
+	pg.stopAt = pg.clock.Now().Add(budget)
+	return pg
+}
+
+func (pg *page) add(d dlv1.DeadLetter) {
+	pg.out.Items = append(pg.out.Items, d)
+	pg.bytes += approxSize(&d)
+}
+
+func (pg *page) full() bool {
+	return int64(len(pg.out.Items)) >= pg.limit || pg.bytes >= dlv1.MaxListBytes
+}
+
+func (pg *page) late() bool { return pg.scanned && !pg.clock.Now().Before(pg.stopAt) }
+
+// listQueue appends to the page the matching dead letters of queue name from position from; it
+// returns where to continue when the page is full or its time is spent.
+func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f *filter, pg *page) (*cursor, error) {
 	q, err := s.Queues.Get(ctx, ns, name)
 	var notOwned *NotOwnedError
 	switch {
@@ -312,10 +292,6 @@ func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f
 	parts := slices.Clone(offs[q.Topic])
 	slices.SortFunc(parts, func(a, b kafka.PartitionOffsets) int { return int(a.Partition) - int(b.Partition) })
 	var states *deadletters.States
-	maxPayload := s.MaxListPayload
-	if maxPayload == 0 {
-		maxPayload = dlv1.MaxListPayloadBytes
-	}
 	for _, p := range parts {
 		if p.Partition < from.Partition {
 			continue
@@ -332,11 +308,18 @@ func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f
 				return nil, err
 			}
 		}
-		chunk := max(int64(minChunk), 2*limit)
+		// pg.limit is at most dlv1.MaxListItems: no overflow.
+		chunk := min(max(int64(minChunk), 2*pg.limit), maxChunk)
 		for start < p.End {
-			end := min(start+min(chunk, maxChunk), p.End)
-			chunk *= 2
-			next, err := s.scanChunk(ctx, ns, q, p.Partition, start, end, states, f, limit, maxPayload, out)
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if pg.late() {
+				return &cursor{Namespace: ns, Queue: q.Name, Partition: p.Partition, Offset: start}, nil
+			}
+			end := start + min(chunk, p.End-start)
+			chunk = min(2*chunk, maxChunk)
+			next, err := s.scanChunk(ctx, ns, q, p.Partition, start, end, states, f, pg)
 			if err != nil {
 				return nil, err
 			}
@@ -349,9 +332,9 @@ func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f
 	return nil, nil
 }
 
-// scanChunk reads [start, end) of one partition into out; it returns the offset after the last
-// one kept when out reached limit, -1 otherwise.
-func (s *Storage) scanChunk(ctx context.Context, ns string, q Queue, part int32, start, end int64, states *deadletters.States, f *filter, limit int64, maxPayload int, out *dlv1.DeadLetterList) (int64, error) {
+// scanChunk reads [start, end) of one partition into the page; it returns the offset after the last
+// one kept when the page became full, -1 otherwise.
+func (s *Storage) scanChunk(ctx context.Context, ns string, q Queue, part int32, start, end int64, states *deadletters.States, f *filter, pg *page) (int64, error) {
 	scanCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	next := int64(-1)
@@ -362,22 +345,19 @@ func (s *Storage) scanChunk(ctx context.Context, ns string, q Queue, part int32,
 		if !f.matchTime(r.Timestamp) {
 			return
 		}
-		id := deadletters.ID{Partition: part, Offset: r.Offset}
-		if !f.fields.Empty() && !f.fields.Matches(fields.Set{"metadata.name": Name(q.Name, id), "metadata.namespace": ns}) {
-			return
-		}
 		e := deadletters.ParseEntry(r)
-		st := states.Get(id)
+		st := states.Get(deadletters.ID{Partition: part, Offset: r.Offset})
 		lbls := labelsOf(q.Name, &e, st)
-		if !f.labels.Matches(labels.Set(lbls)) {
+		if !f.matchEntry(ns, q.Name, &e, lbls) {
 			return
 		}
-		out.Items = append(out.Items, toObject(ns, q.Name, q.Topic, &e, st, lbls, maxPayload))
-		if limit > 0 && int64(len(out.Items)) >= limit {
+		pg.add(toObject(ns, q.Name, q.Topic, &e, st, lbls, pg.maxPayload))
+		if pg.full() {
 			next = r.Offset + 1
 			cancel()
 		}
 	})
+	pg.scanned = true
 	if err != nil && (next < 0 || ctx.Err() != nil) {
 		return -1, unavailable(err)
 	}

@@ -28,8 +28,31 @@ const (
 	FieldUntil = "until"
 )
 
-// MaxListPayloadBytes bounds a key or value in a list: a longer one is cut (Payload.Truncated) and
-// whole on get.
+// Field selectors matching a field whole and exactly, as a DeadLetterAction's selector does (labels
+// are sanitised and cut, so two values may share a label value): "queue=<name>", "reason=<reason>",
+// "errorType=<type>", "pipeline=<namespace>/<name>", with = (or ==) and !=. A dead letter has one
+// value of each, so several = of one field select any of them ("reason=a,reason=b": either);
+// several != select none of them. Values are escaped as k8s.io/apimachinery/pkg/fields escapes them.
+const (
+	FieldQueue     = "queue"
+	FieldReason    = "reason"
+	FieldErrorType = "errorType"
+	FieldPipeline  = "pipeline"
+)
+
+// Bounds of one list response (a page): at most MaxListItems dead letters (a larger limit, or none,
+// is MaxListItems) and about MaxListBytes of keys, values, headers and messages (a page stops after
+// the dead letter that reaches it). A list that reads for a while (10 seconds, or half of what is
+// left of the request's deadline) without filling its page returns what it found, maybe nothing,
+// with a continue token, so that a selective list of a huge queue goes on page by page. Follow
+// metadata.continue for the rest.
+const (
+	MaxListItems = 500
+	MaxListBytes = 4 << 20
+)
+
+// MaxListPayloadBytes bounds a key, a value, a header's name and a header's value in a list: a longer
+// one is cut (Payload.Truncated, Header.Truncated) and whole on get.
 const MaxListPayloadBytes = 64 << 10
 
 // State is the state of a dead letter in the record of decisions.
@@ -182,6 +205,13 @@ type Header struct {
 	// encoding is text when the value is valid UTF-8, base64 otherwise.
 	// +required
 	Encoding Encoding `json:"encoding"`
+	// size is the length of the whole value in bytes, when truncated.
+	// +optional
+	Size int64 `json:"size,omitempty"`
+	// truncated is true when, in a list, the name or the value was longer than 64 KiB and holds
+	// only its first 64 KiB (get the dead letter for all of it).
+	// +optional
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // DeadLetterStatus is the latest decision on a dead letter, from the record of decisions (the
