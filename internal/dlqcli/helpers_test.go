@@ -31,26 +31,6 @@ func TestParseTime(t *testing.T) {
 	}
 }
 
-func TestLabelValue(t *testing.T) {
-	long := ""
-	for range 70 {
-		long += "a"
-	}
-	for in, want := range map[string]string{
-		"max_retries_exceeded": "max_retries_exceeded",
-		"HTTP 503":             "HTTP_503",
-		"shop/orders":          "shop_orders",
-		"-x-":                  "x",
-		"é":                    "",
-		long:                   long[:63],
-		"java.io.IOException":  "java.io.IOException",
-	} {
-		if got := labelValue(in); got != want {
-			t.Errorf("labelValue(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestBars(t *testing.T) {
 	for _, tc := range []struct {
 		n, total int64

@@ -73,8 +73,9 @@ func newListCommand(o *Options) *cobra.Command {
 		Use:   "list QUEUE",
 		Short: "List the dead letters of a queue, with filters",
 		Long: `List shows the dead letters of a DeadLetterQueue, read through the deadletters API: its
-filters are label selectors the server applies (queue, reason, error type, pipeline, state) and the
-since/until field selectors, and it pages through the results. Values are not shown: use show for one
+filters are field selectors the server applies, matching the queue, reason, error type and
+pipeline whole (exactly as the replay, resolve, ignore and purge commands given the same flags
+select), since/until, and the state label; it pages through the results. Values are not shown: use show for one
 dead letter, export for all of them.`,
 		Example: `  # Pending dead letters of the last two hours that ran out of retries
   kubectl dlq list orders-dlq --reason max_retries_exceeded --state Pending --since 2h

@@ -30,9 +30,9 @@ import (
 	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
-// fakeLetters serves the deadletters API (list with labelSelector, fieldSelector since/until,
-// limit and continue; get by name) from letters, and proxies every other request to the envtest
-// API server as its administrator.
+// fakeLetters serves the deadletters API (list with labelSelector, fieldSelector since/until and the
+// exact queue, reason, errorType and pipeline, limit and continue; get by name) from letters, and
+// proxies every other request to the envtest API server as its administrator.
 type fakeLetters struct {
 	letters []dlv1.DeadLetter
 	mu      sync.Mutex
@@ -93,7 +93,13 @@ func (f *fakeLetters) serve(t *testing.T, e *envtestutil.Env) (kubeconfig string
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		// The exact fields: several = of one field select any of them.
+		exact := map[string][]string{}
 		for _, req := range fs.Requirements() {
+			if req.Field != dlv1.FieldSince && req.Field != dlv1.FieldUntil {
+				exact[req.Field] = append(exact[req.Field], req.Value)
+				continue
+			}
 			tm, err := time.Parse(time.RFC3339, req.Value)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
@@ -106,13 +112,22 @@ func (f *fakeLetters) serve(t *testing.T, e *envtestutil.Env) (kubeconfig string
 				until = tm
 			}
 		}
+		matchFields := func(d dlv1.DeadLetter) bool {
+			for field, vals := range exact {
+				v := map[string]string{dlv1.FieldQueue: d.Queue, dlv1.FieldReason: d.Reason, dlv1.FieldErrorType: d.ErrorType, dlv1.FieldPipeline: d.Pipeline}[field]
+				if !slices.Contains(vals, v) {
+					return false
+				}
+			}
+			return true
+		}
 		start, _ := strconv.Atoi(q.Get("continue"))
 		limit, _ := strconv.Atoi(q.Get("limit"))
 		list := dlv1.DeadLetterList{TypeMeta: metav1.TypeMeta{APIVersion: dlv1.SchemeGroupVersion.String(), Kind: dlv1.ListKind}, Items: []dlv1.DeadLetter{}}
 		for i := start; i < len(f.letters); i++ {
 			d := f.letters[i]
 			ts := d.CreationTimestamp.Time
-			if d.Namespace != parts[0] || !sel.Matches(labels.Set(d.Labels)) || (!since.IsZero() && ts.Before(since)) || (!until.IsZero() && !ts.Before(until)) {
+			if d.Namespace != parts[0] || !sel.Matches(labels.Set(d.Labels)) || !matchFields(d) || (!since.IsZero() && ts.Before(since)) || (!until.IsZero() && !ts.Before(until)) {
 				continue
 			}
 			if limit > 0 && len(list.Items) == limit {
@@ -177,8 +192,8 @@ func fixture(ns, queue string, n int) []dlv1.DeadLetter {
 				Action: &dlv1.ActionRef{Namespace: ns, Name: "resolve-1"}}
 		}
 		d.Labels = map[string]string{
-			dlv1.LabelQueue: queue, dlv1.LabelPipeline: pipes[i%2], dlv1.LabelReason: labelValue(d.Reason),
-			dlv1.LabelErrorType: labelValue(d.ErrorType), dlv1.LabelState: string(d.State.State),
+			dlv1.LabelQueue: queue, dlv1.LabelPipeline: pipes[i%2], dlv1.LabelReason: d.Reason,
+			dlv1.LabelErrorType: strings.ReplaceAll(d.ErrorType, " ", "_"), dlv1.LabelState: string(d.State.State),
 		}
 		out = append(out, d)
 	}
@@ -227,27 +242,28 @@ func TestListShowExport(t *testing.T) {
 	all := func(dlv1.DeadLetter) bool { return true }
 
 	t.Run("each filter equals an independent scan", func(t *testing.T) {
+		rfc := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 		for _, tc := range []struct {
-			args     []string
-			selector string
-			match    func(d dlv1.DeadLetter) bool
+			args           []string
+			fields, labels string
+			match          func(d dlv1.DeadLetter) bool
 		}{
-			{nil, "deadletters.retryops.dev/queue=orders-dlq", all},
-			{[]string{"--reason", "deadline_exceeded"}, "deadletters.retryops.dev/queue=orders-dlq,deadletters.retryops.dev/reason=deadline_exceeded",
+			{nil, "queue=orders-dlq", "", all},
+			{[]string{"--reason", "deadline_exceeded"}, "queue=orders-dlq,reason=deadline_exceeded", "",
 				func(d dlv1.DeadLetter) bool { return d.Reason == "deadline_exceeded" }},
-			{[]string{"--error-type", "HTTP 503,timeout"}, "deadletters.retryops.dev/error-type in (HTTP_503,timeout),deadletters.retryops.dev/queue=orders-dlq",
+			{[]string{"--error-type", "HTTP 503,timeout"}, "queue=orders-dlq,errorType=HTTP 503,errorType=timeout", "",
 				func(d dlv1.DeadLetter) bool { return d.ErrorType == "HTTP 503" || d.ErrorType == "timeout" }},
-			{[]string{"--pipeline", "letters/billing"}, "deadletters.retryops.dev/pipeline=billing,deadletters.retryops.dev/queue=orders-dlq",
+			{[]string{"--pipeline", "letters/billing"}, "queue=orders-dlq,pipeline=letters/billing", "",
 				func(d dlv1.DeadLetter) bool { return d.Pipeline == "letters/billing" }},
-			{[]string{"--state", "resolved"}, "deadletters.retryops.dev/queue=orders-dlq,deadletters.retryops.dev/state=Resolved",
+			{[]string{"--state", "resolved"}, "queue=orders-dlq", "deadletters.retryops.dev/state=Resolved",
 				func(d dlv1.DeadLetter) bool { return d.State.State == dlv1.StateResolved }},
-			{[]string{"--since", "2h", "--until", "30m"}, "deadletters.retryops.dev/queue=orders-dlq",
+			{[]string{"--since", "2h", "--until", "30m"}, "queue=orders-dlq,since=" + rfc(testNow.Add(-2*time.Hour)) + ",until=" + rfc(testNow.Add(-30*time.Minute)), "",
 				func(d dlv1.DeadLetter) bool {
 					ts := d.CreationTimestamp.Time
 					return !ts.Before(testNow.Add(-2*time.Hour)) && ts.Before(testNow.Add(-30*time.Minute))
 				}},
 			{[]string{"--reason", "max_retries_exceeded", "--state", "Pending", "--pipeline", "orders", "--since", "2026-11-23T00:00:00Z"},
-				"deadletters.retryops.dev/pipeline=orders,deadletters.retryops.dev/queue=orders-dlq,deadletters.retryops.dev/reason=max_retries_exceeded,deadletters.retryops.dev/state=Pending",
+				"queue=orders-dlq,reason=max_retries_exceeded,pipeline=letters/orders,since=2026-11-23T00:00:00Z", "deadletters.retryops.dev/state=Pending",
 				func(d dlv1.DeadLetter) bool {
 					return d.Reason == "max_retries_exceeded" && d.State.State == dlv1.StatePending && d.Pipeline == "letters/orders" &&
 						!d.CreationTimestamp.Before(ptr.To(metav1.NewTime(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))))
@@ -263,7 +279,8 @@ func TestListShowExport(t *testing.T) {
 				reqs := f.listRequests()[before:]
 				g.Expect(reqs).To(HaveLen(max(1, (len(want)+pageSize-1)/pageSize)), "one request per page of %d", pageSize)
 				for _, q := range reqs {
-					g.Expect(q.Get("labelSelector")).To(Equal(tc.selector))
+					g.Expect(q.Get("fieldSelector")).To(Equal(tc.fields))
+					g.Expect(q.Get("labelSelector")).To(Equal(tc.labels))
 					g.Expect(q.Get("limit")).To(Equal("500"))
 				}
 			})

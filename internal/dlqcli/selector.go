@@ -1,17 +1,14 @@
 package dlqcli
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 
-	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/dlqui"
 )
 
 var stateNames = []string{string(v1.DeadLetterPending), string(v1.DeadLetterReplayed), string(v1.DeadLetterResolved), string(v1.DeadLetterIgnored)}
@@ -67,43 +64,36 @@ func (s *actionSelector) empty() bool {
 		s.After == nil && s.Before == nil
 }
 
-// actionSelector builds a DeadLetterAction's selector from the flags.
-func (s *selectorFlags) actionSelector(o *Options) (actionSelector, error) {
-	var sel actionSelector
-	for _, r := range s.reasons {
-		sel.Reasons = append(sel.Reasons, v1.DeadLetterName(r))
-	}
-	for _, e := range s.errorTypes {
-		sel.ErrorTypes = append(sel.ErrorTypes, v1.DeadLetterName(e))
-	}
-	ns := ""
-	if o.c != nil {
-		ns = o.c.namespace
-	}
-	for _, p := range s.pipelines {
-		if !strings.Contains(p, "/") {
-			p = ns + "/" + p
-		}
-		sel.Pipelines = append(sel.Pipelines, v1.DeadLetterName(p))
-	}
+// filter is the flags as the console's filter: the one place (dlqui.Filter) where a list's options
+// and an action's selector are built, so that list shows what the action would act on.
+func (s *selectorFlags) filter(o *Options) (dlqui.Filter, error) {
 	states, err := s.checkedStates()
 	if err != nil {
-		return sel, err
+		return dlqui.Filter{}, err
 	}
-	for _, st := range states {
-		sel.States = append(sel.States, v1.DeadLetterState(st))
-	}
-	after, before, err := s.times(o)
+	since, until, err := s.times(o)
 	if err != nil {
-		return sel, err
+		return dlqui.Filter{}, err
 	}
-	if !after.IsZero() {
-		sel.After = &after
+	return dlqui.Filter{Reasons: s.reasons, ErrorTypes: s.errorTypes, Pipelines: s.pipelines, States: states,
+		Since: since.Time, Until: until.Time}, nil
+}
+
+// namespace is the namespace of the plugin's clients ("" before they are made).
+func (o *Options) namespace() string {
+	if o.c != nil {
+		return o.c.namespace
 	}
-	if !before.IsZero() {
-		sel.Before = &before
+	return ""
+}
+
+// actionSelector builds a DeadLetterAction's selector from the flags.
+func (s *selectorFlags) actionSelector(o *Options) (actionSelector, error) {
+	f, err := s.filter(o)
+	if err != nil {
+		return actionSelector{}, err
 	}
-	return sel, nil
+	return actionSelector{f.Selector(o.namespace())}, nil
 }
 
 func (s *selectorFlags) times(o *Options) (since, until metav1.Time, err error) {
@@ -125,80 +115,12 @@ func (s *selectorFlags) times(o *Options) (since, until metav1.Time, err error) 
 	return metav1.Time{Time: a}, metav1.Time{Time: b}, nil
 }
 
-// listOptions builds the deadletters API list options for queue: label selectors for the queue,
-// reason, error type, pipeline and state, and the since/until field selectors.
+// listOptions builds the deadletters API list options for queue: exact field selectors for the
+// queue, reason, error type and pipeline, since and until, and the state label.
 func (s *selectorFlags) listOptions(o *Options, queue string) (metav1.ListOptions, error) {
-	sel := labels.NewSelector()
-	add := func(key string, values []string) error {
-		if len(values) == 0 {
-			return nil
-		}
-		vals := make([]string, 0, len(values))
-		for _, v := range values {
-			vals = append(vals, labelValue(v))
-		}
-		op := selection.Equals
-		if len(vals) > 1 {
-			op = selection.In
-		}
-		r, err := labels.NewRequirement(key, op, vals)
-		if err != nil {
-			return usagef("%v", err)
-		}
-		sel = sel.Add(*r)
-		return nil
-	}
-	states, err := s.checkedStates()
+	f, err := s.filter(o)
 	if err != nil {
 		return metav1.ListOptions{}, err
 	}
-	pipelines := make([]string, 0, len(s.pipelines))
-	for _, p := range s.pipelines {
-		// the label holds the pipeline's name without its namespace
-		pipelines = append(pipelines, p[strings.LastIndex(p, "/")+1:])
-	}
-	for _, kv := range []struct {
-		key    string
-		values []string
-	}{
-		{dlv1.LabelQueue, []string{queue}},
-		{dlv1.LabelReason, s.reasons},
-		{dlv1.LabelErrorType, s.errorTypes},
-		{dlv1.LabelPipeline, pipelines},
-		{dlv1.LabelState, states},
-	} {
-		if err := add(kv.key, kv.values); err != nil {
-			return metav1.ListOptions{}, err
-		}
-	}
-	opts := metav1.ListOptions{LabelSelector: sel.String()}
-	since, until, err := s.times(o)
-	if err != nil {
-		return opts, err
-	}
-	var fields []string
-	if !since.IsZero() {
-		fields = append(fields, fmt.Sprintf("%s=%s", dlv1.FieldSince, since.UTC().Format("2006-01-02T15:04:05Z")))
-	}
-	if !until.IsZero() {
-		fields = append(fields, fmt.Sprintf("%s=%s", dlv1.FieldUntil, until.UTC().Format("2006-01-02T15:04:05Z")))
-	}
-	opts.FieldSelector = strings.Join(fields, ",")
-	return opts, nil
-}
-
-// labelValue sanitises a value the way the deadletters API does for its labels: at most 63
-// characters of [A-Za-z0-9._-], starting and ending with an alphanumeric, anything else '_'.
-func labelValue(s string) string {
-	alnum := func(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' }
-	b := []byte(strings.Map(func(r rune) rune {
-		if alnum(r) || r == '.' || r == '_' || r == '-' {
-			return r
-		}
-		return '_'
-	}, s))
-	if len(b) > 63 {
-		b = b[:63]
-	}
-	return strings.TrimFunc(string(b), func(r rune) bool { return !alnum(r) })
+	return f.ListOptions(o.namespace(), queue), nil
 }

@@ -3,7 +3,6 @@ package dlqcli
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -84,21 +83,29 @@ func (b *uiBackend) GetQueue(ctx context.Context, name string) (*v1.DeadLetterQu
 	return b.c.getQueue(ctx, name)
 }
 
-// ListLetters builds the list options as kubectl dlq list does (label selectors, since/until).
+// ListLetters lists with the filter's list options (dlqui.Filter.ListOptions, what an action from
+// the same filter selects). The API may answer a page it could not fill (a selective list of a
+// large queue returns what it found in its time, with a continue token): it is followed, at most
+// maxFollow pages, until limit dead letters are read.
 func (b *uiBackend) ListLetters(ctx context.Context, queue string, f dlqui.Filter, limit int64, cont string) (*dlv1.DeadLetterList, error) {
-	rfc := func(t time.Time) string {
-		if t.IsZero() {
-			return ""
+	const maxFollow = 10
+	opts := f.ListOptions(b.c.namespace, queue)
+	opts.Continue = cont
+	out := &dlv1.DeadLetterList{}
+	for range maxFollow {
+		opts.Limit = limit - int64(len(out.Items))
+		page, err := b.c.listPage(ctx, opts)
+		if err != nil {
+			return nil, err
 		}
-		return t.UTC().Format(time.RFC3339)
+		out.Items = append(out.Items, page.Items...)
+		out.Continue, out.RemainingItemCount = page.Continue, page.RemainingItemCount
+		if page.Continue == "" || int64(len(out.Items)) >= limit {
+			break
+		}
+		opts.Continue = page.Continue
 	}
-	sel := selectorFlags{reasons: f.Reasons, errorTypes: f.ErrorTypes, pipelines: f.Pipelines, states: f.States, since: rfc(f.Since), until: rfc(f.Until)}
-	opts, err := sel.listOptions(b.o, queue)
-	if err != nil {
-		return nil, err
-	}
-	opts.Limit, opts.Continue = limit, cont
-	return b.c.listPage(ctx, opts)
+	return out, nil
 }
 
 func (b *uiBackend) GetLetter(ctx context.Context, queue string, partition int32, offset int64) (*dlv1.DeadLetter, error) {

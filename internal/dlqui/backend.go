@@ -2,7 +2,6 @@ package dlqui
 
 import (
 	"context"
-	"time"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
@@ -33,45 +32,4 @@ type Backend interface {
 	// WhoAmI is the user's name as the API server sees it (SelfSubjectReview): every action's
 	// requestedBy.
 	WhoAmI(ctx context.Context) (string, error)
-}
-
-// Filter selects dead letters in the queue browser and in the actions created from it. Empty
-// fields select everything; several values of one field select any of them.
-type Filter struct {
-	Reasons    []string
-	ErrorTypes []string
-	// Pipelines are ConsumerPipeline names in the console's namespace.
-	Pipelines []string
-	States    []string
-	// Since is inclusive, Until exclusive; zero means unbounded.
-	Since, Until time.Time
-}
-
-// Empty reports whether f selects every dead letter.
-func (f Filter) Empty() bool {
-	return len(f.Reasons)+len(f.ErrorTypes)+len(f.Pipelines)+len(f.States) == 0 && f.Since.IsZero() && f.Until.IsZero()
-}
-
-// Selector is f as a DeadLetterAction's selector, pipelines qualified with namespace.
-func (f Filter) Selector(namespace string) v1.DeadLetterSelector {
-	var s v1.DeadLetterSelector
-	for _, r := range f.Reasons {
-		s.Reasons = append(s.Reasons, v1.DeadLetterName(r))
-	}
-	for _, e := range f.ErrorTypes {
-		s.ErrorTypes = append(s.ErrorTypes, v1.DeadLetterName(e))
-	}
-	for _, p := range f.Pipelines {
-		s.Pipelines = append(s.Pipelines, v1.DeadLetterName(namespace+"/"+p))
-	}
-	for _, st := range f.States {
-		s.States = append(s.States, v1.DeadLetterState(st))
-	}
-	if !f.Since.IsZero() {
-		s.After = timePtr(f.Since)
-	}
-	if !f.Until.IsZero() {
-		s.Before = timePtr(f.Until)
-	}
-	return s
 }
