@@ -36,6 +36,12 @@ type Admin interface {
 	// DeleteTopic deletes a topic; deleting a missing topic returns nil.
 	DeleteTopic(ctx context.Context, name string) error
 
+	// TopicIDs returns the topic ID of every existing requested topic: the UUID Kafka gives a topic
+	// when it is created (Metadata v10 and later, Kafka 2.8 and later), which a topic deleted and
+	// created again under the same name does not keep. A topic whose brokers give no ID maps to "".
+	// Missing topics are absent from the map. It issues one Metadata request.
+	TopicIDs(ctx context.Context, names ...string) (map[string]string, error)
+
 	// ListOffsets returns the start (log start) and end (high watermark)
 	// offsets of every partition of every existing requested topic,
 	// sorted by partition. Missing topics are absent from the map. It
@@ -82,6 +88,9 @@ type Admin interface {
 type TopicInfo struct {
 	// Name is the topic name.
 	Name string
+	// ID is the topic's ID (see Admin.TopicIDs), "" when the brokers give none or the topic does
+	// not exist.
+	ID string
 	// Exists is false if the topic does not exist; the other fields are
 	// then zero.
 	Exists bool

@@ -32,6 +32,11 @@ func TestTopicLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DescribeTopics: %v", err)
 	}
+	id := got[topic].ID
+	if len(id) != 36 {
+		t.Fatalf("DescribeTopics: topic ID %q, want a UUID", id)
+	}
+	got[topic] = withoutID(got[topic])
 	want := map[string]kafka.TopicInfo{
 		topic: {Name: topic, Exists: true, Partitions: 3, ReplicationFactor: 1,
 			Configs: map[string]string{"retention.ms": "86400000", "cleanup.policy": "delete"}},
@@ -65,6 +70,10 @@ func TestTopicLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DescribeTopics: %v", err)
 	}
+	if got[topic].ID != id {
+		t.Fatalf("the topic's ID changed from %q to %q on an alter", id, got[topic].ID)
+	}
+	got[topic] = withoutID(got[topic])
 	want = map[string]kafka.TopicInfo{topic: {Name: topic, Exists: true, Partitions: 5, ReplicationFactor: 1,
 		Configs: map[string]string{"retention.ms": "3600000", "cleanup.policy": "delete", "max.message.bytes": "2097152"}}}
 	if !reflect.DeepEqual(got, want) {
@@ -390,4 +399,46 @@ func po(partition int32, start, end int64) kafka.PartitionOffsets {
 // lag is the lag of a group on a partition.
 func lag(partition int32, committed, end, lag int64) kafka.PartitionLag {
 	return kafka.PartitionLag{Partition: partition, Committed: committed, End: end, Lag: lag}
+}
+
+func withoutID(ti kafka.TopicInfo) kafka.TopicInfo {
+	ti.ID = ""
+	return ti
+}
+
+// TestTopicIDs reads the IDs Kafka gives topics: a topic deleted and created again under its name
+// has a new one, a missing topic none, and every call is one Metadata request.
+func TestTopicIDs(t *testing.T) {
+	c := newCluster(t)
+	a, _ := newAdmin(t, plainConn(c))
+	ctx := ctxT(t)
+	for _, n := range []string{"a.dlq", "b.dlq"} {
+		if err := a.CreateTopic(ctx, n, 1, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc := countRequests(c, kmsg.Metadata)
+	ids, err := a.TopicIDs(ctx, "a.dlq", "b.dlq", "missing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rc.get(kmsg.Metadata); n != 1 {
+		t.Errorf("%d Metadata requests, want 1", n)
+	}
+	if _, ok := ids["missing"]; ok || len(ids["a.dlq"]) != 36 || len(ids["b.dlq"]) != 36 || ids["a.dlq"] == ids["b.dlq"] {
+		t.Fatalf("IDs %v: want two distinct UUIDs and no missing topic", ids)
+	}
+	if err := a.DeleteTopic(ctx, "a.dlq"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CreateTopic(ctx, "a.dlq", 1, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	again, err := a.TopicIDs(ctx, "a.dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again["a.dlq"] == "" || again["a.dlq"] == ids["a.dlq"] {
+		t.Fatalf("the recreated topic's ID is %q, the old one %q: want a new one", again["a.dlq"], ids["a.dlq"])
+	}
 }

@@ -34,6 +34,16 @@ func (a *kadmAdmin) metadata(ctx context.Context, topics []string) (*kmsg.Metada
 type topicMeta struct {
 	partitions []int32 // sorted
 	rf         int16
+	id         string // "" when the broker gave none
+}
+
+// topicID formats a Metadata topic ID as a UUID; the zero ID (a broker before Kafka 2.8, or an
+// older Metadata version) is "".
+func topicID(id [16]byte) string {
+	if id == ([16]byte{}) {
+		return ""
+	}
+	return fmt.Sprintf("%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:16])
 }
 
 // existingTopic reads fresh metadata of one topic; a missing topic is UNKNOWN_TOPIC_OR_PARTITION.
@@ -70,7 +80,7 @@ func existingTopics(resp *kmsg.MetadataResponse) (map[string]topicMeta, error) {
 			}
 			return nil, fmt.Errorf("topic %q: %w", name, brokerErr(err, ""))
 		}
-		tm := topicMeta{partitions: make([]int32, 0, len(t.Partitions))}
+		tm := topicMeta{partitions: make([]int32, 0, len(t.Partitions)), id: topicID(t.TopicID)}
 		lowest := int32(-1)
 		for _, p := range t.Partitions {
 			tm.partitions = append(tm.partitions, p.Partition)
@@ -116,6 +126,7 @@ func (a *kadmAdmin) DescribeTopics(ctx context.Context, names ...string) (map[st
 			existing = append(existing, n)
 			out[n] = kafka.TopicInfo{
 				Name:              n,
+				ID:                tm.id,
 				Exists:            true,
 				Partitions:        int32(len(tm.partitions)),
 				ReplicationFactor: tm.rf,
@@ -148,6 +159,36 @@ func (a *kadmAdmin) DescribeTopics(ctx context.Context, names ...string) (map[st
 					continue
 				}
 				info.Configs[cfg.Key] = cfg.MaybeValue()
+			}
+		}
+		return out, nil
+	})
+}
+
+// TopicIDs implements Admin.
+func (a *kadmAdmin) TopicIDs(ctx context.Context, names ...string) (map[string]string, error) {
+	names = uniqNames(names)
+	out := make(map[string]string, len(names))
+	if len(names) == 0 {
+		return out, nil
+	}
+	ctx, c, done, err := a.begin(ctx, "read the IDs of topics "+describeNames(names))
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return await(ctx, c, func() (map[string]string, error) {
+		resp, err := a.metadata(ctx, names)
+		if err != nil {
+			return nil, c.fail(ctx, err)
+		}
+		metas, err := existingTopics(resp)
+		if err != nil {
+			return nil, c.fail(ctx, err)
+		}
+		for _, n := range names {
+			if tm, ok := metas[n]; ok {
+				out[n] = tm.id
 			}
 		}
 		return out, nil

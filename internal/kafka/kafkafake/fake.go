@@ -30,6 +30,8 @@ const (
 	AddPartitions = "AddPartitions"
 	// DeleteTopic names kafka.Admin.DeleteTopic.
 	DeleteTopic = "DeleteTopic"
+	// TopicIDs names kafka.Admin.TopicIDs.
+	TopicIDs = "TopicIDs"
 	// ListOffsets names kafka.Admin.ListOffsets.
 	ListOffsets = "ListOffsets"
 	// DeleteRecordsBefore names kafka.Admin.DeleteRecordsBefore.
@@ -52,6 +54,7 @@ type Call struct {
 }
 
 type topic struct {
+	id      string // a new one each time the topic is created
 	rf      int16
 	configs map[string]string
 	start   []int64 // per partition
@@ -77,6 +80,7 @@ type Fake struct {
 	errs    map[string]error
 	queued  map[string][]error
 	calls   []Call
+	ids     int // topic IDs handed out
 }
 
 var _ kafka.Admin = (*Fake)(nil)
@@ -98,11 +102,18 @@ func (f *Fake) AddTopic(name string, partitions int32, rf int16, configs map[str
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.topics[name] = &topic{
+		id:      f.newID(),
 		rf:      rf,
 		configs: maps.Clone(nonNil(configs)),
 		start:   make([]int64, partitions),
 		end:     make([]int64, partitions),
 	}
+}
+
+// newID returns a topic ID no topic of f had before, shaped like Kafka's (a UUID). f.mu must be held.
+func (f *Fake) newID() string {
+	f.ids++
+	return fmt.Sprintf("00000000-0000-4000-8000-%012x", f.ids)
 }
 
 // SetOffsets sets the start and end offsets of an existing partition. It
@@ -230,6 +241,7 @@ func (f *Fake) describe(name string) kafka.TopicInfo {
 	}
 	return kafka.TopicInfo{
 		Name:              name,
+		ID:                t.id,
 		Exists:            true,
 		Partitions:        int32(len(t.end)),
 		ReplicationFactor: t.rf,
@@ -307,6 +319,7 @@ func (f *Fake) CreateTopic(ctx context.Context, name string, partitions int32, r
 		return fmt.Errorf("kafka create topic %q: invalid name, partitions %d or replication factor %d", name, partitions, rf)
 	}
 	f.topics[name] = &topic{
+		id:      f.newID(),
 		rf:      rf,
 		configs: maps.Clone(nonNil(configs)),
 		start:   make([]int64, partitions),
@@ -369,6 +382,22 @@ func (f *Fake) DeleteTopic(ctx context.Context, name string) error {
 		delete(byTopic, name)
 	}
 	return nil
+}
+
+// TopicIDs implements kafka.Admin.
+func (f *Fake) TopicIDs(ctx context.Context, names ...string) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, TopicIDs, slices.Clone(names)); err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(names))
+	for _, n := range names {
+		if t, ok := f.topics[n]; ok {
+			out[n] = t.id
+		}
+	}
+	return out, nil
 }
 
 // ListOffsets implements kafka.Admin.
