@@ -33,27 +33,28 @@ type stateCountCache struct {
 }
 
 type stateCountEntry struct {
-	at     []kafka.PartitionOffsets // the queue's offsets, then the record of decisions'
-	states dlqStates
+	topicID string                   // the queue's topic's ID
+	at      []kafka.PartitionOffsets // the queue's offsets, then the record of decisions'
+	states  dlqStates
 }
 
-func (c *stateCountCache) get(key types.NamespacedName, at []kafka.PartitionOffsets) (dlqStates, bool) {
+func (c *stateCountCache) get(key types.NamespacedName, topicID string, at []kafka.PartitionOffsets) (dlqStates, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.queues[key]
-	if !ok || !slices.Equal(e.at, at) {
+	if !ok || e.topicID != topicID || !slices.Equal(e.at, at) {
 		return dlqStates{}, false
 	}
 	return e.states, true
 }
 
-func (c *stateCountCache) set(key types.NamespacedName, at []kafka.PartitionOffsets, st dlqStates) {
+func (c *stateCountCache) set(key types.NamespacedName, topicID string, at []kafka.PartitionOffsets, st dlqStates) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.queues == nil {
 		c.queues = map[types.NamespacedName]stateCountEntry{}
 	}
-	c.queues[key] = stateCountEntry{at: at, states: st}
+	c.queues[key] = stateCountEntry{topicID: topicID, at: at, states: st}
 }
 
 func (c *stateCountCache) forget(key types.NamespacedName) {
@@ -71,7 +72,8 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqSco
 	}
 	key := client.ObjectKeyFromObject(s.dlq)
 	at := append(slices.Clone(s.offsets), s.stateOffsets...)
-	if st, ok := r.stateCounts.get(key, at); ok {
+	topicID := s.topicID()
+	if st, ok := r.stateCounts.get(key, topicID, at); ok {
 		s.states = &st
 		return nil
 	}
@@ -83,7 +85,7 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqSco
 		}
 		return false
 	}
-	states, err := deadletters.LoadStates(ctx, s.admin, r.Kafka.Scanner, s.conn, s.want.Name, keep)
+	states, err := deadletters.LoadStates(ctx, s.admin, r.Kafka.Scanner, s.conn, s.want.Name, topicID, keep)
 	if err == nil {
 		var st dlqStates
 		st.counts = states.Counts(s.offsets)
@@ -96,7 +98,7 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqSco
 			st.oldestPending, err = deadletters.OldestPending(ctx, r.Kafka.Scanner, s.conn, s.want.Name, s.offsets, states)
 		}
 		if err == nil {
-			r.stateCounts.set(key, at, st)
+			r.stateCounts.set(key, topicID, at, st)
 			s.states = &st
 			return nil
 		}
@@ -107,6 +109,15 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqSco
 	ctrl.LoggerFrom(ctx).Info("Could not read the record of decisions; the counts by state in status are left as they were",
 		"deadLetterQueue", klog.KObj(s.dlq), "topic", s.stateTopic, "error", truncate(err.Error(), maxConditionMessage))
 	return nil
+}
+
+// topicID is the ID of the queue's topic as this reconcile described it ("" when the brokers give
+// none, or the topic was created by this reconcile: it holds no decided dead letter yet).
+func (s *dlqScope) topicID() string {
+	if s.topic == nil {
+		return ""
+	}
+	return s.topic.ID
 }
 
 // setDLQStates writes the counts by state, pending and the oldest pending time (to the second).

@@ -217,7 +217,11 @@ func (e *env) readAll(topic string) []kafka.Record {
 // states loads the record of decisions.
 func (e *env) states() *deadletters.States {
 	e.t.Helper()
-	s, err := deadletters.LoadStates(ctxT(e.t), e.admin, e.f, e.conn, dlqTopic, nil)
+	id, err := deadletters.TopicID(ctxT(e.t), e.admin, dlqTopic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s, err := deadletters.LoadStates(ctxT(e.t), e.admin, e.f, e.conn, dlqTopic, id, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -27,6 +27,13 @@ func (r *run) purge(ctx context.Context, ranges map[int32]kafka.OffsetRange) err
 			return err
 		}
 		if !r.dryRun && end > rg.From {
+			// The decisions matched were made on the topic as it was when the run started: were it
+			// deleted and created again since, the records now at these offsets are others, decided
+			// or not. Checked again right before the deletion (Kafka's DeleteRecords names a topic,
+			// not its ID).
+			if err := r.sameTopic(ctx); err != nil {
+				return err
+			}
 			if err := r.admin.DeleteRecordsBefore(ctx, r.o.Topic, map[int32]int64{p: end}); err != nil {
 				return fmt.Errorf("delete the records of partition %d before %d: %w", p, end, err)
 			}
@@ -97,4 +104,20 @@ func (r *run) purgePrefix(ctx context.Context, p int32, rg kafka.OffsetRange) (e
 		return 0, 0, nil, err
 	}
 	return end, n, stated, nil
+}
+
+// errRecreated says the dead letter topic was deleted and created again during the run.
+var errRecreated = errors.New("the dead letter topic was deleted and created again since the action started (its topic ID changed): nothing more is deleted; the dead letters of the new topic have no decision yet")
+
+// sameTopic fails with errRecreated when the dead letter topic's ID is no longer the one the run
+// started with.
+func (r *run) sameTopic(ctx context.Context) error {
+	id, err := TopicID(ctx, r.admin, r.o.Topic)
+	if err != nil {
+		return fmt.Errorf("check the dead letter topic before deleting: %w", err)
+	}
+	if id != r.topicID {
+		return fmt.Errorf("%w (ID %q, was %q)", errRecreated, id, r.topicID)
+	}
+	return nil
 }

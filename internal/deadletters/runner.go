@@ -88,6 +88,7 @@ type run struct {
 	o       *Options
 	m       *Matcher
 	admin   kafka.Admin
+	topicID string // the dead letter topic's ID when the run started ("" when the brokers give none)
 	states  *States
 	prog    Progress
 	scanned map[int32]int64 // per partition: one past the last dead letter considered
@@ -160,6 +161,11 @@ func Run(ctx context.Context, o Options) (Progress, error) {
 	if r.admin, err = o.Kafka.Admin(ctx, o.Conn); err != nil {
 		return r.prog, err
 	}
+	// The topic's ID first: decisions are recorded as made on this incarnation of the topic, and a
+	// Purge deletes only while it is still the topic (purge.go).
+	if r.topicID, err = TopicID(ctx, r.admin, o.Topic); err != nil {
+		return r.prog, err
+	}
 	offsets, err := r.admin.ListOffsets(ctx, o.Topic)
 	if err != nil {
 		return r.prog, err
@@ -176,7 +182,7 @@ func Run(ctx context.Context, o Options) (Progress, error) {
 		end, ok := o.Snapshot[id.Partition]
 		return ok && id.Offset < end && id.Offset >= start[id.Partition]
 	}
-	if r.states, err = LoadStates(ctx, r.admin, o.Kafka, o.Conn, o.Topic, keep); err != nil {
+	if r.states, err = LoadStates(ctx, r.admin, o.Kafka, o.Conn, o.Topic, r.topicID, keep); err != nil {
 		return r.prog, fmt.Errorf("load the record of decisions: %w", err)
 	}
 
@@ -307,7 +313,7 @@ func (r *run) decide(ctx context.Context, e *Entry) error {
 	}
 	p := pending{id: e.ID, state: State{
 		State: want, Note: r.o.Spec.Note, RequestedBy: r.o.Spec.RequestedBy, Action: r.o.Ref,
-		Time: r.o.clock().Now().UTC(), ReplayCount: st.ReplayCount,
+		Time: r.o.clock().Now().UTC(), ReplayCount: st.ReplayCount, TopicID: r.topicID,
 	}}
 	if r.o.Spec.Action == v1.DeadLetterReplay {
 		ok, err := r.replayable(ctx, e, st, &p)
@@ -389,4 +395,18 @@ func (r *run) report(final bool) {
 		p.Complete = final
 		r.o.OnProgress(p)
 	}
+}
+
+// TopicID returns the ID of topic (kafka.Admin.TopicIDs; "" when the brokers give none); a missing
+// topic is an error matching kafka.ErrTopicNotFound.
+func TopicID(ctx context.Context, admin kafka.Admin, topic string) (string, error) {
+	ids, err := admin.TopicIDs(ctx, topic)
+	if err != nil {
+		return "", err
+	}
+	id, ok := ids[topic]
+	if !ok {
+		return "", kafka.NewError("read the topic's ID", kafka.KindTopicNotFound, fmt.Errorf("%w: %s", kafka.ErrTopicNotFound, topic), "")
+	}
+	return id, nil
 }

@@ -41,6 +41,8 @@ const (
 	MaxRequestedByBytes = 253
 	// MaxUIDBytes bounds ActionRef.UID.
 	MaxUIDBytes = 128
+	// MaxTopicIDBytes bounds State.TopicID (a UUID is 36).
+	MaxTopicIDBytes = 64
 )
 
 // ActionRef names the DeadLetterAction that made a decision.
@@ -65,7 +67,20 @@ type State struct {
 	Time time.Time `json:"time"`
 	// ReplayCount is how many times the dead letter's record has been replayed, by any action.
 	ReplayCount int `json:"replayCount,omitempty"`
+	// TopicID is the ID of the dead letter topic the decision was made on (kafka.Admin.TopicIDs): a
+	// decision belongs to the record at its key's partition and offset of that topic only, never to
+	// the record a topic deleted and created again under the same name holds there. It is empty in
+	// a decision recorded before topic IDs were (a legacy decision) and on brokers that give no
+	// topic IDs; see BelongsTo.
+	TopicID string `json:"topicID,omitempty"`
 }
+
+// BelongsTo reports whether the decision s applies to the dead letter topic whose ID is now
+// topicID ("" when the brokers give none): it was made on that topic, or it is a legacy decision
+// (no topic ID), which applies to whatever topic holds its offset, as it always did. The
+// reconciler gives every legacy decision on a record held the topic's ID (Survey), and drops them
+// all before it creates a deleted topic again (Legacy), so a legacy decision outlives neither.
+func (s State) BelongsTo(topicID string) bool { return s.TopicID == "" || s.TopicID == topicID }
 
 // Pending reports whether s is the state of a dead letter nobody acted on.
 func (s State) Pending() bool { return s.State == "" || s.State == v1.DeadLetterPending }
@@ -126,6 +141,7 @@ func (s State) validate() error {
 		{"action.namespace", s.Action.Namespace, 63},
 		{"action.name", s.Action.Name, 253},
 		{"action.uid", s.Action.UID, MaxUIDBytes},
+		{"topicID", s.TopicID, MaxTopicIDBytes},
 	} {
 		if len(f.v) > f.max || !utf8.ValidString(f.v) {
 			return fmt.Errorf("state %s: longer than %d bytes or not UTF-8", f.name, f.max)
@@ -145,6 +161,9 @@ type States struct {
 	// Invalid counts the state records that could not be decoded (their key or value); they are
 	// ignored, and an earlier valid state of the same key stays.
 	Invalid int
+	// Foreign counts the decisions read that belong to another incarnation of the topic (another
+	// topic ID): they are ignored, and the record's dead letter is Pending unless decided again.
+	Foreign int
 }
 
 // Get returns the state of id (the zero, Pending, State when it has none).
@@ -163,52 +182,81 @@ func (s *States) Set(id ID, st State) {
 }
 
 // LoadStates reads the state topic of dlqTopic to its current end and returns the latest state of
-// every dead letter for which keep (nil: all) is true. Memory is proportional to the dead letters
-// acted on, not to the records scanned. A missing state topic is an error matching
+// every dead letter for which keep (nil: all) is true, of the decisions that belong to the topic
+// whose ID is topicID (State.BelongsTo): a later decision on the same key made on another
+// incarnation of the topic leaves the dead letter Pending. Memory is proportional to the dead
+// letters acted on, not to the records scanned. A missing state topic is an error matching
 // kafka.ErrTopicNotFound.
-func LoadStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn kafka.Connection, dlqTopic string, keep func(ID) bool) (*States, error) {
-	topic, ok := StateTopic(dlqTopic)
-	if !ok {
-		return nil, fmt.Errorf("dead letter topic %q has no valid state topic name", dlqTopic)
-	}
-	offsets, err := admin.ListOffsets(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	parts, ok := offsets[topic]
-	if !ok {
-		return nil, kafka.NewError("load states", kafka.KindTopicNotFound, fmt.Errorf("%w: %s", kafka.ErrTopicNotFound, topic), "")
-	}
-	ranges := map[int32]kafka.OffsetRange{}
-	for _, p := range parts {
-		if p.End > p.Start {
-			ranges[p.Partition] = kafka.OffsetRange{From: p.Start, To: p.End}
-		}
-	}
+func LoadStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn kafka.Connection, dlqTopic, topicID string, keep func(ID) bool) (*States, error) {
 	out := &States{ByID: map[ID]State{}}
-	if len(ranges) == 0 {
-		return out, nil
-	}
-	err = scanner.Scan(ctx, conn, map[string]map[int32]kafka.OffsetRange{topic: ranges}, func(r kafka.Record) {
-		id, ok := ParseID(string(bounded(r.Key, 31)))
-		if !ok || len(r.Key) > 30 {
+	_, err := ScanStates(ctx, admin, scanner, conn, dlqTopic, 0, func(id ID, st State, err error) {
+		switch {
+		case err != nil:
 			out.Invalid++
-			return
+		case keep != nil && !keep(id):
+		case !st.BelongsTo(topicID):
+			out.Foreign++
+			out.Set(id, State{})
+		default:
+			out.Set(id, st)
 		}
-		if keep != nil && !keep(id) {
-			return
-		}
-		st, err := DecodeState(r.Value)
-		if err != nil {
-			out.Invalid++
-			return
-		}
-		out.Set(id, st)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// ScanStates reads the state topic of dlqTopic from offset from (its start when lower) to its
+// current end, and calls fn with every record: its key's ID and its value decoded, or err when
+// either is invalid (a record whose key is no ID has the zero ID). It returns the offsets of the
+// state topic's partition as they were when the scan started (span.End is where a later scan goes
+// on), or a span of partition -1 when the state topic has several partitions (the reconciler makes
+// it with one; one made otherwise is read whole, whatever from). A missing state topic is an error
+// matching kafka.ErrTopicNotFound.
+func ScanStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn kafka.Connection, dlqTopic string, from int64, fn func(id ID, st State, err error)) (span kafka.PartitionOffsets, err error) {
+	span.Partition = -1
+	topic, ok := StateTopic(dlqTopic)
+	if !ok {
+		return span, fmt.Errorf("dead letter topic %q has no valid state topic name", dlqTopic)
+	}
+	offsets, err := admin.ListOffsets(ctx, topic)
+	if err != nil {
+		return span, err
+	}
+	parts, ok := offsets[topic]
+	if !ok {
+		return span, kafka.NewError("load states", kafka.KindTopicNotFound, fmt.Errorf("%w: %s", kafka.ErrTopicNotFound, topic), "")
+	}
+	if len(parts) == 1 {
+		span = parts[0]
+	}
+	ranges := map[int32]kafka.OffsetRange{}
+	for _, p := range parts {
+		start := p.Start
+		if len(parts) == 1 {
+			start = max(start, from)
+		}
+		if p.End > start {
+			ranges[p.Partition] = kafka.OffsetRange{From: start, To: p.End}
+		}
+	}
+	if len(ranges) == 0 {
+		return span, nil
+	}
+	err = scanner.Scan(ctx, conn, map[string]map[int32]kafka.OffsetRange{topic: ranges}, func(r kafka.Record) {
+		id, ok := ParseID(string(bounded(r.Key, 31)))
+		if !ok || len(r.Key) > 30 {
+			fn(ID{}, State{}, errors.New("state record key is no <partition>/<offset>"))
+			return
+		}
+		st, err := DecodeState(r.Value)
+		fn(id, st, err)
+	})
+	if err != nil {
+		return span, err
+	}
+	return span, nil
 }
 
 // StateUpdate is one decision to record; a Pending State writes a tombstone.

@@ -142,7 +142,11 @@ func (s *Storage) offsets(ctx context.Context, q Queue) (kafka.Admin, map[string
 
 // loadStates loads the record of decisions of q (empty when the state topic does not exist).
 func loadStates(ctx context.Context, admin kafka.Admin, sc kafka.Scanner, q Queue, keep func(deadletters.ID) bool) (*deadletters.States, error) {
-	states, err := deadletters.LoadStates(ctx, admin, sc, q.Conn, q.Topic, keep)
+	topicID, err := deadletters.TopicID(ctx, admin, q.Topic)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	states, err := deadletters.LoadStates(ctx, admin, sc, q.Conn, q.Topic, topicID, keep)
 	if errors.Is(err, kafka.ErrTopicNotFound) {
 		return &deadletters.States{}, nil
 	}
