@@ -57,6 +57,14 @@ func (c *stateCountCache) set(key types.NamespacedName, topicID string, at []kaf
 	c.queues[key] = stateCountEntry{topicID: topicID, at: at, states: st}
 }
 
+// topicID returns the topic ID the last counts of key were made with, and whether there are any.
+func (c *stateCountCache) topicID(key types.NamespacedName) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.queues[key]
+	return e.topicID, ok
+}
+
 func (c *stateCountCache) forget(key types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -77,16 +85,15 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqSco
 		s.states = &st
 		return nil
 	}
-	keep := func(id deadletters.ID) bool {
-		for _, p := range s.offsets {
-			if p.Partition == id.Partition {
-				return id.Offset >= p.Start && id.Offset < p.End
-			}
-		}
-		return false
-	}
-	states, err := deadletters.LoadStates(ctx, s.admin, r.Kafka.Scanner, s.conn, s.want.Name, topicID, keep)
+	states, tidy, err := deadletters.Survey(ctx, s.admin, r.Kafka.Scanner, s.conn, s.want.Name, topicID, s.offsets, deadletters.MaxTidyUpdates)
 	if err == nil {
+		if last, ok := r.stateCounts.topicID(key); ok && last == topicID {
+			r.tidyStates(ctx, s, tidy)
+		} else {
+			// First count, or the topic was created again since the last: the offsets (batched, up to
+			// an interval old) may be the old topic's, so nothing is dropped by them this time.
+			r.Kafka.Offsets.Forget(dlqOwner(key))
+		}
 		var st dlqStates
 		st.counts = states.Counts(s.offsets)
 		switch {
@@ -108,6 +115,48 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqSco
 	}
 	ctrl.LoggerFrom(ctx).Info("Could not read the record of decisions; the counts by state in status are left as they were",
 		"deadLetterQueue", klog.KObj(s.dlq), "topic", s.stateTopic, "error", truncate(err.Error(), maxConditionMessage))
+	return nil
+}
+
+// tidyStates writes what Survey found to tidy in the record of decisions: tombstones for the
+// decisions on records that are gone (or of an earlier incarnation of the topic), and the legacy
+// decisions bound to the topic's ID; at most deadletters.MaxTidyUpdates a reconcile. The next
+// reconcile sees the record of decisions changed and goes on. A failure is logged: the next
+// reconcile tries again.
+func (r *DeadLetterQueueReconciler) tidyStates(ctx context.Context, s *dlqScope, updates []deadletters.StateUpdate) {
+	if len(updates) == 0 || r.Kafka.Producer == nil {
+		return
+	}
+	written, err := deadletters.WriteStates(ctx, r.Kafka.Producer, s.conn, s.want.Name, updates)
+	n := 0
+	for _, w := range written {
+		if w {
+			n++
+		}
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("deadLetterQueue", klog.KObj(s.dlq), "topic", s.stateTopic, "written", n, "of", len(updates))
+	if err != nil {
+		log.Info("Could not tidy the record of decisions", "error", truncate(err.Error(), maxConditionMessage))
+		return
+	}
+	log.Info("Tidied the record of decisions: dropped the decisions on dead letters that are gone, bound the others to the topic's ID")
+}
+
+// forgetLegacyDecisions tombstones, before the queue's topic deleted out of band is created again,
+// every decision recorded without a topic ID: the new topic's dead letters reuse their offsets.
+func (r *DeadLetterQueueReconciler) forgetLegacyDecisions(ctx context.Context, s *dlqScope) error {
+	if !s.stateHave.Exists || r.Kafka.Producer == nil {
+		return nil
+	}
+	legacy, err := deadletters.Legacy(ctx, s.admin, r.Kafka.Scanner, s.conn, s.want.Name)
+	if err != nil || len(legacy) == 0 {
+		return err
+	}
+	if _, err := deadletters.WriteStates(ctx, r.Kafka.Producer, s.conn, s.want.Name, legacy); err != nil {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).Info("Dropped the decisions without a topic ID before creating the topic again",
+		"deadLetterQueue", klog.KObj(s.dlq), "topic", s.want.Name, "dropped", len(legacy))
 	return nil
 }
 

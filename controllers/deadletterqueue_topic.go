@@ -95,6 +95,11 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 	s.topic = &have
 	if !plan.Empty() {
 		recreated := plan.Create && wasOwned
+		if recreated {
+			if err := r.forgetLegacyDecisions(ctx, s); err != nil {
+				return kafkaProblem(err)
+			}
+		}
 		now, err := kafka.ApplyPlan(ctx, s.admin, s.want, have, plan)
 		s.topic = &now
 		if err != nil {

@@ -134,6 +134,8 @@ type kafkaAccess struct {
 	Connections *kafka.Registry
 	// Scanner reads records (the record of decisions).
 	Scanner kafka.Scanner
+	// Producer writes the record of decisions' tombstones (the queue reconciler's tidying).
+	Producer kafka.Producer
 	Offsets *kafkastats.Offsets
 	Commits *kafkastats.Commits
 	Tallies *kafkastats.Tallies
@@ -220,6 +222,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 		Defaults:    kafkaspec.Defaults{BootstrapServers: opts.DefaultBootstrapServers, TLS: opts.DefaultKafkaTLS, SASL: opts.DefaultKafkaSASL, Tenancy: opts.KafkaTenancy},
 		Connections: kafka.NewRegistry(opts.Kafka),
 		Scanner:     opts.Kafka,
+		Producer:    opts.Kafka,
 		Offsets:     offsets,
 		Commits:     kafkastats.NewCommits(opts.Clock),
 		Tallies:     kafkastats.NewTallies(offsets, opts.Kafka),

@@ -144,8 +144,8 @@ func runIncarnationSequence(t *testing.T, seed uint64, steps int) {
 			t.Fatal(err)
 		}
 		_, err = deadletters.Run(ctx, deadletters.Options{
-			Spec: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: action, RequestedBy: "alice", Selector: sel},
-			Ref:  deadletters.ActionRef{Namespace: "shop", Name: fmt.Sprintf("a%d", len(log)), UID: fmt.Sprintf("uid-%d-%d", seed, len(log))},
+			Spec:  v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: action, RequestedBy: "alice", Selector: sel},
+			Ref:   deadletters.ActionRef{Namespace: "shop", Name: fmt.Sprintf("a%d", len(log)), UID: fmt.Sprintf("uid-%d-%d", seed, len(log))},
 			Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: snap, Clock: newVirtualClock(),
 		})
 		return err
@@ -227,7 +227,7 @@ func runIncarnationSequence(t *testing.T, seed uint64, steps int) {
 			})
 		default:
 			log = append(log, "tidy")
-			tidy(t, ctx, fake, conn)
+			tidy(t, ctx, f, conn, 1+rnd.IntN(4))
 		}
 		offs := offsets()
 		got := loadCurrent(t, ctx, fake, conn)
@@ -238,6 +238,34 @@ func runIncarnationSequence(t *testing.T, seed uint64, steps int) {
 		}
 		if !maps.Equal(counts, want) {
 			fail("counts by state %v, the model's recount %v (held %v)", counts, want, heldList(m))
+		}
+	}
+
+	// Tidied to the end, the record of decisions holds the decisions on the records held, each
+	// bound to the topic, and nothing else.
+	for tidy(t, ctx, f, conn, deadletters.MaxTidyUpdates) > 0 {
+	}
+	id, err := deadletters.TopicID(ctx, fake, dlqTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := map[deadletters.ID]deadletters.State{}
+	if _, err := deadletters.ScanStates(ctx, fake, fake, conn, dlqTopic, 0, func(x deadletters.ID, st deadletters.State, err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		latest[x] = st
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for x, st := range latest {
+		serial, held := m.held[x]
+		switch {
+		case st.Pending():
+		case !held:
+			fail("tidied, the record of decisions still holds %s: %+v, on a record that is gone", x, st)
+		case st.TopicID != id || st.State != m.state(serial):
+			fail("tidied, the decision on %s (s%d, %s) is %+v (topic %s)", x, serial, m.state(serial), st, id)
 		}
 	}
 }
@@ -269,54 +297,66 @@ func loadCurrent(t *testing.T, ctx context.Context, admin kafka.ClientFactory, c
 	return s
 }
 
-// tidy is the reconciler's tidying of the record of decisions (none before it existed).
-func tidy(*testing.T, context.Context, kafka.ClientFactory, kafka.Connection) {}
+// tidy is the reconciler's tidying of the record of decisions, at most max updates: it returns how
+// many it wrote.
+func tidy(t *testing.T, ctx context.Context, f kafka.ClientFactory, conn kafka.Connection, max int) int {
+	t.Helper()
+	a, err := f.Admin(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := deadletters.TopicID(ctx, a, dlqTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs, err := a.ListOffsets(ctx, dlqTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, updates, err := deadletters.Survey(ctx, a, f, conn, dlqTopic, id, offs[dlqTopic], max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deadletters.WriteStates(ctx, f, conn, dlqTopic, updates); err != nil {
+		t.Fatal(err)
+	}
+	return len(updates)
+}
 
-// TestPurgeAfterRecreationKeepsTheNewDeadLetters: five dead letters are resolved, the topic is
-// deleted and created again (its record of decisions kept) and five new ones arrive at the same
-// offsets; a Purge of every decided dead letter deletes none of the new ones, and they count as
-// Pending.
-func TestPurgeAfterRecreationKeepsTheNewDeadLetters(t *testing.T) {
+// TestSurveyOfLegacyDecisions: decisions recorded before topic IDs (none in the value) on records
+// held are bound to the topic's ID, those on records trimmed are tombstoned; before the topic is
+// created again, Legacy tombstones every legacy decision.
+func TestSurveyOfLegacyDecisions(t *testing.T) {
 	ctx := ctxT(t)
 	fake := kafkafake.New()
 	conn := kafka.Connection{BootstrapServers: []string{"fake:9092"}, ClientID: "test"}
 	state, _ := deadletters.StateTopic(dlqTopic)
 	fake.AddTopic(dlqTopic, 1, 1, nil)
 	fake.AddTopic(state, 1, 1, deadletters.StateTopicConfigs())
-	five := func() {
-		recs := make([]kafka.ProduceRecord, 5)
-		for i := range recs {
-			recs[i] = kafka.ProduceRecord{Key: []byte("k" + strconv.Itoa(i)), Partition: 0}
-		}
-		if _, err := fake.ProduceRecords(ctx, conn, dlqTopic, recs); err != nil {
-			t.Fatal(err)
-		}
+	fake.SetOffsets(dlqTopic, 0, 2, 4)
+	resolved := deadletters.State{State: v1.DeadLetterResolved, RequestedBy: "alice", Time: seedBase}
+	var updates []deadletters.StateUpdate
+	for off := range int64(4) {
+		updates = append(updates, deadletters.StateUpdate{ID: deadletters.ID{Offset: off}, State: resolved})
 	}
-	run := func(action v1.DeadLetterActionType, sel *v1.DeadLetterSelector) {
-		snap, err := deadletters.Snapshot(ctx, fake, dlqTopic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := deadletters.Run(ctx, deadletters.Options{
-			Spec: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: action, RequestedBy: "alice", Selector: sel},
-			Ref:  deadletters.ActionRef{Namespace: "shop", Name: string(action), UID: "uid-" + string(action)},
-			Topic: dlqTopic, Conn: conn, Kafka: fake, Snapshot: snap, Clock: newVirtualClock(),
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	five()
-	run(v1.DeadLetterResolve, nil)
-	if err := fake.DeleteTopic(ctx, dlqTopic); err != nil {
+	if _, err := deadletters.WriteStates(ctx, fake, conn, dlqTopic, updates); err != nil {
 		t.Fatal(err)
 	}
-	if err := fake.CreateTopic(ctx, dlqTopic, 1, 1, nil); err != nil {
+	id := fake.Topic(dlqTopic).ID
+	states, got, err := deadletters.Survey(ctx, fake, fake, conn, dlqTopic, id, fake.Offsets(dlqTopic), 10)
+	if err != nil {
 		t.Fatal(err)
 	}
-	five()
-	counts := loadCurrent(t, ctx, fake, conn).Counts(fake.Offsets(dlqTopic))
-	run(v1.DeadLetterPurge, &v1.DeadLetterSelector{Before: &metav1.Time{Time: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}})
-	if offs := fake.Offsets(dlqTopic); offs[0].Start != 0 || counts[v1.DeadLetterPending] != 5 {
-		t.Fatalf("after the recreation the 5 new dead letters counted %v, and the purge moved the start offset to %d (want 5 Pending, 0)", counts, offs[0].Start)
+	bound := resolved
+	bound.TopicID = id
+	want := []deadletters.StateUpdate{{ID: deadletters.ID{Offset: 0}}, {ID: deadletters.ID{Offset: 1}},
+		{ID: deadletters.ID{Offset: 2}, State: bound}, {ID: deadletters.ID{Offset: 3}, State: bound}}
+	slices.SortFunc(got, func(a, b deadletters.StateUpdate) int { return int(a.ID.Offset - b.ID.Offset) })
+	if !slices.EqualFunc(got, want, func(a, b deadletters.StateUpdate) bool { return a.ID == b.ID && a.State == b.State }) || len(states.ByID) != 2 {
+		t.Fatalf("survey: updates %+v, states %v; want %+v and the 2 held", got, states.ByID, want)
+	}
+	legacy, err := deadletters.Legacy(ctx, fake, fake, conn, dlqTopic)
+	if err != nil || len(legacy) != 4 {
+		t.Fatalf("legacy: %v, %v; want the 4 tombstones", legacy, err)
 	}
 }
