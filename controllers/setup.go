@@ -136,9 +136,9 @@ type kafkaAccess struct {
 	Scanner kafka.Scanner
 	// Producer writes the record of decisions' tombstones (the queue reconciler's tidying).
 	Producer kafka.Producer
-	Offsets *kafkastats.Offsets
-	Commits *kafkastats.Commits
-	Tallies *kafkastats.Tallies
+	Offsets  *kafkastats.Offsets
+	Commits  *kafkastats.Commits
+	Tallies  *kafkastats.Tallies
 	// ByPipeline is each queue's complete count of dead letters by pipeline, as last written to its
 	// status (status.pipelines shows the 20 largest only), by the queue's owner name.
 	ByPipeline *kafkastats.Counts
