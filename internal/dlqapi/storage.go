@@ -51,6 +51,9 @@ type Storage struct {
 	// ScanBudget is how long a list reads before it returns a page it could not fill, with a
 	// continue token (default 10s; at most half of what is left of the request's deadline).
 	ScanBudget time.Duration
+
+	// cache keeps the decisions read from each queue's record of decisions (states.go).
+	cache stateCache
 }
 
 var (
@@ -118,7 +121,7 @@ func (s *Storage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (r
 	if entry == nil {
 		return nil, apierrors.NewNotFound(groupResource, name)
 	}
-	states, err := loadStates(ctx, admin, s.Kafka, q, func(x deadletters.ID) bool { return x == id })
+	states, err := s.loadStates(ctx, admin, q, func(x deadletters.ID) bool { return x == id })
 	if err != nil {
 		return nil, err
 	}
@@ -138,22 +141,6 @@ func (s *Storage) offsets(ctx context.Context, q Queue) (kafka.Admin, map[string
 		return nil, nil, unavailable(err)
 	}
 	return admin, offs, nil
-}
-
-// loadStates loads the record of decisions of q (empty when the state topic does not exist).
-func loadStates(ctx context.Context, admin kafka.Admin, sc kafka.Scanner, q Queue, keep func(deadletters.ID) bool) (*deadletters.States, error) {
-	topicID, err := deadletters.TopicID(ctx, admin, q.Topic)
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	states, err := deadletters.LoadStates(ctx, admin, sc, q.Conn, q.Topic, topicID, keep)
-	if errors.Is(err, kafka.ErrTopicNotFound) {
-		return &deadletters.States{}, nil
-	}
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	return states, nil
 }
 
 func unavailable(err error) error {
@@ -308,7 +295,7 @@ func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f
 			continue
 		}
 		if states == nil {
-			if states, err = loadStates(ctx, admin, s.Kafka, q, nil); err != nil {
+			if states, err = s.loadStates(ctx, admin, q, nil); err != nil {
 				return nil, err
 			}
 		}
