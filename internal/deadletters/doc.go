@@ -46,5 +46,15 @@
 // never Pending; dead-lettered before selector.before; every other criterion) is deleted with
 // Admin.DeleteRecordsBefore, and their decisions tombstoned. The first dead letter that does not
 // match ends the prefix and is reported (Progress.Blocking, SkipBlocksPrefix). The caller must only
-// run Purge on a topic the operator owns.
+// run Purge on a topic the operator owns. Right before each deletion the topic's ID is read again: a
+// topic deleted and created again since the run started fails the run, deleting nothing more.
+//
+// # The record of decisions and the topic's incarnation
+//
+// A decision (State) records the ID of the dead letter topic it was made on (State.TopicID, from
+// Admin.TopicIDs): it belongs to the record at its key's offset in that topic only, and every reader
+// (LoadStates, Survey) passes over the decisions of another ID. A legacy decision, recorded without
+// an ID, belongs to whatever topic holds its offset, as before; the queue reconciler binds those on
+// records held to the topic's ID and tombstones the decisions on records that are gone (Survey), and
+// tombstones every legacy decision before it creates a deleted topic again (Legacy).
 package deadletters
