@@ -43,7 +43,7 @@ func TestDeadLetterQueueStatesFollowTheTopic(t *testing.T) {
 	// latest is the record of decisions as compaction leaves it: the last state of every key.
 	latest := func() (map[deadletters.ID]deadletters.State, error) {
 		out := map[deadletters.ID]deadletters.State{}
-		_, err := deadletters.ScanStates(ctx, admin, f, conn, topic, 0, func(id deadletters.ID, st deadletters.State, err error) {
+		_, err := deadletters.ScanStates(ctx, admin, f, conn, topic, nil, func(id deadletters.ID, st deadletters.State, err error) {
 			if err == nil {
 				out[id] = st
 			}

@@ -250,7 +250,7 @@ func runIncarnationSequence(t *testing.T, seed uint64, steps int) {
 		t.Fatal(err)
 	}
 	latest := map[deadletters.ID]deadletters.State{}
-	if _, err := deadletters.ScanStates(ctx, fake, fake, conn, dlqTopic, 0, func(x deadletters.ID, st deadletters.State, err error) {
+	if _, err := deadletters.ScanStates(ctx, fake, fake, conn, dlqTopic, nil, func(x deadletters.ID, st deadletters.State, err error) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -189,7 +189,7 @@ func (s *States) Set(id ID, st State) {
 // kafka.ErrTopicNotFound.
 func LoadStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn kafka.Connection, dlqTopic, topicID string, keep func(ID) bool) (*States, error) {
 	out := &States{ByID: map[ID]State{}}
-	_, err := ScanStates(ctx, admin, scanner, conn, dlqTopic, 0, func(id ID, st State, err error) {
+	_, err := ScanStates(ctx, admin, scanner, conn, dlqTopic, nil, func(id ID, st State, err error) {
 		switch {
 		case err != nil:
 			out.Invalid++
@@ -207,42 +207,34 @@ func LoadStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, c
 	return out, nil
 }
 
-// ScanStates reads the state topic of dlqTopic from offset from (its start when lower) to its
-// current end, and calls fn with every record: its key's ID and its value decoded, or err when
-// either is invalid (a record whose key is no ID has the zero ID). It returns the offsets of the
-// state topic's partition as they were when the scan started (span.End is where a later scan goes
-// on), or a span of partition -1 when the state topic has several partitions (the reconciler makes
-// it with one; one made otherwise is read whole, whatever from). A missing state topic is an error
-// matching kafka.ErrTopicNotFound.
-func ScanStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn kafka.Connection, dlqTopic string, from int64, fn func(id ID, st State, err error)) (span kafka.PartitionOffsets, err error) {
-	span.Partition = -1
+// ScanStates reads the state topic of dlqTopic from the offsets from (per partition; its start
+// where lower or absent; nil: from the start) to its current end, and calls fn with every record:
+// its key's ID and its value decoded, or err when either is invalid (a record whose key is no ID
+// has the zero ID). It returns the state topic's offsets as they were when the scan started (their
+// End is where a later scan goes on). A missing state topic is an error matching
+// kafka.ErrTopicNotFound.
+func ScanStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn kafka.Connection, dlqTopic string, from map[int32]int64, fn func(id ID, st State, err error)) ([]kafka.PartitionOffsets, error) {
 	topic, ok := StateTopic(dlqTopic)
 	if !ok {
-		return span, fmt.Errorf("dead letter topic %q has no valid state topic name", dlqTopic)
+		return nil, fmt.Errorf("dead letter topic %q has no valid state topic name", dlqTopic)
 	}
 	offsets, err := admin.ListOffsets(ctx, topic)
 	if err != nil {
-		return span, err
+		return nil, err
 	}
 	parts, ok := offsets[topic]
 	if !ok {
-		return span, kafka.NewError("load states", kafka.KindTopicNotFound, fmt.Errorf("%w: %s", kafka.ErrTopicNotFound, topic), "")
-	}
-	if len(parts) == 1 {
-		span = parts[0]
+		return nil, kafka.NewError("load states", kafka.KindTopicNotFound, fmt.Errorf("%w: %s", kafka.ErrTopicNotFound, topic), "")
 	}
 	ranges := map[int32]kafka.OffsetRange{}
 	for _, p := range parts {
-		start := p.Start
-		if len(parts) == 1 {
-			start = max(start, from)
-		}
+		start := max(p.Start, from[p.Partition])
 		if p.End > start {
 			ranges[p.Partition] = kafka.OffsetRange{From: start, To: p.End}
 		}
 	}
 	if len(ranges) == 0 {
-		return span, nil
+		return parts, nil
 	}
 	err = scanner.Scan(ctx, conn, map[string]map[int32]kafka.OffsetRange{topic: ranges}, func(r kafka.Record) {
 		id, ok := ParseID(string(bounded(r.Key, 31)))
@@ -254,9 +246,9 @@ func ScanStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, c
 		fn(id, st, err)
 	})
 	if err != nil {
-		return span, err
+		return nil, err
 	}
-	return span, nil
+	return parts, nil
 }
 
 // StateUpdate is one decision to record; a Pending State writes a tombstone.

@@ -33,7 +33,7 @@ func Survey(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn 
 	out := &States{ByID: map[ID]State{}}
 	stale := map[ID]bool{}
 	legacy := map[ID]bool{}
-	_, err := ScanStates(ctx, admin, scanner, conn, dlqTopic, 0, func(id ID, st State, err error) {
+	_, err := ScanStates(ctx, admin, scanner, conn, dlqTopic, nil, func(id ID, st State, err error) {
 		if err != nil {
 			out.Invalid++
 			return
@@ -86,7 +86,7 @@ func Survey(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn 
 // none of them applies to the new topic's records at the same offsets.
 func Legacy(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn kafka.Connection, dlqTopic string) ([]StateUpdate, error) {
 	legacy := map[ID]bool{}
-	_, err := ScanStates(ctx, admin, scanner, conn, dlqTopic, 0, func(id ID, st State, err error) {
+	_, err := ScanStates(ctx, admin, scanner, conn, dlqTopic, nil, func(id ID, st State, err error) {
 		if err == nil {
 			legacy[id] = !st.Pending() && st.TopicID == ""
 		}

@@ -33,10 +33,10 @@ type stateCache struct {
 type queueStates struct {
 	mu       sync.Mutex // one reader of the record of decisions at a time
 	used     time.Time
-	topicID  string // the dead letter topic's ID the decisions kept belong to
-	stateID  string // the state topic's ID they were read from
-	next     int64  // where the next read of the state topic starts
-	bytes    int    // estimated memory of states
+	topicID  string          // the dead letter topic's ID the decisions kept belong to
+	stateID  string          // the state topic's ID they were read from
+	next     map[int32]int64 // per partition of the state topic, where the next read starts
+	bytes    int             // estimated memory of states
 	states   *deadletters.States
 	starts   map[int32]int64 // the dead letter topic's start offsets states was pruned to
 	complete bool            // next, states and the IDs are valid
@@ -119,13 +119,13 @@ func (s *Storage) loadStates(ctx context.Context, admin kafka.Admin, q Queue, ke
 func (qs *queueStates) advance(ctx context.Context, admin kafka.Admin, sc kafka.Scanner, q Queue, topicID, stateID string, starts map[int32]int64) (*deadletters.States, error) {
 	from := qs.next
 	if !qs.complete || qs.topicID != topicID || qs.stateID != stateID || len(starts) != len(qs.starts) {
-		from = 0
+		from = nil
 	}
 	for p, start := range starts {
 		if was, ok := qs.starts[p]; !ok || start < was {
 			// A partition new to the cache, or a start offset gone back (a topic created again on
 			// brokers without topic IDs): the decisions dropped as gone may be back.
-			from = 0
+			from = nil
 		}
 	}
 	held := func(id deadletters.ID) bool {
@@ -136,7 +136,7 @@ func (qs *queueStates) advance(ctx context.Context, admin kafka.Admin, sc kafka.
 		cur   *deadletters.States // the copy being written, made at the first change
 		bytes = qs.bytes
 	)
-	if from > 0 {
+	if from != nil {
 		for id := range qs.states.ByID {
 			if !held(id) {
 				cur = clone(qs.states)
@@ -176,9 +176,17 @@ func (qs *queueStates) advance(ctx context.Context, admin kafka.Admin, sc kafka.
 		qs.complete = false
 		return nil, err
 	}
-	if from > 0 && (span.Partition < 0 || span.Start > from || span.End < from) {
-		// Records were removed below where the last read stopped, or the topic holds fewer than were
-		// read: what is kept may be stale. Read it all again.
+	next := map[int32]int64{}
+	for _, p := range span {
+		next[p.Partition] = p.End
+		if was, ok := from[p.Partition]; from != nil && (!ok || p.Start > was || p.End < was) {
+			// Records were removed below where the last read stopped, the partition holds fewer than
+			// were read, or it is new: what is kept may be stale. Read it all again.
+			qs.complete = false
+			return qs.advance(ctx, admin, sc, q, topicID, stateID, starts)
+		}
+	}
+	if from != nil && len(from) != len(next) {
 		qs.complete = false
 		return qs.advance(ctx, admin, sc, q, topicID, stateID, starts)
 	}
@@ -192,12 +200,12 @@ func (qs *queueStates) advance(ctx context.Context, admin kafka.Admin, sc kafka.
 	} else {
 		cur = qs.states
 	}
-	if span.Partition < 0 || bytes > maxCachedStateBytes {
+	if bytes > maxCachedStateBytes {
 		// Not kept: read whole on every request.
 		qs.complete, qs.states, qs.bytes = false, nil, 0
 		return cur, nil
 	}
-	qs.complete, qs.topicID, qs.stateID, qs.next, qs.states, qs.bytes, qs.starts = true, topicID, stateID, span.End, cur, bytes, starts
+	qs.complete, qs.topicID, qs.stateID, qs.next, qs.states, qs.bytes, qs.starts = true, topicID, stateID, next, cur, bytes, starts
 	return cur, nil
 }
 
