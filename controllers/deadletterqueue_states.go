@@ -34,6 +34,7 @@ type stateCountCache struct {
 
 type stateCountEntry struct {
 	topicID string                   // the queue's topic's ID
+	untidy  bool                     // the record of decisions holds what to tidy, not written: count again
 	at      []kafka.PartitionOffsets // the queue's offsets, then the record of decisions'
 	states  dlqStates
 }
@@ -42,19 +43,19 @@ func (c *stateCountCache) get(key types.NamespacedName, topicID string, at []kaf
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.queues[key]
-	if !ok || e.topicID != topicID || !slices.Equal(e.at, at) {
+	if !ok || e.untidy || e.topicID != topicID || !slices.Equal(e.at, at) {
 		return dlqStates{}, false
 	}
 	return e.states, true
 }
 
-func (c *stateCountCache) set(key types.NamespacedName, topicID string, at []kafka.PartitionOffsets, st dlqStates) {
+func (c *stateCountCache) set(key types.NamespacedName, topicID string, at []kafka.PartitionOffsets, st dlqStates, untidy bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.queues == nil {
 		c.queues = map[types.NamespacedName]stateCountEntry{}
 	}
-	c.queues[key] = stateCountEntry{topicID: topicID, at: at, states: st}
+	c.queues[key] = stateCountEntry{topicID: topicID, at: at, states: st, untidy: untidy}
 }
 
 // topicID returns the topic ID the last counts of key were made with, and whether there are any.
@@ -86,10 +87,12 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqSco
 		return nil
 	}
 	states, tidy, err := deadletters.Survey(ctx, s.admin, r.Kafka.Scanner, s.conn, s.want.Name, topicID, s.offsets, deadletters.MaxTidyUpdates)
+	untidy := false
 	if err == nil {
 		if last, ok := r.stateCounts.topicID(key); ok && last == topicID {
-			r.tidyStates(ctx, s, tidy)
+			untidy = !r.tidyStates(ctx, s, tidy)
 		} else {
+			untidy = len(tidy) > 0
 			// First count, or the topic was created again since the last: the offsets (batched, up to
 			// an interval old) may be the old topic's, so nothing is dropped by them this time.
 			r.Kafka.Offsets.Forget(dlqOwner(key))
@@ -105,7 +108,7 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqSco
 			st.oldestPending, err = deadletters.OldestPending(ctx, r.Kafka.Scanner, s.conn, s.want.Name, s.offsets, states)
 		}
 		if err == nil {
-			r.stateCounts.set(key, topicID, at, st)
+			r.stateCounts.set(key, topicID, at, st, untidy)
 			s.states = &st
 			return nil
 		}
@@ -121,11 +124,11 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqSco
 // tidyStates writes what Survey found to tidy in the record of decisions: tombstones for the
 // decisions on records that are gone (or of an earlier incarnation of the topic), and the legacy
 // decisions bound to the topic's ID; at most deadletters.MaxTidyUpdates a reconcile. The next
-// reconcile sees the record of decisions changed and goes on. A failure is logged: the next
-// reconcile tries again.
-func (r *DeadLetterQueueReconciler) tidyStates(ctx context.Context, s *dlqScope, updates []deadletters.StateUpdate) {
+// reconcile sees the record of decisions changed and goes on. A failure is logged, and reported
+// (false) so that the next reconcile counts and tries again.
+func (r *DeadLetterQueueReconciler) tidyStates(ctx context.Context, s *dlqScope, updates []deadletters.StateUpdate) bool {
 	if len(updates) == 0 || r.Kafka.Producer == nil {
-		return
+		return true
 	}
 	written, err := deadletters.WriteStates(ctx, r.Kafka.Producer, s.conn, s.want.Name, updates)
 	n := 0
@@ -137,9 +140,10 @@ func (r *DeadLetterQueueReconciler) tidyStates(ctx context.Context, s *dlqScope,
 	log := ctrl.LoggerFrom(ctx).WithValues("deadLetterQueue", klog.KObj(s.dlq), "topic", s.stateTopic, "written", n, "of", len(updates))
 	if err != nil {
 		log.Info("Could not tidy the record of decisions", "error", truncate(err.Error(), maxConditionMessage))
-		return
+		return false
 	}
 	log.Info("Tidied the record of decisions: dropped the decisions on dead letters that are gone, bound the others to the topic's ID")
+	return true
 }
 
 // forgetLegacyDecisions tombstones, before the queue's topic deleted out of band is created again,
