@@ -86,11 +86,12 @@ console-screenshots: ## Refresh docs/console-*.png: the console's browser test i
 
 FUZZTIME ?= 60s
 .PHONY: fuzz
-fuzz: ## Run the retry core's and the deadletters API's fuzz targets for FUZZTIME each.
+fuzz: ## Run the retry core's, the deadletters API's and the record of decisions' fuzz targets for FUZZTIME each.
 	go test ./internal/retry -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime $(FUZZTIME)
 	go test ./internal/retry -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime $(FUZZTIME)
 	go test ./internal/retry -run '^$$' -fuzz '^FuzzPatternBudget$$' -fuzztime $(FUZZTIME)
 	go test ./internal/dlqapi -run '^$$' -fuzz '^FuzzListParameters$$' -fuzztime $(FUZZTIME)
+	go test ./internal/deadletters -run '^$$' -fuzz '^FuzzDecisionsBelongToTheirRecord$$' -fuzztime $(FUZZTIME)
 
 ##@ Build
 

@@ -360,3 +360,15 @@ func TestSurveyOfLegacyDecisions(t *testing.T) {
 		t.Fatalf("legacy: %v, %v; want the 4 tombstones", legacy, err)
 	}
 }
+
+// FuzzDecisionsBelongToTheirRecord is TestDecisionsBelongToTheirRecord as a fuzz target: the fuzzer
+// picks the seed of the random sequence and its length (`make fuzz`); the seeds below run in
+// `go test`.
+func FuzzDecisionsBelongToTheirRecord(f *testing.F) {
+	for seed := range uint64(4) {
+		f.Add(seed, uint8(40))
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, steps uint8) {
+		runIncarnationSequence(t, seed, 1+int(steps)%80)
+	})
+}
