@@ -34,7 +34,8 @@ stateTime.
 The values of a dead letter were written by producers and sinks: a CSV cell that a spreadsheet would
 run as a formula (one starting with =, +, -, @, a tab or a carriage return, also after blanks or
 quotes, also their full-width forms) is written with a single quote first, in double quotes, so that
-it shows as text; a plain number such as -5 stays a number. For the data exactly as it is, use -o json.
+it shows as text, and so is each part of a cell after a ';', a tab or a line break (where a spreadsheet
+splitting at ';' or tabs starts a field: x;=1+1 is written x;'=1+1); a plain number such as -5 stays a number. For the data exactly as it is, use -o json.
 JSON escapes the characters a terminal acts on (the same data); CSV written to a terminal shows them
 escaped.`,
 		Example: `  # Everything, for a spreadsheet

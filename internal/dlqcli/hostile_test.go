@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -80,7 +81,7 @@ func TestCSVNeutralisesFormulas(t *testing.T) {
 			}
 			g.Expect(row).To(HaveKeyWithValue("errorMessage", "'@SUM(1+1)*cmd|' /C calc'!A0\x1b]52;c;cHduZWQ=\x07"))
 			g.Expect(row).To(HaveKeyWithValue("reason", `'=HYPERLINK("http://evil.example","x")`))
-			g.Expect(row).To(HaveKeyWithValue("errorType", "'\t=1+1"))
+			g.Expect(row).To(HaveKeyWithValue("errorType", "'\t'=1+1"))
 			g.Expect(row).To(HaveKeyWithValue("pipeline", "'+shop/orders\x1b[2J"))
 			g.Expect(row).To(HaveKeyWithValue("consumerGroup", "'\uff1d1+1"))
 			g.Expect(row).To(HaveKeyWithValue("originalTopic", "' \"-2+3"))
@@ -230,4 +231,84 @@ current-context: fake
 	r := runPlugin(t, kubeconfig, true, "stats", "orders-dlq")
 	g.Expect(r.code).To(Equal(ExitOK), r.stderr)
 	g.Expect(r.stderr).To(Equal("Warning: topic \\u202eowned\\u2066 by someone else\n"))
+}
+
+// TestCSVNeutralisesFormulasAfterASeparator: a spreadsheet whose list separator is ';' (Excel in a
+// German or French locale opening a .csv), or one importing with tab as the separator (Excel's text
+// import wizard), splits a row at every such separator and line break, and honours a quote only at the
+// start of its own field; our cells do not start its fields, so a cell "x;=1+1;y" or
+// "503\n=cmd|..." starts a field with the formula there (OWASP: "also take care of the field
+// separator"). Read as such a spreadsheet reads it, no field of the output is a formula.
+func TestCSVNeutralisesFormulasAfterASeparator(t *testing.T) {
+	g := NewWithT(t)
+	cells := []string{
+		"orders-dlq",
+		"x;=1+1;y",
+		"status 503\n=cmd|' /C calc'!A0\n",
+		"a; @SUM(1+1)",
+		"a;\"+1+1\"",
+		"line\r\n-2+3",
+		"col\t=1+1\t",
+		"\t=1+1",
+		"a;-5;1.5",
+		"plain; text",
+	}
+	var out strings.Builder
+	w := newCSV(&Options{terminal: func(io.Writer) bool { return false }}, &out, make([]string, len(cells))...)
+	g.Expect(w.Write(cells)).To(Succeed())
+	w.Flush()
+	g.Expect(w.Error()).NotTo(HaveOccurred())
+	for _, sep := range []rune{';', '\t'} {
+		for _, field := range splitLikeASpreadsheet(out.String(), sep) {
+			trimmed := strings.TrimLeft(field, " \t\r\n\"")
+			if first, _ := utf8.DecodeRuneInString(trimmed); strings.ContainsRune("=+-@", first) && field != "-5" {
+				t.Errorf("separator %q: the field %q is a formula (the CSV: %q)", sep, field, out.String())
+			}
+		}
+	}
+	// the comma-separated cells are still what they were, each risky part quoted
+	records, err := csv.NewReader(strings.NewReader(out.String())).ReadAll()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(records[1]).To(Equal([]string{
+		"orders-dlq",
+		"x;'=1+1;y",
+		"status 503\n'=cmd|' /C calc'!A0\n",
+		"a;' @SUM(1+1)",
+		"a;'\"+1+1\"",
+		"line\n'-2+3",
+		"col\t'=1+1\t",
+		"'\t'=1+1",
+		"a;-5;1.5",
+		"plain; text",
+	}))
+}
+
+// splitLikeASpreadsheet splits text into fields as a spreadsheet with separator sep does: at every sep
+// and line break, a quote honoured only at the start of a field.
+func splitLikeASpreadsheet(text string, sep rune) []string {
+	var fields []string
+	rs := []rune(text)
+	for i := 0; i < len(rs); {
+		var f strings.Builder
+		if rs[i] == '"' {
+			for i++; i < len(rs); i++ {
+				if rs[i] == '"' {
+					if i+1 < len(rs) && rs[i+1] == '"' {
+						f.WriteRune('"')
+						i++
+						continue
+					}
+					i++
+					break
+				}
+				f.WriteRune(rs[i])
+			}
+		}
+		for ; i < len(rs) && rs[i] != sep && rs[i] != '\n' && rs[i] != '\r'; i++ {
+			f.WriteRune(rs[i])
+		}
+		fields = append(fields, f.String())
+		i++
+	}
+	return fields
 }

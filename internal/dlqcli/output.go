@@ -187,10 +187,7 @@ func (c *csvWriter) Write(cells []string) error {
 		if i > 0 {
 			row.WriteByte(',')
 		}
-		quote := false
-		if formulaCell(cell) {
-			cell, quote = "'"+cell, true
-		}
+		cell, quote := neutralise(cell)
 		if c.term {
 			cell = escapeText(cell)
 		}
@@ -225,6 +222,49 @@ func csvNeedsQuotes(s string) bool {
 	}
 	r, _ := utf8.DecodeRuneInString(s)
 	return unicode.IsSpace(r)
+}
+
+// fieldBreaks are where a spreadsheet reading our CSV with another separator starts a field: ';'
+// (Excel in many European locales opens a .csv so) and tab (its text import's default), and a line
+// break; such a spreadsheet honours a quote only at the start of its own field, so a break inside
+// one of our quoted cells starts a field there.
+const fieldBreaks = ";\t\n\r"
+
+// neutralise is cell with a single quote before its start when formulaCell says a spreadsheet could
+// take it for a formula, and before each part after a field break that could be one (OWASP: "also
+// take care of the field separator"), and whether it changed.
+func neutralise(cell string) (string, bool) {
+	out, changed := cell, false
+	if strings.ContainsAny(cell, fieldBreaks) {
+		var b strings.Builder
+		rest := cell
+		for {
+			i := strings.IndexAny(rest, fieldBreaks)
+			if i < 0 {
+				b.WriteString(rest)
+				break
+			}
+			b.WriteString(rest[:i+1])
+			rest = rest[i+1:]
+			if formulaCell(rest[:partEnd(rest)]) {
+				b.WriteByte('\'')
+				changed = true
+			}
+		}
+		out = b.String()
+	}
+	if formulaCell(cell) {
+		out, changed = "'"+out, true
+	}
+	return out, changed
+}
+
+// partEnd is where the part of s before the next field break ends.
+func partEnd(s string) int {
+	if i := strings.IndexAny(s, fieldBreaks); i >= 0 {
+		return i
+	}
+	return len(s)
 }
 
 // formulaTriggers start a formula in a spreadsheet: = + - @, and their full-width forms, which
