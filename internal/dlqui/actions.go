@@ -123,6 +123,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &badRequest{"only a dry run that succeeded can be confirmed: " + dry.Name + " is " + string(dry.Spec.Mode) + ", " + string(dry.Status.Phase)})
 		return
 	}
+	// the form names the dry run the page showed: one of the same name created since (deleted and
+	// created again by whoever may do that in the namespace) is not what was confirmed
+	if uid := r.PostFormValue("uid"); uid == "" || uid != string(dry.UID) {
+		s.fail(w, r, &badRequest{"the dry run " + dry.Name + " was replaced since the page showed it: preview the action again"})
+		return
+	}
 	user, err := s.backend.WhoAmI(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
@@ -166,7 +172,9 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
 }
 
 type actionData struct {
-	View     actionView
+	View actionView
+	// UID is the action's, which the confirm form carries (run checks it).
+	UID      string
 	Verb     string
 	DoneWord string
 	Back     string
@@ -180,7 +188,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := newActionView(a)
-	d := actionData{View: v, Verb: strings.ToLower(v.Action), Back: s.path("/queues/" + url.PathEscape(v.Queue)),
+	d := actionData{View: v, UID: string(a.UID), Verb: strings.ToLower(v.Action), Back: s.path("/queues/" + url.PathEscape(v.Queue)),
 		DoneWord: map[string]string{"Replay": "replayed", "Resolve": "resolved", "Ignore": "ignored", "Purge": "deleted"}[v.Action]}
 	if sel := a.Spec.Selector; sel != nil && len(sel.Records) == 1 {
 		d.Letter = s.path("/queues/" + url.PathEscape(v.Queue) + "/letters/" + string(sel.Records[0]))

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
@@ -283,6 +284,7 @@ func (f *fakeBackend) CreateAction(_ context.Context, a *v1.DeadLetterAction) (*
 	f.seq++
 	a = a.DeepCopy()
 	a.Name = fmt.Sprintf("%s%05d", a.GenerateName, f.seq)
+	a.UID = types.UID(fmt.Sprintf("uid-%05d", f.seq))
 	a.CreationTimestamp = metav1.NewTime(f.now.Add(time.Duration(f.seq) * time.Second))
 	f.created = append(f.created, *a.DeepCopy())
 	var matched []v1.RecordRef

@@ -1,11 +1,13 @@
 package dlqui
 
 import (
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -318,7 +320,7 @@ func TestActionsDryRunThenRunWithProgress(t *testing.T) {
 	if c.lastURL != "/actions/"+dry.Name {
 		t.Errorf("preview landed on %s", c.lastURL)
 	}
-	code, body = c.post("/actions/"+dry.Name+"/run", url.Values{})
+	code, body = c.post("/actions/"+dry.Name+"/run", url.Values{"uid": {string(dry.UID)}})
 	if code != http.StatusOK {
 		t.Fatalf("run: %d %s", code, body)
 	}
@@ -339,11 +341,48 @@ func TestActionsDryRunThenRunWithProgress(t *testing.T) {
 	_, body = c.get("/queues/orders-dlq/letters/0/0")
 	mustContain(t, body, `id="letter-state">Replayed<`, "by alice@example.com", `href="`+c.srv.Base()+`actions/`+run.Name+`"`)
 	// a finished run cannot be confirmed again, nor can a running dry run
-	if code, _ := c.post("/actions/"+run.Name+"/run", url.Values{}); code != http.StatusBadRequest {
+	if code, _ := c.post("/actions/"+run.Name+"/run", url.Values{"uid": {string(run.UID)}}); code != http.StatusBadRequest {
 		t.Errorf("confirming a run: %d", code)
 	}
 	_, body = c.get("/actions")
 	mustContain(t, body, dry.Name, run.Name, "dry run", "Succeeded")
+}
+
+// TestConfirmRunsOnlyTheDryRunShown: the confirm form names the dry run it showed; someone who may
+// delete and create actions in the namespace (a co-tenant bound to edit) can replace that dry run
+// by one of the same name whose spec is theirs while the page is open. Confirming then must not
+// create their spec as a Run with the confirming user's requestedBy (the record of decisions would
+// say she asked for it).
+func TestConfirmRunsOnlyTheDryRunShown(t *testing.T) {
+	c := newConsole(t)
+	code, body := c.post("/queues/orders-dlq/actions", url.Values{"action": {"resolve"}, "record": {"0/0"}, "note": {"checked by hand"}})
+	if code != http.StatusOK {
+		t.Fatalf("preview: %d %s", code, body)
+	}
+	mustContain(t, body, "Resolve 1 dead letter")
+	dry := c.fake.created[0]
+	form := url.Values{}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="([a-z]+)" value="([^"]*)">`).FindAllStringSubmatch(body, -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	// the co-tenant replaces it: same name, their spec (admission makes requestedBy theirs)
+	c.fake.mu.Lock()
+	swapped := c.fake.actions[dry.Name].DeepCopy()
+	swapped.UID = "uid-of-bobs-action"
+	swapped.Spec.Action, swapped.Spec.Note, swapped.Spec.RequestedBy = v1.DeadLetterIgnore, "bob's", "bob@example.com"
+	swapped.Spec.Selector = &v1.DeadLetterSelector{States: []v1.DeadLetterState{v1.DeadLetterPending}}
+	swapped.Status.Matched, swapped.Status.Done = 60, 60
+	c.fake.actions[dry.Name] = swapped
+	c.fake.mu.Unlock()
+	code, body = c.post("/actions/"+dry.Name+"/run", form)
+	if len(c.fake.created) > 1 {
+		t.Fatalf("confirming the page of %s (Resolve 0/0) created %s %s of %+v requested by %s (%d)",
+			dry.Name, c.fake.created[1].Spec.Action, c.fake.created[1].Spec.Mode, *c.fake.created[1].Spec.Selector, c.fake.created[1].Spec.RequestedBy, code)
+	}
+	if code != http.StatusBadRequest {
+		t.Errorf("confirming a replaced dry run: %d %s", code, body)
+	}
+	mustContain(t, body, "replaced")
 }
 
 func TestActionFormsAreChecked(t *testing.T) {
