@@ -226,8 +226,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u := *r.URL
 	u.Path, u.RawPath = "/"+rest, ""
 	r2.URL = &u
-	s.mux.ServeHTTP(w, r2)
+	s.mux.ServeHTTP(&baseWriter{ResponseWriter: w, base: s.base}, r2)
 }
+
+// baseWriter puts the base path before the redirects the router makes itself (a trailing slash
+// added, a path cleaned), which it computes as if the console were at /.
+type baseWriter struct {
+	http.ResponseWriter
+	base string
+}
+
+func (w *baseWriter) WriteHeader(code int) {
+	if loc := w.Header().Get("Location"); strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") && !strings.HasPrefix(loc, w.base) {
+		w.Header().Set("Location", w.base+strings.TrimPrefix(loc, "/"))
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap gives http.ResponseController the server's writer.
+func (w *baseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // setCookie keeps the session in a cookie scoped to the console's base path: HTTP-only, strict.
 func (s *Server) setCookie(w http.ResponseWriter) {

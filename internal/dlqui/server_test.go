@@ -385,6 +385,25 @@ func TestConfirmRunsOnlyTheDryRunShown(t *testing.T) {
 	mustContain(t, body, "replaced")
 }
 
+// TestRedirectsStayUnderTheBase: the redirects the router makes itself (a trailing slash added, a
+// path cleaned) lead within the console, under its base path, not to the root of the address where
+// nothing answers.
+func TestRedirectsStayUnderTheBase(t *testing.T) {
+	c := newConsole(t)
+	c.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	for path, want := range map[string]string{"static": "static/", "queues//orders-dlq": "queues/orders-dlq"} {
+		req, _ := http.NewRequest(http.MethodGet, c.ts.URL+c.srv.Base()+path, nil)
+		resp, err := c.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if loc := resp.Header.Get("Location"); loc != c.srv.Base()+want {
+			t.Errorf("%s: redirected (%d) to %q, want %q", path, resp.StatusCode, loc, c.srv.Base()+want)
+		}
+	}
+}
+
 func TestActionFormsAreChecked(t *testing.T) {
 	c := newConsole(t)
 	for _, tc := range []struct {
