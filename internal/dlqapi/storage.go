@@ -20,6 +20,7 @@ import (
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/termsafe"
 )
 
 // Kafka is what the API needs of Kafka: admin clients (offsets) and scans.
@@ -374,7 +375,7 @@ func (s *Storage) ConvertToTable(_ context.Context, obj runtime.Object, _ runtim
 	}}
 	row := func(d *dlv1.DeadLetter) metav1.TableRow {
 		return metav1.TableRow{
-			Cells: []any{d.Name, d.Queue, d.Pipeline, d.Reason, d.ErrorType, int64(d.Attempts), string(d.State.State),
+			Cells: []any{d.Name, d.Queue, termsafe.Line(d.Pipeline), termsafe.Line(d.Reason), termsafe.Line(d.ErrorType), int64(d.Attempts), string(d.State.State),
 				duration.HumanDuration(now().Sub(d.CreationTimestamp.Time))},
 			Object: runtime.RawExtension{Object: d},
 		}

@@ -87,7 +87,7 @@ func TestDependencies(t *testing.T) {
 			name:          "the kubectl plugin has no power of its own: the API server only, no Kafka client, no reconciler, no engine",
 			pkg:           "./cmd/kubectl-dlq ./internal/dlqcli ./internal/dlqui",
 			forbidden:     []string{franz, "sigs.k8s.io/controller-runtime/...", module + "internal/kafka/...", module + "controllers", module + "internal/deadletters", module + "internal/dispatcher/..."},
-			allowedModule: []string{module + "api/v1alpha1", module + "api/deadletters/v1alpha1", module + "internal/dlqui"},
+			allowedModule: []string{module + "api/v1alpha1", module + "api/deadletters/v1alpha1", module + "internal/dlqui", module + "internal/termsafe"},
 		},
 		{
 			name:          "the console reaches Kubernetes only through its Backend (the plugin's clients): no client-go of its own",
