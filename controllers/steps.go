@@ -21,6 +21,7 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
+	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/deletionbound"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
@@ -385,9 +386,20 @@ func (r *topicReconciler) forgetCreatedTopics(ctx context.Context, o client.Obje
 	return r.Ledger.Forget(ctx, o, names...)
 }
 
-// claimProblem reports a topic the resource o may not make the operator create or adopt under the
-// manager's topic claim policy (--topic-prefix), as a user error naming the rule.
+// claimProblem reports a topic the resource o may not make the operator create or adopt, as a user
+// error naming the rule: one the manager's topic claim policy (--topic-prefix) does not give its
+// namespace, or one named like a record of decisions (<queue topic>.state) but o's own, o being
+// that queue. Whatever writes a queue's record of decisions makes decisions: another queue holding
+// it would receive its pipelines' dead letters there, trim, reconfigure or delete it, and a
+// pipeline would reconfigure it as its source.
 func (r *topicReconciler) claimProblem(o client.Object, topic string) *problem {
+	if queueTopic, ok := strings.CutSuffix(topic, deadletters.StateTopicSuffix); ok {
+		if q, isQueue := o.(*v1.DeadLetterQueue); !isQueue || string(q.Spec.Topic.Name) != queueTopic || strings.HasSuffix(queueTopic, deadletters.StateTopicSuffix) {
+			return &problem{Reason: v1.ReasonTopicClaimRefused, Kind: problemUser, Message: fmt.Sprintf(
+				"topic %q is named like a queue's record of decisions (<queue topic>%s), which only the operator writes, for that queue alone: "+
+					"no other resource creates or adopts it; name another topic", topic, deadletters.StateTopicSuffix)}
+		}
+	}
 	if err := r.Kafka.Defaults.CheckClaim(o.GetNamespace(), topic); err != nil {
 		return &problem{Reason: v1.ReasonTopicClaimRefused, Kind: problemUser, Message: err.Error()}
 	}

@@ -82,7 +82,8 @@ const (
 	ReasonTopicNotOwned = "TopicNotOwned"
 	// ReasonTopicClaimRefused means the manager's topic claim policy (--topic-prefix) does not give
 	// the resource's namespace the topic it would create, adopt or, for a ConsumerPipeline's source,
-	// read; the message names the rule.
+	// read, or that the topic is named like another queue's record of decisions (<queue topic>.state);
+	// the message names the rule.
 	ReasonTopicClaimRefused = "TopicClaimRefused"
 	// ReasonConsumerGroupClaimRefused means the manager's consumer group claim policy
 	// (--group-prefix, by default --topic-prefix) does not give the ConsumerPipeline's namespace the
