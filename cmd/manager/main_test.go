@@ -214,9 +214,15 @@ func TestKafkaTenancyFlags(t *testing.T) {
 	if err != nil || o.controllers.KafkaTenancy.CheckGroupClaim("team-a", "payments-service") != nil {
 		t.Errorf("--group-prefix empty allows any group: %v", err)
 	}
-	o, err = parse("--group-prefix=grp-{namespace}-")
-	if err != nil || o.controllers.KafkaTenancy.CheckGroupClaim("team-a", "team-a.billing") == nil || o.controllers.KafkaTenancy.CheckGroupClaim("team-a", "grp-team-a-billing") != nil {
+	o, err = parse("--group-prefix=grp-{namespace}.")
+	if err != nil || o.controllers.KafkaTenancy.CheckGroupClaim("team-a", "team-a.billing") == nil || o.controllers.KafkaTenancy.CheckGroupClaim("team-a", "grp-team-a.billing") != nil {
 		t.Errorf("--group-prefix of its own: %v", err)
+	}
+	// A policy under which namespace team's names start namespace team-a's is refused.
+	for _, flag := range []string{"--group-prefix=grp-{namespace}-", "--topic-prefix={namespace}"} {
+		if _, err := parse(flag); err == nil || !strings.Contains(err.Error(), "does not keep namespaces apart") {
+			t.Errorf("%s: got %v", flag, err)
+		}
 	}
 }
 

@@ -92,8 +92,8 @@ func claimPrefix(policy, namespace string) (prefix string, ok bool) {
 	return strings.ReplaceAll(policy, topicPrefixPlaceholder, namespace), false
 }
 
-// CheckGroupPrefix reports a consumer group claim policy that could never be met: longer than 200
-// characters, or with control characters.
+// CheckGroupPrefix reports a consumer group claim policy that could never be met (longer than 200
+// characters, or with control characters) or that does not keep namespaces apart (separates).
 func CheckGroupPrefix(prefix string) error {
 	if len(prefix) > 200 {
 		return fmt.Errorf("%s %q is longer than 200 characters", flagGroupPrefix, prefix)
@@ -103,14 +103,28 @@ func CheckGroupPrefix(prefix string) error {
 			return fmt.Errorf("%s %q has a control character", flagGroupPrefix, prefix)
 		}
 	}
-	return nil
+	return separates(flagGroupPrefix, prefix)
+}
+
+// separates reports a claim policy whose namespace is not followed by a character no namespace
+// name has (namespace names are DNS labels: a-z, 0-9 and '-'): under "{namespace}-", namespace
+// team's prefix team- starts the names of namespace team-a too. A policy without the placeholder
+// gives every namespace the same names, as it says.
+func separates(flag, policy string) error {
+	_, rest, ok := strings.Cut(policy, topicPrefixPlaceholder)
+	if !ok || strings.IndexFunc(rest, func(c rune) bool { return (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' }) >= 0 {
+		return nil
+	}
+	return fmt.Errorf("%s %q does not keep namespaces apart: a namespace name may continue with what follows %s, so namespace team's names would start namespace team-a's too; "+
+		"follow %s with a character no namespace has, such as '.' (%q) or '_'", flag, policy, topicPrefixPlaceholder, topicPrefixPlaceholder, topicPrefixPlaceholder+".")
 }
 
 // topicNameChars are the characters of a Kafka topic name.
 const topicNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
 
-// CheckTopicPrefix reports a topic claim policy that could never be met: a prefix with characters
-// a topic name cannot have (other than the placeholder).
+// CheckTopicPrefix reports a topic claim policy that could never be met (a prefix with characters
+// a topic name cannot have, other than the placeholder) or that does not keep namespaces apart
+// (separates).
 func CheckTopicPrefix(prefix string) error {
 	rest := strings.ReplaceAll(prefix, topicPrefixPlaceholder, "")
 	for _, c := range rest {
@@ -121,7 +135,7 @@ func CheckTopicPrefix(prefix string) error {
 	if len(rest) > 200 {
 		return fmt.Errorf("%s %q is longer than 200 characters", flagTopicPrefix, prefix)
 	}
-	return nil
+	return separates(flagTopicPrefix, prefix)
 }
 
 // The manager flags named in the messages.
