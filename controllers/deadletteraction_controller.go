@@ -84,11 +84,16 @@ func (r *DeadLetterActionReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, r.fail(ctx, a, &problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(err.Error(), maxConditionMessage)})
 	}
 	dlq, kc, p := r.resolveQueue(ctx, a)
-	if p != nil && p.Reason == v1.ReasonReplayTargetRefused {
-		return ctrl.Result{}, r.fail(ctx, a, p)
-	}
 	if p == nil {
 		p = r.checkTurn(ctx, a)
+	}
+	if p == nil {
+		// Once the action's turn has come, just before it runs: the check lists the whole topic
+		// ledger, which a waiting action, looked at every few seconds, must not do each time.
+		p = r.checkReplayTarget(ctx, a)
+	}
+	if p != nil && p.Reason == v1.ReasonReplayTargetRefused {
+		return ctrl.Result{}, r.fail(ctx, a, p)
 	}
 	if p != nil {
 		if err := r.patchActionStatus(ctx, a, func(st *v1.DeadLetterActionStatus) {
@@ -144,9 +149,6 @@ func (r *DeadLetterActionReconciler) resolveQueue(ctx context.Context, a *v1.Dea
 			return nil, nil, p
 		}
 		return nil, nil, &problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
-	}
-	if p := r.checkReplayTarget(ctx, a); p != nil {
-		return nil, nil, p
 	}
 	if t := a.Spec.Target; a.Spec.Action == v1.DeadLetterReplay && t != nil && t.Topic != "" {
 		if p := r.claimProblem(a, string(t.Topic)); p != nil {

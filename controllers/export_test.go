@@ -30,3 +30,12 @@ func (r *ConsumerPipelineReconciler) PolicyCompilations() int64 { return r.Polic
 func SweepLedger(ctx context.Context, api client.Reader, ledger *kafkaspec.Ledger) []kafkaspec.Orphan {
 	return (&ledgerSweeper{ledger: ledger, api: api, log: logr.Discard()}).sweep(ctx)
 }
+
+// NewActionReconciler builds the DeadLetterAction reconciler as NewReconcilers builds the others.
+func NewActionReconciler(mgr ctrl.Manager, c client.Client, opts Options) (*DeadLetterActionReconciler, error) {
+	rs, err := newReconcilers(mgr, c, opts)
+	if err != nil {
+		return nil, err
+	}
+	return rs.action, nil
+}
