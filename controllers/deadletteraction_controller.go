@@ -371,6 +371,17 @@ func (r *DeadLetterActionReconciler) replayTarget(a *v1.DeadLetterAction, queueC
 			}
 			return deadletters.Target{}, fmt.Errorf("%w: pipeline %s/%s does not manage the retry topic %s (see its TopicsReady condition)", deadletters.ErrNoTarget, namespace, name, tier)
 		}
+		// Nor one another resource took since (a queue adopting it as its dead-letter topic): the
+		// replayed records would land there. Once per pipeline and run (Targets remembers).
+		holders, err := r.Ledger.Holders(ctx, tier)
+		if err != nil {
+			return deadletters.Target{}, err
+		}
+		for _, h := range holders {
+			if h.Kind != "ConsumerPipeline" || h.Namespace != p.Namespace || h.Name != p.Name {
+				return deadletters.Target{}, fmt.Errorf("%w: the retry topic %s of pipeline %s/%s is also held by %s", deadletters.ErrNoTarget, tier, namespace, name, h)
+			}
+		}
 		kc := &kafkaClient{}
 		if err := r.connect(ctx, kc, actionOwner(client.ObjectKeyFromObject(a)), p.Namespace, p.Spec.Kafka); err != nil {
 			return deadletters.Target{}, err
