@@ -83,6 +83,9 @@ func (r *DeadLetterActionReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		// The API server checks the same bounds; an action stored before they were is refused here.
 		return ctrl.Result{}, r.fail(ctx, a, &problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(err.Error(), maxConditionMessage)})
 	}
+	if p := r.checkTargetClaim(a); p != nil {
+		return ctrl.Result{}, r.fail(ctx, a, p)
+	}
 	dlq, kc, p := r.resolveQueue(ctx, a)
 	if p == nil {
 		p = r.checkTurn(ctx, a)
@@ -149,11 +152,6 @@ func (r *DeadLetterActionReconciler) resolveQueue(ctx context.Context, a *v1.Dea
 			return nil, nil, p
 		}
 		return nil, nil, &problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
-	}
-	if t := a.Spec.Target; a.Spec.Action == v1.DeadLetterReplay && t != nil && t.Topic != "" {
-		if p := r.claimProblem(a, string(t.Topic)); p != nil {
-			return nil, nil, p
-		}
 	}
 	return dlq, kc, nil
 }

@@ -48,6 +48,23 @@ func (r *DeadLetterActionReconciler) checkReplayTarget(ctx context.Context, a *v
 	return nil
 }
 
+// checkTargetClaim refuses a Replay's spec.target.topic that the manager's claim policy
+// (--topic-prefix) does not give the action's namespace, or that is named like a record of
+// decisions (claimProblem). It reads the spec alone, so it comes first, before the queue is looked
+// up: the action fails at once (its spec is immutable), where waiting would look at it again every
+// actionWaitRequeue for ever.
+func (r *DeadLetterActionReconciler) checkTargetClaim(a *v1.DeadLetterAction) *problem {
+	t := a.Spec.Target
+	if a.Spec.Action != v1.DeadLetterReplay || t == nil || t.Topic == "" {
+		return nil
+	}
+	p := r.claimProblem(a, string(t.Topic))
+	if p != nil {
+		p.Message = truncate("target.topic refused: "+p.Message+"; nothing was written", maxConditionMessage)
+	}
+	return p
+}
+
 // ledgerRole names what topic is to the resource whose ledger record h holds it, and whether a
 // replay may write into it: only a pipeline's source topic.
 func ledgerRole(h kafkaspec.Holder, topic string) (role string, allowed bool) {

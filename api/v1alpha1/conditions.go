@@ -81,9 +81,10 @@ const (
 	// or deletion). Set existingTopic: Adopt to manage it, or name another topic.
 	ReasonTopicNotOwned = "TopicNotOwned"
 	// ReasonTopicClaimRefused means the manager's topic claim policy (--topic-prefix) does not give
-	// the resource's namespace the topic it would create, adopt or, for a ConsumerPipeline's source,
-	// read, or that the topic is named like another queue's record of decisions (<queue topic>.state);
-	// the message names the rule.
+	// the resource's namespace the topic it would create, adopt, for a ConsumerPipeline's source,
+	// read or, for a DeadLetterAction's Replay target.topic, write into (the action fails), or that
+	// the topic is named like another queue's record of decisions (<queue topic>.state); the message
+	// names the rule.
 	ReasonTopicClaimRefused = "TopicClaimRefused"
 	// ReasonConsumerGroupClaimRefused means the manager's consumer group claim policy
 	// (--group-prefix, by default --topic-prefix) does not give the ConsumerPipeline's namespace the
