@@ -49,6 +49,11 @@ func (r *DeadLetterQueueReconciler) judgeFigures(s *dlqScope) {
 			s.live.figuresAt = taken
 		}
 	}
+	// A reconcile that could not connect has no snapshot to peek at: the figures were read when
+	// the growth history last recorded them.
+	if last, ok := r.growth.last(client.ObjectKeyFromObject(s.dlq)); ok && last.After(s.live.figuresAt) {
+		s.live.figuresAt = last
+	}
 }
 
 // refreshLiveFigures brings the queue's breakdown (reasons, error types, pipelines, oldest and
@@ -162,6 +167,17 @@ func (h *growthHistory) record(key types.NamespacedName, at time.Time, messages 
 		h.queues[key] = g
 	}
 	return g.add(at, messages, window)
+}
+
+// last returns when the queue's message count was last recorded (false: not since the manager
+// started).
+func (h *growthHistory) last(key types.NamespacedName) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if g := h.queues[key]; g != nil && len(g.samples) > 0 {
+		return g.samples[len(g.samples)-1].at, true
+	}
+	return time.Time{}, false
 }
 
 // forget drops the history of a queue that is gone.
