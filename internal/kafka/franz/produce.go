@@ -2,9 +2,11 @@ package franz
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/retryops/retry-operator/internal/kafka"
@@ -35,9 +37,41 @@ func (f *Factory) ProduceRecords(ctx context.Context, conn kafka.Connection, top
 	}
 	defer done()
 
+	a.produce(ctx, c, topic, records, results, nil)
+	var again []int
+	for i, r := range results {
+		if errors.Is(r.Err, kerr.UnknownTopicID) {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		// The topic was deleted and created again since this client produced to it: franz-go keeps
+		// the old topic ID and fails the topic until it is purged (its README). These records went
+		// nowhere; they go once more, to the topic of that name now.
+		a.cl.PurgeTopicsFromProducing(topic)
+		a.produce(ctx, c, topic, records, results, again)
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			return results, r.Err
+		}
+	}
+	return results, nil
+}
+
+// produce writes records (those at indexes only, or all when nil) and fills their results.
+func (a *kadmAdmin) produce(ctx context.Context, c *call, topic string, records []kafka.ProduceRecord, results []kafka.ProduceResult, only []int) {
+	if only == nil {
+		only = make([]int, len(records))
+		for i := range only {
+			only[i] = i
+		}
+	}
 	var wg sync.WaitGroup
-	wg.Add(len(records))
-	for i, r := range records {
+	wg.Add(len(only))
+	for _, i := range only {
+		r := records[i]
+		results[i] = kafka.ProduceResult{}
 		kr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Partition: r.Partition, Timestamp: r.Timestamp}
 		if len(r.Headers) > 0 {
 			kr.Headers = make([]kgo.RecordHeader, len(r.Headers))
@@ -57,12 +91,6 @@ func (f *Factory) ProduceRecords(ctx context.Context, conn kafka.Connection, top
 	// franz-go fails every buffered record once ctx is done, so this wait ends within the call's
 	// timeout.
 	wg.Wait()
-	for _, r := range results {
-		if r.Err != nil {
-			return results, r.Err
-		}
-	}
-	return results, nil
 }
 
 // explicitOrKeyPartitioner sends a record with a partition >= 0 to that partition (franz-go fails a

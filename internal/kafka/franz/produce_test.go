@@ -136,3 +136,44 @@ func TestProduceRecordsReportsEachRecordsError(t *testing.T) {
 		t.Errorf("produce after Close: %v, want ErrClosed", err)
 	}
 }
+
+// A topic deleted and created again (out of band, or a record of decisions the queue reconciler
+// makes again) is produced to by the cached client: franz-go keeps the old topic ID and fails the
+// topic with UNKNOWN_TOPIC_ID until it is purged, so every later state write, tombstone and replay
+// to it would fail for as long as the client is in use.
+func TestProduceToATopicCreatedAgain(t *testing.T) {
+	c := newCluster(t, seedTopics(2, "dlq.state"))
+	conn := plainConn(c)
+	a, f := newAdmin(t, conn)
+	ctx := ctxT(t)
+	if _, err := f.ProduceRecords(ctx, conn, "dlq.state", []kafka.ProduceRecord{{Key: []byte("0/0"), Value: []byte("old"), Partition: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := newAdmin(t, conn)
+	if err := other.DeleteTopic(ctx, "dlq.state"); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.CreateTopic(ctx, "dlq.state", 2, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range []string{"new", "newer"} {
+		res, err := f.ProduceRecords(ctx, conn, "dlq.state", []kafka.ProduceRecord{{Key: []byte("0/0"), Value: []byte(v), Partition: -1}, {Key: []byte("1/0"), Value: []byte(v), Partition: 1}})
+		if err != nil {
+			t.Fatalf("produce %d after the topic was created again: %v", i, err)
+		}
+		if res[1].Partition != 1 || res[1].Offset != int64(i) {
+			t.Errorf("produce %d: results %+v", i, res)
+		}
+	}
+	offs, err := a.ListOffsets(ctx, "dlq.state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(0)
+	for _, p := range offs["dlq.state"] {
+		n += p.End - p.Start
+	}
+	if n != 4 {
+		t.Errorf("the topic created again holds %d records, want 4: %+v", n, offs)
+	}
+}
