@@ -349,3 +349,48 @@ func TestAQueueThatCannotBeReadIsPassedOverWithAWarning(t *testing.T) {
 	_, err = s.List(inShop(), &metainternalversion.ListOptions{FieldSelector: fields.OneTermEqualSelector(dlv1.FieldQueue, "b-dlq")})
 	g.Expect(apierrors.IsServiceUnavailable(err)).To(BeTrue(), "%v", err)
 }
+
+// slowDownKafka is fakeKafka whose downConn broker answers nothing: each try to reach it spends the
+// client's request timeout (10s on clock) before it fails.
+type slowDownKafka struct {
+	*fakeKafka
+	clock *clocktesting.FakeClock
+	tries atomic.Int64
+}
+
+func (k *slowDownKafka) Admin(ctx context.Context, conn kafka.Connection) (kafka.Admin, error) {
+	if conn.BootstrapServers[0] == downConn.BootstrapServers[0] {
+		k.tries.Add(1)
+		k.clock.Step(10 * time.Second)
+	}
+	return k.fakeKafka.Admin(ctx, conn)
+}
+
+// Queues that cannot be read spend the list's time as a scan does: a namespace with many of them
+// (a broker gone, a blackholed address) returns a page with a continue token within the scan budget
+// and goes on after them page by page, instead of one request trying every queue, beyond the
+// budget and the request's deadline, so that the namespace's list never ends.
+func TestQueuesThatCannotBeReadSpendTheScanBudget(t *testing.T) {
+	g := NewWithT(t)
+	f := kafkafake.New()
+	put(t, f, "z.dlq", letter(1), letter(2))
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
+	var qs []dlqapi.Queue
+	for i := range 20 {
+		qs = append(qs, dlqapi.Queue{Name: fmt.Sprintf("down-%02d", i), Topic: fmt.Sprintf("down-%02d.dlq", i), Conn: downConn})
+	}
+	qs = append(qs, dlqapi.Queue{Name: "z-dlq", Topic: "z.dlq", Conn: fakeConn})
+	k := &slowDownKafka{fakeKafka: &fakeKafka{Fake: f}, clock: clk}
+	s := &dlqapi.Storage{Queues: dlqapi.StaticQueues{"shop": qs}, Kafka: k, Clock: clk, ScanBudget: 10 * time.Second}
+
+	obj, err := s.List(warning.WithWarningRecorder(inShop(), &warnings{}), &metainternalversion.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k.tries.Load()).To(BeNumerically("<=", 2), "queues one request tried to reach (10s each), beyond its budget of 10s; continue %q", obj.(*dlv1.DeadLetterList).Continue)
+	g.Expect(obj.(*dlv1.DeadLetterList).Continue).NotTo(BeEmpty())
+
+	w := &warnings{}
+	names, pages := listAll(g, warning.WithWarningRecorder(inShop(), w), s, metainternalversion.ListOptions{})
+	g.Expect(names).To(Equal([]string{"z-dlq.0.0", "z-dlq.0.1"}))
+	g.Expect(pages).To(BeNumerically(">=", 10))
+	g.Expect(w.all()).To(HaveLen(20))
+}

@@ -194,6 +194,9 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 			break
 		}
 		next, err := s.listQueue(ctx, ns, name, from, f, pg)
+		// A token after this queue is progress: its time counts against the budget as a scan's does
+		// (a queue whose broker answers nothing takes the client's request timeout to fail).
+		pg.scanned = true
 		if err != nil {
 			if ctx.Err() != nil || len(names) == 1 {
 				return nil, err
@@ -221,8 +224,8 @@ type page struct {
 	bytes      int64
 	maxPayload int
 	clock      clock.PassiveClock
-	// stopAt is when a page not full returns what it found, once a chunk was read (so that every
-	// request makes progress).
+	// stopAt is when a page not full returns what it found, once a chunk or a queue was read (so
+	// that every request makes progress).
 	stopAt  time.Time
 	scanned bool
 }
