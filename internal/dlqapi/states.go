@@ -18,6 +18,9 @@ const (
 	// maxCachedStateBytes bounds the decisions kept for one queue (an estimate of their memory): a
 	// queue with more is read whole on every request, keeping only those on the records held.
 	maxCachedStateBytes = 16 << 20
+	// maxCachedBytes bounds the decisions kept for all queues together (the manager has 256 MiB):
+	// the least recently read other queues go.
+	maxCachedBytes = 32 << 20
 )
 
 // stateCache keeps, per queue topic, the decisions on the dead letters its topic holds, decoded,
@@ -27,6 +30,7 @@ const (
 type stateCache struct {
 	mu     sync.Mutex
 	queues map[string]*queueStates // by connection key and topic
+	total  int                     // the bytes charged to the queues kept
 }
 
 // queueStates is what the cache keeps of one queue topic.
@@ -40,6 +44,7 @@ type queueStates struct {
 	states   *deadletters.States
 	starts   map[int32]int64 // the dead letter topic's start offsets states was pruned to
 	complete bool            // next, states and the IDs are valid
+	charged  int             // bytes counted in the cache's total (stateCache.mu)
 }
 
 func (c *stateCache) queue(key string) *queueStates {
@@ -57,6 +62,7 @@ func (c *stateCache) queue(key string) *queueStates {
 					oldest = k
 				}
 			}
+			c.total -= c.queues[oldest].charged
 			delete(c.queues, oldest)
 		}
 		qs = &queueStates{}
@@ -64,6 +70,31 @@ func (c *stateCache) queue(key string) *queueStates {
 	}
 	qs.used = time.Now()
 	return qs
+}
+
+// charge counts what qs (the queue key, its lock held) keeps now in the cache's total, and lets the
+// least recently read other queues go while the total is above maxCachedBytes.
+func (c *stateCache) charge(key string, qs *queueStates) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.queues[key] != qs {
+		return // let go meanwhile
+	}
+	c.total += qs.bytes - qs.charged
+	qs.charged = qs.bytes
+	for c.total > maxCachedBytes {
+		var oldest string
+		for k, v := range c.queues {
+			if k != key && (oldest == "" || v.used.Before(c.queues[oldest].used)) {
+				oldest = k
+			}
+		}
+		if oldest == "" {
+			return
+		}
+		c.total -= c.queues[oldest].charged
+		delete(c.queues, oldest)
+	}
 }
 
 // loadStates returns the decisions on the dead letters q's topic holds now, that belong to it
@@ -91,10 +122,12 @@ func (s *Storage) loadStates(ctx context.Context, admin kafka.Admin, q Queue, ke
 	for _, p := range offs[q.Topic] {
 		starts[p.Partition] = p.Start
 	}
-	qs := s.cache.queue(q.Conn.Key() + "\x00" + q.Topic)
+	key := q.Conn.Key() + "\x00" + q.Topic
+	qs := s.cache.queue(key)
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
 	states, err := qs.advance(ctx, admin, s.Kafka, q, topicID, stateID, starts)
+	s.cache.charge(key, qs)
 	if errors.Is(err, kafka.ErrTopicNotFound) {
 		return &deadletters.States{}, nil
 	}
