@@ -130,6 +130,16 @@ func (r *DeadLetterQueueReconciler) tidyStates(ctx context.Context, s *dlqScope,
 	if len(updates) == 0 || r.Kafka.Producer == nil {
 		return true
 	}
+	if id := s.topicID(); id != "" {
+		// As a Purge does: the topic deleted and created again since its ID was read would have the
+		// decisions made on it dropped as another topic's.
+		ids, err := s.admin.TopicIDs(ctx, s.want.Name)
+		if err != nil || ids[s.want.Name] != id {
+			ctrl.LoggerFrom(ctx).Info("Did not tidy the record of decisions: the topic's ID changed since it was read, or could not be read again",
+				"deadLetterQueue", klog.KObj(s.dlq), "topic", s.stateTopic, "topicID", id, "now", ids[s.want.Name], "error", err)
+			return false
+		}
+	}
 	written, err := deadletters.WriteStates(ctx, r.Kafka.Producer, s.conn, s.want.Name, updates)
 	n := 0
 	for _, w := range written {
