@@ -30,11 +30,7 @@ func TestAReplayOutsideTheClaimPolicyFails(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	adm := newKadm(t)
-	q := newDLQ(ns, "dlq", ns+".dlq")
-	q.Spec.Topic.Partitions = 1
-	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
-	g.Eventually(dlqReady(q), wait, poll).Should(isReady())
-	g.Eventually(func() string { _, _ = dlqReady(q)(); return q.Status.StateTopic }, wait, poll).ShouldNot(BeEmpty())
+	readyQueue(t, ns)
 	writeDeadLetters(t, ns+".dlq", ns+".orders", ns+"/orders", []actionDeadLetter{{reason: headers.ReasonNonRetriable, errorType: "HTTP422"}})
 	elsewhere := "elsewhere-" + ns // another team's topic, outside the namespace's prefix
 	createTopic(t, adm, elsewhere, 1)

@@ -57,10 +57,7 @@ func TestReplayNeverTargetsAQueueOrItsRecordOfDecisions(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	adm := newKadm(t)
-	q := newDLQ(ns, "dlq", ns+".dlq")
-	q.Spec.Topic.Partitions = 1
-	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
-	g.Eventually(dlqReady(q), wait, poll).Should(isReady())
+	q := readyQueue(t, ns)
 	other := newDLQ(ns, "other", ns+".other")
 	other.Spec.Topic.Partitions = 1
 	g.Expect(env.Client.Create(ctx, other)).To(Succeed())
@@ -102,4 +99,17 @@ func TestReplayNeverTargetsAQueueOrItsRecordOfDecisions(t *testing.T) {
 	g.Expect(held(adm, ns+".other")()).To(BeZero(), "nothing replayed into the other queue")
 	g.Expect(held(adm, ns+".dlq.state")()).To(BeZero(), "no decision recorded")
 	g.Consistently(func() (*int64, error) { _, err := dlqReady(q)(); return q.Status.Pending, err }, 2*resyncInterval, poll).Should(Equal(ptr.To(int64(2))))
+}
+
+// readyQueue creates the one-partition queue "dlq" on topic <ns>.dlq and waits until it is Ready
+// and has made its record of decisions.
+func readyQueue(t *testing.T, ns string) *v1.DeadLetterQueue {
+	t.Helper()
+	g := NewWithT(t)
+	q := newDLQ(ns, "dlq", ns+".dlq")
+	q.Spec.Topic.Partitions = 1
+	g.Expect(env.Client.Create(context.Background(), q)).To(Succeed())
+	g.Eventually(dlqReady(q), wait, poll).Should(isReady())
+	g.Eventually(func() string { _, _ = dlqReady(q)(); return q.Status.StateTopic }, wait, poll).ShouldNot(BeEmpty())
+	return q
 }

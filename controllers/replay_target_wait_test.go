@@ -40,11 +40,7 @@ func TestAWaitingReplayDoesNotListTheLedger(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	q := newDLQ(ns, "dlq", ns+".dlq")
-	q.Spec.Topic.Partitions = 1
-	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
-	g.Eventually(dlqReady(q), wait, poll).Should(isReady())
-	g.Eventually(func() string { _, _ = dlqReady(q)(); return q.Status.StateTopic }, wait, poll).ShouldNot(BeEmpty())
+	readyQueue(t, ns)
 
 	var lists atomic.Int64
 	cfg := rest.CopyConfig(env.Config)

@@ -23,10 +23,7 @@ func TestNoOtherResourceTakesARecordOfDecisions(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	adm := newKadm(t)
-	q := newDLQ(ns, "dlq", ns+".dlq")
-	q.Spec.Topic.Partitions = 1
-	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
-	g.Eventually(dlqReady(q), wait, poll).Should(isReady())
+	q := readyQueue(t, ns)
 	state := ns + ".dlq.state"
 	g.Expect(q.Status.StateTopic).To(Equal(state))
 	writeDeadLetters(t, ns+".dlq", ns+".orders", ns+"/orders", []actionDeadLetter{{reason: headers.ReasonNonRetriable, errorType: "HTTP422"}})
