@@ -3,7 +3,6 @@ package dlqapi
 import (
 	"context"
 	"errors"
-	"maps"
 	"sync"
 	"time"
 
@@ -15,16 +14,21 @@ import (
 const (
 	// maxCachedQueues bounds the queues whose decisions are kept; the least recently read goes.
 	maxCachedQueues = 64
-	// maxCachedStateBytes bounds the decisions kept for one queue (an estimate of their memory): a
-	// queue with more is read whole on every request, keeping only those on the records held.
+	// maxCachedStateBytes bounds the decisions kept for one queue (an estimate of their memory,
+	// decisionBytes and sharedBytes: about 100 bytes a decision made by an action of many): a queue
+	// with more is read per range (stateSource.forRange): each chunk a page reads reads the whole
+	// record of decisions and keeps only the decisions on the chunk's records, so that a request's
+	// memory follows its page (its time follows the record of decisions); the cache tries to keep
+	// them again after overRetry.
 	maxCachedStateBytes = 16 << 20
 	// maxCachedBytes bounds the decisions kept for all queues together (the manager has 256 MiB):
 	// the least recently read other queues go.
 	maxCachedBytes = 32 << 20
 )
 
-// stateCache keeps, per queue topic, the decisions on the dead letters its topic holds, decoded,
-// and where in the record of decisions it read them to: a request reads only the decisions
+// stateCache keeps, per queue topic, the decisions on the dead letters its topic holds, decoded
+// and compact (decisions.go: what the decisions of an action share is kept once), and where in the
+// record of decisions it read them to: a request reads only the decisions
 // recorded since the last one (usually none), so a page costs what the page reads, not the history
 // of decisions. Every replica serving the API has its own. A snapshot handed out is never changed.
 type stateCache struct {
@@ -40,11 +44,13 @@ type queueStates struct {
 	topicID  string          // the dead letter topic's ID the decisions kept belong to
 	stateID  string          // the state topic's ID they were read from
 	next     map[int32]int64 // per partition of the state topic, where the next read starts
-	bytes    int             // estimated memory of states
-	states   *deadletters.States
-	starts   map[int32]int64 // the dead letter topic's start offsets states was pruned to
-	complete bool            // next, states and the IDs are valid
+	bytes    int             // estimated memory of kept
+	kept     *interner       // the decisions kept, and their table of shared values
+	starts   map[int32]int64 // the dead letter topic's start offsets kept was pruned to
+	complete bool            // next, kept and the IDs are valid
 	charged  int             // bytes counted in the cache's total (stateCache.mu)
+	overAt   time.Time       // when the decisions were found to be more than the cache keeps of one
+	overIDs  string          // of the topics with these IDs
 }
 
 func (c *stateCache) queue(key string) *queueStates {
@@ -97,13 +103,23 @@ func (c *stateCache) charge(key string, qs *queueStates) {
 	}
 }
 
-// loadStates returns the decisions on the dead letters q's topic holds now, that belong to it
-// (deadletters.State.BelongsTo: made on this topic ID, or legacy), for which keep (nil: all) is
-// true; none when the queue has no record of decisions. Kafka's errors are Unavailable.
-func (s *Storage) loadStates(ctx context.Context, admin kafka.Admin, q Queue, keep func(deadletters.ID) bool) (*deadletters.States, error) {
+// errTooMany is advance's error for a queue whose decisions are more than the cache keeps of one.
+var errTooMany = errors.New("more decisions than the cache keeps of a queue")
+
+// overRetry is how long a queue found to have more decisions than the cache keeps of one is read
+// per range before the cache tries to keep them again (its decisions may have gone since).
+const overRetry = time.Minute
+
+// loadStates returns the decisions on the dead letters q's topic holds now that belong to it
+// (deadletters.State.BelongsTo: made on this topic ID, or legacy): all of them from the cache, or,
+// for a queue with more than the cache keeps of one, a source that reads those of one range of
+// offsets at a time (stateSource.forRange); none when the queue has no record of decisions.
+// Kafka's errors are Unavailable.
+func (s *Storage) loadStates(ctx context.Context, admin kafka.Admin, q Queue) (*stateSource, error) {
+	none := &stateSource{all: &decisions{}}
 	stateTopic, ok := deadletters.StateTopic(q.Topic)
 	if !ok {
-		return &deadletters.States{}, nil
+		return none, nil
 	}
 	ids, err := admin.TopicIDs(ctx, q.Topic, stateTopic)
 	if err != nil {
@@ -112,7 +128,7 @@ func (s *Storage) loadStates(ctx context.Context, admin kafka.Admin, q Queue, ke
 	topicID, okT := ids[q.Topic]
 	stateID, okS := ids[stateTopic]
 	if !okT || !okS {
-		return &deadletters.States{}, nil
+		return none, nil
 	}
 	offs, err := admin.ListOffsets(ctx, q.Topic)
 	if err != nil {
@@ -126,30 +142,29 @@ func (s *Storage) loadStates(ctx context.Context, admin kafka.Admin, q Queue, ke
 	qs := s.cache.queue(key)
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
-	states, err := qs.advance(ctx, admin, s.Kafka, q, topicID, stateID, starts)
-	s.cache.charge(key, qs)
-	if errors.Is(err, kafka.ErrTopicNotFound) {
-		return &deadletters.States{}, nil
-	}
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	if keep == nil {
-		return states, nil
-	}
-	out := &deadletters.States{Invalid: states.Invalid, Foreign: states.Foreign}
-	for id, st := range states.ByID {
-		if keep(id) {
-			out.Set(id, st)
+	if qs.overAt.IsZero() || qs.overIDs != topicID+"\x00"+stateID || time.Since(qs.overAt) >= overRetry {
+		all, err := qs.advance(ctx, admin, s.Kafka, q, topicID, stateID, starts)
+		s.cache.charge(key, qs)
+		switch {
+		case errors.Is(err, kafka.ErrTopicNotFound):
+			return none, nil
+		case err == nil:
+			qs.overAt, qs.overIDs = time.Time{}, ""
+			return &stateSource{all: all}, nil
+		case !errors.Is(err, errTooMany):
+			return nil, unavailable(err)
 		}
+		qs.overAt, qs.overIDs = time.Now(), topicID+"\x00"+stateID
 	}
-	return out, nil
+	return &stateSource{admin: admin, sc: s.Kafka, q: q, topicID: topicID}, nil
 }
 
 // advance brings the decisions kept up to the end of the record of decisions and returns them:
 // from where the last read stopped when the topics are the same (same IDs, no record below that
-// point removed), from the start otherwise. Decisions on records below starts are dropped.
-func (qs *queueStates) advance(ctx context.Context, admin kafka.Admin, sc kafka.Scanner, q Queue, topicID, stateID string, starts map[int32]int64) (*deadletters.States, error) {
+// point removed), from the start otherwise. Decisions on records below starts are dropped. It
+// stops reading, keeps nothing and returns errTooMany as soon as the decisions take more than
+// maxCachedStateBytes.
+func (qs *queueStates) advance(ctx context.Context, admin kafka.Admin, sc kafka.Scanner, q Queue, topicID, stateID string, starts map[int32]int64) (*decisions, error) {
 	from := qs.next
 	if !qs.complete || qs.topicID != topicID || qs.stateID != stateID || len(starts) != len(qs.starts) {
 		from = nil
@@ -165,46 +180,44 @@ func (qs *queueStates) advance(ctx context.Context, admin kafka.Admin, sc kafka.
 		start, ok := starts[id.Partition]
 		return ok && id.Offset >= start
 	}
-	var (
-		cur   *deadletters.States // the copy being written, made at the first change
-		bytes = qs.bytes
-	)
+	var cur *interner // the copy being written, made at the first change
 	if from != nil {
-		for id := range qs.states.ByID {
+		for id := range qs.kept.d.byID {
 			if !held(id) {
-				cur = clone(qs.states)
+				cur = qs.kept.fork()
 				break
 			}
 		}
 	} else {
-		cur, bytes = &deadletters.States{ByID: map[deadletters.ID]deadletters.State{}}, 0
+		cur = newInterner()
 	}
-	write := func() *deadletters.States {
+	scanCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	over := false
+	span, err := deadletters.ScanStates(scanCtx, admin, sc, q.Conn, q.Topic, from, func(id deadletters.ID, st deadletters.State, err error) {
+		if over || err != nil {
+			return // an invalid record leaves an earlier valid decision on its key
+		}
 		if cur == nil {
-			cur = clone(qs.states)
+			cur = qs.kept.fork()
 		}
-		return cur
-	}
-	span, err := deadletters.ScanStates(ctx, admin, sc, q.Conn, q.Topic, from, func(id deadletters.ID, st deadletters.State, err error) {
-		w := write()
-		old, had := w.ByID[id]
-		switch {
-		case err != nil:
-			w.Invalid++
-			return
-		case !held(id):
-			w.Set(id, deadletters.State{})
-		case !st.BelongsTo(topicID):
-			w.Foreign++
-			w.Set(id, deadletters.State{})
-		default:
-			w.Set(id, st)
-			bytes += stateBytes(st)
+		if !held(id) || !st.BelongsTo(topicID) {
+			st = deadletters.State{}
 		}
-		if had {
-			bytes -= stateBytes(old)
+		cur.set(id, st)
+		if cur.bytes > maxCachedStateBytes && len(cur.d.shared) > 2*len(cur.d.byID)+1024 {
+			// The values of decisions replaced take room in the table: drop them.
+			cur = cur.compacted()
+		}
+		if cur.bytes > maxCachedStateBytes {
+			over = true
+			cancel()
 		}
 	})
+	if over {
+		qs.complete, qs.kept, qs.bytes = false, nil, 0
+		return nil, errTooMany
+	}
 	if err != nil {
 		qs.complete = false
 		return nil, err
@@ -223,33 +236,23 @@ func (qs *queueStates) advance(ctx context.Context, admin kafka.Admin, sc kafka.
 		qs.complete = false
 		return qs.advance(ctx, admin, sc, q, topicID, stateID, starts)
 	}
-	if cur != nil {
-		for id, st := range cur.ByID {
+	if cur == nil {
+		cur = qs.kept // unchanged, and every decision kept is on a record held
+	} else {
+		for id := range cur.d.byID {
 			if !held(id) {
-				delete(cur.ByID, id)
-				bytes -= stateBytes(st)
+				cur.set(id, deadletters.State{})
 			}
 		}
-	} else {
-		cur = qs.states
 	}
-	if bytes > maxCachedStateBytes {
-		// Not kept: read whole on every request.
-		qs.complete, qs.states, qs.bytes = false, nil, 0
-		return cur, nil
+	if cur.bytes > maxCachedStateBytes || len(cur.d.shared) > 2*len(cur.d.byID)+1024 {
+		// The values of decisions replaced or dropped take room in the table: drop them.
+		cur = cur.compacted()
 	}
-	qs.complete, qs.topicID, qs.stateID, qs.next, qs.states, qs.bytes, qs.starts = true, topicID, stateID, next, cur, bytes, starts
-	return cur, nil
-}
-
-func clone(s *deadletters.States) *deadletters.States {
-	if s == nil {
-		return &deadletters.States{ByID: map[deadletters.ID]deadletters.State{}}
+	if cur.bytes > maxCachedStateBytes {
+		qs.complete, qs.kept, qs.bytes = false, nil, 0
+		return nil, errTooMany
 	}
-	return &deadletters.States{ByID: maps.Clone(s.ByID), Invalid: s.Invalid, Foreign: s.Foreign}
-}
-
-// stateBytes estimates the memory a decision takes in the cache.
-func stateBytes(st deadletters.State) int {
-	return 160 + len(st.Note) + len(st.RequestedBy) + len(st.Action.Namespace) + len(st.Action.Name) + len(st.Action.UID) + len(st.TopicID)
+	qs.complete, qs.topicID, qs.stateID, qs.next, qs.kept, qs.bytes, qs.starts = true, topicID, stateID, next, cur, cur.bytes, starts
+	return cur.d, nil
 }

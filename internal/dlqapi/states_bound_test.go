@@ -14,8 +14,8 @@ import (
 )
 
 // The cache of decisions is bounded as a whole, not only per queue: 64 queues of 16 MiB each would
-// be 1 GiB in a manager limited to 256 MiB. Four queues of about 10 MiB of decisions each (1 KiB
-// notes) are read; the cache keeps at most maxCachedBytes of them.
+// be 1 GiB in a manager limited to 256 MiB. Four queues of about 12 MiB of decisions each (1 KiB
+// notes, a different one each) are read; the cache keeps at most maxCachedBytes of them.
 func TestStateCacheIsBoundedAsAWhole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -37,15 +37,15 @@ func TestStateCacheIsBoundedAsAWhole(t *testing.T) {
 		var ups []deadletters.StateUpdate
 		for o := range int64(decisions) {
 			ups = append(ups, deadletters.StateUpdate{ID: deadletters.ID{Partition: 0, Offset: o}, State: deadletters.State{
-				State: v1.DeadLetterResolved, Note: note, RequestedBy: "jane@example.com", TopicID: ids[topic],
+				State: v1.DeadLetterResolved, Note: fmt.Sprintf("%06d", o) + note[6:], RequestedBy: "jane@example.com", TopicID: ids[topic],
 				Action: deadletters.ActionRef{Namespace: "shop", Name: "resolve", UID: "u"}, Time: time.Now()}})
 		}
 		if _, err := deadletters.WriteStates(ctx, f, conn, topic, ups); err != nil {
 			t.Fatal(err)
 		}
-		st, err := s.loadStates(ctx, f, Queue{Name: fmt.Sprintf("q%d", i), Topic: topic, Conn: conn}, nil)
-		if err != nil || len(st.ByID) != decisions {
-			t.Fatalf("queue %d: %d decisions, %v", i, len(st.ByID), err)
+		src, err := s.loadStates(ctx, f, Queue{Name: fmt.Sprintf("q%d", i), Topic: topic, Conn: conn})
+		if err != nil || src.all == nil || len(src.all.byID) != decisions {
+			t.Fatalf("queue %d: %+v, %v", i, src, err)
 		}
 	}
 	s.cache.mu.Lock()

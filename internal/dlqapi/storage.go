@@ -122,7 +122,11 @@ func (s *Storage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (r
 	if entry == nil {
 		return nil, apierrors.NewNotFound(groupResource, name)
 	}
-	states, err := s.loadStates(ctx, admin, q, func(x deadletters.ID) bool { return x == id })
+	src, err := s.loadStates(ctx, admin, q)
+	if err != nil {
+		return nil, err
+	}
+	states, err := src.forRange(ctx, id.Partition, id.Offset, id.Offset+1)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +270,8 @@ func (pg *page) full() bool {
 func (pg *page) late() bool { return pg.scanned && !pg.clock.Now().Before(pg.stopAt) }
 
 // listQueue appends to the page the matching dead letters of queue name from position from; it
-// returns where to continue when the page is full or its time is spent.
+// returns where to continue when the page is full or its time is spent. The decisions come from the
+// cache, or, for a queue with more than it keeps of one, are read for each chunk (loadStates).
 func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f *filter, pg *page) (*cursor, error) {
 	q, err := s.Queues.Get(ctx, ns, name)
 	var notOwned *NotOwnedError
@@ -286,7 +291,7 @@ func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f
 	}
 	parts := slices.Clone(offs[q.Topic])
 	slices.SortFunc(parts, func(a, b kafka.PartitionOffsets) int { return int(a.Partition) - int(b.Partition) })
-	var states *deadletters.States
+	var src *stateSource
 	for _, p := range parts {
 		if p.Partition < from.Partition {
 			continue
@@ -298,8 +303,8 @@ func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f
 		if start >= p.End {
 			continue
 		}
-		if states == nil {
-			if states, err = s.loadStates(ctx, admin, q, nil); err != nil {
+		if src == nil {
+			if src, err = s.loadStates(ctx, admin, q); err != nil {
 				return nil, err
 			}
 		}
@@ -314,6 +319,10 @@ func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f
 			}
 			end := start + min(chunk, p.End-start)
 			chunk = min(2*chunk, maxChunk)
+			states, err := src.forRange(ctx, p.Partition, start, end)
+			if err != nil {
+				return nil, err
+			}
 			next, err := s.scanChunk(ctx, ns, q, p.Partition, start, end, states, f, pg)
 			if err != nil {
 				return nil, err
@@ -329,7 +338,7 @@ func (s *Storage) listQueue(ctx context.Context, ns, name string, from cursor, f
 
 // scanChunk reads [start, end) of one partition into the page; it returns the offset after the last
 // one kept when the page became full, -1 otherwise.
-func (s *Storage) scanChunk(ctx context.Context, ns string, q Queue, part int32, start, end int64, states *deadletters.States, f *filter, pg *page) (int64, error) {
+func (s *Storage) scanChunk(ctx context.Context, ns string, q Queue, part int32, start, end int64, states *decisions, f *filter, pg *page) (int64, error) {
 	scanCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	next := int64(-1)
