@@ -63,7 +63,7 @@ func (a *API) Apply(ctx context.Context, c client.Client, owner client.Object, o
 	}
 	if _, applied, err := apply.Owned(ctx, c, owner, pr, live); err != nil {
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			// The CRD went between the lookup and the apply: look again next time.
+			// The CRD went between the lookup and the apply: not served until an event about it says otherwise.
 			a.forget()
 		}
 		return "", err

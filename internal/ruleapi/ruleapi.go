@@ -54,7 +54,9 @@ const ruleCacheTimeout = 5 * time.Second
 // deleted, means not served: the mapper would still remember the kind) and re-enqueues every
 // pipeline and queue, so that each switches between PrometheusRule and ConfigMap at once. While the
 // CRD exists but the kind is not served yet (the CRD not yet established, or discovery a moment
-// behind), every Served looks again, so the switch happens at the latest one resync later.
+// behind), every Served looks again, so the switch happens at the latest one resync later. An apply
+// that finds the kind gone makes it not served until the next event about the CRD (never a lookup:
+// the mapper would still remember the kind).
 //
 // Watch: a PrometheusRule watch cannot be registered at setup (without the CRD a kind source never
 // syncs and the controller fails to start), and the manager's cache cannot drop an informer safely
@@ -142,10 +144,13 @@ func (a *API) Served() (bool, error) {
 	return a.served, nil
 }
 
-// forget makes the next Served look the kind up again (after an apply found it gone).
+// forget records that an apply found the kind gone: not served until an event about its CRD says
+// otherwise (crdChanged looks it up again). It does not ask the RESTMapper, which remembers a kind
+// whose CRD was deleted and would answer "served" for ever.
 func (a *API) forget() {
 	a.mu.Lock()
-	a.known = false
+	a.pending = false
+	a.setLocked(false)
 	a.mu.Unlock()
 }
 
