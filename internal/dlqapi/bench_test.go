@@ -2,8 +2,6 @@ package dlqapi_test
 
 import (
 	"context"
-	"runtime"
-	"runtime/debug"
 	"sync"
 	"testing"
 	"time"
@@ -53,7 +51,7 @@ func BenchmarkFirstPage(b *testing.B) {
 }
 
 // BenchmarkFilteredScan lists, with a label selector matching 1% of the queue (1,000 dead
-// letters), the whole queue in one request.
+// letters), the whole queue, following the continue tokens (a page holds at most 500).
 func BenchmarkFilteredScan(b *testing.B) { filteredScan(b, false) }
 
 // BenchmarkFilteredScanLiveHeap is BenchmarkFilteredScan with the GC target at 5%, so that the heap
@@ -72,11 +70,19 @@ func filteredScan(b *testing.B, heap bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		obj, err := s.List(ctx, &metainternalversion.ListOptions{LabelSelector: sel})
-		if err != nil {
-			b.Fatal(err)
+		n, cont := 0, ""
+		for {
+			obj, err := s.List(ctx, &metainternalversion.ListOptions{LabelSelector: sel, Continue: cont})
+			if err != nil {
+				b.Fatal(err)
+			}
+			l := obj.(*dlv1.DeadLetterList)
+			n += len(l.Items)
+			if cont = l.Continue; cont == "" {
+				break
+			}
 		}
-		if n := len(obj.(*dlv1.DeadLetterList).Items); n != benchTotal/100 {
+		if n != benchTotal/100 {
 			b.Fatalf("%d items", n)
 		}
 	}
@@ -86,41 +92,12 @@ func filteredScan(b *testing.B, heap bool) {
 	}
 }
 
-// trackHeap samples the live heap every 10ms until the benchmark ends; the returned function
-// stops it and returns the largest HeapAlloc seen above the one at the start.
+// trackHeap samples the live heap every 10ms until the benchmark ends (dlqapi.TrackHeap); the
+// returned function stops it and returns the largest HeapAlloc seen above the one at the start.
 func trackHeap(b *testing.B) func() uint64 {
-	// A small GC target, so that the heap seen is close to what is live, not garbage waiting.
-	old := debug.SetGCPercent(5)
-	b.Cleanup(func() { debug.SetGCPercent(old) })
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var mu sync.Mutex
-	var peak uint64
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				runtime.ReadMemStats(&ms)
-				mu.Lock()
-				if ms.HeapAlloc > base.HeapAlloc {
-					peak = max(peak, ms.HeapAlloc-base.HeapAlloc)
-				}
-				mu.Unlock()
-			}
-		}
-	}()
-	once := sync.OnceValue(func() uint64 { close(done); <-stopped; mu.Lock(); defer mu.Unlock(); return peak })
-	b.Cleanup(func() { once() })
-	return once
+	stop := dlqapi.TrackHeap(10 * time.Millisecond)
+	b.Cleanup(func() { stop() })
+	return stop
 }
 
 // keep is a testing.TB whose Cleanup functions never run.

@@ -54,8 +54,17 @@ func (c *countingKafka) Scan(ctx context.Context, conn kafka.Connection, ranges 
 // peakHeap runs fn with the GC target at 5% and returns the largest live heap seen while it ran
 // above the heap before, sampled every millisecond.
 func peakHeap(fn func()) uint64 {
+	stop := TrackHeap(time.Millisecond)
+	fn()
+	return stop()
+}
+
+// TrackHeap sets the GC target to 5% (so that the heap seen is close to what is live, not garbage
+// waiting), then samples the heap every interval; the returned function stops the sampling, puts
+// the GC target back and returns the largest HeapAlloc seen above the one at the start. For the
+// tests and benchmarks of this package (dlqapi_test's too).
+func TrackHeap(every time.Duration) (stop func() uint64) {
 	old := debug.SetGCPercent(5)
-	defer debug.SetGCPercent(old)
 	runtime.GC()
 	var base runtime.MemStats
 	runtime.ReadMemStats(&base)
@@ -65,7 +74,7 @@ func peakHeap(fn func()) uint64 {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(time.Millisecond)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		var ms runtime.MemStats
 		for {
@@ -80,10 +89,12 @@ func peakHeap(fn func()) uint64 {
 			}
 		}
 	}()
-	fn()
-	close(done)
-	wg.Wait()
-	return peak.Load()
+	return sync.OnceValue(func() uint64 {
+		close(done)
+		wg.Wait()
+		debug.SetGCPercent(old)
+		return peak.Load()
+	})
 }
 
 // manyDecisions is a kafkafake queue of 100,000 dead letters (the first 10 with a record), each
