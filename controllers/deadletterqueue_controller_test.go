@@ -487,14 +487,7 @@ func TestDeadLetterQueueOffsetsAreListedInOneRoundPerResync(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(c.Close)
-	// The queues go before their broker: left behind, they would keep the suite manager's workers busy
-	// retrying a closed broker for the rest of the run.
-	t.Cleanup(func() {
-		_ = env.Client.DeleteAllOf(context.Background(), &v1.DeadLetterQueue{}, client.InNamespace(ns))
-	})
+	c := ownBroker(t, ns)
 	counter := countListOffsets(c)
 
 	const queues = 20
