@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -144,11 +145,12 @@ var adminKeys = []kmsg.Key{kmsg.ApiVersions, kmsg.Metadata, kmsg.DescribeConfigs
 var topicChangeKeys = []kmsg.Key{kmsg.CreateTopics, kmsg.CreatePartitions, kmsg.IncrementalAlterConfigs, kmsg.DeleteTopics, kmsg.DeleteRecords}
 
 // requestCounter counts the requests a kfake cluster receives, per key, and keeps the names of the
-// topics asked for in CreateTopics requests.
+// topics asked for in CreateTopics requests and the number of topics of each ListOffsets request.
 type requestCounter struct {
-	mu      sync.Mutex
-	counts  map[kmsg.Key]int64
-	created []string
+	mu           sync.Mutex
+	counts       map[kmsg.Key]int64
+	created      []string
+	offsetTopics []int
 }
 
 func countRequests(c *kfake.Cluster, keys ...kmsg.Key) *requestCounter {
@@ -158,10 +160,13 @@ func countRequests(c *kfake.Cluster, keys ...kmsg.Key) *requestCounter {
 			c.KeepControl()
 			rc.mu.Lock()
 			rc.counts[k]++
-			if ct, ok := req.(*kmsg.CreateTopicsRequest); ok {
-				for _, t := range ct.Topics {
+			switch r := req.(type) {
+			case *kmsg.CreateTopicsRequest:
+				for _, t := range r.Topics {
 					rc.created = append(rc.created, t.Topic)
 				}
+			case *kmsg.ListOffsetsRequest:
+				rc.offsetTopics = append(rc.offsetTopics, len(r.Topics))
 			}
 			rc.mu.Unlock()
 			return nil, nil, false
@@ -181,6 +186,13 @@ func (rc *requestCounter) foreignTopics(prefixes ...string) []string {
 		}
 	}
 	return out
+}
+
+// listOffsetsTopics is the number of topics of each ListOffsets request, in order.
+func (rc *requestCounter) listOffsetsTopics() []int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.Clone(rc.offsetTopics)
 }
 
 func (rc *requestCounter) snapshot() map[kmsg.Key]int64 {
@@ -231,8 +243,13 @@ type scaleResult struct {
 	events        int // events recorded, from start to all Ready
 	steadyWindow  time.Duration
 	steadyAdmin   map[kmsg.Key]int64 // during one steady-state resync
-	steadyWrites  int64              // writes and refused writes
-	steadyEvents  int
+	// steadyOffsetTopics is the number of topics of each ListOffsets request of the steady-state resync.
+	steadyOffsetTopics []int
+	// offsetTopics is the number of topics whose offsets the live figures read: each queue's and its
+	// record of decisions', each pipeline's source and retry tiers.
+	offsetTopics int
+	steadyWrites int64 // writes and refused writes
+	steadyEvents int
 	// foreignTopics are topics the manager asked kfake to create that belong to no resource of
 	// the run, from start to the end of the steady-state resync.
 	foreignTopics []string
@@ -248,7 +265,9 @@ type scaleResult struct {
 // topic creations and 3 writes a CI run saw there are that pipeline's first reconcile: its source
 // and retry tier, its ConfigMap, Deployment and status). It creates dlqs queues and pipelines
 // pipelines (each pipeline: a created source and three retry tiers), waits until all are Ready,
-// then watches one full resync at steady state.
+// then watches one full resync at steady state. The manager's clock is a fake one, stepped by one
+// interval at the start of that resync: the offsets snapshot goes stale exactly once, so the resync
+// makes exactly one offsets round however long it takes on a loaded machine.
 func runScale(tb testing.TB, dlqs, pipelines int, interval time.Duration) scaleResult {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -296,10 +315,12 @@ func runScale(tb testing.TB, dlqs, pipelines int, interval time.Duration) scaleR
 	if err != nil {
 		tb.Fatal(err)
 	}
+	clk := clocktesting.NewFakeClock(time.Now())
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{
 		Kafka:                   franz.NewFactory(),
 		StatusRefreshInterval:   interval,
 		DefaultBootstrapServers: c.ListenAddrs(),
+		Clock:                   clk,
 	}); err != nil {
 		tb.Fatal(err)
 	}
@@ -364,22 +385,61 @@ func runScale(tb testing.TB, dlqs, pipelines int, interval time.Duration) scaleR
 	res.adminRequests = requests.snapshot()
 	res.events = countEvents(ctx, tb, api, ns.Name)
 
-	// Steady state: one full resync, that is at least one interval and a describe of every
-	// resource's topics (one DescribeConfigs request per queue and per pipeline).
-	before, writesBefore, eventsBefore := requests.snapshot(), writes.ok.Load()+writes.conflicts.Load(), res.events
-	steadyStart := time.Now()
+	// Steady state: the clock stands still, so a resync lists no offsets but those of topics new to
+	// the snapshot (a queue's first counts by state make it read its topics again, alone); settled is
+	// two resyncs' worth of describes (one DescribeConfigs request per queue and per pipeline a resync)
+	// without a ListOffsets request.
+	lastOffsets, describesSince := int64(-1), int64(0)
 	g.Eventually(func() bool {
 		now := requests.snapshot()
-		return time.Since(steadyStart) >= interval && now[kmsg.DescribeConfigs]-before[kmsg.DescribeConfigs] >= int64(dlqs+pipelines)
+		if now[kmsg.ListOffsets] != lastOffsets {
+			lastOffsets, describesSince = now[kmsg.ListOffsets], now[kmsg.DescribeConfigs]
+			return false
+		}
+		return now[kmsg.DescribeConfigs]-describesSince >= int64(2*(dlqs+pipelines))
+	}, 10*time.Minute, 100*time.Millisecond).Should(BeTrue(), "resyncs that list no offsets")
+	res.offsetTopics = offsetTopics(ctx, tb, api, ns.Name)
+
+	// One full resync after the offsets snapshot went stale: the round it starts, and two resyncs'
+	// worth of describes, so that every resource resynced after the step.
+	before, writesBefore, eventsBefore := requests.snapshot(), writes.ok.Load()+writes.conflicts.Load(), res.events
+	offsetsBefore := len(requests.listOffsetsTopics())
+	steadyStart := time.Now()
+	clk.Step(interval)
+	g.Eventually(func() bool {
+		now := requests.snapshot()
+		return now[kmsg.ListOffsets]-before[kmsg.ListOffsets] > 0 &&
+			now[kmsg.DescribeConfigs]-before[kmsg.DescribeConfigs] >= int64(2*(dlqs+pipelines))
 	}, 10*time.Minute, 100*time.Millisecond).Should(BeTrue(), "a full resync")
 	res.steadyWindow = time.Since(steadyStart)
 	res.steadyAdmin = diff(requests.snapshot(), before)
+	res.steadyOffsetTopics = requests.listOffsetsTopics()[offsetsBefore:]
 	res.steadyWrites = writes.ok.Load() + writes.conflicts.Load() - writesBefore
 	res.steadyEvents = countEvents(ctx, tb, api, ns.Name) - eventsBefore
 	// The run's topics: the queues' (scale.dlq.NNN and their records of decisions) and the
 	// pipelines' (scale.src.NNN and their retry tiers).
 	res.foreignTopics = requests.foreignTopics("scale.dlq.", "scale.src.")
 	return res
+}
+
+// offsetTopics counts the topics whose offsets the live figures of the resources in ns read.
+func offsetTopics(ctx context.Context, tb testing.TB, c client.Client, ns string) int {
+	tb.Helper()
+	ql, pl := &v1.DeadLetterQueueList{}, &v1.ConsumerPipelineList{}
+	if err := c.List(ctx, ql, client.InNamespace(ns)); err != nil {
+		tb.Fatal(err)
+	}
+	if err := c.List(ctx, pl, client.InNamespace(ns)); err != nil {
+		tb.Fatal(err)
+	}
+	n := 2 * len(ql.Items)
+	for _, p := range pl.Items {
+		n++
+		if p.Status.Topics != nil {
+			n += len(p.Status.Topics.Retries)
+		}
+	}
+	return n
 }
 
 // countEvents counts the events recorded in a namespace, series included.
@@ -427,10 +487,10 @@ func TestSteadyStateResyncMakesNoWritesAndNoTopicChanges(t *testing.T) {
 	if n := sum(r.steadyAdmin, topicChangeKeys...); n != 0 {
 		t.Errorf("a steady-state resync made %d topic changes (%s), want 0", n, describeCounts(r.steadyAdmin))
 	}
-	// Offsets: one round (a start and an end request) per interval for all ten queues, plus at most
-	// one round already under way when the window opened.
-	if lo, most := r.steadyAdmin[kmsg.ListOffsets], 2*(int64(r.steadyWindow/interval)+1); lo > most {
-		t.Errorf("%d ListOffsets requests in %v, want at most %d", lo, r.steadyWindow, most)
+	// Offsets: the clock went on by one interval, so one round: a start and an end request, each for
+	// every topic of the run, not a request per resource.
+	if got, want := r.steadyOffsetTopics, []int{r.offsetTopics, r.offsetTopics}; !slices.Equal(got, want) {
+		t.Errorf("topics of each ListOffsets request of one resync after the clock went on by one interval: %v, want %v (one round)", got, want)
 	}
 }
 
