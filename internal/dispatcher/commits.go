@@ -7,80 +7,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
 )
 
 // commitRetryWait is the pause before a failed commit is tried again.
 const commitRetryWait = 500 * time.Millisecond
-
-// finish marks an item finished, advances its partition's commit point and schedules.
-func (e *Engine) finish(it *item, outcome string) { e.finishIn(it, outcome, false) }
-
-// finishIn is finish; from a worker (inWorker) it returns the first record it dispatched, for the
-// worker to process next.
-func (e *Engine) finishIn(it *item, outcome string, inWorker bool) *item {
-	switch outcome {
-	case metrics.OutcomeSuccess:
-		e.m.Success.Inc()
-	case metrics.OutcomeRetried:
-		e.m.Retried.Inc()
-	case metrics.OutcomeDeadLettered:
-		e.m.DeadLettered.Inc()
-	case metrics.OutcomeDropped:
-		e.m.Dropped.Inc()
-	}
-	e.mu.Lock()
-	advanced, live := it.part.finish(it)
-	if live { // else the revocation released it
-		e.active--
-		stale := 0
-		if !advanced {
-			stale = it.part.releaseStale()
-			e.slots -= stale
-		}
-		if it.part.tier == 0 {
-			e.srcDone += 1 - stale
-		}
-	}
-	e.handoffOK = inWorker
-	e.scheduleLocked()
-	next := e.handoff
-	e.handoffOK, e.handoff = false, nil
-	if e.waiters > 0 {
-		e.cond.Broadcast()
-	}
-	wake := false
-	if advanced {
-		switch {
-		case !e.commitPending:
-			e.commitPending, wake = true, true
-		case !e.pressureKicked && e.pressureLocked():
-			e.pressureKicked, wake = true, true
-		}
-	}
-	e.mu.Unlock()
-	if wake {
-		kick(e.commitKick)
-	}
-	return next
-}
-
-// abandonItem releases an item's slot without finishing it: its offset is never committed. The
-// slot may start another delivery at once.
-func (e *Engine) abandonItem(it *item) {
-	e.mu.Lock()
-	if it.part.abandon(it) { // else the revocation released it
-		e.slots--
-		e.active--
-	}
-	e.scheduleLocked()
-	e.gaugesLocked()
-	if e.waiters > 0 {
-		e.cond.Broadcast()
-	}
-	e.mu.Unlock()
-}
 
 type commitEntry struct {
 	ps      *partState

@@ -1,14 +1,7 @@
 package dispatcher
 
 import (
-	"slices"
-	"strconv"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
-	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
 )
 
 // A dead-letter write that fails is tried deadLetterTries times in all, waiting deadLetterRetryWait
@@ -25,96 +18,83 @@ const (
 	stuckRetryWait      = 30 * time.Second
 )
 
-// Values of item.dlqLevel: what the dead letter being written dropped.
+// dlqLevel is what the dead letter being written gave up, in the order of escalation.
+type dlqLevel uint8
+
 const (
-	dlqWhole = iota
-	dlqNoValue
-	dlqStripped
+	dlqWhole    dlqLevel = iota // the whole record
+	dlqNoValue                  // without its value (noValueRecord)
+	dlqStripped                 // its retryops.* headers only (strippedRecord)
+	dlqStuck                    // stripped, and that failed too: counted in Engine.stuck
 )
 
-// deadLettered handles the outcome of a dead-letter write. alone says the record was written on
-// its own (not in a batch shared with other records).
-func (e *Engine) deadLettered(it *item, rec *kgo.Record, reason string, err error, alone bool) {
-	if err == nil {
-		e.unstick(it)
-		e.m.DeadLetter(reason)
-		e.finish(it, metrics.OutcomeDeadLettered)
-		return
+// dlqState is how far the writing of one dead letter got.
+type dlqState struct {
+	tries int // failed writes
+	level dlqLevel
+}
+
+// escalate is the state after a failed dead-letter write, and the wait before the next write: 0
+// when the next write is at once, at the new level (no value, or stripped). big says the broker
+// rejected the record as too large; hasValue that the record written had a value.
+func escalate(s dlqState, big, hasValue bool) (dlqState, time.Duration) {
+	s.tries++
+	switch {
+	case big && s.level == dlqWhole && hasValue: // the broker will never take it with its value
+		s.level = dlqNoValue
+		return s, 0
+	case s.level < dlqStripped && (big || s.tries >= deadLetterTries):
+		s.level = dlqStripped
+		return s, 0
+	case s.level >= dlqStripped:
+		s.level = dlqStuck
+		return s, stuckRetryWait
 	}
-	if e.produceCtx.Err() != nil {
-		e.unstick(it)
-		e.abandonItem(it)
-		return
-	}
-	e.m.DLQProduceErr.Inc()
-	big := tooLarge(err)
-	if big && !alone {
-		// The whole batch was rejected: write this record on its own to learn whether it is the one
-		// too large.
-		e.writeAlone(e.dlqSolo, rec, func(err error) { e.deadLettered(it, rec, reason, err, true) })
-		return
-	}
-	it.dlqTries++
-	log := e.log.With("topic", rec.Topic, "originalTopic", it.view.Topic, "originalPartition", it.view.Partition,
+	return s, deadLetterRetryWait << min(s.tries-1, 5)
+}
+
+// deadLetterFailed acts on a failed dead-letter write: it writes the record without its value or
+// stripped, or writes it again after a wait, counting it stuck once even the stripped write fails.
+func (e *Engine) deadLetterFailed(w *write, err error, big bool) {
+	it := w.it
+	prev := it.dlq.level
+	next, wait := escalate(it.dlq, big, w.rec.Value != nil)
+	it.dlq = next
+	log := e.log.With("topic", w.rec.Topic, "originalTopic", it.view.Topic, "originalPartition", it.view.Partition,
 		"originalOffset", it.view.Offset, "error", err)
 	switch {
-	case big && it.dlqLevel == dlqWhole && rec.Value != nil:
-		// The broker will never take it: keep the key, headers and context, drop the value.
-		log.Error("A dead letter is too large for the dead letter topic; writing it without its value", "valueBytes", len(rec.Value))
-		it.dlqLevel = dlqNoValue
-		small := *rec
-		small.Headers = append(slices.Clip(rec.Headers), hdr(headers.ValueOmitted, strconv.Itoa(len(rec.Value))))
-		small.Value = nil
-		e.produceDLQ(it, &small, reason)
+	case next.level == dlqNoValue && prev == dlqWhole:
+		log.Error("A dead letter is too large for the dead letter topic; writing it without its value", "valueBytes", len(w.rec.Value))
+		w.rec = noValueRecord(w.rec)
+		e.write(w)
 		return
-	case it.dlqLevel < dlqStripped && (big || it.dlqTries >= deadLetterTries):
+	case next.level == dlqStripped && prev < dlqStripped:
 		log.Error("Writing a dead letter failed; writing it stripped to its retryops headers, without key, value and user headers",
-			"tries", it.dlqTries, "keyBytes", len(it.view.Key), "valueBytes", len(it.view.Value))
-		it.dlqLevel = dlqStripped
-		e.produceDLQ(it, it.stripped(rec), reason)
+			"tries", next.tries, "keyBytes", len(it.view.Key), "valueBytes", len(it.view.Value))
+		w.rec = it.strippedRecord(w.rec)
+		e.write(w)
 		return
-	}
-	wait := deadLetterRetryWait << min(it.dlqTries-1, 5)
-	if it.dlqLevel == dlqStripped {
-		wait = stuckRetryWait
-		if !it.dlqStuck {
-			log.Error("Writing a dead letter failed even stripped; its partition commits nothing past it and the dispatcher is not ready until it is written",
-				"partition", it.rec.Partition, "offset", it.rec.Offset, "sourceTopic", it.rec.Topic, "retryEvery", wait)
-			e.stick(it)
-		} else {
-			log.Warn("A stuck dead letter still cannot be written", "retryEvery", wait)
-		}
-	} else {
-		log.Error("Writing a dead letter failed; retrying", "tries", it.dlqTries, "in", wait)
+	case next.level == dlqStuck && prev != dlqStuck:
+		log.Error("Writing a dead letter failed even stripped; its partition commits nothing past it and the dispatcher is not ready until it is written",
+			"partition", it.rec.Partition, "offset", it.rec.Offset, "sourceTopic", it.rec.Topic, "retryEvery", wait)
+		e.stick(it)
+	case next.level == dlqStuck:
+		log.Warn("A stuck dead letter still cannot be written", "retryEvery", wait)
+	default:
+		log.Error("Writing a dead letter failed; retrying", "tries", next.tries, "in", wait)
 	}
 	go func() {
 		if !e.sleep(it.part.dlqCtx, wait) || it.part.goneFlag.Load() { // stopping, or the partition revoked
-			e.unstick(it)
-			e.abandonItem(it)
+			e.settle(it, fateAbandoned, nil)
 			return
 		}
-		e.produceDLQ(it, rec, reason)
+		e.write(w)
 	}()
 }
 
-// stripped is a dead letter reduced to its retryops.* headers, with the key's and value's sizes.
-func (it *item) stripped(rec *kgo.Record) *kgo.Record {
-	hs := make([]kgo.RecordHeader, 0, len(rec.Headers)+2)
-	for _, h := range rec.Headers {
-		if headers.IsOwned(h.Key) && h.Key != headers.ValueOmitted && h.Key != headers.KeyOmitted {
-			hs = append(hs, h)
-		}
-	}
-	hs = append(hs,
-		hdr(headers.KeyOmitted, strconv.Itoa(len(it.view.Key))),
-		hdr(headers.ValueOmitted, strconv.Itoa(len(it.view.Value))))
-	return &kgo.Record{Topic: rec.Topic, Headers: hs}
-}
-
-// stick counts a dead letter as stuck: the engine is not ready while any is.
+// stick counts a dead letter as stuck: the engine is not ready while any is. settle undoes it.
 func (e *Engine) stick(it *item) {
 	e.mu.Lock()
-	it.dlqStuck = true
 	it.part.stuck++
 	n := e.stuck.Add(1)
 	if e.waiters > 0 {
@@ -123,21 +103,4 @@ func (e *Engine) stick(it *item) {
 	e.mu.Unlock()
 	e.m.StuckDeadLetters.Set(float64(n))
 	e.m.Ready.Set(0)
-}
-
-// unstick undoes stick, if it was done.
-func (e *Engine) unstick(it *item) {
-	e.mu.Lock()
-	if !it.dlqStuck {
-		e.mu.Unlock()
-		return
-	}
-	it.dlqStuck = false
-	it.part.stuck--
-	n := e.stuck.Add(-1)
-	e.mu.Unlock()
-	e.m.StuckDeadLetters.Set(float64(n))
-	if e.Ready() {
-		e.m.Ready.Set(1)
-	}
 }

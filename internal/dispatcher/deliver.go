@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
-	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
 	"github.com/retryops/retry-operator/internal/retry"
 )
 
-// dispatchLocked hands an item to a worker, starting one when none is idle.
-func (e *Engine) dispatchLocked(it *item) {
-	if e.handoffOK && e.handoff == nil {
-		e.handoff = it
+// dispatchLocked hands an item to a worker, starting one when none is idle; when next is not nil
+// and empty, the item goes there instead, to the worker that is settling a record.
+func (e *Engine) dispatchLocked(it *item, next **item) {
+	if next != nil && *next == nil {
+		*next = it
 		return
 	}
 	if e.idle.Add(-1) < 0 {
@@ -58,9 +58,9 @@ func (e *Engine) processSafe(it *item) (next *item) {
 		e.log.Error("Processing a record panicked; dead-lettering it", "topic", it.rec.Topic, "partition", it.rec.Partition,
 			"offset", it.rec.Offset, "panic", msg, "stack", string(debug.Stack()))
 		e.mu.Lock()
-		finished := it.done || it.abandoned
+		settled := it.fate != fateUnsettled
 		e.mu.Unlock()
-		if finished {
+		if settled {
 			return
 		}
 		attempts := min(max(it.attempt, 0), e.maxAttempts())
@@ -70,8 +70,9 @@ func (e *Engine) processSafe(it *item) (next *item) {
 	return e.process(it)
 }
 
-// process delivers one item and decides what follows. It returns the next item for this worker,
-// when finishing this one dispatched another.
+// process delivers one item and decides its fate: settled at once (delivered, dropped, abandoned)
+// or once the record it needs is written (retried, dead-lettered). It returns the next item for
+// this worker, when settling this one dispatched another.
 func (e *Engine) process(it *item) *item {
 	if it.pre != nil {
 		it.pre.at = e.clock.Now()
@@ -101,7 +102,7 @@ func (e *Engine) process(it *item) *item {
 		if it.allowed {
 			e.breaker.Record(true)
 		}
-		return e.finishIn(it, metrics.OutcomeSuccess, true)
+		return e.settleInWorker(it, fateDelivered)
 	}
 	if it.part.ctx.Err() != nil {
 		// A failure while abandoning in-flight work (a stop past its drain timeout, a revocation):
@@ -109,7 +110,7 @@ func (e *Engine) process(it *item) *item {
 		if it.allowed {
 			e.breaker.Record(true)
 		}
-		e.abandonItem(it)
+		e.settle(it, fateAbandoned, nil)
 		return nil
 	}
 	e.m.Attempt(it.attempt, false)
@@ -145,14 +146,22 @@ func (e *Engine) process(it *item) *item {
 	}
 	switch dec.Action {
 	case retry.ActionRetry:
-		e.retry(it, f, dec)
+		e.toRetryTier(it, f, dec)
 	case retry.ActionDeadLetter:
 		f.reason = string(dec.Reason)
 		e.deadLetter(it, f, it.attempt)
 	default: // Drop
-		return e.finishIn(it, metrics.OutcomeDropped, true)
+		return e.settleInWorker(it, fateDropped)
 	}
 	return nil
+}
+
+// settleInWorker settles it from a worker and returns the record settling dispatched first, for
+// the worker to deliver next.
+func (e *Engine) settleInWorker(it *item, f fate) *item {
+	var next *item
+	e.settle(it, f, &next)
+	return next
 }
 
 // unhealthy says whether a failure counts against the circuit breaker: the sink did not answer,

@@ -71,10 +71,12 @@
 //	record.go     a consumed record (item): its retryops.* headers parsed (a replayed dead letter's
 //	              included), what the handler sees
 //	scheduler.go  which records start now, pausing tier partitions, and the timer for the next due time
-//	deliver.go    the workers: delivery to the Handler and the decision on its outcome
-//	produce.go    writes to a retry tier and to the dead letter topic, and the records written
-//	deadletter.go a failed dead-letter write: retried, written stripped, or reported stuck
-//	commits.go    finishing a record, and the committer
+//	deliver.go    the workers: delivery to the Handler and the decision on its outcome (a fate)
+//	records.go    the records written after a failure: retry, dead letter, without value, stripped
+//	produce.go    the one write path to a retry tier or the dead letter topic, and its acknowledgement
+//	deadletter.go a failed dead-letter write: the escalation (escalate), retried, stripped or stuck
+//	settle.go     a record's fate taking effect: the only caller of the tracker's finish and abandon
+//	commits.go    the committer
 //	tracker.go    partitionTracker: a partition's records from fetch to commit (plain data)
 //	rebalance.go  assigned, revoked and lost partitions; the graceful stop
 //

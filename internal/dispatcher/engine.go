@@ -146,20 +146,16 @@ type Engine struct {
 	pausedCnt int
 
 	// Workers (deliver.go).
-	work chan *item
-	idle atomic.Int32
-	// handoff: while a worker finishes a record under the lock, the first record dispatched goes
-	// back to that worker instead of waking another one.
-	handoffOK bool
-	handoff   *item
-	workers   sync.WaitGroup
+	work    chan *item
+	idle    atomic.Int32
+	workers sync.WaitGroup
 
 	// Wake-ups of the loops: pauseLoop, timerLoop, commitLoop, and pollLoop waiting for room.
 	pauseKick  chan struct{}
 	timerKick  chan struct{}
 	commitKick chan struct{}
 	roomKick   chan struct{}
-	aloneMu    sync.Mutex // one dead letter at a time on the too-large path
+	aloneMu    sync.Mutex // one write at a time on the too-large path (writeAlone)
 	// The committer is woken once per commit, not per finished record: commitPending says a wake-up
 	// is already on its way, pressureKicked that the pressure wake-up was sent (both under mu).
 	commitPending  bool

@@ -28,12 +28,8 @@ type item struct {
 	pre     *failure // non-nil: dead-letter without delivering
 	allowed bool     // the breaker admitted the delivery: exactly one Record follows
 
-	done      bool // finished: its offset may be committed
-	abandoned bool // given up during a stop or revocation: never committed
-
-	dlqTries int  // failed dead-letter writes
-	dlqLevel int  // what the dead letter dropped: 0 nothing, 1 its value, 2 all but retryops.* headers
-	dlqStuck bool // counted in Engine.stuck
+	fate fate     // set by settle alone
+	dlq  dlqState // the dead letter being written: failed tries and what it gave up (deadletter.go)
 
 	d Delivery // what the handler gets, kept here to save an allocation
 }

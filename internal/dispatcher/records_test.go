@@ -91,8 +91,8 @@ func TestGoldenRecords(t *testing.T) {
 				dl := it.deadLetterRecord("orders-dlq", "group-a", "ns/pipe", it.attempt, f)
 				golden(t, name+".deadletter.golden", dump(dl))
 				golden(t, name+".novalue.golden", dump(noValueRecord(dl)))
-				golden(t, name+".stripped.golden", dump(it.stripped(dl)))
-				golden(t, name+".stripped-novalue.golden", dump(it.stripped(noValueRecord(dl))))
+				golden(t, name+".stripped.golden", dump(it.strippedRecord(dl)))
+				golden(t, name+".stripped-novalue.golden", dump(it.strippedRecord(noValueRecord(dl))))
 			})
 		}
 	}

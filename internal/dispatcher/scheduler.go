@@ -18,7 +18,11 @@ const (
 
 // scheduleLocked starts every delivery that may start now, recomputes which partitions should be
 // paused, and arms the timer for the next due time.
-func (e *Engine) scheduleLocked() {
+func (e *Engine) scheduleLocked() { e.scheduleTo(nil) }
+
+// scheduleTo is scheduleLocked handing the first record it dispatches to *next when next is not
+// nil (a worker that settled a record takes it instead of waking another).
+func (e *Engine) scheduleTo(next **item) {
 	if e.stopping {
 		return
 	}
@@ -70,7 +74,7 @@ func (e *Engine) scheduleLocked() {
 			if ps.tier == 0 {
 				e.srcQueued--
 			}
-			e.dispatchLocked(it)
+			e.dispatchLocked(it, next)
 		}
 	}
 

@@ -104,11 +104,11 @@ func (t *partitionTracker) releaseStale() int {
 	return n
 }
 
-// finish marks a started record finished and moves the commit point over the finished prefix. It
+// finish gives a started record its fate, one that finishes it (fate.finished), and moves the commit point over the finished prefix. It
 // reports whether the partition now has an offset to commit past the last committed one, and live,
 // false when the partition was revoked (it released the record's slot and in-flight count then).
-func (t *partitionTracker) finish(it *item) (advanced, live bool) {
-	it.done = true
+func (t *partitionTracker) finish(it *item, f fate) (advanced, live bool) {
+	it.fate = f
 	t.inFlight--
 	if t.gone {
 		return false, false
@@ -120,7 +120,7 @@ func (t *partitionTracker) finish(it *item) (advanced, live bool) {
 // reports live, false when the partition was revoked (it released the record's slot and in-flight
 // count then); otherwise the record's slot is released.
 func (t *partitionTracker) abandon(it *item) (live bool) {
-	it.abandoned = true
+	it.fate = fateAbandoned
 	t.inFlight--
 	if t.gone {
 		return false
@@ -132,7 +132,7 @@ func (t *partitionTracker) abandon(it *item) (live bool) {
 // advance pops the finished prefix, moves the commit point and compacts items.
 func (t *partitionTracker) advance() bool {
 	moved := false
-	for t.head < len(t.items) && t.items[t.head].done {
+	for t.head < len(t.items) && t.items[t.head].fate.finished() {
 		r := t.items[t.head].rec
 		t.commitOffset, t.commitEpoch = r.Offset+1, r.LeaderEpoch
 		t.bytes -= t.items[t.head].size

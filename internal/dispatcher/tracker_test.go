@@ -146,8 +146,8 @@ func TestPartitionTracker(t *testing.T) {
 					}
 				case "finish":
 					for _, o := range offsets {
-						advanced, _ = tr.finish(byOffset[o])
-						if !byOffset[o].done {
+						advanced, _ = tr.finish(byOffset[o], fateDelivered)
+						if !byOffset[o].fate.finished() {
 							t.Fatalf("step %d: offset %d not marked done", i, o)
 						}
 					}
@@ -204,7 +204,7 @@ func TestPartitionTrackerPosition(t *testing.T) {
 		want   int64
 	}{{nil, 5}, {b, 5}, {a, 10}} {
 		if step.finish != nil {
-			tr.finish(step.finish)
+			tr.finish(step.finish, fateDelivered)
 		}
 		if p := tr.position(); p != step.want {
 			t.Fatalf("position %d, want %d", p, step.want)
@@ -238,11 +238,11 @@ func TestPartitionTrackerByDue(t *testing.T) {
 		t.Fatalf("start order %v, want %v", order, want)
 	}
 	for _, it := range []*item{pre, its[1], its[3], its[2]} {
-		if adv, live := tr.finish(it); adv || !live {
+		if adv, live := tr.finish(it, fateDelivered); adv || !live {
 			t.Fatalf("finishing offset %d before offset 10: advanced %v live %v, want false true", it.rec.Offset, adv, live)
 		}
 	}
-	if adv, _ := tr.finish(its[0]); !adv {
+	if adv, _ := tr.finish(its[0], fateDelivered); !adv {
 		t.Fatal("finishing offset 10 must advance the commit point")
 	}
 	if off, _, release, ok := tr.committable(); !ok || off != 15 || release != 5 {
