@@ -48,7 +48,11 @@ func (r *running) stop(t testing.TB) {
 func start(t testing.TB, o dispatcher.Options) *running {
 	t.Helper()
 	if o.Handler == nil && o.Config.Sink != nil {
-		o.Handler = dispatcher.NewHTTPSink(o.Config.Sink.URL, int(o.Config.Delivery.MaxInFlight))
+		var opts []dispatcher.HTTPSinkOption
+		if o.Clock != nil {
+			opts = append(opts, dispatcher.WithSinkClock(o.Clock))
+		}
+		o.Handler = dispatcher.NewHTTPSink(o.Config.Sink.URL, int(o.Config.Delivery.MaxInFlight), opts...)
 	}
 	if err := o.Config.Validate(); err != nil {
 		t.Fatalf("config: %v", err)

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/retry"
 )
@@ -44,9 +46,17 @@ import (
 // re-sent silently by net/http (noReplay): every copy the sink receives is an attempt the policy
 // decided.
 type HTTPSink struct {
-	url string
-	rt  http.RoundTripper
+	url   string
+	rt    http.RoundTripper
+	clock clock.PassiveClock // the now a Retry-After date is counted from
 }
+
+// HTTPSinkOption configures an HTTPSink.
+type HTTPSinkOption func(*HTTPSink)
+
+// WithSinkClock makes the sink read the time from c, the engine's clock when it has one: a
+// Retry-After given as a date is a wait from now. The default is the real clock.
+func WithSinkClock(c clock.PassiveClock) HTTPSinkOption { return func(s *HTTPSink) { s.clock = c } }
 
 // maxResponseHeaderBytes bounds the header block of a sink's answer (net/http's default is 10 MiB,
 // held per delivery in flight): a larger one is a transport failure (ConnectionError), classified by
@@ -55,18 +65,17 @@ type HTTPSink struct {
 const maxResponseHeaderBytes = 64 << 10
 
 // NewHTTPSink returns a sink POSTing to url, keeping up to maxConns idle connections.
-func NewHTTPSink(url string, maxConns int) *HTTPSink {
+func NewHTTPSink(url string, maxConns int, opts ...HTTPSinkOption) *HTTPSink {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxResponseHeaderBytes = maxResponseHeaderBytes
 	tr.MaxIdleConns = max(2*maxConns, 100)
 	tr.MaxIdleConnsPerHost = max(maxConns, 2)
 	tr.IdleConnTimeout = 90 * time.Second
-	return &HTTPSink{url: url, rt: tr}
-}
-
-// NewHTTPSinkWithTransport returns a sink POSTing to url through rt (TLS settings, proxies).
-func NewHTTPSinkWithTransport(url string, rt http.RoundTripper) *HTTPSink {
-	return &HTTPSink{url: url, rt: rt}
+	s := &HTTPSink{url: url, rt: tr, clock: clock.RealClock{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 var drainBufs = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
@@ -173,7 +182,7 @@ func (s *HTTPSink) Deliver(ctx context.Context, d *Delivery) Result {
 		HTTPStatus: resp.StatusCode,
 		ErrorType:  resp.Header.Get(headers.HTTPErrorType),
 		Message:    msg,
-		RetryAfter: parseRetryAfter(resp.Header.Get(headers.HTTPRetryAfter), time.Now()),
+		RetryAfter: parseRetryAfter(resp.Header.Get(headers.HTTPRetryAfter), s.clock.Now()),
 	}
 	switch resp.StatusCode {
 	case http.StatusRequestEntityTooLarge:

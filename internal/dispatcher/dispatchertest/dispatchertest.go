@@ -172,13 +172,6 @@ func NewSink(t testing.TB, behavior func(*Request) Response) *Sink {
 	return s
 }
 
-// SetBehavior replaces the behavior.
-func (s *Sink) SetBehavior(b func(*Request) Response) {
-	s.mu.Lock()
-	s.behavior = b
-	s.mu.Unlock()
-}
-
 // partOf maps "<topic>/<partition>/<offset>" to "<topic>/<partition>".
 func partOf(deliveredFrom string) string {
 	if i := strings.LastIndexByte(deliveredFrom, '/'); i >= 0 {
