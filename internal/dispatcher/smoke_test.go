@@ -1,6 +1,7 @@
 package dispatcher_test
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -9,7 +10,9 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dispatcher"
+	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 )
 
 func simplePolicy(maxAttempts int32, initial time.Duration) *v1.RetryPolicySpec {
@@ -55,7 +58,41 @@ func TestSmoke(t *testing.T) {
 	if len(dl) != 1 {
 		t.Fatalf("dead letters: %d", len(dl))
 	}
-	for _, h := range dl[0].Headers {
-		t.Logf("%s=%s", h.Key, h.Value)
+	checkSmokeDeadLetter(t, dl[0], rs[7], p.cfg)
+}
+
+// checkSmokeDeadLetter checks the dead letter of the record the sink rejected with 400 "nope" on
+// its first delivery: its key and value, and every header, in order.
+func checkSmokeDeadLetter(t *testing.T, d, src *kgo.Record, cfg *config.Config) {
+	t.Helper()
+	if string(d.Key) != "7" || string(d.Value) != "bad" {
+		t.Errorf("dead letter key %q value %q, want 7 and bad", d.Key, d.Value)
+	}
+	failed, _ := dt.Header(d, headers.LastFailure)
+	at, err := headers.ParseTime(failed)
+	if err != nil || at.Before(src.Timestamp) {
+		t.Errorf("%s %q: %v, want a time not before the record's %v", headers.LastFailure, failed, err, src.Timestamp)
+	}
+	want := [][2]string{
+		{headers.OriginalTopic, cfg.Topics.Source},
+		{headers.OriginalPartition, strconv.Itoa(int(src.Partition))},
+		{headers.OriginalOffset, strconv.FormatInt(src.Offset, 10)},
+		{headers.OriginalTimestamp, headers.FormatTime(src.Timestamp)},
+		{headers.ConsumerGroup, cfg.ConsumerGroup},
+		{headers.Pipeline, cfg.PipelineID()},
+		{headers.Attempts, "1"},
+		{headers.FirstFailure, failed}, // one failure: the first is the last
+		{headers.LastFailure, failed},
+		{headers.ErrorType, "HTTP400"},
+		{headers.ErrorMessage, "nope"},
+		{headers.HTTPStatus, "400"},
+		{headers.Reason, headers.ReasonNonRetriable},
+	}
+	var got [][2]string
+	for _, h := range d.Headers {
+		got = append(got, [2]string{h.Key, string(h.Value)})
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("dead letter headers:\n got  %q\n want %q", got, want)
 	}
 }
