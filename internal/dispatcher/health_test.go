@@ -194,11 +194,6 @@ func TestNotLiveAfterRunFailed(t *testing.T) {
 // waitBeat waits until the poll loop has gone round at the fake clock's present time.
 func waitBeat(t *testing.T, e *dispatcher.Engine, fc *clocktesting.FakeClock) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for e.LastBeat().Before(fc.Now()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the poll loop did not go round within 10s (last beat %v, clock %v)", e.LastBeat(), fc.Now())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	dt.Eventually(t, 10*time.Second, func() bool { return !e.LastBeat().Before(fc.Now()) },
+		"the poll loop going round at the fake clock's present time %v", fc.Now())
 }

@@ -5,7 +5,6 @@ package dispatchertest
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -114,19 +114,12 @@ func Gauge(g prometheus.Gatherer, name string) float64 {
 	return -1
 }
 
-// Eventually waits until cond holds, checking every few milliseconds, and fails the test with msg
-// after timeout.
+// Eventually waits until cond holds, checking every few milliseconds (gomega's Eventually), and
+// fails the test with the message after timeout.
 func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting: %s", timeout, fmt.Sprintf(format, args...))
-		}
-		<-tick.C
-	}
+	gomega.NewWithT(t).Eventually(cond).WithTimeout(timeout).WithPolling(5*time.Millisecond).
+		Should(gomega.BeTrue(), append([]any{format}, args...)...)
 }
 
 // Request is one request the sink received.
@@ -161,12 +154,11 @@ type Sink struct {
 	curFrom  map[string]int // concurrent requests per delivered-from topic/partition
 	maxFrom  int
 	maxPer   map[string]int // the most concurrent requests seen per delivered-from topic/partition
-	notify   chan struct{}
 }
 
 // NewSink starts a sink; a nil behavior answers 200 to everything.
 func NewSink(t testing.TB, behavior func(*Request) Response) *Sink {
-	s := &Sink{behavior: behavior, byKey: map[string][]*Request{}, curFrom: map[string]int{}, maxPer: map[string]int{}, notify: make(chan struct{}, 1)}
+	s := &Sink{behavior: behavior, byKey: map[string][]*Request{}, curFrom: map[string]int{}, maxPer: map[string]int{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -218,10 +210,6 @@ func (s *Sink) serve(w http.ResponseWriter, r *http.Request) {
 	s.reqs = append(s.reqs, req)
 	s.byKey[req.Key] = append(s.byKey[req.Key], req)
 	s.mu.Unlock()
-	select {
-	case s.notify <- struct{}{}:
-	default:
-	}
 	if resp.RetryAfter != "" {
 		w.Header().Set(headers.HTTPRetryAfter, resp.RetryAfter)
 	}
@@ -313,21 +301,7 @@ func (s *Sink) MaxConcurrentPer() map[string]int {
 // WaitFor waits until cond (called with the sink's requests) holds.
 func (s *Sink) WaitFor(t testing.TB, timeout time.Duration, cond func(reqs []*Request) bool, format string, args ...any) {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if cond(s.Requests()) {
-			return
-		}
-		select {
-		case <-s.notify:
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting: %s", timeout, fmt.Sprintf(format, args...))
-		}
-	}
+	Eventually(t, timeout, func() bool { return cond(s.Requests()) }, format, args...)
 }
 
 // Keys returns the distinct keys of the requests, sorted.
