@@ -22,29 +22,8 @@ import (
 	"github.com/retryops/retry-operator/internal/retry"
 )
 
-// HTTPSink delivers each record as an HTTP POST of its value to one URL.
-//
-// The request carries:
-//
-//   - the value as the body, with Content-Type from a record header "content-type" (any case) or
-//     application/octet-stream;
-//   - Kafka-Key (base64 with Kafka-Key-Encoding: base64 when the key is not plain UTF-8 text);
-//   - one Kafka-Header-<name> per record header (see headers.HeaderName; values not plain UTF-8 text
-//     are base64 and listed in Kafka-Base64-Headers);
-//   - Kafka-Topic, Kafka-Partition, Kafka-Offset, Kafka-Timestamp: the ORIGINAL coordinates;
-//   - Idempotency-Key (stable across retries and replays), Retry-Attempt (1 for the first delivery)
-//     and Retryops-Delivered-From (the topic/partition/offset actually consumed);
-//   - for a record replayed from a dead letter queue, Retryops-Replay-Of (the dead letter's
-//     topic/partition/offset) and Retryops-Replay-Count, on every attempt.
-//
-// Redirects are not followed (the sink URL must be final): a 3xx answer is a failure like any
-// other non-2xx answer. A 2xx answer is success. 413 and 415 make the record undeliverable (dead-lettered at once). Any
-// other answer is a failure classified by the policy with its status, the response header
-// Retryops-Error-Type as error type, the first KiB of the body as message, and Retry-After (any
-// wait over a year counts as a year, which the policy's retryAfter.maxDelay caps). A
-// request that gets no answer is a transport failure (TimeoutError or ConnectionError), never
-// re-sent silently by net/http (noReplay): every copy the sink receives is an attempt the policy
-// decided.
+// HTTPSink delivers each record as an HTTP POST of its value to one URL. What it sends and how it
+// reads the answer is the HTTP sink contract, docs/http-contract.md.
 type HTTPSink struct {
 	url   string
 	rt    http.RoundTripper

@@ -146,37 +146,32 @@ const MaxErrorMessageBytes = 1024
 // be longer (the HTTP sink reads up to 64 KiB of response headers); the policy's rules match the whole.
 const MaxErrorTypeBytes = 317
 
-// HTTP headers of the requests the dispatcher sends to a sink, and of its answers.
+// HTTP headers of the requests the dispatcher sends to a sink, and of its answers: their names.
+// What each carries is the HTTP sink contract, docs/http-contract.md.
 const (
-	// HTTPIdempotencyKey carries IdempotencyKey(original coordinates): the same on every retry and
-	// on a replay from the dead letter queue.
+	// HTTPIdempotencyKey carries IdempotencyKey of the original coordinates.
 	HTTPIdempotencyKey = "Idempotency-Key"
 	// HTTPRetryAttempt is the delivery attempt, 1 for the first delivery.
 	HTTPRetryAttempt = "Retry-Attempt"
-	// HTTPKafkaKey is the record key: as is when it is valid UTF-8 without control characters,
-	// otherwise standard base64 with HTTPKafkaKeyEncoding set to "base64". Absent for a nil key.
+	// HTTPKafkaKey is the record key.
 	HTTPKafkaKey = "Kafka-Key"
-	// HTTPKafkaKeyEncoding is "base64" when HTTPKafkaKey is base64-encoded.
+	// HTTPKafkaKeyEncoding says how HTTPKafkaKey is encoded.
 	HTTPKafkaKeyEncoding = "Kafka-Key-Encoding"
-	// HTTPKafkaHeaderPrefix precedes each record header's name (see HeaderName): one HTTP header per
-	// Kafka header, the value encoded as the key is.
+	// HTTPKafkaHeaderPrefix precedes each record header's name (HeaderName).
 	HTTPKafkaHeaderPrefix = "Kafka-Header-"
-	// HTTPKafkaBase64Headers lists, comma-separated, the (encoded) names of the Kafka-Header-*
-	// values sent in base64.
+	// HTTPKafkaBase64Headers lists the Kafka-Header-* values sent in base64.
 	HTTPKafkaBase64Headers = "Kafka-Base64-Headers"
-	// HTTPKafkaTopic, HTTPKafkaPartition, HTTPKafkaOffset and HTTPKafkaTimestamp (RFC 3339) are the
-	// ORIGINAL coordinates of the record.
+	// HTTPKafkaTopic, HTTPKafkaPartition, HTTPKafkaOffset and HTTPKafkaTimestamp are the record's
+	// original coordinates.
 	HTTPKafkaTopic     = "Kafka-Topic"
 	HTTPKafkaPartition = "Kafka-Partition"
 	HTTPKafkaOffset    = "Kafka-Offset"
 	HTTPKafkaTimestamp = "Kafka-Timestamp"
-	// HTTPDeliveredFrom is "<topic>/<partition>/<offset>" of the record actually consumed: the
-	// source topic on a first delivery, a retry tier on a retry.
+	// HTTPDeliveredFrom names the record actually consumed.
 	HTTPDeliveredFrom = "Retryops-Delivered-From"
-	// HTTPErrorType is a RESPONSE header a sink may set on a failure to report an error type, which
-	// classification rules match by errorTypes.
+	// HTTPErrorType is a response header: the sink's error type of a failure.
 	HTTPErrorType = "Retryops-Error-Type"
-	// HTTPRetryAfter is the standard response header, honoured per the policy's retryAfter.
+	// HTTPRetryAfter is the standard response header.
 	HTTPRetryAfter = "Retry-After"
 )
 
