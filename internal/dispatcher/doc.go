@@ -23,8 +23,7 @@
 // Back-pressure: at most delivery.maxInFlight deliveries run at once, and at most
 // delivery.maxUncommittedRecords finished source records wait for their commit (no delivery from
 // the source starts while they do; a retry tier's finished records are bounded by its window).
-// Otherwise records wait in
-// the partition queues. Once the source's queues hold delivery.maxBufferedRecords: with retry tiers,
+// Otherwise records wait in the partition queues. Once the source's queues hold delivery.maxBufferedRecords: with retry tiers,
 // the source partitions are paused until half of that drained, and polling goes on for the tiers (so
 // a retry is not late behind a source backlog); without tiers, the poll loop stops polling, and
 // franz-go stops fetching as soon as its one buffered fetch per broker is full (pausing would
