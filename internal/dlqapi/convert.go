@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
@@ -33,51 +32,9 @@ func ParseName(name string) (queue string, id deadletters.ID, ok bool) {
 	return name[:j], id, ok
 }
 
-// LabelValue sanitises s into a valid label value: characters other than [A-Za-z0-9._-] become '_',
-// it is cut to 63 characters, and non-alphanumeric ends are trimmed ("" when nothing is left).
-func LabelValue(s string) string {
-	if len(s) <= validation.LabelValueMaxLength && len(validation.IsValidLabelValue(s)) == 0 {
-		return s
-	}
-	b := make([]byte, 0, min(len(s), validation.LabelValueMaxLength))
-	for _, r := range s {
-		if len(b) == validation.LabelValueMaxLength {
-			break
-		}
-		switch {
-		case r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'):
-			b = append(b, byte(r))
-		default:
-			b = append(b, '_')
-		}
-	}
-	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
-	for len(b) > 0 && !alnum(b[0]) {
-		b = b[1:]
-	}
-	for len(b) > 0 && !alnum(b[len(b)-1]) {
-		b = b[:len(b)-1]
-	}
-	return string(b)
-}
-
-// pipelineName is the name part of "<namespace>/<name>" (the whole string when it has no '/').
-func pipelineName(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[i+1:]
-	}
-	return p
-}
-
 // labelsOf are a dead letter's labels.
 func labelsOf(queue string, e *deadletters.Entry, st deadletters.State) map[string]string {
-	return map[string]string{
-		dlv1.LabelQueue:     LabelValue(queue),
-		dlv1.LabelPipeline:  LabelValue(pipelineName(e.Pipeline)),
-		dlv1.LabelReason:    LabelValue(e.Reason),
-		dlv1.LabelErrorType: LabelValue(e.ErrorType),
-		dlv1.LabelState:     string(st.Name()),
-	}
+	return dlv1.Labels(queue, e.Pipeline, e.Reason, e.ErrorType, dlv1.State(st.Name()))
 }
 
 // toObject makes the DeadLetter of e; a key, value, header name or header value longer than

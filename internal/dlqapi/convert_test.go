@@ -8,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/validation"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
@@ -36,26 +35,6 @@ func TestNames(t *testing.T) {
 		}
 		if ok && Name(q, id) != tc.name {
 			t.Errorf("Name(%q, %v) = %q", q, id, Name(q, id))
-		}
-	}
-}
-
-func TestLabelValue(t *testing.T) {
-	for in, want := range map[string]string{
-		"max_retries_exceeded":  "max_retries_exceeded",
-		"HTTP 503/Service":      "HTTP_503_Service",
-		"-x-":                   "x",
-		"Ünïcode":               "n_code",
-		"":                      "",
-		"///":                   "",
-		strings.Repeat("a", 70): strings.Repeat("a", 63),
-	} {
-		got := LabelValue(in)
-		if got != want {
-			t.Errorf("LabelValue(%q) = %q, want %q", in, got, want)
-		}
-		if len(validation.IsValidLabelValue(got)) > 0 {
-			t.Errorf("LabelValue(%q) = %q is not a label value", in, got)
 		}
 	}
 }

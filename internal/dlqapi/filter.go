@@ -148,7 +148,7 @@ func (f *filter) matchQueue(name string) bool {
 	if !f.matchField(dlv1.FieldQueue, name) {
 		return false
 	}
-	if v, ok := f.labels.RequiresExactMatch(dlv1.LabelQueue); ok && LabelValue(name) != v {
+	if v, ok := f.labels.RequiresExactMatch(dlv1.LabelQueue); ok && dlv1.LabelValue(name) != v {
 		return false
 	}
 	return true

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 
+	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
@@ -42,7 +43,7 @@ func TestQueueSelectionMatchesTheWholeName(t *testing.T) {
 		g.Expect(names).To(Equal(want), "queue %s", q)
 	}
 	// The label, cut to 63 characters, is the same for both: kept for display.
-	g.Expect(dlqapi.LabelValue(q1)).To(Equal(dlqapi.LabelValue(q2)))
+	g.Expect(dlv1.LabelValue(q1)).To(Equal(dlv1.LabelValue(q2)))
 }
 
 // A list and the action built from the same filter select the same dead letters, whatever the

@@ -4,22 +4,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Labels of a DeadLetter, for label selectors (kubectl get deadletters -l ...). Their values are the
-// fields' sanitised to valid label values (at most 63 characters of [A-Za-z0-9._-], starting and
-// ending with an alphanumeric; anything else replaced by '_' and cut; empty when nothing is left).
-const (
-	// LabelQueue is the DeadLetterQueue's name.
-	LabelQueue = GroupName + "/queue"
-	// LabelPipeline is the name (without namespace) of the pipeline that dead-lettered it.
-	LabelPipeline = GroupName + "/pipeline"
-	// LabelReason is why it was dead-lettered (max_retries_exceeded, non_retryable, ...).
-	LabelReason = GroupName + "/reason"
-	// LabelErrorType is the type of the last error.
-	LabelErrorType = GroupName + "/error-type"
-	// LabelState is its state in the record of decisions (Pending, Replayed, Resolved, Ignored).
-	LabelState = GroupName + "/state"
-)
-
 // Field selectors and query parameters bounding a list by dead-lettering time (RFC 3339): the field
 // selector "since=<time>" or "until=<time>" or the query parameters of the same name; since is
 // inclusive, until exclusive.
