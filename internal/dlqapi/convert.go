@@ -2,7 +2,6 @@ package dlqapi
 
 import (
 	"encoding/base64"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -15,7 +14,7 @@ import (
 
 // Name is a dead letter's object name: "<queue>.<partition>.<offset>".
 func Name(queue string, id deadletters.ID) string {
-	return queue + "." + strconv.FormatInt(int64(id.Partition), 10) + "." + strconv.FormatInt(id.Offset, 10)
+	return dlv1.Name(queue, id.Partition, id.Offset)
 }
 
 // ParseName splits an object name into queue and ID; ok is false unless it has that form.

@@ -1,15 +1,15 @@
 package dlqcli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/dlqui"
 )
 
 // actKind describes one of the commands that create a DeadLetterAction.
@@ -94,6 +94,7 @@ type actOptions struct {
 
 func newActCommand(o *Options, kind actKind) *cobra.Command {
 	a := &actOptions{kind: kind}
+	var out *outputFlags
 	verb := strings.ToLower(string(kind.action))
 	use := verb + " QUEUE [PARTITION/OFFSET...]"
 	if kind.action == v1.DeadLetterPurge {
@@ -107,6 +108,9 @@ func newActCommand(o *Options, kind actKind) *cobra.Command {
 		Args:              queueArgs(kind.action != v1.DeadLetterPurge),
 		ValidArgsFunction: completeQueues(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(o); err != nil {
+				return err
+			}
 			return a.run(cmd, o, args[0], args[1:])
 		},
 	}
@@ -130,67 +134,58 @@ func newActCommand(o *Options, kind actKind) *cobra.Command {
 	f.BoolVar(&a.dryRun, "dry-run", false, "count and list what would be done, change nothing")
 	f.BoolVar(&a.wait, "wait", false, "follow the action until it completes (a progress bar when stderr is a terminal), then print the outcome")
 	f.DurationVar(&a.timeout, "timeout", 0, "with --wait, give up waiting after this long (the action goes on); 0 waits for ever")
-	f.StringVarP(&o.output, "output", "o", "", "output format: name, json or yaml (default: a line naming the action)")
+	out = addOutputFlags(cmd, o, "a line naming the action", outName, outJSON, outYAML)
 	return cmd
 }
 
-// spec builds the DeadLetterAction's spec from the flags.
-func (a *actOptions) spec(o *Options, queue string, records []string, user string) (v1.DeadLetterActionSpec, error) {
-	spec := v1.DeadLetterActionSpec{Queue: queue, Action: a.kind.action, Note: a.note, RequestedBy: user, Mode: v1.ActionModeRun}
-	if a.dryRun {
-		spec.Mode = v1.ActionModeDryRun
-	}
-	sel, err := a.sel.actionSelector(o)
+// request is the action the flags ask for.
+func (a *actOptions) request(o *Options, queue string, records []string) (dlqui.ActionRequest, error) {
+	f, err := a.sel.filter(o)
 	if err != nil {
-		return spec, err
+		return dlqui.ActionRequest{}, err
 	}
-	for _, k := range a.keys {
-		sel.Keys = append(sel.Keys, v1.RecordKey(k))
-	}
+	r := dlqui.ActionRequest{Kind: a.kind.action, Queue: queue, Filter: f, Keys: a.keys, Note: a.note, DryRun: a.dryRun,
+		Rate: a.rate, MaxRecords: a.maxRecords, MaxReplays: a.maxReplays}
 	for _, h := range a.headers {
 		name, value, ok := strings.Cut(h, "=")
 		if !ok || name == "" {
-			return spec, usagef("--header %q: want NAME=VALUE", h)
+			return r, usagef("--header %q: want NAME=VALUE", h)
 		}
-		sel.Headers = append(sel.Headers, v1.HeaderMatch{Name: name, Value: value})
+		r.Headers = append(r.Headers, v1.HeaderMatch{Name: name, Value: value})
 	}
-	for _, r := range records {
-		ref, err := parseRecordRef(r)
+	for _, s := range records {
+		rec, err := dlqui.ParseRecord(s)
 		if err != nil {
-			return spec, err
+			return r, usagef("%v", err)
 		}
-		sel.Records = append(sel.Records, v1.RecordRef(ref))
-	}
-	if a.kind.action == v1.DeadLetterPurge && sel.Before == nil {
-		return spec, usagef("purge needs --before (for example --before 30d): only dead letters older than that are deleted")
-	}
-	if !sel.empty() {
-		spec.Selector = &sel.DeadLetterSelector
+		r.Records = append(r.Records, rec)
 	}
 	switch {
 	case a.toPipeline != "":
-		spec.Target = &v1.ReplayTarget{Pipeline: a.toPipeline}
+		r.Target = &v1.ReplayTarget{Pipeline: a.toPipeline}
 	case a.toTopic != "":
-		spec.Target = &v1.ReplayTarget{Topic: v1.TopicName(a.toTopic)}
+		r.Target = &v1.ReplayTarget{Topic: v1.TopicName(a.toTopic)}
 	}
-	if a.rate != 0 {
-		spec.Rate = &v1.ReplayRate{RecordsPerSecond: a.rate}
+	return r, nil
+}
+
+// action is the DeadLetterAction the flags ask for, in namespace, requested by user.
+func (a *actOptions) action(o *Options, queue string, records []string, namespace, user string) (*v1.DeadLetterAction, error) {
+	r, err := a.request(o, queue, records)
+	if err != nil {
+		return nil, err
 	}
-	if a.maxRecords != 0 {
-		spec.MaxRecords = ptr.To(a.maxRecords)
+	act, err := r.Build(namespace, user)
+	switch {
+	case errors.Is(err, dlqui.ErrPurgeWithoutBefore):
+		return nil, usagef("purge needs --before (for example --before 30d): only dead letters older than that are deleted")
+	case err != nil:
+		return nil, usagef("%v", err)
 	}
-	if a.maxReplays != 0 {
-		spec.MaxReplays = a.maxReplays
-	}
-	return spec, nil
+	return act, nil
 }
 
 func (a *actOptions) run(cmd *cobra.Command, o *Options, queue string, records []string) error {
-	switch o.output {
-	case "", "name", "json", "yaml":
-	default:
-		return usagef("-o %q: %s takes name, json or yaml", o.output, cmd.Name())
-	}
 	ctx := ctxOf(cmd)
 	c, err := o.client()
 	if err != nil {
@@ -203,13 +198,9 @@ func (a *actOptions) run(cmd *cobra.Command, o *Options, queue string, records [
 	if err != nil {
 		return err
 	}
-	spec, err := a.spec(o, queue, records, user)
+	obj, err := a.action(o, queue, records, c.namespace, user)
 	if err != nil {
 		return err
-	}
-	obj := &v1.DeadLetterAction{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: generateName(a.kind.action, queue), Namespace: c.namespace},
-		Spec:       spec,
 	}
 	created, err := c.createAction(ctx, obj)
 	if err != nil {
@@ -222,25 +213,6 @@ func (a *actOptions) run(cmd *cobra.Command, o *Options, queue string, records [
 		return nil
 	}
 	return waitForAction(ctx, o, c, created, a.timeout)
-}
-
-// generateName is "<action>-<queue>-", cut so the generated name stays short.
-func generateName(action v1.DeadLetterActionType, queue string) string {
-	p := strings.ToLower(string(action)) + "-" + queue
-	if len(p) > 50 {
-		p = strings.TrimRight(p[:50], "-.")
-	}
-	return p + "-"
-}
-
-// parseRecordRef checks a PARTITION/OFFSET argument.
-func parseRecordRef(s string) (string, error) {
-	var p int32
-	var off int64
-	if n, err := fmt.Sscanf(s, "%d/%d", &p, &off); err != nil || n != 2 || p < 0 || off < 0 || fmt.Sprintf("%d/%d", p, off) != s {
-		return "", usagef("%q is not a dead letter: want PARTITION/OFFSET, for example 0/42", s)
-	}
-	return s, nil
 }
 
 // printCreated says what was created, kubectl create's way.

@@ -17,6 +17,7 @@ var actionColumns = []string{"namespace", "name", "action", "queue", "mode", "ph
 func newActionsCommand(o *Options) *cobra.Command {
 	var allNamespaces bool
 	var limit int
+	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "actions [QUEUE]",
 		Short: "List recent DeadLetterActions, newest first",
@@ -30,7 +31,7 @@ by whom, and how far it got.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeQueues(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(o, outWide, outJSON, outYAML, outName, outCSV); err != nil {
+			if err := out.check(o); err != nil {
 				return err
 			}
 			c, err := o.client()
@@ -63,17 +64,8 @@ by whom, and how far it got.`,
 	}
 	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "list the actions of every namespace")
 	cmd.Flags().IntVar(&limit, "limit", 20, "show at most this many (0: all)")
-	addOutputFlags(cmd, o)
+	out = addOutputFlags(cmd, o, "", "table", outWide, outJSON, outYAML, outName, outCSV)
 	return cmd
-}
-
-// addOutputFlags adds -o and --no-headers.
-func addOutputFlags(cmd *cobra.Command, o *Options) {
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: table, wide, json, yaml, name or csv")
-	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "print no header row (table, wide and csv)")
-	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return allOutputs, cobra.ShellCompDirectiveNoFileComp
-	})
 }
 
 func printActions(o *Options, list *v1.DeadLetterActionList, allNamespaces bool) error {

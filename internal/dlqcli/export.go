@@ -17,6 +17,7 @@ const largeQueue = 1000
 func newExportCommand(o *Options) *cobra.Command {
 	var sel selectorFlags
 	var file string
+	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "export QUEUE -o csv|json [--file F]",
 		Short: "Export the dead letters of a queue as CSV or JSON",
@@ -46,10 +47,12 @@ escaped.`,
 		Args:              queueArgs(false),
 		ValidArgsFunction: completeQueues(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.output != outCSV && o.output != outJSON {
+			if o.output == "" {
 				return usagef("export needs -o csv or -o json")
 			}
-			out := o.streams.Out
+			if err := out.check(o); err != nil {
+				return err
+			}
 			if file != "" {
 				f, err := os.Create(file)
 				if err != nil {
@@ -61,12 +64,11 @@ escaped.`,
 				}
 				return err
 			}
-			return runExport(cmd, o, &sel, args[0], out)
+			return runExport(cmd, o, &sel, args[0], o.streams.Out)
 		},
 	}
 	sel.addFlags(cmd, o, false)
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: csv or json")
-	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "CSV without the header row")
+	out = addOutputFlags(cmd, o, "", outCSV, outJSON)
 	cmd.Flags().StringVar(&file, "file", "", "write to this file instead of stdout")
 	return cmd
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
+	"github.com/retryops/retry-operator/internal/dlqui"
 )
 
 // pageSize is how many dead letters one list request asks for.
@@ -60,15 +60,10 @@ func (c *clients) eachLetter(ctx context.Context, opts metav1.ListOptions, limit
 	}
 }
 
-// letterName is the deadletters API's name of a dead letter: <queue>.<partition>.<offset>.
-func letterName(queue, ref string) string {
-	p, off, _ := strings.Cut(ref, "/")
-	return queue + "." + p + "." + off
-}
-
 func newListCommand(o *Options) *cobra.Command {
 	var sel selectorFlags
 	var limit int64
+	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "list QUEUE",
 		Short: "List the dead letters of a queue, with filters",
@@ -85,7 +80,7 @@ dead letter, export for all of them.`,
 		Args:              queueArgs(false),
 		ValidArgsFunction: completeQueues(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(o, outWide, outJSON, outYAML, outName, outCSV); err != nil {
+			if err := out.check(o); err != nil {
 				return err
 			}
 			if limit < 0 {
@@ -96,7 +91,7 @@ dead letter, export for all of them.`,
 	}
 	sel.addFlags(cmd, o, false)
 	cmd.Flags().Int64Var(&limit, "limit", 100, "show at most this many dead letters (0: all); the server is asked page by page")
-	addOutputFlags(cmd, o)
+	out = addOutputFlags(cmd, o, "", "table", outWide, outJSON, outYAML, outName, outCSV)
 	return cmd
 }
 
@@ -145,6 +140,7 @@ func runList(cmd *cobra.Command, o *Options, sel *selectorFlags, queue string, l
 }
 
 func newShowCommand(o *Options) *cobra.Command {
+	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "show QUEUE PARTITION/OFFSET",
 		Short: "Show one dead letter: its context, state, headers and value",
@@ -157,12 +153,14 @@ pretty-printed, other text as is, binary as base64).`,
 			if len(args) != 2 {
 				return usagef("want QUEUE PARTITION/OFFSET, for example: kubectl dlq show orders-dlq 0/42")
 			}
-			_, err := parseRecordRef(args[1])
-			return err
+			if _, err := dlqui.ParseRecord(args[1]); err != nil {
+				return usagef("%v", err)
+			}
+			return nil
 		},
 		ValidArgsFunction: completeQueues(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(o, outJSON, outYAML, outName); err != nil {
+			if err := out.check(o); err != nil {
 				return err
 			}
 			ctx := ctxOf(cmd)
@@ -170,7 +168,8 @@ pretty-printed, other text as is, binary as base64).`,
 			if err != nil {
 				return err
 			}
-			d, err := c.getLetter(ctx, letterName(args[0], args[1]))
+			rec, _ := dlqui.ParseRecord(args[1])
+			d, err := c.getLetter(ctx, dlv1.Name(args[0], rec.Partition, rec.Offset))
 			if apierrors.IsNotFound(err) {
 				if _, qerr := c.getQueue(ctx, args[0]); qerr != nil {
 					return queueError(qerr, args[0], c.namespace)
@@ -187,7 +186,7 @@ pretty-printed, other text as is, binary as base64).`,
 			return describeLetter(o, d)
 		},
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json, yaml or name (default: a description)")
+	out = addOutputFlags(cmd, o, "a description", outJSON, outYAML, outName)
 	return cmd
 }
 

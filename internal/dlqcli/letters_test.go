@@ -252,7 +252,7 @@ func TestListShowExport(t *testing.T) {
 				func(d dlv1.DeadLetter) bool { return d.ErrorType == "HTTP 503" || d.ErrorType == "timeout" }},
 			{[]string{"--pipeline", "letters/billing"}, "queue=orders-dlq,pipeline=letters/billing", "",
 				func(d dlv1.DeadLetter) bool { return d.Pipeline == "letters/billing" }},
-			{[]string{"--state", "resolved"}, "queue=orders-dlq", dlv1.LabelState+"=Resolved",
+			{[]string{"--state", "resolved"}, "queue=orders-dlq", dlv1.LabelState + "=Resolved",
 				func(d dlv1.DeadLetter) bool { return d.State.State == dlv1.StateResolved }},
 			{[]string{"--since", "2h", "--until", "30m"}, "queue=orders-dlq,since=" + rfc(testNow.Add(-2*time.Hour)) + ",until=" + rfc(testNow.Add(-30*time.Minute)), "",
 				func(d dlv1.DeadLetter) bool {
@@ -260,7 +260,7 @@ func TestListShowExport(t *testing.T) {
 					return !ts.Before(testNow.Add(-2*time.Hour)) && ts.Before(testNow.Add(-30*time.Minute))
 				}},
 			{[]string{"--reason", "max_retries_exceeded", "--state", "Pending", "--pipeline", "orders", "--since", "2026-11-23T00:00:00Z"},
-				"queue=orders-dlq,reason=max_retries_exceeded,pipeline=letters/orders,since=2026-11-23T00:00:00Z", dlv1.LabelState+"=Pending",
+				"queue=orders-dlq,reason=max_retries_exceeded,pipeline=letters/orders,since=2026-11-23T00:00:00Z", dlv1.LabelState + "=Pending",
 				func(d dlv1.DeadLetter) bool {
 					return d.Reason == "max_retries_exceeded" && d.State.State == dlv1.StatePending && d.Pipeline == "letters/orders" &&
 						!d.CreationTimestamp.Before(ptr.To(metav1.NewTime(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))))

@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/yaml"
 )
@@ -26,22 +29,62 @@ const (
 	outCSV   = "csv"
 )
 
-var allOutputs = []string{"table", outWide, outJSON, outYAML, outName, outCSV}
+// outputFlags is -o as kubectl's own commands take it: cli-runtime's PrintFlags registers it (with
+// --show-managed-fields) and checks the object formats (json, yaml, name); the command's own formats
+// (table, wide, csv, and json where it streams it) are checked here. The printing stays in this
+// file (printObject): cli-runtime's printers would write what a terminal acts on, and its YAML
+// refuses C1 controls.
+type outputFlags struct {
+	print *genericclioptions.PrintFlags
+	// formats are the command's, in the order the help lists them; own are those PrintFlags does not
+	// know. "" (the default) is always allowed, "table" where the default is a table.
+	formats, own []string
+}
 
-// checkOutput refuses an -o the command does not print; "table" is the default.
-func checkOutput(o *Options, allowed ...string) error {
-	if o.output == "table" {
-		o.output = outTable
+// addOutputFlags registers -o with formats (deflt describes the default), and --no-headers when one
+// of them is a table or CSV.
+func addOutputFlags(cmd *cobra.Command, o *Options, deflt string, formats ...string) *outputFlags {
+	f := &outputFlags{print: &genericclioptions.PrintFlags{OutputFormat: &o.output}, formats: formats}
+	if slices.Contains(formats, outJSON) && slices.Contains(formats, outYAML) {
+		f.print.JSONYamlPrintFlags = genericclioptions.NewJSONYamlPrintFlags()
 	}
-	if o.output == outTable {
-		return nil
+	if slices.Contains(formats, outName) {
+		f.print.NamePrintFlags = genericclioptions.NewNamePrintFlags("")
 	}
-	for _, a := range allowed {
-		if o.output == a {
-			return nil
+	for _, x := range formats {
+		if !slices.Contains(f.print.AllowedFormats(), x) {
+			f.own = append(f.own, x)
 		}
 	}
-	return usagef("-o %q: want one of table, %s", o.output, strings.Join(allowed, ", "))
+	f.print.AddFlags(cmd)
+	usage := "Output format. One of: (" + strings.Join(formats, ", ") + ")."
+	if deflt != "" {
+		usage += " Default: " + deflt + "."
+	}
+	cmd.Flags().Lookup("output").Usage = usage
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return formats, cobra.ShellCompDirectiveNoFileComp
+	})
+	if slices.Contains(formats, "table") || slices.Contains(formats, outCSV) {
+		cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "Print no header row (table, wide and csv).")
+	}
+	return f
+}
+
+// check refuses an -o the command does not print; "table" names the default where it is a table.
+func (f *outputFlags) check(o *Options) error {
+	o.print = f.print
+	out := f.print.OutputFormat
+	if *out == "table" && slices.Contains(f.formats, "table") {
+		*out = outTable
+	}
+	if *out == outTable || slices.Contains(f.own, *out) {
+		return nil
+	}
+	if _, err := f.print.ToPrinter(); err == nil {
+		return nil
+	}
+	return usagef("-o %q: want one of %s", *out, strings.Join(f.formats, ", "))
 }
 
 // setKinds fills apiVersion and kind of obj and, for a list, of its items, as the API server
@@ -72,6 +115,11 @@ func setKinds(obj runtime.Object) error {
 func printObject(o *Options, obj runtime.Object) error {
 	if err := setKinds(obj); err != nil {
 		return err
+	}
+	if o.print == nil || o.print.JSONYamlPrintFlags == nil || !o.print.JSONYamlPrintFlags.ShowManagedFields {
+		if err := omitManagedFields(obj); err != nil {
+			return err
+		}
 	}
 	var out []byte
 	switch o.output {
@@ -112,6 +160,27 @@ func printObject(o *Options, obj runtime.Object) error {
 	}
 	_, err := o.streams.Out.Write(out)
 	return err
+}
+
+// omitManagedFields clears the managedFields of obj and of a list's items, as kubectl get -o yaml
+// does without --show-managed-fields.
+func omitManagedFields(obj runtime.Object) error {
+	items := []runtime.Object{obj}
+	if meta.IsListType(obj) {
+		var err error
+		if items, err = meta.ExtractList(obj); err != nil {
+			return err
+		}
+	}
+	for _, it := range items {
+		if a, err := meta.Accessor(it); err == nil {
+			a.SetManagedFields(nil)
+		}
+	}
+	if meta.IsListType(obj) {
+		return meta.SetList(obj, items)
+	}
+	return nil
 }
 
 // toYAML is v as YAML, by way of JSON as sigs.k8s.io/yaml does it, with the runes YAML refuses in

@@ -59,6 +59,9 @@ $`), "created about %s", created)
 		ContainSubstring(`"kind": "DeadLetterActionList"`), ContainSubstring(`"kind": "DeadLetterAction"`), ContainSubstring(`"name": "purge-1"`),
 		Not(ContainSubstring(`"name": "replay-1"`))))
 	g.Expect(run("-o", "yaml", "--limit", "1")).To(ContainSubstring("kind: DeadLetterAction\n"))
+	// as kubectl get: managedFields only with --show-managed-fields (cli-runtime's PrintFlags)
+	g.Expect(run("-o", "yaml", "--limit", "1")).NotTo(ContainSubstring("managedFields"))
+	g.Expect(run("-o", "json", "--limit", "1", "--show-managed-fields")).To(ContainSubstring(`"managedFields"`))
 }
 
 // stats prints the queue's status as counts with bar charts, or as JSON, YAML or CSV.

@@ -42,6 +42,8 @@ type Options struct {
 	// output is -o; noHeaders is --no-headers.
 	output    string
 	noHeaders bool
+	// print is the running command's -o (its --show-managed-fields).
+	print *genericclioptions.PrintFlags
 	// clock reads the time for ages and relative times (--since 2h).
 	clock clock.PassiveClock
 	// terminal reports whether w is a terminal, for progress bars.

@@ -56,14 +56,6 @@ func (s *selectorFlags) checkedStates() ([]string, error) {
 	return out, nil
 }
 
-// actionSelector is a DeadLetterSelector with its emptiness test.
-type actionSelector struct{ v1.DeadLetterSelector }
-
-func (s *actionSelector) empty() bool {
-	return len(s.Reasons)+len(s.ErrorTypes)+len(s.Pipelines)+len(s.States)+len(s.Keys)+len(s.Headers)+len(s.Records) == 0 &&
-		s.After == nil && s.Before == nil
-}
-
 // filter is the flags as the console's filter: the one place (dlqui.Filter) where a list's options
 // and an action's selector are built, so that list shows what the action would act on.
 func (s *selectorFlags) filter(o *Options) (dlqui.Filter, error) {
@@ -85,15 +77,6 @@ func (o *Options) namespace() string {
 		return o.c.namespace
 	}
 	return ""
-}
-
-// actionSelector builds a DeadLetterAction's selector from the flags.
-func (s *selectorFlags) actionSelector(o *Options) (actionSelector, error) {
-	f, err := s.filter(o)
-	if err != nil {
-		return actionSelector{}, err
-	}
-	return actionSelector{f.Selector(o.namespace())}, nil
 }
 
 func (s *selectorFlags) times(o *Options) (since, until metav1.Time, err error) {

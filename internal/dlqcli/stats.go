@@ -79,6 +79,7 @@ func statsOf(q *v1.DeadLetterQueue) Stats {
 }
 
 func newStatsCommand(o *Options) *cobra.Command {
+	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "stats QUEUE",
 		Short: "Show counts by state, reason, error type and pipeline, with bar charts",
@@ -90,7 +91,7 @@ operator; no dead letter is read).`,
 		Args:              queueArgs(false),
 		ValidArgsFunction: completeQueues(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(o, outJSON, outYAML, outCSV); err != nil {
+			if err := out.check(o); err != nil {
 				return err
 			}
 			c, err := o.client()
@@ -104,7 +105,7 @@ operator; no dead letter is read).`,
 			return printStats(o, statsOf(q))
 		},
 	}
-	addOutputFlags(cmd, o)
+	out = addOutputFlags(cmd, o, "", "table", outJSON, outYAML, outCSV)
 	return cmd
 }
 

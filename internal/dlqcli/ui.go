@@ -109,7 +109,7 @@ func (b *uiBackend) ListLetters(ctx context.Context, queue string, f dlqui.Filte
 }
 
 func (b *uiBackend) GetLetter(ctx context.Context, queue string, partition int32, offset int64) (*dlv1.DeadLetter, error) {
-	return b.c.getLetter(ctx, letterName(queue, fmt.Sprintf("%d/%d", partition, offset)))
+	return b.c.getLetter(ctx, dlv1.Name(queue, partition, offset))
 }
 
 func (b *uiBackend) ListActions(ctx context.Context) ([]v1.DeadLetterAction, error) {

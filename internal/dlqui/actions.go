@@ -2,12 +2,13 @@ package dlqui
 
 import (
 	"encoding/json"
-	"fmt"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -23,7 +24,6 @@ var actionTypes = map[string]v1.DeadLetterActionType{
 // (or its record) selects, and shows it: the confirmation page says how many it matched before
 // anything changes.
 func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
-	queue := r.PathValue("queue")
 	kind, ok := actionTypes[r.PostFormValue("action")]
 	if !ok {
 		s.fail(w, r, &badRequest{"action " + strconv.Quote(r.PostFormValue("action")) + ": want replay, resolve, ignore or purge"})
@@ -34,44 +34,36 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	note := strings.TrimSpace(r.PostFormValue("note"))
-	if (kind == v1.DeadLetterResolve || kind == v1.DeadLetterIgnore) && note == "" {
-		s.fail(w, r, &badRequest{strings.ToLower(string(kind)) + " needs a note: say why"})
-		return
-	}
-	sel := f.Selector(s.backend.Namespace())
+	req := ActionRequest{Kind: kind, Queue: r.PathValue("queue"), Filter: f, Note: strings.TrimSpace(r.PostFormValue("note")), DryRun: true,
+		Target: replayTarget(r.PostFormValue("to_pipeline"), r.PostFormValue("to_topic"))}
 	if rec := r.PostFormValue("record"); rec != "" {
-		var p, off int64
-		if n, err := fmt.Sscanf(rec, "%d/%d", &p, &off); err != nil || n != 2 || p < 0 || off < 0 {
-			s.fail(w, r, &badRequest{"record " + strconv.Quote(rec) + ": want PARTITION/OFFSET"})
+		ref, err := ParseRecord(rec)
+		if err != nil {
+			s.fail(w, r, &badRequest{err.Error()})
 			return
 		}
-		sel.Records = []v1.RecordRef{v1.RecordRef(fmt.Sprintf("%d/%d", p, off))}
+		req.Records = []Record{ref}
 	}
 	if kind == v1.DeadLetterPurge {
-		// purge deletes what is older than until, never Pending dead letters
-		if sel.Before == nil {
-			s.fail(w, r, &badRequest{"purge needs an until time in the filter: only dead letters older than it are deleted"})
-			return
-		}
-		sel.After = nil
-		sel.States = slices.DeleteFunc(sel.States, func(st v1.DeadLetterState) bool { return st == v1.DeadLetterPending })
-	}
-	target, err := replayTarget(kind, r.PostFormValue("to_pipeline"), r.PostFormValue("to_topic"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
+		// a purge from the queue's view: older than its until, never Pending dead letters
+		req.Filter.Since = time.Time{}
+		req.Filter.States = slices.DeleteFunc(slices.Clone(f.States), func(st string) bool { return st == string(v1.DeadLetterPending) })
 	}
 	user, err := s.backend.WhoAmI(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	spec := v1.DeadLetterActionSpec{Queue: queue, Action: kind, Note: note, RequestedBy: user, Mode: v1.ActionModeDryRun, Target: target}
-	if !(actionSelector{sel}).empty() {
-		spec.Selector = &sel
+	a, err := req.Build(s.backend.Namespace(), user)
+	switch {
+	case errors.Is(err, ErrPurgeWithoutBefore):
+		s.fail(w, r, &badRequest{"purge needs an until time in the filter: only dead letters older than it are deleted"})
+		return
+	case err != nil:
+		s.fail(w, r, &badRequest{err.Error()})
+		return
 	}
-	created, err := s.backend.CreateAction(r.Context(), newAction(s.backend.Namespace(), spec))
+	created, err := s.backend.CreateAction(r.Context(), a)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -79,37 +71,13 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, s.path("/actions/"+url.PathEscape(created.Name)), http.StatusSeeOther)
 }
 
-// replayTarget is a Replay's optional target: a pipeline's first retry tier or a topic, not both.
-func replayTarget(kind v1.DeadLetterActionType, pipeline, topic string) (*v1.ReplayTarget, error) {
+// replayTarget is the target the form names, if any (ActionRequest.Build checks it).
+func replayTarget(pipeline, topic string) *v1.ReplayTarget {
 	pipeline, topic = strings.TrimSpace(pipeline), strings.TrimSpace(topic)
-	switch {
-	case pipeline == "" && topic == "":
-		return nil, nil
-	case kind != v1.DeadLetterReplay:
-		return nil, &badRequest{"a target applies to replay only"}
-	case pipeline != "" && topic != "":
-		return nil, &badRequest{"replay to a pipeline or to a topic, not both"}
-	case pipeline != "":
-		return &v1.ReplayTarget{Pipeline: pipeline}, nil
-	default:
-		return &v1.ReplayTarget{Topic: v1.TopicName(topic)}, nil
+	if pipeline == "" && topic == "" {
+		return nil
 	}
-}
-
-type actionSelector struct{ v1.DeadLetterSelector }
-
-func (s actionSelector) empty() bool {
-	return len(s.Reasons)+len(s.ErrorTypes)+len(s.Pipelines)+len(s.States)+len(s.Keys)+len(s.Headers)+len(s.Records) == 0 &&
-		s.After == nil && s.Before == nil
-}
-
-// newAction is an action named like kubectl dlq names them: <action>-<queue>-<random>.
-func newAction(namespace string, spec v1.DeadLetterActionSpec) *v1.DeadLetterAction {
-	p := strings.ToLower(string(spec.Action)) + "-" + spec.Queue
-	if len(p) > 50 {
-		p = strings.TrimRight(p[:50], "-.")
-	}
-	return &v1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{GenerateName: p + "-", Namespace: namespace}, Spec: spec}
+	return &v1.ReplayTarget{Pipeline: pipeline, Topic: v1.TopicName(topic)}
 }
 
 // run creates the action a finished dry run previewed, with the same spec, and shows its progress.
@@ -136,7 +104,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	spec := *dry.Spec.DeepCopy()
 	spec.Mode, spec.RequestedBy = v1.ActionModeRun, user
-	created, err := s.backend.CreateAction(r.Context(), newAction(s.backend.Namespace(), spec))
+	created, err := s.backend.CreateAction(r.Context(), NewAction(s.backend.Namespace(), spec))
 	if err != nil {
 		s.fail(w, r, err)
 		return

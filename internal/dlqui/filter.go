@@ -35,12 +35,25 @@ func (f Filter) Empty() bool {
 	return len(f.Reasons)+len(f.ErrorTypes)+len(f.Pipelines)+len(f.States) == 0 && f.Since.IsZero() && f.Until.IsZero()
 }
 
-// qualified is a pipeline as a dead letter names it: "<namespace>/<name>".
-func qualified(namespace, p string) string {
+// QualifiedPipeline is a pipeline a user names as a dead letter names it: a bare NAME is the
+// ConsumerPipeline of that name in namespace ("<namespace>/NAME"); anything with a '/' is taken as
+// written, matched whole. Prefixing every value would make the dead letters whose pipeline header
+// names another namespace, or has more parts (a producer wrote it), impossible to select; taking a
+// bare name as written would select nothing, as every pipeline header has a namespace.
+func QualifiedPipeline(namespace, p string) string {
 	if strings.Contains(p, "/") {
 		return p
 	}
 	return namespace + "/" + p
+}
+
+// ShortPipeline is how a pipeline is offered to choose: its bare name when it is in namespace,
+// else whole; QualifiedPipeline(namespace, ShortPipeline(namespace, p)) is p for any p with a '/'.
+func ShortPipeline(namespace, p string) string {
+	if name, ok := strings.CutPrefix(p, namespace+"/"); ok && name != "" && !strings.Contains(name, "/") {
+		return name
+	}
+	return p
 }
 
 // Selector is f as a DeadLetterAction's selector, pipelines qualified with namespace.
@@ -53,7 +66,7 @@ func (f Filter) Selector(namespace string) v1.DeadLetterSelector {
 		s.ErrorTypes = append(s.ErrorTypes, v1.DeadLetterName(e))
 	}
 	for _, p := range f.Pipelines {
-		s.Pipelines = append(s.Pipelines, v1.DeadLetterName(qualified(namespace, p)))
+		s.Pipelines = append(s.Pipelines, v1.DeadLetterName(QualifiedPipeline(namespace, p)))
 	}
 	for _, st := range f.States {
 		s.States = append(s.States, v1.DeadLetterState(st))
@@ -82,7 +95,7 @@ func (f Filter) ListOptions(namespace, queue string) metav1.ListOptions {
 	add(dlv1.FieldReason, f.Reasons...)
 	add(dlv1.FieldErrorType, f.ErrorTypes...)
 	for _, p := range f.Pipelines {
-		add(dlv1.FieldPipeline, qualified(namespace, p))
+		add(dlv1.FieldPipeline, QualifiedPipeline(namespace, p))
 	}
 	if !f.Since.IsZero() {
 		add(dlv1.FieldSince, f.Since.UTC().Truncate(time.Second).Format(time.RFC3339))

@@ -227,12 +227,13 @@ type letterRow struct {
 	Attempts                                                 int32
 }
 
-func names(cs []v1.NamedCount, strip bool) []string {
+// names are the names counted in cs, sorted, each once; short, when set, words each as offered.
+func names(cs []v1.NamedCount, short func(string) string) []string {
 	out := make([]string, 0, len(cs))
 	for _, c := range cs {
 		n := c.Name
-		if strip {
-			n = n[strings.LastIndex(n, "/")+1:]
+		if short != nil {
+			n = short(n)
 		}
 		out = append(out, n)
 	}
@@ -261,8 +262,8 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 	pageNo = max(pageNo, 1)
 	fq := filterQuery(f)
 	d := queueData{Queue: newQueueView(q, s.samples.record(q)), Form: form, Filtered: !f.Empty(), Page: pageNo,
-		Options: filterOptions{Reasons: names(q.Status.Reasons, false), ErrorTypes: names(q.Status.ErrorTypes, false),
-			Pipelines: names(q.Status.Pipelines, true), States: states},
+		Options: filterOptions{Reasons: names(q.Status.Reasons, nil), ErrorTypes: names(q.Status.ErrorTypes, nil),
+			Pipelines: names(q.Status.Pipelines, func(p string) string { return ShortPipeline(s.backend.Namespace(), p) }), States: states},
 		Selection: describeSelector(selectorOrNil(f, s.backend.Namespace())), CanPurge: !f.Until.IsZero()}
 	for k, vs := range fq {
 		for _, v := range vs {
