@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,10 +23,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
@@ -101,11 +105,29 @@ func TestDeadLettersAPI(t *testing.T) {
 			Kafka: kf.f,
 		},
 	})
+	// The server runs as cmd/manager runs it, in a manager with leader election, on a replica that
+	// is not the leader (another holds the lease): every replica serves, since an unavailable
+	// aggregated API blocks namespace deletion.
+	const leaseName = "retry-operator-test-leader"
+	must(t, c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: envtestutil.OperatorNamespace, Name: leaseName},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("the-leader"), LeaseDurationSeconds: ptr.To[int32](3600),
+			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}}}))
+	mgr, err := manager.New(env.Config, manager.Options{LeaderElection: true, LeaderElectionID: leaseName,
+		LeaderElectionNamespace: envtestutil.OperatorNamespace, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	must(t, err)
+	must(t, mgr.Add(srv))
 	srvCtx, stopSrv := context.WithCancel(logf.IntoContext(ctx, testr.New(t)))
 	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Start(srvCtx) }()
+	go func() { srvDone <- mgr.Start(srvCtx) }()
 	defer func() { stopSrv(); <-srvDone }()
 	waitAvailable(ctx, t, c)
+	t.Run("served on every replica, the leader's or not", func(t *testing.T) {
+		select {
+		case <-mgr.Elected():
+			t.Fatal("the manager serving the API was elected: the test shows nothing of a replica that is not the leader")
+		default:
+		}
+	})
 
 	api := "deadletters.retryops.dev"
 	kubectl := func(args ...string) string {
@@ -341,18 +363,16 @@ func waitAvailable(ctx context.Context, t *testing.T, c client.Client) {
 	}, func() string { return last })
 }
 
-// waitFor polls cond until it holds or ctx ends.
+// waitFor waits (gomega's Eventually, a minute at most) until cond holds; detail says why not.
 func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool, detail ...func() string) {
 	t.Helper()
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := wait.PollUntilContextCancel(wctx, 100*time.Millisecond, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-		msg := ""
+	NewWithT(t).Eventually(ctx, cond).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).Should(BeTrue(), func() string {
+		msg := "waiting for " + what
 		for _, d := range detail {
-			msg += d()
+			msg += " " + d()
 		}
-		t.Fatalf("waiting for %s: %v %s", what, err, msg)
-	}
+		return msg
+	})
 }
 
 // applyRBAC creates config/rbac's deadletters-reader ClusterRole and aggregates the ClusterRoles

@@ -95,11 +95,3 @@ func TestListRefusesBadRequests(t *testing.T) {
 		t.Fatalf("%v %v", obj, err)
 	}
 }
-
-// Every replica serves the API, not only the leader: an unavailable aggregated API blocks
-// namespace deletion.
-func TestServedOnEveryReplica(t *testing.T) {
-	if NewServer(Options{}).NeedLeaderElection() {
-		t.Fatal("the deadletters API runs on the leader only")
-	}
-}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/clock"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
@@ -41,6 +42,8 @@ type Options struct {
 	Config *rest.Config
 	// Storage serves deadletters.
 	Storage *Storage
+	// Clock times the backoff of a server that stopped (default the real clock).
+	Clock clock.WithTicker
 }
 
 // Server is the deadletters API server, a manager Runnable that runs on every replica.
@@ -67,12 +70,16 @@ func (s *Server) Start(ctx context.Context) error {
 			return nil //nolint:nilerr // stopping: the error is the stop's
 		}
 		log.Error(err, "The deadletters API stopped; starting it again", "after", backoff)
-		t := time.NewTimer(backoff)
+		clk := s.opts.Clock
+		if clk == nil {
+			clk = clock.RealClock{}
+		}
+		t := clk.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 		backoff = min(2*backoff, time.Minute)
 	}

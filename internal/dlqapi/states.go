@@ -53,7 +53,7 @@ type queueStates struct {
 	overIDs  string          // of the topics with these IDs
 }
 
-func (c *stateCache) queue(key string) *queueStates {
+func (c *stateCache) queue(key string, now time.Time) *queueStates {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.queues == nil {
@@ -74,7 +74,7 @@ func (c *stateCache) queue(key string) *queueStates {
 		qs = &queueStates{}
 		c.queues[key] = qs
 	}
-	qs.used = time.Now()
+	qs.used = now
 	return qs
 }
 
@@ -139,10 +139,11 @@ func (s *Storage) loadStates(ctx context.Context, admin kafka.Admin, q Queue) (*
 		starts[p.Partition] = p.Start
 	}
 	key := q.Conn.Key() + "\x00" + q.Topic
-	qs := s.cache.queue(key)
+	clk := s.clock()
+	qs := s.cache.queue(key, clk.Now())
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
-	if qs.overAt.IsZero() || qs.overIDs != topicID+"\x00"+stateID || time.Since(qs.overAt) >= overRetry {
+	if qs.overAt.IsZero() || qs.overIDs != topicID+"\x00"+stateID || clk.Since(qs.overAt) >= overRetry {
 		all, err := qs.advance(ctx, admin, s.Kafka, q, topicID, stateID, starts)
 		s.cache.charge(key, qs)
 		switch {
@@ -154,7 +155,7 @@ func (s *Storage) loadStates(ctx context.Context, admin kafka.Admin, q Queue) (*
 		case !errors.Is(err, errTooMany):
 			return nil, unavailable(err)
 		}
-		qs.overAt, qs.overIDs = time.Now(), topicID+"\x00"+stateID
+		qs.overAt, qs.overIDs = clk.Now(), topicID+"\x00"+stateID
 	}
 	return &stateSource{admin: admin, sc: s.Kafka, q: q, topicID: topicID}, nil
 }

@@ -79,11 +79,6 @@ type actionFailedError struct{ msg string }
 
 func (e *actionFailedError) Error() string { return e.msg }
 
-// NewCommand returns the kubectl dlq command tree writing to streams.
-func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
-	return newCommand(newOptions(streams))
-}
-
 func newOptions(streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		flags:     genericclioptions.NewConfigFlags(true),
