@@ -139,12 +139,9 @@ func printObject(o *Options, obj runtime.Object) error {
 	case outName:
 		var buf bytes.Buffer
 		p := &printers.NamePrinter{}
-		items := []runtime.Object{obj}
-		if meta.IsListType(obj) {
-			var err error
-			if items, err = meta.ExtractList(obj); err != nil {
-				return err
-			}
+		items, err := objects(obj)
+		if err != nil {
+			return err
 		}
 		for _, it := range items {
 			if err := p.PrintObj(it, &buf); err != nil {
@@ -165,22 +162,21 @@ func printObject(o *Options, obj runtime.Object) error {
 // omitManagedFields clears the managedFields of obj and of a list's items, as kubectl get -o yaml
 // does without --show-managed-fields.
 func omitManagedFields(obj runtime.Object) error {
-	items := []runtime.Object{obj}
-	if meta.IsListType(obj) {
-		var err error
-		if items, err = meta.ExtractList(obj); err != nil {
-			return err
-		}
-	}
+	items, err := objects(obj)
 	for _, it := range items {
 		if a, err := meta.Accessor(it); err == nil {
 			a.SetManagedFields(nil)
 		}
 	}
+	return err
+}
+
+// objects are a list's items (pointers into it), or obj alone.
+func objects(obj runtime.Object) ([]runtime.Object, error) {
 	if meta.IsListType(obj) {
-		return meta.SetList(obj, items)
+		return meta.ExtractList(obj)
 	}
-	return nil
+	return []runtime.Object{obj}, nil
 }
 
 // toYAML is v as YAML, by way of JSON as sigs.k8s.io/yaml does it, with the runes YAML refuses in
