@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Exit codes of kubectl dlq (documented in the README and in the root command's help).
+// Exit codes of kubectl dlq (documented in docs/kubectl-dlq.md and in the root command's help).
 const (
 	// ExitOK: the command did what was asked.
 	ExitOK = 0
