@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"k8s.io/utils/clock"
 )
 
 // DemoSink is an HTTP sink that fails on command, for the demo and the end-to-end test. Records are
@@ -21,6 +22,8 @@ type DemoSink struct {
 	Permanent func(n int) bool
 	// Transient tells how many deliveries of a record fail (503) before one succeeds.
 	Transient func(n int) int
+	// Clock stamps each delivery. Defaults to the real clock.
+	Clock clock.PassiveClock
 
 	mu       sync.Mutex
 	down     bool
@@ -49,7 +52,11 @@ func (s *DemoSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		n = -1
 	}
-	now := time.Now()
+	c := s.Clock
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	now := c.Now()
 	s.mu.Lock()
 	if s.attempts == nil {
 		s.attempts, s.ok = map[string][]time.Time{}, map[string]time.Time{}
@@ -148,9 +155,10 @@ func Produce(ctx context.Context, brokers []string, topic string, from, to, perS
 	defer cl.Close()
 	var tick <-chan time.Time
 	if perSecond > 0 {
-		t := time.NewTicker(time.Second / time.Duration(perSecond))
+		// The pace of a live demo against a real broker: the real clock.
+		t := clock.RealClock{}.NewTicker(time.Second / time.Duration(perSecond))
 		defer t.Stop()
-		tick = t.C
+		tick = t.C()
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/retryops/retry-operator/internal/devenv"
 )
 
@@ -46,18 +48,23 @@ func TestDemoSinkFailsOnCommand(t *testing.T) {
 // TestFirstRetryDelays: the live view's figures are the gaps between each record's first and
 // second delivery, sorted, and their deciles.
 func TestFirstRetryDelays(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
 	s := devenv.DefaultDemoSink()
-	for _, n := range []int{3, 7, 1} { // 3 and 7 fail twice; 1 succeeds at once
+	s.Clock = clk
+	for _, n := range []int{7, 3, 1} { // 3 and 7 fail twice; 1 succeeds at once
 		for range 2 {
 			req := httptest.NewRequest(http.MethodPost, "/", nil)
 			req.Header.Set("Kafka-Key", devenv.DemoKey(n))
 			s.ServeHTTP(httptest.NewRecorder(), req)
-			time.Sleep(time.Duration(n) * time.Millisecond)
+			clk.SetTime(clk.Now().Add(time.Duration(n) * time.Millisecond))
 		}
 	}
-	d := s.FirstRetryDelays()
-	if len(d) != 3 || !slices.IsSorted(d) || d[2] < 7*time.Millisecond {
-		t.Fatalf("delays %v: want 3, sorted, the longest at least 7ms", d)
+	want := []time.Duration{time.Millisecond, 3 * time.Millisecond, 7 * time.Millisecond}
+	if d := s.FirstRetryDelays(); !slices.Equal(d, want) {
+		t.Fatalf("delays %v, want %v (each record's gap, sorted)", d, want)
+	}
+	if at := s.Attempts(devenv.DemoKey(3)); len(at) != 2 || !at[0].Equal(time.Date(2026, 11, 26, 12, 0, 0, 14e6, time.UTC)) {
+		t.Errorf("record 3's attempts at %v, want two, the first 14ms after the start (after record 7's two)", at)
 	}
 	if got := devenv.Deciles(nil); got != "-" {
 		t.Errorf("Deciles(nil) = %q, want -", got)

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -56,6 +57,8 @@ type Runner struct {
 	// and back to the first wait once a process has run for MaxRestartBackoff. Defaults to 10s, a
 	// kubelet's.
 	RestartBackoff time.Duration
+	// Clock paces the runner and stamps its processes. Defaults to the real clock.
+	Clock clock.WithTicker
 
 	mu    sync.Mutex
 	procs map[string]*proc // by namespace/name
@@ -92,9 +95,12 @@ func (r *Runner) Start(ctx context.Context) error {
 	if r.RestartBackoff == 0 {
 		r.RestartBackoff = 10 * time.Second
 	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
 	r.procs = map[string]*proc{}
 	defer r.stopAll()
-	t := time.NewTicker(r.Interval)
+	t := r.Clock.NewTicker(r.Interval)
 	defer t.Stop()
 	for {
 		if err := r.sync(ctx); err != nil && ctx.Err() == nil {
@@ -103,7 +109,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -271,7 +277,7 @@ func (r *Runner) launch(ctx context.Context, pod *corev1.Pod) *proc {
 		_ = logFile.Close()
 		return p
 	}
-	p.cmd, p.started = cmd, time.Now()
+	p.cmd, p.started = cmd, r.Clock.Now()
 	r.Log.Info("Started pod process", "pod", key, "pid", cmd.Process.Pid, "log", logFile.Name(), "health", p.healthURL)
 	go func() {
 		err := cmd.Wait()
@@ -282,7 +288,7 @@ func (r *Runner) launch(ctx context.Context, pod *corev1.Pod) *proc {
 		}
 		term := &corev1.ContainerStateTerminated{
 			ExitCode: int32(code), Reason: "Completed",
-			StartedAt: metav1.NewTime(p.started), FinishedAt: metav1.Now(),
+			StartedAt: metav1.NewTime(p.started), FinishedAt: metav1.NewTime(r.Clock.Now()),
 		}
 		if err != nil {
 			term.Reason, term.Message = "Error", err.Error()
@@ -306,7 +312,7 @@ func (r *Runner) restartDue(ctx context.Context, pod *corev1.Pod, p *proc) *proc
 	r.mu.Lock()
 	exited := p.exited
 	r.mu.Unlock()
-	if exited == nil || time.Now().Before(exited.FinishedAt.Add(p.backoff)) {
+	if exited == nil || r.Clock.Now().Before(exited.FinishedAt.Add(p.backoff)) {
 		return nil
 	}
 	next := r.launch(ctx, pod)
@@ -348,7 +354,7 @@ func (r *Runner) report(ctx context.Context, pod *corev1.Pod, p *proc) error {
 	if pod.Status.Phase == phase && isReady(pod) == ready && restartCount(pod) == p.restarts && isWaiting(pod) == waiting {
 		return nil
 	}
-	now := metav1.Now()
+	now := metav1.NewTime(r.Clock.Now())
 	cond := corev1.ConditionFalse
 	if ready {
 		cond = corev1.ConditionTrue
@@ -419,7 +425,7 @@ func (r *Runner) stop(key string, p *proc) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(30 * time.Second):
+	case <-r.Clock.After(30 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/retryops/retry-operator/internal/envtestutil"
@@ -81,9 +83,10 @@ type Process struct {
 	// LogPath is the file receiving its output.
 	LogPath string
 	// Done receives the process's exit.
-	Done chan error
-	cmd  *exec.Cmd
-	stop sync.Once
+	Done  chan error
+	cmd   *exec.Cmd
+	stop  sync.Once
+	clock clock.Clock
 }
 
 // StartProcess runs bin with args, its output in dir/name.log. The process dies with its parent.
@@ -101,7 +104,7 @@ func StartProcess(dir, name string, env []string, bin string, args ...string) (*
 		_ = f.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &Process{Name: name, LogPath: logPath, Done: make(chan error, 1), cmd: cmd}
+	p := &Process{Name: name, LogPath: logPath, Done: make(chan error, 1), cmd: cmd, clock: clock.RealClock{}}
 	go func() { p.Done <- cmd.Wait(); _ = f.Close() }()
 	return p, nil
 }
@@ -113,7 +116,7 @@ func (p *Process) Stop() {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.Done:
-		case <-time.After(15 * time.Second):
+		case <-p.clock.After(15 * time.Second):
 			_ = p.cmd.Process.Kill()
 			<-p.Done
 		}
@@ -122,17 +125,17 @@ func (p *Process) Stop() {
 
 // WaitForPort waits until something accepts connections on addr.
 func WaitForPort(ctx context.Context, addr string) error {
-	for {
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			return c.Close()
+		if err != nil {
+			return false, nil //nolint:nilerr // not listening yet: poll again
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nothing listens on %s", addr)
-		case <-time.After(100 * time.Millisecond):
-		}
+		return true, c.Close()
+	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("nothing listens on %s", addr)
 	}
+	return err
 }
 
 // StartStack starts the stack; progress lines go to progress (may be nil). Stop it with Stop, also
