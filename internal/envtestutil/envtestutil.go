@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -197,6 +196,3 @@ func Scheme() *k8sruntime.Scheme {
 	})
 	return testScheme
 }
-
-// Codecs decodes YAML manifests of this project's kinds and the built-in ones.
-func Codecs() serializer.CodecFactory { return serializer.NewCodecFactory(Scheme()) }

@@ -37,7 +37,6 @@ type factoryConfig struct {
 	idleTimeout    time.Duration
 	sweepInterval  time.Duration
 	clock          clock.WithTicker
-	extra          []kgo.Opt
 }
 
 // WithRequestTimeout sets the upper bound of every Admin method call
@@ -81,13 +80,6 @@ func WithClock(clk clock.WithTicker) FactoryOption {
 			c.clock = clk
 		}
 	}
-}
-
-// WithClientOptions appends raw franz-go options to every client the factory
-// builds (for example kgo.WithLogger). They are applied after the options
-// derived from the Connection and may override them.
-func WithClientOptions(opts ...kgo.Opt) FactoryOption {
-	return func(c *factoryConfig) { c.extra = append(c.extra, opts...) }
 }
 
 // Factory builds and caches one admin client per distinct Connection (by
@@ -286,7 +278,6 @@ func newKadmAdmin(conn kafka.Connection, cfg factoryConfig) (*kadmAdmin, error) 
 	}
 	// The client also produces (ProduceRecords): to an explicit partition or by key.
 	opts = append(opts, kgo.RecordPartitioner(newExplicitOrKeyPartitioner()))
-	opts = append(opts, cfg.extra...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, newError("create client", kafka.KindOther, err, a.secret)
