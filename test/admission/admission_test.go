@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,14 +37,13 @@ const (
 
 // shippedPolicy renders config/default as `kubectl apply -k` would and returns its admission
 // policies and bindings.
-func shippedPolicy(t *testing.T, env *envtestutil.Env) []*unstructured.Unstructured {
-	t.Helper()
+func shippedPolicy(env *envtestutil.Env) ([]*unstructured.Unstructured, error) {
 	cmd := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), "kustomize", filepath.Join(envtestutil.RepoRoot(), "config", "default"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, stderr.String())
+		return nil, fmt.Errorf("kubectl kustomize config/default: %w\n%s", err, stderr.String())
 	}
 	var objs []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
@@ -51,7 +52,7 @@ func shippedPolicy(t *testing.T, env *envtestutil.Env) []*unstructured.Unstructu
 		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		if u.GetAPIVersion() == "admissionregistration.k8s.io/v1" {
 			objs = append(objs, u)
@@ -62,9 +63,18 @@ func shippedPolicy(t *testing.T, env *envtestutil.Env) []*unstructured.Unstructu
 		kinds[u.GetKind()]++
 	}
 	if kinds["ValidatingAdmissionPolicy"] != 2 || kinds["ValidatingAdmissionPolicyBinding"] != 2 {
-		t.Fatalf("config/default renders %v admission objects, want two ValidatingAdmissionPolicies (pipeline templates, DeadLetterAction requestedBy) and their bindings", kinds)
+		return nil, fmt.Errorf("config/default renders %v admission objects, want two ValidatingAdmissionPolicies (pipeline templates, DeadLetterAction requestedBy) and their bindings", kinds)
 	}
-	return objs
+	return objs, nil
+}
+
+// refusedByThePolicy waits until the administrator's dry-run create of obj is refused by a
+// ValidatingAdmissionPolicy (the API server loads a policy asynchronously).
+func refusedByThePolicy(ctx context.Context, t *testing.T, admin client.Client, obj client.Object, what string) {
+	t.Helper()
+	NewWithT(t).Eventually(func() error {
+		return admin.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
+	}, waitFor, 100*time.Millisecond).Should(MatchError(ContainSubstring("ValidatingAdmissionPolicy")), "%s after installing the policy", what)
 }
 
 // pipeline returns a ConsumerPipeline in namespace; podSpec, when not nil, is its spec.template.spec
@@ -191,17 +201,9 @@ func user(ctx context.Context, t *testing.T, env *envtestutil.Env, namespace, na
 	}
 	// RBAC takes effect asynchronously too: wait until the user may create a pipeline in sink mode.
 	probe := pipeline(namespace, name+"-rbac-probe", nil)
-	deadline := time.Now().Add(waitFor)
-	for {
-		err := c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("user %s still may not create a ConsumerPipeline after %s: %v", name, waitFor, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	NewWithT(t).Eventually(func() error {
+		return c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+	}, waitFor, 100*time.Millisecond).Should(Succeed(), "user %s may create a ConsumerPipeline", name)
 	return c
 }
 
@@ -211,35 +213,14 @@ var (
 )
 
 func TestTemplatePolicy(t *testing.T) {
-	env, err := envtestutil.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := policyEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	admin := env.Client
 
 	namespace(ctx, t, admin, "tenant", nil)
 	namespace(ctx, t, admin, "trusted", map[string]string{optOutLabel: "true"})
-	for _, obj := range shippedPolicy(t, env) {
-		obj.SetNamespace("") // kustomize's namespace transformer does not know these kinds are cluster-scoped
-		if err := admin.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %s %s: %v", obj.GetKind(), obj.GetName(), err)
-		}
-	}
-	// The policy takes effect asynchronously: wait until a privileged template is refused.
-	deadline := time.Now().Add(waitFor)
-	for {
-		err := admin.Create(ctx, pipeline("tenant", "probe", privilegedPod()), client.DryRunAll)
-		if err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a privileged template is still accepted %s after installing the policy (last error: %v)", waitFor, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	refusedByThePolicy(ctx, t, admin, pipeline("tenant", "probe", privilegedPod()), "a privileged template is refused")
 
 	t.Run("administrator", func(t *testing.T) {
 		for _, tc := range []struct {

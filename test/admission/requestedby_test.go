@@ -11,8 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
 var actionRule = rbacv1.PolicyRule{APIGroups: []string{"retry.retryops.dev"}, Resources: []string{"deadletteractions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}
@@ -45,33 +43,12 @@ func whoAmI(ctx context.Context, t *testing.T, c client.Client) string {
 // not the requesting user and accepts one whose requestedBy is; the spec of an existing action cannot
 // be edited (the CRD's immutability rule), while its metadata can.
 func TestRequestedByPolicy(t *testing.T) {
-	env, err := envtestutil.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := policyEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	admin := env.Client
 	namespace(ctx, t, admin, "ops", nil)
-	for _, obj := range shippedPolicy(t, env) {
-		obj.SetNamespace("")
-		if err := admin.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %s %s: %v", obj.GetKind(), obj.GetName(), err)
-		}
-	}
-	// The policy takes effect asynchronously: wait until a forged requestedBy is refused.
-	deadline := time.Now().Add(waitFor)
-	for {
-		err := admin.Create(ctx, action("ops", "probe", "someone-else"), client.DryRunAll)
-		if err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a forged requestedBy is still accepted %s after installing the policy (last error: %v)", waitFor, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	refusedByThePolicy(ctx, t, admin, action("ops", "probe", "someone-else"), "a forged requestedBy is refused")
 
 	t.Run("administrator", func(t *testing.T) {
 		me := whoAmI(ctx, t, admin)
