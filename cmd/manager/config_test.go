@@ -227,9 +227,7 @@ func TestDeployedManager(t *testing.T) {
 	g.Expect(np.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels).To(Equal(map[string]string{"metrics": "enabled"}))
 
 	// The API server accepts all of it (CRDs, RBAC, Namespace, Deployment, Service, NetworkPolicy).
-	testEnv, err := envtestutil.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = testEnv.Stop() }()
+	testEnv := startEnv(t)
 	g.Expect(dep.Namespace).To(Equal(envtestutil.OperatorNamespace), "envtestutil.Start creates the manager's namespace")
 	out, err := testEnv.Kubectl(rendered, "apply", "--server-side", "--dry-run=server", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred())

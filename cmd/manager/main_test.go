@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retryops/retry-operator/controllers"
-	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
 func freeAddr(t *testing.T) string {
@@ -52,11 +51,7 @@ func TestFlagsRejectATooShortRefreshInterval(t *testing.T) {
 // as the local stack of make run and make dev binds it) and its Lease.
 func TestManagerStartsWithProbesMetricsAndLeaderElection(t *testing.T) {
 	g := NewWithT(t)
-	env, err := envtestutil.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	env := startEnv(t)
 
 	metrics, probes := freeAddr(t), freeAddr(t)
 	o, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{

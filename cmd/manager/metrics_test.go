@@ -98,9 +98,7 @@ func TestMetricsEndpointNeedsAnAuthorisedToken(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env, err := envtestutil.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = env.Stop() }()
+	env := startEnv(t)
 	cs, err := kubernetes.NewForConfig(env.Config)
 	g.Expect(err).NotTo(HaveOccurred())
 

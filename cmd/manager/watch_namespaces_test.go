@@ -63,9 +63,7 @@ func TestWatchNamespacesOverlay(t *testing.T) {
 	named(t, objs, "ClusterRoleBinding", "retry-operator-cluster-reads", crb)
 	g.Expect(crb.Subjects).To(Equal([]rbacv1.Subject{{Kind: "ServiceAccount", Name: dep.Spec.Template.Spec.ServiceAccountName, Namespace: dep.Namespace}}))
 
-	testEnv, err := envtestutil.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = testEnv.Stop() }()
+	testEnv := startEnv(t)
 	for _, ns := range []string{"team-a", "team-b"} {
 		g.Expect(testEnv.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	}
