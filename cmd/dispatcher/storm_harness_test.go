@@ -1,0 +1,466 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/dispatcher/config"
+	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+)
+
+// The storm harness: several dispatcher processes in one consumer group over an in-process kfake
+// cluster and an HTTP test sink, with records whose fate is decided by their index (the record's
+// value), and a churn loop that kills (SIGKILL), starts and stops (SIGTERM) members while they
+// work. storm.finish checks that every record ended delivered or dead-lettered, counts duplicate
+// deliveries against a bound derived from the config and the changes, and checks per-key order.
+
+// stormConfig sizes a storm.
+type stormConfig struct {
+	name           string // consumer group and topic prefix
+	records        int
+	keys           int // Kafka keys; record i has key i%keys and sequence number i/keys
+	partitions     int32
+	brokers        int
+	members        int
+	maxInFlight    int32
+	maxUncommitted int32
+	drainTimeout   time.Duration
+	churnMin       time.Duration // the churn loop waits between churnMin and churnMax between changes
+	churnMax       time.Duration
+	deadline       time.Duration // for every record to be accounted for
+	sinkDelay      time.Duration // how long the sink takes to answer each request
+	slowEvery      int           // one record in slowEvery is "slow" (0: none)
+	slowDelay      time.Duration // how long the sink takes to answer a slow record
+}
+
+// kind is the fate of record i at the sink: "ok" (200), "transient" (503 on its first attempt,
+// then 200: it goes through the first retry tier), "permanent" (400: dead-lettered after one
+// attempt) or "slow" (200 after slowDelay, longer than the drain timeout: a change that moves its
+// partition abandons it). About 19% transient and 1% permanent: 20% fail at least once.
+func (sc *stormConfig) kind(i int) string {
+	// Hashed rather than i%slowEvery, which would put every slow record on one key (i%keys).
+	if sc.slowEvery > 0 && (uint32(i)*2246822519)>>7%uint32(sc.slowEvery) == 0 {
+		return "slow"
+	}
+	h := (uint32(i) * 2654435761) >> 8 % 100
+	switch {
+	case h == 99:
+		return "permanent"
+	case h < 19:
+		return "transient"
+	}
+	return "ok"
+}
+
+// stormMember is one dispatcher process slot: its config (own health and metrics ports) and log.
+type stormMember struct {
+	id               int
+	cfgPath, logPath string
+	health, metrics  string
+	p                *proc // nil while down; guarded by storm.mu
+	signalled        bool  // we sent the signal that ended p
+}
+
+// stormChange is one membership change made by the churn loop.
+type stormChange struct {
+	at       time.Time
+	kind     string // kill, stop, start
+	member   int
+	alive    int           // members alive just before the change
+	inFlight int           // requests the sink was answering at the change
+	took     time.Duration // stop: from SIGTERM to exit
+}
+
+type storm struct {
+	t         *testing.T
+	sc        stormConfig
+	bin       string
+	c         *kfake.Cluster
+	sink      *dt.Sink
+	cfg       *config.Config
+	src, dlq  string
+	group     string
+	keyOf     []string // record index -> idempotency key (source coordinates)
+	indexOf   map[string]int
+	members   []*stormMember
+	started   time.Time
+	dlqClient *kgo.Client
+
+	mu        sync.Mutex
+	changes   []stormChange
+	paused    bool
+	crashed   []string // members that exited without being signalled
+	stopSlow  []string // members whose SIGTERM stop did not end in time
+	churnStop chan struct{}
+	churnDone chan struct{}
+
+	dlqMu    sync.Mutex
+	dead     map[string]int    // source coordinates -> dead letters written
+	reason   map[string]string // source coordinates -> reason of the first dead letter
+	dlqTotal int64             // dead letters read
+}
+
+// newStorm creates the cluster (source, retry tiers and dead letter topic), the sink, the member
+// configs, produces the records and starts reading the dead letter topic. No member runs yet.
+func newStorm(t *testing.T, sc stormConfig) *storm {
+	t.Helper()
+	s := &storm{t: t, sc: sc, bin: dispatcherBinary(t), src: sc.name + ".src", dlq: sc.name + ".dlq", group: sc.name,
+		dead: map[string]int{}, reason: map[string]string{}, indexOf: map[string]int{}}
+	pol := &v1.RetryPolicySpec{
+		MaxAttempts: 3,
+		Backoff:     v1.Backoff{InitialDelay: dt.D(100 * time.Millisecond), Multiplier: "2", MaxDelay: dt.D(time.Second)},
+		Classification: &v1.Classification{DefaultAction: "DeadLetter", Rules: []v1.ClassificationRule{
+			{Name: "transient", Action: v1.ActionRetry, HTTPStatuses: []v1.HTTPStatusMatch{"500-599"}},
+		}},
+	}
+	s.sink = dt.NewSink(t, func(r *dt.Request) dt.Response {
+		i, err := strconv.Atoi(string(r.Body))
+		if err != nil {
+			return dt.Response{Status: 400}
+		}
+		switch sc.kind(i) {
+		case "slow":
+			return dt.Response{Delay: sc.slowDelay}
+		case "permanent":
+			return dt.Response{Status: 400, Delay: sc.sinkDelay}
+		case "transient":
+			if r.Attempt == 1 {
+				return dt.Response{Status: 503, Delay: sc.sinkDelay}
+			}
+		}
+		return dt.Response{Delay: sc.sinkDelay}
+	})
+	s.cfg = dt.Config(nil, s.group, s.src, s.dlq, pol, s.sink.URL)
+	topics := map[string]int32{s.src: sc.partitions, s.dlq: 1}
+	for _, tn := range s.cfg.Topics.Retries.Names() {
+		topics[tn] = sc.partitions
+	}
+	var opts []kfake.Opt
+	if sc.brokers > 1 {
+		opts = append(opts, kfake.NumBrokers(sc.brokers))
+	}
+	s.c = dt.Cluster(t, topics, opts...)
+	s.cfg.Kafka.BootstrapServers = s.c.ListenAddrs()
+	s.cfg.Delivery.Ordering = v1.OrderingOrdered
+	s.cfg.Delivery.MaxInFlight = sc.maxInFlight
+	s.cfg.Delivery.MaxUncommittedRecords = sc.maxUncommitted
+	s.cfg.DrainTimeout = dt.PD(sc.drainTimeout)
+	s.cfg.Group.SessionTimeout = dt.PD(2 * time.Second)
+	s.cfg.Group.HeartbeatInterval = dt.PD(200 * time.Millisecond)
+	s.cfg.Group.RebalanceTimeout = dt.PD(sc.drainTimeout + 10*time.Second)
+
+	dir := t.TempDir()
+	if d := os.Getenv("RETRYOPS_STORM_DIR"); d != "" {
+		dir = filepath.Join(d, sc.name) // keep the logs
+		_ = os.RemoveAll(dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id := range sc.members {
+		m := &stormMember{id: id, health: freePort(t), metrics: freePort(t),
+			cfgPath: filepath.Join(dir, fmt.Sprintf("config-%d.json", id)), logPath: filepath.Join(dir, fmt.Sprintf("dispatcher-%d.log", id))}
+		cfg := *s.cfg
+		cfg.Listen = config.Listen{MetricsAddress: m.metrics, HealthAddress: m.health}
+		data, err := json.Marshal(&cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(m.cfgPath, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s.members = append(s.members, m)
+	}
+	t.Cleanup(func() {
+		s.stopChurn()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, m := range s.members {
+			if m.p != nil {
+				_ = m.p.cmd.Process.Kill()
+				<-m.p.done
+				m.p = nil
+			}
+		}
+	})
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, m := range s.members {
+			if b, err := os.ReadFile(m.logPath); err == nil {
+				if len(b) > 8000 {
+					b = b[len(b)-8000:]
+				}
+				t.Logf("member %d log (tail, %s):\n%s", m.id, m.logPath, b)
+			}
+		}
+	})
+
+	// Produce every record: value i, key "k<i%keys>", so each key has records/keys records in
+	// sequence order on one partition.
+	start := time.Now()
+	prod := dt.Client(t, s.c, kgo.ProducerLinger(5*time.Millisecond))
+	s.keyOf = make([]string, sc.records)
+	recs := make([]*kgo.Record, 0, 2000)
+	flush := func() {
+		dt.Produce(t, prod, recs...)
+		for _, r := range recs {
+			i, _ := strconv.Atoi(string(r.Value))
+			k := headers.IdempotencyKey(r.Topic, r.Partition, r.Offset)
+			s.keyOf[i] = k
+			s.indexOf[k] = i
+		}
+		recs = recs[:0]
+	}
+	for i := range sc.records {
+		recs = append(recs, &kgo.Record{Topic: s.src, Key: []byte("k" + strconv.Itoa(i%sc.keys)), Value: []byte(strconv.Itoa(i))})
+		if len(recs) == cap(recs) {
+			flush()
+		}
+	}
+	flush()
+	t.Logf("produced %d records over %d keys to %d partitions in %v", sc.records, sc.keys, sc.partitions, time.Since(start).Round(time.Millisecond))
+	s.readDLQ()
+	return s
+}
+
+// readDLQ reads the dead letter topic from its start for the rest of the test.
+func (s *storm) readDLQ() {
+	cl := dt.Client(s.t, s.c, kgo.ConsumeTopics(s.dlq), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	s.dlqClient = cl
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s.t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			fs.EachRecord(func(r *kgo.Record) {
+				topic, _ := dt.Header(r, headers.OriginalTopic)
+				part, _ := dt.Header(r, headers.OriginalPartition)
+				off, _ := dt.Header(r, headers.OriginalOffset)
+				reason, _ := dt.Header(r, headers.Reason)
+				k := topic + "/" + part + "/" + off
+				s.dlqMu.Lock()
+				s.dead[k]++
+				if s.dead[k] == 1 {
+					s.reason[k] = reason
+				}
+				s.dlqTotal++
+				s.dlqMu.Unlock()
+			})
+		}
+	}()
+}
+
+// deadCounts returns a copy of the dead letters read per source coordinates.
+func (s *storm) deadCounts() map[string]int {
+	s.dlqMu.Lock()
+	defer s.dlqMu.Unlock()
+	out := make(map[string]int, len(s.dead))
+	for k, v := range s.dead {
+		out[k] = v
+	}
+	return out
+}
+
+// missing returns the records neither delivered (a 2xx at the sink) nor dead-lettered yet.
+func (s *storm) missing() []int {
+	ok := s.sink.SuccessCounts()
+	dead := s.deadCounts()
+	var out []int
+	for i, k := range s.keyOf {
+		if ok[k] == 0 && dead[k] == 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// spawnDispatcher is startDispatcher for any goroutine: it returns an error rather than failing the
+// test, and leaves the cleanup to the storm.
+func spawnDispatcher(bin, cfgPath, logPath string) (*proc, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), config.EnvConfig+"="+cfgPath, "RETRYOPS_LOG_LEVEL="+os.Getenv("RETRYOPS_LOG_LEVEL"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); logf.Close(); close(p.done) }()
+	return p, nil
+}
+
+func exited(p *proc) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// reapLocked notes members that exited on their own (s.mu held).
+func (s *storm) reapLocked() {
+	for _, m := range s.members {
+		if m.p != nil && exited(m.p) && !m.signalled {
+			s.crashed = append(s.crashed, fmt.Sprintf("member %d exited unasked at %v: %v", m.id, time.Since(s.started).Round(time.Millisecond), m.p.err))
+			m.p = nil
+		}
+	}
+}
+
+func (s *storm) aliveLocked() (alive, down []*stormMember) {
+	s.reapLocked()
+	for _, m := range s.members {
+		if m.p != nil {
+			alive = append(alive, m)
+		} else {
+			down = append(down, m)
+		}
+	}
+	return alive, down
+}
+
+// startLocked starts member m (s.mu held) and records the change (not at the storm's start,
+// alive < 0).
+func (s *storm) startLocked(m *stormMember, alive int) {
+	p, err := spawnDispatcher(s.bin, m.cfgPath, m.logPath)
+	if err != nil {
+		s.crashed = append(s.crashed, fmt.Sprintf("member %d cannot start: %v", m.id, err))
+		return
+	}
+	m.p, m.signalled = p, false
+	if alive < 0 {
+		return
+	}
+	s.changes = append(s.changes, stormChange{at: time.Now(), kind: "start", member: m.id, alive: alive, inFlight: s.sink.InFlight()})
+}
+
+// killLocked SIGKILLs member m.
+func (s *storm) killLocked(m *stormMember, alive int) {
+	ch := stormChange{at: time.Now(), kind: "kill", member: m.id, alive: alive, inFlight: s.sink.InFlight()}
+	m.signalled = true
+	_ = m.p.cmd.Process.Signal(syscall.SIGKILL)
+	<-m.p.done
+	m.p = nil
+	s.changes = append(s.changes, ch)
+}
+
+// stopLocked SIGTERMs member m and waits for it to exit (SIGKILL after 30 s, noted as slow).
+func (s *storm) stopLocked(m *stormMember, alive int) {
+	ch := stormChange{at: time.Now(), kind: "stop", member: m.id, alive: alive, inFlight: s.sink.InFlight()}
+	m.signalled = true
+	_ = m.p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.p.done:
+		if m.p.err != nil {
+			s.crashed = append(s.crashed, fmt.Sprintf("member %d exited with %v after SIGTERM", m.id, m.p.err))
+		}
+	case <-time.After(30 * time.Second):
+		s.stopSlow = append(s.stopSlow, fmt.Sprintf("member %d still running 30s after SIGTERM at %v", m.id, ch.at.Sub(s.started).Round(time.Millisecond)))
+		_ = m.p.cmd.Process.Kill()
+		<-m.p.done
+	}
+	ch.took = time.Since(ch.at)
+	m.p = nil
+	s.changes = append(s.changes, ch)
+}
+
+// startAll starts every member and waits for all of them to be ready.
+func (s *storm) startAll() {
+	s.t.Helper()
+	s.started = time.Now()
+	s.mu.Lock()
+	for _, m := range s.members {
+		s.startLocked(m, -1)
+	}
+	s.mu.Unlock()
+	dt.Eventually(s.t, 30*time.Second, func() bool {
+		for _, m := range s.members {
+			if readyz(m.health) != http.StatusOK {
+				return false
+			}
+		}
+		return true
+	}, "all %d members ready", len(s.members))
+	s.t.Logf("%d members ready after %v", len(s.members), time.Since(s.started).Round(time.Millisecond))
+}
+
+// churn starts the churn loop: every churnMin..churnMax one change, keeping at least one member
+// alive: a member down is started (always when only one is alive, else half the time); otherwise a
+// random live member is killed (it stays down until a later start) or stopped and restarted.
+func (s *storm) churn(seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 13))
+	s.churnStop, s.churnDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.churnDone)
+		for {
+			wait := s.sc.churnMin + time.Duration(rng.Int64N(int64(s.sc.churnMax-s.sc.churnMin)+1))
+			select {
+			case <-s.churnStop:
+				return
+			case <-time.After(wait):
+			}
+			s.mu.Lock()
+			if s.paused {
+				s.mu.Unlock()
+				continue
+			}
+			alive, down := s.aliveLocked()
+			switch {
+			case len(down) > 0 && (len(alive) <= 1 || rng.IntN(2) == 0):
+				s.startLocked(down[rng.IntN(len(down))], len(alive))
+			case len(alive) <= 1:
+			case rng.IntN(2) == 0:
+				s.killLocked(alive[rng.IntN(len(alive))], len(alive))
+			default:
+				m := alive[rng.IntN(len(alive))]
+				s.stopLocked(m, len(alive))
+				s.startLocked(m, len(alive)-1)
+			}
+			s.mu.Unlock()
+		}
+	}()
+}
+
+func (s *storm) pauseChurn(p bool) {
+	s.mu.Lock()
+	s.paused = p
+	s.mu.Unlock()
+}
+
+func (s *storm) stopChurn() {
+	if s.churnStop == nil {
+		return
+	}
+	select {
+	case <-s.churnStop:
+	default:
+		close(s.churnStop)
+	}
+	<-s.churnDone
+}
