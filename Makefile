@@ -16,7 +16,10 @@ export ENVTEST_K8S_VERSION
 IMG ?= ghcr.io/retryops/retry-operator:dev
 DISPATCHER_IMG ?= ghcr.io/retryops/retry-dispatcher:dev
 
-GO_TEST_FLAGS ?= -count=1
+# -timeout bounds each package's test binary: a hung test fails with its goroutines' stacks instead
+# of holding `make test` for ever. The slowest package (cmd/dispatcher's storms) takes about 6 minutes
+# on 2 busy cores; 20m never kills a healthy run.
+GO_TEST_FLAGS ?= -count=1 -timeout=20m
 # The packages with goroutines of their own run under the race detector in `make test`: the
 # dispatcher, circuit-state reporting, Kafka clients and statistics, the controllers, the library.
 RACE_PKGS ?= ./controllers/... ./internal/dispatcher/... ./internal/circuitstate/... ./internal/kafka/... ./internal/kafkastats/... ./pkg/...
