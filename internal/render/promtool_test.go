@@ -113,6 +113,7 @@ type alertCase struct {
 	interval  time.Duration
 	scenarios []scenario
 }
+
 // testRules checks a rendered rule file with promtool and unit-tests every alert in it with cases,
 // reporting promtool's failures on t.
 func testRules(t *testing.T, f render.RuleFile, cases map[string]alertCase, wantAlerts []string) {
