@@ -13,36 +13,35 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
 	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
 )
 
-// waitAccounted waits until every record is delivered or dead-lettered, logging progress.
+// waitAccounted waits until every record is delivered or dead-lettered, logging progress; past
+// timeout it reports the missing records and fails.
 func (s *storm) waitAccounted(timeout time.Duration) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
+	var miss []int
+	g := gomega.NewGomega(func(string, ...int) {
+		s.report(miss)
+		s.t.Fatalf("after %v, %d records are neither delivered nor dead-lettered", timeout, len(miss))
+	})
 	lastLog := time.Now()
-	for {
-		miss := s.missing()
-		if len(miss) == 0 {
-			s.t.Logf("all %d records accounted for after %v", s.sc.records, time.Since(s.started).Round(time.Millisecond))
-			return
-		}
-		if time.Since(lastLog) > 10*time.Second {
+	g.Eventually(func() int {
+		miss = s.missing()
+		if len(miss) > 0 && time.Since(lastLog) > 10*time.Second {
 			lastLog = time.Now()
 			s.mu.Lock()
 			nch := len(s.changes)
 			s.mu.Unlock()
 			s.t.Logf("%v: %d of %d records not yet accounted for, %d requests, %d changes", time.Since(s.started).Round(time.Second), len(miss), s.sc.records, s.sink.Count(), nch)
 		}
-		if time.Now().After(deadline) {
-			s.report(miss)
-			s.t.Fatalf("after %v, %d records are neither delivered nor dead-lettered", timeout, len(miss))
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return len(miss)
+	}, timeout, 250*time.Millisecond).Should(gomega.BeZero())
+	s.t.Logf("all %d records accounted for after %v", s.sc.records, time.Since(s.started).Round(time.Millisecond))
 }
 
 // report describes records still missing: per partition, their offsets, and what the sink saw.
