@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
@@ -27,6 +28,8 @@ type ledgerSweeper struct {
 	// and a record must never be dropped because a cache has not seen its resource).
 	api client.Reader
 	log logr.Logger
+	// clock paces the sweeps (the real clock when nil).
+	clock clock.WithTicker
 }
 
 // NeedLeaderElection: only the leader writes the ledger.
@@ -34,14 +37,18 @@ func (s *ledgerSweeper) NeedLeaderElection() bool { return true }
 
 // Start sweeps at once, then every ledgerSweepInterval until ctx ends.
 func (s *ledgerSweeper) Start(ctx context.Context) error {
-	t := time.NewTicker(ledgerSweepInterval)
+	c := s.clock
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	t := c.NewTicker(ledgerSweepInterval)
 	defer t.Stop()
 	for {
 		s.sweep(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
@@ -46,6 +47,8 @@ type clients struct {
 	retry     rest.Interface
 	letters   rest.Interface
 	kube      kubernetes.Interface
+	// clock paces polling (the real clock when nil).
+	clock clock.WithTicker
 }
 
 // restClient returns a REST client for one API group version: no discovery, one request per call.

@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
@@ -67,13 +68,17 @@ func (c *clients) pollAction(ctx context.Context, name string, interval time.Dur
 	w := watch.NewFake()
 	go func() {
 		defer w.Stop()
-		t := time.NewTicker(interval)
+		ck := c.clock
+		if ck == nil {
+			ck = clock.RealClock{}
+		}
+		t := ck.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 			a, err := c.getAction(ctx, name)
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kfake"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -100,21 +101,10 @@ func (s *Stack) Queue(ctx context.Context, t testing.TB, ns, name, topic string)
 	if err := c.Create(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(q), q); err == nil &&
-			meta.IsStatusConditionTrue(q.Status.Conditions, v1.ConditionReady) && q.Status.StateTopic != "" {
-			return q
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the queue is not Ready: %+v", q.Status.Conditions)
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-tick.C:
-		}
-	}
+	gomega.NewWithT(t).Eventually(func(g gomega.Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(q), q)).To(gomega.Succeed())
+		g.Expect(meta.IsStatusConditionTrue(q.Status.Conditions, v1.ConditionReady) && q.Status.StateTopic != "").To(gomega.BeTrue(),
+			"the queue is Ready with its record of decisions: %+v", q.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(100 * time.Millisecond).Should(gomega.Succeed())
+	return q
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/retryops/retry-operator/internal/kafka"
 )
 
@@ -149,10 +151,10 @@ func (f *Fake) Records(topicName string, partition int32) []kafka.Record {
 
 // now is the timestamp of a produced record. f.mu must be held.
 func (f *Fake) now() time.Time {
-	if f.Clock != nil {
-		return f.Clock.Now()
+	if f.Clock == nil {
+		return clock.RealClock{}.Now()
 	}
-	return time.Now()
+	return f.Clock.Now()
 }
 
 func cloneProduceRecord(r kafka.ProduceRecord) kafka.ProduceRecord {
