@@ -1,7 +1,6 @@
 package deadletters_test
 
 import (
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -229,7 +228,9 @@ func TestReplayRateWithTheRealClock(t *testing.T) {
 	records := 400 - e.kafka.tierSizes[0]
 	rate := float64(records) / last.Sub(first).Seconds()
 	t.Logf("%d produces, %d records in %v after the first: %.1f/s", len(e.kafka.tierAt), records, last.Sub(first), rate)
-	if math.Abs(rate-200)/200 > 0.1 {
-		t.Errorf("measured %.1f records/s, want 200 within 10%%", rate)
+	// The limiter's promise is an upper bound: never faster than the rate, whatever the machine. How
+	// close to it a run gets depends on the machine's load, which the fake-clock tests pin exactly.
+	if rate > 200*1.02 {
+		t.Errorf("measured %.1f records/s, want at most 200", rate)
 	}
 }
