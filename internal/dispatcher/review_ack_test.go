@@ -20,7 +20,7 @@ import (
 
 // holdWrite holds the first produce request to topic in the broker (kfake SleepControl) until the
 // returned release is called; held is closed once it is held.
-func holdWrite(t *testing.T, p *pipeline, topic string) (held <-chan struct{}, release func()) {
+func reviewHoldWrite(t *testing.T, p *pipeline, topic string) (held <-chan struct{}, release func()) {
 	t.Helper()
 	id := topicID(t, p, topic)
 	h, r := make(chan struct{}), make(chan struct{})
@@ -41,14 +41,14 @@ func holdWrite(t *testing.T, p *pipeline, topic string) (held <-chan struct{}, r
 	return h, release
 }
 
-// deliveredHandler delivers by value: "dead" is undeliverable, "retry" fails its first attempt
+// reviewHandler delivers by value: "dead" is undeliverable, "retry" fails its first attempt
 // (503), anything else succeeds; it counts the successes per value.
-type deliveredHandler struct {
+type reviewHandler struct {
 	mu sync.Mutex
 	ok map[string]int
 }
 
-func (h *deliveredHandler) Deliver(_ context.Context, d *dispatcher.Delivery) dispatcher.Result {
+func (h *reviewHandler) Deliver(_ context.Context, d *dispatcher.Delivery) dispatcher.Result {
 	switch v := string(d.Record.Value); {
 	case v == "dead":
 		return dispatcher.Result{Undeliverable: true}
@@ -62,7 +62,7 @@ func (h *deliveredHandler) Deliver(_ context.Context, d *dispatcher.Delivery) di
 	}
 }
 
-func (h *deliveredHandler) delivered(v string) int {
+func (h *reviewHandler) delivered(v string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.ok[v]
@@ -82,8 +82,8 @@ func TestReviewNoCommitBeforeTheWriteIsAcknowledged(t *testing.T) {
 			if tc.value == "retry" {
 				dest = p.cfg.Topics.Retries[0].Name
 			}
-			held, release := holdWrite(t, p, dest)
-			h := &deliveredHandler{ok: map[string]int{}}
+			held, release := reviewHoldWrite(t, p, dest)
+			h := &reviewHandler{ok: map[string]int{}}
 			start(t, dispatcher.Options{Config: p.cfg, Handler: h})
 			prod := dt.Client(t, p.c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 
@@ -112,7 +112,7 @@ func TestReviewAcknowledgementAfterRevocation(t *testing.T) {
 	p.cfg.Delivery.MaxInFlight = 1
 	p.cfg.DrainTimeout = dt.PD(50 * time.Millisecond)
 	src := p.cfg.Topics.Source
-	held, release := holdWrite(t, p, p.cfg.Topics.DeadLetter)
+	held, release := reviewHoldWrite(t, p, p.cfg.Topics.DeadLetter)
 	var cur, peak atomic.Int32
 	h := dispatcher.HandlerFunc(func(_ context.Context, d *dispatcher.Delivery) dispatcher.Result {
 		if string(d.Record.Value) == "dead" {
@@ -143,7 +143,7 @@ func TestReviewAcknowledgementAfterRevocation(t *testing.T) {
 	dt.Produce(t, prod, recs...)
 	dt.Eventually(t, 20*time.Second, func() bool { return p.committed(t, src, 1) == n }, "partition 1 delivered and committed")
 	dt.Eventually(t, 20*time.Second, func() bool {
-		return counter(t, reg, metrics.RecordsTotal, metrics.LabelOutcome, metrics.OutcomeDeadLettered) == 1
+		return reviewCounter(t, reg, metrics.RecordsTotal, metrics.LabelOutcome, metrics.OutcomeDeadLettered) == 1
 	}, "the late acknowledgement settled")
 	if c := p.committed(t, src, 0); c > 0 {
 		t.Errorf("the revoked partition committed to %d by a settle after its revocation", c)

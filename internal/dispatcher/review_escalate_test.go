@@ -5,17 +5,17 @@ import (
 	"time"
 )
 
-// oldDLQ is the state deadLettered kept before the refactor (6a8a9f9: dlqTries, dlqLevel 0..2,
-// dlqStuck) and oldDeadLettered its decision after a failed write, transcribed from that commit:
+// reviewOldDLQ is the state deadLettered kept before the refactor (6a8a9f9: dlqTries, dlqLevel 0..2,
+// dlqStuck) and reviewOldDeadLettered its decision after a failed write, transcribed from that commit:
 // what is written next ("novalue", "stripped", or "" for the same record after wait) and whether
 // the dead letter is counted stuck now.
-type oldDLQ struct {
+type reviewOldDLQ struct {
 	tries int
 	level int
 	stuck bool
 }
 
-func oldDeadLettered(s oldDLQ, big, hasValue bool) (next oldDLQ, write string, wait time.Duration, stick bool) {
+func reviewOldDeadLettered(s reviewOldDLQ, big, hasValue bool) (next reviewOldDLQ, write string, wait time.Duration, stick bool) {
 	s.tries++
 	switch {
 	case big && s.level == 0 && hasValue:
@@ -42,15 +42,15 @@ func oldDeadLettered(s oldDLQ, big, hasValue bool) (next oldDLQ, write string, w
 // once.
 func TestReviewEscalateAgreesWithTheOldCode(t *testing.T) {
 	levels := []struct {
-		old oldDLQ
+		old reviewOldDLQ
 		new dlqLevel
 	}{
-		{oldDLQ{level: 0}, dlqWhole},
-		{oldDLQ{level: 1}, dlqNoValue},
-		{oldDLQ{level: 2}, dlqStripped},
-		{oldDLQ{level: 2, stuck: true}, dlqStuck},
+		{reviewOldDLQ{level: 0}, dlqWhole},
+		{reviewOldDLQ{level: 1}, dlqNoValue},
+		{reviewOldDLQ{level: 2}, dlqStripped},
+		{reviewOldDLQ{level: 2, stuck: true}, dlqStuck},
 	}
-	toNew := func(o oldDLQ) dlqState {
+	toNew := func(o reviewOldDLQ) dlqState {
 		l := dlqLevel(o.level)
 		if o.stuck {
 			l = dlqStuck
@@ -58,14 +58,14 @@ func TestReviewEscalateAgreesWithTheOldCode(t *testing.T) {
 		return dlqState{tries: o.tries, level: l}
 	}
 	checked := 0
-	for tries := 0; tries <= 12; tries++ {
+	for tries := range 13 {
 		for _, lv := range levels {
 			for _, big := range []bool{false, true} {
 				for _, hasValue := range []bool{false, true} {
 					o := lv.old
 					o.tries = tries
 					in := dlqState{tries: tries, level: lv.new}
-					wantState, wantWrite, wantWait, wantStick := oldDeadLettered(o, big, hasValue)
+					wantState, wantWrite, wantWait, wantStick := reviewOldDeadLettered(o, big, hasValue)
 
 					got, wait := escalate(in, big, hasValue)
 					// deadLetterFailed's switch on prev and next.

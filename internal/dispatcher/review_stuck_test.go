@@ -16,9 +16,9 @@ import (
 	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
 )
 
-// stuckWait is the dispatcher's stuckRetryWait, the longest wait of a failing dead letter: each
+// reviewStuckWait is the dispatcher's stuckRetryWait, the longest wait of a failing dead letter: each
 // step of the fake clock by it ends whichever wait a dead-letter write is in.
-const stuckWait = 30 * time.Second
+const reviewStuckWait = 30 * time.Second
 
 // TestReviewStuckDeadLetterCountedOnceUndoneOnce: a dead letter the topic rejects is counted stuck
 // (gauge 1, not ready) and blocks its partition's commits; once the topic takes it, it is written
@@ -37,7 +37,7 @@ func TestReviewStuckDeadLetterCountedOnceUndoneOnce(t *testing.T) {
 	r := start(t, dispatcher.Options{Config: p.cfg, Handler: undeliverable, Clock: fc, Registerer: reg})
 	gauge := func(name string) float64 { return dt.Gauge(reg, name) }
 	deadLettered := func() float64 {
-		return counter(t, reg, metrics.RecordsTotal, metrics.LabelOutcome, metrics.OutcomeDeadLettered)
+		return reviewCounter(t, reg, metrics.RecordsTotal, metrics.LabelOutcome, metrics.OutcomeDeadLettered)
 	}
 	// stepUntil steps the fake clock past every dead-letter wait until cond holds.
 	stepUntil := func(cond func() bool, what string) {
@@ -46,9 +46,9 @@ func TestReviewStuckDeadLetterCountedOnceUndoneOnce(t *testing.T) {
 			if cond() {
 				return true
 			}
-			fc.Step(stuckWait)
+			fc.Step(reviewStuckWait)
 			return false
-		}, what)
+		}, "%s", what)
 	}
 
 	dt.Eventually(t, 20*time.Second, r.e.Ready, "the engine ready")
