@@ -29,38 +29,12 @@ const (
 	reasonWaitingForTopics = "WaitingForTopics"
 )
 
-// The children of a pipeline are its dispatcher ConfigMap, its consumer Deployment and its alert
-// rules, rendered by internal/render and applied by internal/apply with server-side apply (field
-// owner "retry-operator", forced), each with the pipeline as controller owner so that garbage collection
-// removes them with it. They are reconciled after the topic steps, in this order:
-//
-//  1. ConfigMap: the dispatcher config. Its hash goes on the Deployment's pod template, so a policy,
-//     queue or connection change rolls the pods. Its topics.draining are the unused tiers that still
-//     hold records, as the topic steps found them, or as the applied config had them when the topic
-//     steps could not tell (see consumerpipeline_draining.go).
-//  2. Deployment: first created only once TopicsReady would be True, so that consumers never start
-//     without their retry topics (a broker with auto.create.topics.enable would make them with its
-//     default partitions) and a pipeline that lost a source conflict runs no consumers. Once it
-//     exists it is kept in line with the spec whatever Kafka's state: a broker outage must not hold
-//     back a spec change or a drift correction.
-//  3. Alerts: a PrometheusRule when the kind is served, else a ConfigMap with the same rule file
-//     (see ruleapi.API.Apply).
-//
-// They run even when a topic step met a problem, since they depend on the spec, the RetryPolicy and
-// the DeadLetterQueue, not on Kafka. While the policy or the queue is missing or invalid nothing can
-// be rendered, and the children are left as they are. A spec error found while rendering
-// (*render.SpecError), or a Deployment the API server rejects as invalid, sets DeploymentReady or
-// AlertsReady False with reason InvalidSpec and a Warning event; the reconcile does not fail for it
-// (no error backoff) and, when nothing else is wrong, waits for a spec change. An object of a child's
-// name not controlled by the pipeline is reported (ChildConflict) and left alone.
-//
-// Drift: the controller watches the ConfigMaps and Deployments it owns (and, while the kind is
-// served, its PrometheusRules), so an out-of-band change re-enqueues the pipeline, whose apply takes
-// the fields back. Before applying, the desired object is compared with the cached one; when every
-// field the operator sets already has its value, nothing is written.
-//
-// Each step records its own problems and goes on: only other errors stop the children, and show on
-// the condition of the step that met them, DeploymentReady or AlertsReady.
+// reconcileChildren applies the pipeline's children (dispatcher ConfigMap, consumer Deployment,
+// alert rules) after the topic steps, even when those met a problem: the children depend on the spec,
+// the policy and the queue, not on Kafka, so a broker outage never holds back a spec change. The
+// Deployment is first created only once the topics are ready, so that consumers never start without
+// their retry tiers (an auto-creating broker would make them with its defaults). Each step records its
+// problems on DeploymentReady or AlertsReady and goes on.
 func (r *ConsumerPipelineReconciler) reconcileChildren(ctx context.Context, s *pipelineScope) error {
 	if err := runSteps(ctx, s, []step[*pipelineScope]{
 		{"Access", r.reconcileAccess},
