@@ -153,7 +153,7 @@ func TestPipelineChildrenAreAppliedWithOwnerReferences(t *testing.T) {
 	}
 	before, err := versions()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Consistently(versions, oneResync, 200*time.Millisecond).Should(Equal(before), "children rewritten at a resync")
+	holdsThroughResync(t, source(p), versions, Equal(before), "children rewritten at a resync")
 }
 
 func TestPipelinePolicyChangeRollsTheConfigHash(t *testing.T) {

@@ -83,9 +83,9 @@ func TestPipelineCircuitState(t *testing.T) {
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.ServiceAccountName(p)}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.ServiceAccountName(p)}},
 	} {
-		g.Eventually(getter(obj), 20*time.Second, 100*time.Millisecond).Should(ownedBy(p, "ConsumerPipeline"), "%T %s", obj, obj.GetName())
+		g.Eventually(getter(obj), wait, poll).Should(ownedBy(p, "ConsumerPipeline"), "%T %s", obj, obj.GetName())
 	}
-	g.Eventually(circuitOf(p), 20*time.Second, 100*time.Millisecond).Should(Equal("Closed True CircuitClosed"))
+	g.Eventually(circuitOf(p), wait, poll).Should(Equal("Closed True CircuitClosed"))
 
 	// What the ServiceAccount may do: get and patch its circuit ConfigMap, nothing else.
 	saCfg := serviceAccountConfig(t, ns, render.ServiceAccountName(p))
@@ -132,51 +132,57 @@ func TestPipelineCircuitState(t *testing.T) {
 
 	// One pod opens: the pipeline is Open and not Ready, with an Event and the gauge at 2.
 	a.Observe(circuitstate.Open)
-	g.Eventually(circuitOf(p), 10*time.Second, 100*time.Millisecond).Should(Equal("Open False CircuitOpen"))
+	g.Eventually(circuitOf(p), wait, poll).Should(Equal("Open False CircuitOpen"))
 	c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionCircuitClosed)
 	g.Expect(c.Message).To(And(ContainSubstring("1 of 2 pods"), ContainSubstring("orders-dispatcher-a"), ContainSubstring("consumption is paused")))
 	ready := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionReady)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.Reason).To(Equal(v1.ReasonCircuitOpen))
-	g.Eventually(eventsFor(ns, p.Name), 10*time.Second, 100*time.Millisecond).Should(ContainElement(
+	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(
 		WithTransform(func(e eventsv1.Event) string { return e.Type + " " + e.Reason }, Equal("Warning CircuitOpen"))))
 	labels := map[string]string{opmetrics.LabelNamespace: ns, opmetrics.LabelConsumerPipeline: p.Name}
-	g.Eventually(func() float64 { return scrapeMetrics(t).value(opmetrics.ConsumerPipelineCircuitState, labels) }, 5*time.Second, 100*time.Millisecond).Should(Equal(2.0))
+	g.Eventually(func() float64 { return scrapeMetrics(t).value(opmetrics.ConsumerPipelineCircuitState, labels) }, wait, poll).Should(Equal(2.0))
 
 	// The worst state wins: a half-open pod does not hide an open one.
 	b.Observe(circuitstate.HalfOpen)
 	g.Eventually(func() (map[string]string, error) {
 		cm, err := cms.Get(ctx, render.CircuitConfigMapName(p), metav1.GetOptions{})
 		return cm.Data, err
-	}, 5*time.Second, 100*time.Millisecond).Should(HaveLen(2))
-	g.Consistently(circuitOf(p), 3*time.Second, 200*time.Millisecond).Should(Equal("Open False CircuitOpen"))
+	}, wait, poll).Should(HaveLen(2))
+	holdsThroughResync(t, source(p), circuitOf(p), Equal("Open False CircuitOpen"))
 	a.Observe(circuitstate.Closed)
-	g.Eventually(circuitOf(p), 10*time.Second, 100*time.Millisecond).Should(Equal("HalfOpen False CircuitHalfOpen"))
+	g.Eventually(circuitOf(p), wait, poll).Should(Equal("HalfOpen False CircuitHalfOpen"))
 	g.Expect(scrapeMetrics(t).value(opmetrics.ConsumerPipelineCircuitState, labels)).To(Equal(1.0))
 	// The half-open pod stops: it removes its report.
 	stopB()
-	g.Eventually(circuitOf(p), 10*time.Second, 100*time.Millisecond).Should(Equal("Closed True CircuitClosed"))
+	g.Eventually(circuitOf(p), wait, poll).Should(Equal("Closed True CircuitClosed"))
 	g.Expect(scrapeMetrics(t).value(opmetrics.ConsumerPipelineCircuitState, labels)).To(Equal(0.0))
 
 	// A pod that vanished with its breaker open (its report not repeated) counts until its report is
-	// three intervals old, then is ignored and its entry deleted.
-	crashed := circuitstate.Entry{State: circuitstate.Open, Since: time.Now().UTC(), ReportedAt: time.Now().UTC()}
-	_, err = cms.Patch(ctx, render.CircuitConfigMapName(p), types.MergePatchType, circuitstate.MergePatch("orders-dispatcher-gone", &crashed), metav1.PatchOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(circuitOf(p), 5*time.Second, 100*time.Millisecond).Should(Equal("Open False CircuitOpen"))
-	g.Eventually(circuitOf(p), 10*time.Second, 100*time.Millisecond).Should(Equal("Closed True CircuitClosed"))
-	g.Expect(time.Since(crashed.ReportedAt)).To(BeNumerically(">=", 3*circuitReportInterval))
+	// three intervals old, then is ignored and its entry deleted. It reports until the pipeline shows
+	// it, however slowly the reconcile comes, then vanishes.
+	since := time.Now().UTC()
+	var crashed circuitstate.Entry
+	g.Eventually(func() (string, error) {
+		crashed = circuitstate.Entry{State: circuitstate.Open, Since: since, ReportedAt: time.Now().UTC()}
+		if _, err := cms.Patch(ctx, render.CircuitConfigMapName(p), types.MergePatchType, circuitstate.MergePatch("orders-dispatcher-gone", &crashed), metav1.PatchOptions{}); err != nil {
+			return "", err
+		}
+		return circuitOf(p)()
+	}, wait, poll).Should(Equal("Open False CircuitOpen"))
+	g.Eventually(circuitOf(p), wait, poll).Should(Equal("Closed True CircuitClosed"))
+	g.Expect(time.Since(crashed.ReportedAt)).To(BeNumerically(">=", 3*circuitReportInterval), "ignored before it was stale")
 	g.Eventually(func() (map[string]string, error) {
 		cm, err := cms.Get(ctx, render.CircuitConfigMapName(p), metav1.GetOptions{})
 		return cm.Data, err
-	}, 5*time.Second, 100*time.Millisecond).ShouldNot(HaveKey("orders-dispatcher-gone"))
+	}, wait, poll).ShouldNot(HaveKey("orders-dispatcher-gone"))
 
 	// Without a circuit breaker there is no state to show.
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(rp), rp)).To(Succeed())
 	rp.Spec.CircuitBreaker = nil
 	g.Expect(env.Client.Update(ctx, rp)).To(Succeed())
-	g.Eventually(circuitOf(p), 10*time.Second, 100*time.Millisecond).Should(Equal(" True NoCircuitBreaker"))
-	g.Eventually(func() int { return scrapeMetrics(t).series(opmetrics.ConsumerPipelineCircuitState, labels) }, 5*time.Second, 100*time.Millisecond).Should(BeZero())
+	g.Eventually(circuitOf(p), wait, poll).Should(Equal(" True NoCircuitBreaker"))
+	g.Eventually(func() int { return scrapeMetrics(t).series(opmetrics.ConsumerPipelineCircuitState, labels) }, wait, poll).Should(BeZero())
 }
 
 // TestOperatorRoleMayGrantTheConsumersAccess: Kubernetes refuses to let anyone create a Role granting
@@ -227,7 +233,7 @@ func TestPipelineNeverAdoptsAChildItDoesNotControl(t *testing.T) {
 	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(And(
 		HaveField("Reason", v1.ReasonChildConflict), HaveField("Message", ContainSubstring("Role "+role.Name))))
 	// Another resync at least: nothing was written to either.
-	g.Consistently(func() ([]string, error) {
+	holdsThroughResync(t, source(p), func() ([]string, error) {
 		r, b := &rbacv1.Role{}, &rbacv1.RoleBinding{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(role), r); err != nil {
 			return nil, err
@@ -236,7 +242,7 @@ func TestPipelineNeverAdoptsAChildItDoesNotControl(t *testing.T) {
 			return nil, err
 		}
 		return []string{r.ResourceVersion, b.ResourceVersion}, nil
-	}, oneResync, poll).Should(Equal([]string{roleBefore.ResourceVersion, bindingBefore.ResourceVersion}))
+	}, Equal([]string{roleBefore.ResourceVersion, bindingBefore.ResourceVersion}))
 	r := &rbacv1.Role{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(role), r)).To(Succeed())
 	g.Expect(r.Rules).To(Equal(roleBefore.Rules))

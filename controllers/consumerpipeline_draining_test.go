@@ -63,6 +63,9 @@ func pipelineTopicsOf(p *v1.ConsumerPipeline) func() (v1.PipelineTopics, error) 
 	}
 }
 
+// source is the pipeline's source topic, described by each of its reconciles.
+func source(p *v1.ConsumerPipeline) string { return string(p.Spec.Source.Topic) }
+
 // eventAbout matches an event of the given type and reason whose note names topic.
 func eventAbout(typ, reason, topic string) OmegaMatcher {
 	return And(HaveField("Type", typ), HaveField("Reason", reason), HaveField("Note", ContainSubstring(topic)))
@@ -107,7 +110,7 @@ func TestPipelineDrainsTheRetryTopicsItNoLongerUses(t *testing.T) {
 			g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(draining))
 			rollOut(t, p)
 			g.Eventually(pipelineTopicsOf(p), wait, poll).Should(HaveField("DrainingRetries", []string{tier3}))
-			g.Consistently(dispatcherTopics(p), 2*resyncInterval, poll).Should(Equal(draining), "one record is left")
+			holdsThroughResync(t, source(p), dispatcherTopics(p), Equal(draining), "one record is left")
 			g.Expect(describe(adm, tier3)()).To(HaveField("Exists", true))
 			unused := []string{tier3}
 			if dp == v1.DeletionPolicyRetain {
@@ -195,7 +198,7 @@ func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
 	blind := configTopics{Retries: []string{tier1}, Draining: []string{tier2, tier3}}
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(blind))
 	rollOut(t, p)
-	g.Consistently(dispatcherTopics(p), 2*resyncInterval, poll).Should(Equal(blind))
+	holdsThroughResync(t, source(p), dispatcherTopics(p), Equal(blind))
 	g.Expect(eventsFor(p.Namespace, p.Name)()).To(ContainElement(And(eventAbout(corev1.EventTypeNormal, "TopicDraining", tier2),
 		HaveField("Note", ContainSubstring("not known yet")))))
 	g.Expect(describe(adm, tier2)()).To(HaveField("Exists", true))
@@ -216,7 +219,7 @@ func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
 	failing.Store(true)
 	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(HaveField("Status", BeEquivalentTo("False")))
 	commitOffsets(t, adm, p.Namespace+"."+p.Name, map[string]map[int32]int64{tier3: {0: 2}})
-	g.Consistently(dispatcherTopics(p), 2*resyncInterval, poll).Should(Equal(draining))
+	holdsThroughResync(t, source(p), dispatcherTopics(p), Equal(draining))
 	g.Expect(describe(adm, tier3)()).To(HaveField("Exists", true))
 	g.Expect(pipelineCondition(p, v1.ConditionTopicsReady)()).To(HaveField("Status", BeEquivalentTo("False")))
 
@@ -248,7 +251,7 @@ func TestPipelineKeepsLookingAtDrainingTiersWhileWaitingForASpecChange(t *testin
 	})
 	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(notReady(v1.ReasonInvalidSpec))
 	g.Expect(pipelineCondition(p, v1.ConditionTopicsReady)()).To(isReady())
-	time.Sleep(resyncInterval)
+	awaitResync(t, source(p)) // the pipeline now waits for a spec change, but for its draining tiers
 
 	commitOffsets(t, adm, p.Namespace+"."+p.Name, map[string]map[int32]int64{tier3: {0: 2}})
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}}))
@@ -341,14 +344,14 @@ func TestPipelineDeletesADrainedTierOnlyOnceTheConsumersRolledOut(t *testing.T) 
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}}), "both old tiers are drained")
 	stillThere := func() {
 		t.Helper()
-		g.Consistently(func() ([]bool, error) {
+		holdsThroughResync(t, source(p), func() ([]bool, error) {
 			s2, err := describe(adm, tier2)()
 			if err != nil {
 				return nil, err
 			}
 			s3, err := describe(adm, tier3)()
 			return []bool{s2.Exists, s3.Exists}, err
-		}, 2*resyncInterval, poll).Should(Equal([]bool{true, true}))
+		}, Equal([]bool{true, true}))
 		g.Expect(pipelineTopicsOf(p)()).To(HaveField("UnusedRetries", []string{tier2, tier3}))
 	}
 

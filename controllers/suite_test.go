@@ -86,6 +86,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer broker.Close()
+	describes.install(broker)
 
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(io.MultiWriter(os.Stderr, managerLogs))))
 	notScale, err := labels.Parse("!" + benchmarkLabel)
