@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -123,18 +124,10 @@ func newFakeClock() *clocktesting.FakeClock {
 	return clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond until it holds, for at most within.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		<-tick.C
-	}
+	gomega.NewWithT(t).Eventually(cond, within, 5*time.Millisecond).Should(gomega.BeTrue(), "waiting for %s", what)
 }
 
 // seedTopics wraps kfake.SeedTopics for readability.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"k8s.io/utils/clock"
@@ -164,17 +165,13 @@ func tallyFromScratch(tb testing.TB, f *Factory, conn kafka.Connection, topic st
 		tb.Fatal(err)
 	}
 	tallies := kafkastats.NewTallies(kafkastats.NewOffsets(clock.RealClock{}), f)
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		b, err := tallies.Breakdown(ctx, conn, conn.Key(), "DeadLetterQueue/bench/dlq", topic, offs[topic], time.Now())
-		if b.Messages == want {
-			scans, _ := tallies.Scans()
-			return b, scans, tallies
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("tallied %d of %d records in 10 minutes (last error: %v)", b.Messages, want, err)
-		}
-	}
+	var b kafkastats.Breakdown
+	gomega.NewWithT(tb).Eventually(func() int64 {
+		b, err = tallies.Breakdown(ctx, conn, conn.Key(), "DeadLetterQueue/bench/dlq", topic, offs[topic], time.Now())
+		return b.Messages
+	}, 10*time.Minute, time.Millisecond).Should(gomega.Equal(want), func() string { return fmt.Sprintf("tallied records (last error: %v)", err) })
+	scans, _ := tallies.Scans()
+	return b, scans, tallies
 }
 
 // checkBreakdown checks the counts by label of n dead letters written by deadLetter.
