@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,27 +118,33 @@ func TestPipelineTierNamesAndGroup(t *testing.T) {
 }
 
 func TestSetPipelineTopicsReady(t *testing.T) {
+	long := strings.Repeat("x", maxConditionMessage+10)
 	for name, tc := range map[string]struct {
-		problems   problems
-		wantStatus metav1.ConditionStatus
-		wantReason string
+		problems    problems
+		wantStatus  metav1.ConditionStatus
+		wantReason  string
+		wantMessage string
 	}{
-		"no problem":              {nil, metav1.ConditionTrue, v1.ReasonTopicsReady},
-		"source missing":          {problems{{Reason: v1.ReasonSourceTopicMissing, Message: "m"}}, metav1.ConditionFalse, v1.ReasonSourceTopicMissing},
-		"policy missing":          {problems{{Reason: v1.ReasonReferenceNotFound, Message: "m"}}, metav1.ConditionFalse, v1.ReasonReferenceNotFound},
-		"policy invalid":          {problems{{Reason: v1.ReasonInvalidSpec, Message: "m"}}, metav1.ConditionFalse, v1.ReasonInvalidSpec},
-		"tier claimed by a queue": {problems{{Reason: v1.ReasonTopicConflict, Message: "m"}}, metav1.ConditionFalse, v1.ReasonTopicConflict},
-		"unauthorised":            {problems{{Reason: v1.ReasonKafkaUnauthorized, Message: "m"}}, metav1.ConditionFalse, v1.ReasonKafkaUnauthorized},
+		"no problem: True with the ready message": {nil, metav1.ConditionTrue, v1.ReasonTopicsReady, "source s has 3 partitions"},
+		"one problem: False with its reason and message": {problems{{Reason: v1.ReasonSourceTopicMissing, Message: "no source"}},
+			metav1.ConditionFalse, v1.ReasonSourceTopicMissing, "no source"},
+		"several: the first reason, every message": {problems{{Reason: v1.ReasonTopicConflict, Message: "tier taken"}, {Reason: v1.ReasonKafkaUnauthorized, Message: "denied"}},
+			metav1.ConditionFalse, v1.ReasonTopicConflict, "tier taken; denied"},
+		"the same message twice is said once": {problems{{Reason: v1.ReasonInvalidSpec, Message: "bad"}, {Reason: v1.ReasonReferenceNotFound, Message: "bad"}},
+			metav1.ConditionFalse, v1.ReasonInvalidSpec, "bad"},
+		"a long message is cut": {problems{{Reason: v1.ReasonInvalidSpec, Message: long}},
+			metav1.ConditionFalse, v1.ReasonInvalidSpec, truncate(long, maxConditionMessage)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			st := &v1.ConsumerPipelineStatus{}
-			setPipelineTopicsReady(st, 2, tc.problems, "ok")
+			// An earlier condition of another generation and status is replaced.
+			st := &v1.ConsumerPipelineStatus{Conditions: []metav1.Condition{{Type: v1.ConditionTopicsReady, Status: metav1.ConditionUnknown,
+				Reason: v1.ReasonReconciling, Message: "earlier", ObservedGeneration: 1}}}
+			setPipelineTopicsReady(st, 2, tc.problems, "source s has 3 partitions")
 			c := meta.FindStatusCondition(st.Conditions, v1.ConditionTopicsReady)
 			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Status).To(Equal(tc.wantStatus))
-			g.Expect(c.Reason).To(Equal(tc.wantReason))
-			g.Expect(c.ObservedGeneration).To(Equal(int64(2)))
+			g.Expect([]any{c.Status, c.Reason, c.Message, c.ObservedGeneration}).To(Equal([]any{tc.wantStatus, tc.wantReason, tc.wantMessage, int64(2)}))
+			g.Expect(len(c.Message)).To(BeNumerically("<=", maxConditionMessage))
 		})
 	}
 }
