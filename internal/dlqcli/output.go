@@ -30,15 +30,14 @@ const (
 )
 
 // outputFlags is -o as kubectl's own commands take it: cli-runtime's PrintFlags registers it (with
-// --show-managed-fields) and checks the object formats (json, yaml, name); the command's own formats
-// (table, wide, csv, and json where it streams it) are checked here. The printing stays in this
-// file (printObject): cli-runtime's printers would write what a terminal acts on, and its YAML
-// refuses C1 controls.
+// --show-managed-fields). check takes only the command's formats as written, not what PrintFlags
+// would take (any case, kyaml): the printing stays in this file (printObject), as cli-runtime's
+// printers would write what a terminal acts on and its YAML refuses C1 controls.
 type outputFlags struct {
 	print *genericclioptions.PrintFlags
-	// formats are the command's, in the order the help lists them; own are those PrintFlags does not
-	// know. "" (the default) is always allowed, "table" where the default is a table.
-	formats, own []string
+	// formats are the command's, in the order the help lists them. "" (the default) is always
+	// allowed, "table" where the default is a table.
+	formats []string
 }
 
 // addOutputFlags registers -o with formats (deflt describes the default), and --no-headers when one
@@ -50,11 +49,6 @@ func addOutputFlags(cmd *cobra.Command, o *Options, deflt string, formats ...str
 	}
 	if slices.Contains(formats, outName) {
 		f.print.NamePrintFlags = genericclioptions.NewNamePrintFlags("")
-	}
-	for _, x := range formats {
-		if !slices.Contains(f.print.AllowedFormats(), x) {
-			f.own = append(f.own, x)
-		}
 	}
 	f.print.AddFlags(cmd)
 	usage := "Output format. One of: (" + strings.Join(formats, ", ") + ")."
@@ -71,17 +65,15 @@ func addOutputFlags(cmd *cobra.Command, o *Options, deflt string, formats ...str
 	return f
 }
 
-// check refuses an -o the command does not print; "table" names the default where it is a table.
+// check refuses an -o the command does not print, case-sensitively as the printers compare it;
+// "table" names the default where it is a table.
 func (f *outputFlags) check(o *Options) error {
 	o.print = f.print
 	out := f.print.OutputFormat
-	if *out == "table" && slices.Contains(f.formats, "table") {
-		*out = outTable
-	}
-	if *out == outTable || slices.Contains(f.own, *out) {
-		return nil
-	}
-	if _, err := f.print.ToPrinter(); err == nil {
+	if *out == outTable || slices.Contains(f.formats, *out) {
+		if *out == "table" {
+			*out = outTable
+		}
 		return nil
 	}
 	return usagef("-o %q: want one of %s", *out, strings.Join(f.formats, ", "))
