@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -34,7 +33,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	req := ActionRequest{Kind: kind, Queue: r.PathValue("queue"), Filter: f, Note: strings.TrimSpace(r.PostFormValue("note")), DryRun: true,
+	req := ActionRequest{Kind: kind, Queue: r.PathValue("queue"), Filter: f, Note: r.PostFormValue("note"), DryRun: true,
 		Target: replayTarget(r.PostFormValue("to_pipeline"), r.PostFormValue("to_topic"))}
 	if rec := r.PostFormValue("record"); rec != "" {
 		ref, err := ParseRecord(rec)
@@ -44,10 +43,9 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Records = []Record{ref}
 	}
-	if kind == v1.DeadLetterPurge {
-		// a purge from the queue's view: older than its until, never Pending dead letters
-		req.Filter.Since = time.Time{}
-		req.Filter.States = slices.DeleteFunc(slices.Clone(f.States), func(st string) bool { return st == string(v1.DeadLetterPending) })
+	if err := req.Check(); err != nil {
+		s.fail(w, r, &badRequest{formMessage(err)})
+		return
 	}
 	user, err := s.backend.WhoAmI(r.Context())
 	if err != nil {
@@ -55,12 +53,8 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a, err := req.Build(s.backend.Namespace(), user)
-	switch {
-	case errors.Is(err, ErrPurgeWithoutBefore):
-		s.fail(w, r, &badRequest{"purge needs an until time in the filter: only dead letters older than it are deleted"})
-		return
-	case err != nil:
-		s.fail(w, r, &badRequest{err.Error()})
+	if err != nil {
+		s.fail(w, r, &badRequest{formMessage(err)})
 		return
 	}
 	created, err := s.backend.CreateAction(r.Context(), a)
@@ -69,6 +63,19 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, s.path("/actions/"+url.PathEscape(created.Name)), http.StatusSeeOther)
+}
+
+// formMessage is Build's refusal in the words of the queue page's filter.
+func formMessage(err error) string {
+	switch {
+	case errors.Is(err, ErrPurgeWithoutBefore):
+		return "purge needs an until time in the filter: only dead letters older than it are deleted"
+	case errors.Is(err, ErrPurgeSince):
+		return "purge deletes every matching dead letter older than until: clear since in the filter"
+	case errors.Is(err, ErrPurgePending):
+		return "purge never deletes Pending dead letters: choose Resolved, Ignored or Replayed (or any) as the filter's state"
+	}
+	return err.Error()
 }
 
 // replayTarget is the target the form names, if any (ActionRequest.Build checks it).

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
@@ -47,10 +48,12 @@ func QualifiedPipeline(namespace, p string) string {
 	return namespace + "/" + p
 }
 
-// ShortPipeline is how a pipeline is offered to choose: its bare name when it is in namespace,
-// else whole; QualifiedPipeline(namespace, ShortPipeline(namespace, p)) is p for any p with a '/'.
+// ShortPipeline is how a pipeline is shown: its bare name when it is a ConsumerPipeline's of namespace
+// (a DNS-1123 subdomain after "<namespace>/"), else whole; QualifiedPipeline(namespace,
+// ShortPipeline(namespace, p)) is p for any p with a '/'.
 func ShortPipeline(namespace, p string) string {
-	if name, ok := strings.CutPrefix(p, namespace+"/"); ok && name != "" && !strings.Contains(name, "/") {
+	if name, ok := strings.CutPrefix(p, namespace+"/"); ok && len(validation.IsDNS1123Label(namespace)) == 0 &&
+		len(validation.IsDNS1123Subdomain(name)) == 0 {
 		return name
 	}
 	return p

@@ -122,19 +122,24 @@ type filterForm struct {
 }
 
 // parseFilter reads the filter from a query or form: reason, error_type, pipeline, state (any of
-// several each), since and until (a datetime-local value in UTC, a date, or RFC 3339).
+// several each), since and until (a datetime-local value in UTC, a date, or RFC 3339). Reasons,
+// error types and pipelines are kept as written: they are values from the page's lists, which a
+// producer may have written with blanks, and the plugin takes them so too.
 func parseFilter(v url.Values) (Filter, filterForm, error) {
 	var f Filter
-	vals := func(k string) []string {
+	vals := func(k string, trim bool) []string {
 		var out []string
 		for _, x := range v[k] {
-			if x = strings.TrimSpace(x); x != "" {
+			if trim {
+				x = strings.TrimSpace(x)
+			}
+			if x != "" {
 				out = append(out, x)
 			}
 		}
 		return out
 	}
-	f.Reasons, f.ErrorTypes, f.Pipelines, f.States = vals("reason"), vals("error_type"), vals("pipeline"), vals("state")
+	f.Reasons, f.ErrorTypes, f.Pipelines, f.States = vals("reason", false), vals("error_type", false), vals("pipeline", false), vals("state", true)
 	for _, st := range f.States {
 		if !slices.Contains(states, st) {
 			return f, filterForm{}, &badRequest{"state " + strconv.Quote(st) + ": want one of " + strings.Join(states, ", ")}
@@ -219,7 +224,31 @@ type queueData struct {
 type hiddenField struct{ Name, Value string }
 
 type filterOptions struct {
-	Reasons, ErrorTypes, Pipelines, States []string
+	Reasons, ErrorTypes, States []string
+	Pipelines                   []pipelineOption
+}
+
+// pipelineOption is a counted pipeline in the filter's list: Value, the pipeline whole, is what
+// choosing it filters on; Text is its short name. A pipeline without '/' (a producer's header) is
+// Disabled: a filter takes a bare name for the namespace's pipeline of that name.
+type pipelineOption struct {
+	Value, Text        string
+	Selected, Disabled bool
+}
+
+// pipelineOptions are the pipelines counted in cs, as the queue page offers them to filter on,
+// chosen the one the filter names.
+func pipelineOptions(namespace string, cs []v1.NamedCount, chosen string) []pipelineOption {
+	out := make([]pipelineOption, 0, len(cs))
+	for _, p := range names(cs) {
+		o := pipelineOption{Value: p, Text: ShortPipeline(namespace, p)}
+		if !strings.Contains(p, "/") {
+			o.Disabled, o.Text = true, p+" (no namespace: choose its dead letters by partition/offset)"
+		}
+		o.Selected = !o.Disabled && chosen != "" && QualifiedPipeline(namespace, chosen) == p
+		out = append(out, o)
+	}
+	return out
 }
 
 type letterRow struct {
@@ -227,15 +256,11 @@ type letterRow struct {
 	Attempts                                                 int32
 }
 
-// names are the names counted in cs, sorted, each once; short, when set, words each as offered.
-func names(cs []v1.NamedCount, short func(string) string) []string {
+// names are the names counted in cs, sorted, each once.
+func names(cs []v1.NamedCount) []string {
 	out := make([]string, 0, len(cs))
 	for _, c := range cs {
-		n := c.Name
-		if short != nil {
-			n = short(n)
-		}
-		out = append(out, n)
+		out = append(out, c.Name)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -262,9 +287,10 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 	pageNo = max(pageNo, 1)
 	fq := filterQuery(f)
 	d := queueData{Queue: newQueueView(q, s.samples.record(q)), Form: form, Filtered: !f.Empty(), Page: pageNo,
-		Options: filterOptions{Reasons: names(q.Status.Reasons, nil), ErrorTypes: names(q.Status.ErrorTypes, nil),
-			Pipelines: names(q.Status.Pipelines, func(p string) string { return ShortPipeline(s.backend.Namespace(), p) }), States: states},
-		Selection: describeSelector(selectorOrNil(f, s.backend.Namespace())), CanPurge: !f.Until.IsZero()}
+		Options: filterOptions{Reasons: names(q.Status.Reasons), ErrorTypes: names(q.Status.ErrorTypes),
+			Pipelines: pipelineOptions(s.backend.Namespace(), q.Status.Pipelines, form.Pipeline), States: states},
+		Selection: describeSelector(selectorOrNil(f, s.backend.Namespace())),
+		CanPurge:  ActionRequest{Kind: v1.DeadLetterPurge, Filter: f}.Check() == nil}
 	for k, vs := range fq {
 		for _, v := range vs {
 			d.Hidden = append(d.Hidden, hiddenField{Name: k, Value: v})

@@ -3,8 +3,10 @@ package dlqui
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -33,27 +35,69 @@ type ActionRequest struct {
 	MaxReplays int32
 }
 
+// MaxRecords is the most dead letters one action names (the CRD's maxItems of selector.records).
+const MaxRecords = 1000
+
 // The requests Build refuses. Their messages name no flag or form field: a surface that names its
 // inputs otherwise says which (errors.Is).
 var (
 	ErrPurgeWithoutBefore = errors.New("purge needs an upper time bound: only dead letters older than it are deleted")
-	ErrNoNote             = errors.New("needs a note: say why")
-	ErrTargetNotReplay    = errors.New("a target applies to replay only")
-	ErrTwoTargets         = errors.New("replay to a pipeline or to a topic, not both")
+	// A purge deletes a prefix of each partition: a lower time bound cannot keep older dead letters.
+	ErrPurgeSince   = errors.New("purge takes no lower time bound: it deletes every matching dead letter older than its upper bound")
+	ErrPurgePending = errors.New("purge never deletes Pending dead letters: select Resolved, Ignored or Replayed")
+	ErrNoNote       = errors.New("needs a note: say why")
+	// ErrTargetNotReplay and ErrTwoTargets refuse a target Build cannot honour.
+	ErrTargetNotReplay = errors.New("a target applies to replay only")
+	ErrTwoTargets      = errors.New("replay to a pipeline or to a topic, not both")
+	// ErrRecordTwice and ErrTooManyRecords are what the API server would refuse (records is a set
+	// of at most MaxRecords).
+	ErrRecordTwice    = errors.New("names a dead letter twice")
+	ErrTooManyRecords = fmt.Errorf("names more than %d dead letters: select them with a filter instead", MaxRecords)
 )
 
-// Build is the DeadLetterAction r asks for, in namespace, requested by user.
-func (r ActionRequest) Build(namespace, user string) (*v1.DeadLetterAction, error) {
+// Check refuses what Build would, without the namespace and the user: a surface checks a request
+// before it contacts the cluster.
+func (r ActionRequest) Check() error {
+	verb := strings.ToLower(string(r.Kind))
 	if (r.Kind == v1.DeadLetterResolve || r.Kind == v1.DeadLetterIgnore) && strings.TrimSpace(r.Note) == "" {
-		return nil, fmt.Errorf("%s %w", strings.ToLower(string(r.Kind)), ErrNoNote)
+		return fmt.Errorf("%s %w", verb, ErrNoNote)
 	}
 	if t := r.Target; t != nil {
 		switch {
 		case r.Kind != v1.DeadLetterReplay:
-			return nil, ErrTargetNotReplay
+			return ErrTargetNotReplay
 		case t.Pipeline != "" && t.Topic != "":
-			return nil, ErrTwoTargets
+			return ErrTwoTargets
 		}
+	}
+	if r.Kind == v1.DeadLetterPurge {
+		switch {
+		case r.Filter.Until.IsZero():
+			return ErrPurgeWithoutBefore
+		case !r.Filter.Since.IsZero():
+			return ErrPurgeSince
+		case slices.Contains(r.Filter.States, string(v1.DeadLetterPending)):
+			return ErrPurgePending
+		}
+	}
+	if len(r.Records) > MaxRecords {
+		return fmt.Errorf("%s %w", verb, ErrTooManyRecords)
+	}
+	seen := make(map[Record]bool, len(r.Records))
+	for _, rec := range r.Records {
+		if seen[rec] {
+			return fmt.Errorf("%s %w: %s", verb, ErrRecordTwice, rec)
+		}
+		seen[rec] = true
+	}
+	return nil
+}
+
+// Build is the DeadLetterAction r asks for, in namespace, requested by user. The note is kept
+// without blanks around it, pipelines as written (Filter.Selector), on both surfaces alike.
+func (r ActionRequest) Build(namespace, user string) (*v1.DeadLetterAction, error) {
+	if err := r.Check(); err != nil {
+		return nil, err
 	}
 	sel := r.Filter.Selector(namespace)
 	for _, k := range r.Keys {
@@ -63,10 +107,7 @@ func (r ActionRequest) Build(namespace, user string) (*v1.DeadLetterAction, erro
 	for _, rec := range r.Records {
 		sel.Records = append(sel.Records, v1.RecordRef(rec.String()))
 	}
-	if r.Kind == v1.DeadLetterPurge && sel.Before == nil {
-		return nil, ErrPurgeWithoutBefore
-	}
-	spec := v1.DeadLetterActionSpec{Queue: r.Queue, Action: r.Kind, Note: r.Note, RequestedBy: user, Mode: v1.ActionModeRun, Target: r.Target,
+	spec := v1.DeadLetterActionSpec{Queue: r.Queue, Action: r.Kind, Note: strings.TrimSpace(r.Note), RequestedBy: user, Mode: v1.ActionModeRun, Target: r.Target,
 		MaxReplays: r.MaxReplays}
 	if r.DryRun {
 		spec.Mode = v1.ActionModeDryRun
@@ -108,6 +149,20 @@ func (r Record) String() string {
 	return strconv.FormatInt(int64(r.Partition), 10) + "/" + strconv.FormatInt(r.Offset, 10)
 }
 
+// maxEcho bounds what an error quotes of its input: the input may be any size.
+const maxEcho = 64
+
+// cut is s, or its first n bytes (whole runes) and "...".
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}
+
 // ParseRecord reads PARTITION/OFFSET: two non-negative decimal numbers, written as String writes
 // them (no sign, no leading zero).
 func ParseRecord(s string) (Record, error) {
@@ -116,7 +171,7 @@ func ParseRecord(s string) (Record, error) {
 	offset, err2 := strconv.ParseInt(off, 10, 64)
 	r := Record{Partition: int32(part), Offset: offset}
 	if !ok || err1 != nil || err2 != nil || r.Partition < 0 || r.Offset < 0 || r.String() != s {
-		return Record{}, fmt.Errorf("%q is not a dead letter: want PARTITION/OFFSET, for example 0/42", s)
+		return Record{}, fmt.Errorf("%q is not a dead letter: want PARTITION/OFFSET, for example 0/42", cut(s, maxEcho))
 	}
 	return r, nil
 }

@@ -25,6 +25,9 @@ func TestQualifiedPipeline(t *testing.T) {
 		{"an empty name: as written", "shop/", "shop/", "shop/"},
 		{"an empty namespace: as written", "/orders", "/orders", "/orders"},
 		{"a prefix of the namespace is not it", "shopping/orders", "shopping/orders", "shopping/orders"},
+		{"a name with a blank after it is no pipeline's: shown whole", "shop/orders ", "shop/orders ", "shop/orders "},
+		{"a name with a blank before it is no pipeline's: shown whole", "shop/ orders", "shop/ orders", "shop/ orders"},
+		{"a name in capitals is no pipeline's: shown whole", "shop/Orders", "shop/Orders", "shop/Orders"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -85,6 +88,18 @@ func TestActionRequestBuild(t *testing.T) {
 			&v1.DeadLetterActionSpec{Queue: "q", Action: v1.DeadLetterPurge, RequestedBy: "alice", Mode: v1.ActionModeRun,
 				Selector: &v1.DeadLetterSelector{Before: &metav1.Time{Time: t0}}}, nil},
 		{"a purge without a time", ActionRequest{Kind: v1.DeadLetterPurge, Queue: "q", Filter: Filter{Since: t0}}, nil, ErrPurgeWithoutBefore},
+		{"a purge since a time", ActionRequest{Kind: v1.DeadLetterPurge, Queue: "q", Filter: Filter{Since: t0, Until: t0.Add(time.Hour)}}, nil, ErrPurgeSince},
+		{"a purge of Pending dead letters", ActionRequest{Kind: v1.DeadLetterPurge, Queue: "q", Filter: Filter{Until: t0, States: []string{"Resolved", "Pending"}}}, nil, ErrPurgePending},
+		{"a dead letter named twice", ActionRequest{Kind: v1.DeadLetterReplay, Queue: "q", Records: []Record{{0, 1}, {1, 1}, {0, 1}}}, nil, ErrRecordTwice},
+		{"more dead letters than an action holds", ActionRequest{Kind: v1.DeadLetterReplay, Queue: "q", Records: records(MaxRecords + 1)}, nil, ErrTooManyRecords},
+		{"as many dead letters as an action holds", ActionRequest{Kind: v1.DeadLetterReplay, Queue: "q", Records: records(MaxRecords)},
+			&v1.DeadLetterActionSpec{Queue: "q", Action: v1.DeadLetterReplay, RequestedBy: "alice", Mode: v1.ActionModeRun,
+				Selector: &v1.DeadLetterSelector{Records: refs(MaxRecords)}}, nil},
+		{"a note without blanks around it", ActionRequest{Kind: v1.DeadLetterResolve, Queue: "q", Note: " fixed\n"},
+			&v1.DeadLetterActionSpec{Queue: "q", Action: v1.DeadLetterResolve, Note: "fixed", RequestedBy: "alice", Mode: v1.ActionModeRun}, nil},
+		{"a pipeline as written", ActionRequest{Kind: v1.DeadLetterReplay, Queue: "q", Filter: Filter{Pipelines: []string{" orders", "shop/orders "}}},
+			&v1.DeadLetterActionSpec{Queue: "q", Action: v1.DeadLetterReplay, RequestedBy: "alice", Mode: v1.ActionModeRun,
+				Selector: &v1.DeadLetterSelector{Pipelines: []v1.DeadLetterName{"shop/ orders", "shop/orders "}}}, nil},
 		{"a resolve without a note", ActionRequest{Kind: v1.DeadLetterResolve, Queue: "q", Note: " "}, nil, ErrNoNote},
 		{"an ignore without a note", ActionRequest{Kind: v1.DeadLetterIgnore, Queue: "q"}, nil, ErrNoNote},
 		{"a target of a resolve", ActionRequest{Kind: v1.DeadLetterResolve, Queue: "q", Note: "n", Target: &v1.ReplayTarget{Topic: "t"}}, nil, ErrTargetNotReplay},
@@ -103,6 +118,23 @@ func TestActionRequestBuild(t *testing.T) {
 			g.Expect(a.Spec).To(Equal(*tc.want))
 		})
 	}
+}
+
+// records are n dead letters of partition 0; refs the same as a selector's records.
+func records(n int) []Record {
+	out := make([]Record, n)
+	for i := range out {
+		out[i] = Record{Offset: int64(i)}
+	}
+	return out
+}
+
+func refs(n int) []v1.RecordRef {
+	var out []v1.RecordRef
+	for _, r := range records(n) {
+		out = append(out, v1.RecordRef(r.String()))
+	}
+	return out
 }
 
 func TestActionNames(t *testing.T) {

@@ -252,7 +252,7 @@ func TestQueueBrowserFiltersAndPages(t *testing.T) {
 		t.Fatalf("the backend was asked for %+v", f)
 	}
 	// deadline_exceeded is every third letter, orders every second: i%6 == 2, the last hour only
-	mustContain(t, body, `<option selected>deadline_exceeded</option>`, `value="2026-11-23T11:00"`,
+	mustContain(t, body, `<option value="deadline_exceeded" selected>deadline_exceeded</option>`, `<option value="shop/orders" selected>orders</option>`, `value="2026-11-23T11:00"`,
 		"reason deadline_exceeded, pipeline shop/orders, state Pending, since 2026-11-23 11:00:00Z", `href="`+c.srv.Base()+`queues/orders-dlq/letters/0/1"`)
 	if strings.Contains(body, "non_retriable_error</td>") {
 		t.Error("a dead letter of another reason is listed")
@@ -413,6 +413,8 @@ func TestActionFormsAreChecked(t *testing.T) {
 		{url.Values{"action": {"explode"}}, "want replay, resolve, ignore or purge"},
 		{url.Values{"action": {"resolve"}, "record": {"0/1"}}, "resolve needs a note"},
 		{url.Values{"action": {"purge"}}, "purge needs an until time"},
+		{url.Values{"action": {"purge"}, "until": {"2026-11-23T11:30"}, "state": {"Pending"}}, "purge never deletes Pending dead letters"},
+		{url.Values{"action": {"purge"}, "until": {"2026-11-23T11:30"}, "since": {"2026-11-23T10:30"}}, "clear since in the filter"},
 		{url.Values{"action": {"replay"}, "record": {"0/x"}}, "want PARTITION/OFFSET"},
 		{url.Values{"action": {"replay"}, "to_pipeline": {"a"}, "to_topic": {"b"}}, "not both"},
 		{url.Values{"action": {"ignore"}, "note": {"n"}, "to_topic": {"b"}}, "replay only"},
@@ -426,7 +428,7 @@ func TestActionFormsAreChecked(t *testing.T) {
 	}
 	// a resolve of one dead letter and a purge before a time
 	c.post("/queues/orders-dlq/actions", url.Values{"action": {"resolve"}, "record": {"1/2"}, "note": {"fixed by hand"}})
-	c.post("/queues/orders-dlq/actions", url.Values{"action": {"purge"}, "until": {"2026-11-23T11:30"}, "state": {"Pending"}})
+	c.post("/queues/orders-dlq/actions", url.Values{"action": {"purge"}, "until": {"2026-11-23T11:30"}})
 	c.post("/queues/orders-dlq/actions", url.Values{"action": {"replay"}, "record": {"1/2"}, "to_topic": {"orders.by-hand"}})
 	_, body := c.get("/actions/" + c.fake.created[2].Name)
 	mustContain(t, body, "Replayed to topic orders.by-hand.")
@@ -438,7 +440,7 @@ func TestActionFormsAreChecked(t *testing.T) {
 		t.Errorf("resolve: %+v", res)
 	}
 	if purge.Action != v1.DeadLetterPurge || purge.Selector.Before == nil || len(purge.Selector.States) != 0 {
-		t.Errorf("purge: %+v (never Pending)", purge.Selector)
+		t.Errorf("purge: %+v (the default states)", purge.Selector)
 	}
 }
 
