@@ -111,7 +111,11 @@ func newActCommand(o *Options, kind actKind) *cobra.Command {
 			if err := out.check(o); err != nil {
 				return err
 			}
-			return a.run(cmd, o, args[0], args[1:])
+			r, err := a.request(o, args[0], args[1:])
+			if err != nil {
+				return err
+			}
+			return a.run(cmd, o, r)
 		},
 	}
 	f := cmd.Flags()
@@ -138,7 +142,8 @@ func newActCommand(o *Options, kind actKind) *cobra.Command {
 	return cmd
 }
 
-// request is the action the flags ask for.
+// request is the action the flags ask for, checked as Build checks it: before any request, so that
+// a usage error needs no cluster.
 func (a *actOptions) request(o *Options, queue string, records []string) (dlqui.ActionRequest, error) {
 	f, err := a.sel.filter(o)
 	if err != nil {
@@ -166,41 +171,38 @@ func (a *actOptions) request(o *Options, queue string, records []string) (dlqui.
 	case a.toTopic != "":
 		r.Target = &v1.ReplayTarget{Topic: v1.TopicName(a.toTopic)}
 	}
-	return r, nil
+	return r, flagError(r.Check())
 }
 
-// action is the DeadLetterAction the flags ask for, in namespace, requested by user.
-func (a *actOptions) action(o *Options, queue string, records []string, namespace, user string) (*v1.DeadLetterAction, error) {
-	r, err := a.request(o, queue, records)
-	if err != nil {
-		return nil, err
-	}
-	act, err := r.Build(namespace, user)
+// flagError is Build's refusal as a usage error in the words of the flags.
+func flagError(err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, dlqui.ErrPurgeWithoutBefore):
-		return nil, usagef("purge needs --before (for example --before 30d): only dead letters older than that are deleted")
-	case err != nil:
-		return nil, usagef("%v", err)
+		return usagef("purge needs --before (for example --before 30d): only dead letters older than that are deleted")
+	case errors.Is(err, dlqui.ErrPurgePending):
+		return usagef("purge never deletes Pending dead letters: --states takes Resolved, Ignored and Replayed")
 	}
-	return act, nil
+	return usagef("%v", err)
 }
 
-func (a *actOptions) run(cmd *cobra.Command, o *Options, queue string, records []string) error {
+func (a *actOptions) run(cmd *cobra.Command, o *Options, r dlqui.ActionRequest) error {
 	ctx := ctxOf(cmd)
 	c, err := o.client()
 	if err != nil {
 		return err
 	}
-	if _, err := c.getQueue(ctx, queue); err != nil {
-		return queueError(err, queue, c.namespace)
+	if _, err := c.getQueue(ctx, r.Queue); err != nil {
+		return queueError(err, r.Queue, c.namespace)
 	}
 	user, err := c.whoAmI(ctx)
 	if err != nil {
 		return err
 	}
-	obj, err := a.action(o, queue, records, c.namespace, user)
+	obj, err := r.Build(c.namespace, user)
 	if err != nil {
-		return err
+		return flagError(err)
 	}
 	created, err := c.createAction(ctx, obj)
 	if err != nil {

@@ -104,9 +104,13 @@ func pluginAction(t *testing.T, a *actOptions, queue string, records []string) (
 	o := newOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}})
 	o.clock = clocktesting.NewFakePassiveClock(testNow)
 	a.dryRun = true
-	act, err := a.action(o, queue, records, "shop", "alice")
+	r, err := a.request(o, queue, records)
 	if err != nil {
 		return nil, err
+	}
+	act, err := r.Build("shop", "alice")
+	if err != nil {
+		return nil, flagError(err)
 	}
 	return &act.Spec, nil
 }
@@ -123,6 +127,9 @@ func TestReviewConsoleAndPluginBuildTheSameAction(t *testing.T) {
 		note    string
 		toPipe  string
 		records []string
+		// refused is set where both surfaces refuse the request: the console with 400, the plugin
+		// with a usage error.
+		refused bool
 	}{
 		{name: "a reason", form: url.Values{"action": {"replay"}, "reason": {"max_retries_exceeded"}},
 			kind: actReplay, sel: selectorFlags{reasons: []string{"max_retries_exceeded"}}},
@@ -149,12 +156,20 @@ func TestReviewConsoleAndPluginBuildTheSameAction(t *testing.T) {
 		{name: "a purge of Resolved before a time", form: url.Values{"action": {"purge"}, "state": {"Resolved"}, "until": {"2026-11-01T00:00"}},
 			kind: actPurge, sel: selectorFlags{purge: true, states: []string{"Resolved"}, until: "2026-11-01T00:00:00Z"}},
 		{name: "a purge of the Pending filter before a time", form: url.Values{"action": {"purge"}, "state": {"Pending"}, "until": {"2026-11-01T00:00"}},
-			kind: actPurge, sel: selectorFlags{purge: true, states: []string{"Pending"}, until: "2026-11-01T00:00:00Z"}},
+			kind: actPurge, sel: selectorFlags{purge: true, states: []string{"Pending"}, until: "2026-11-01T00:00:00Z"}, refused: true},
+		{name: "a purge since a time", form: url.Values{"action": {"purge"}, "since": {"2026-10-01T00:00"}, "until": {"2026-11-01T00:00"}},
+			kind: actPurge, sel: selectorFlags{purge: true, since: "2026-10-01T00:00:00Z", until: "2026-11-01T00:00:00Z"}, refused: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			console, status := consoleAction(t, "orders-dlq", tc.form)
 			plugin, err := pluginAction(t, &actOptions{kind: tc.kind, sel: tc.sel, note: tc.note, toPipeline: tc.toPipe}, "orders-dlq", tc.records)
+			if tc.refused {
+				g.Expect(console).To(BeNil(), "the console created an action")
+				g.Expect(status).To(Equal(http.StatusBadRequest))
+				g.Expect(exitCode(err)).To(Equal(ExitUsage), "the plugin: %v", err)
+				return
+			}
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(console).NotTo(BeNil(), "the console created nothing (%d)", status)
 			c, _ := json.Marshal(console)
