@@ -100,10 +100,11 @@ type page struct {
 	bytes      int64
 	maxPayload int
 	clock      clock.PassiveClock
-	// stopAt is when a page not full returns what it found, once a chunk or a queue was read (so
-	// that every request makes progress).
-	stopAt  time.Time
-	scanned bool
+	// stopAt (on clock: the scan budget) and halfway (on the real clock: half of what was left of
+	// the request's deadline, an instant of the real clock) are when a page not full returns what
+	// it found, once a chunk or a queue was read (so that every request makes progress).
+	stopAt, halfway time.Time
+	scanned         bool
 }
 
 // newPage bounds a list's page: limit items (at most dlv1.MaxListItems, the default), about
@@ -120,12 +121,17 @@ func (s *Storage) newPage(ctx context.Context, opts *metainternalversion.ListOpt
 	if budget <= 0 {
 		budget = defaultScanBudget
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		budget = min(budget, dl.Sub(pg.clock.Now())/2)
-	}
 	pg.stopAt = pg.clock.Now().Add(budget)
+	if dl, ok := ctx.Deadline(); ok {
+		now := realClock.Now()
+		pg.halfway = now.Add(dl.Sub(now) / 2)
+	}
 	return pg
 }
+
+// realClock reads what is left of a request's deadline, which is an instant of the real clock
+// whatever Storage.Clock is.
+var realClock clock.PassiveClock = clock.RealClock{}
 
 func (pg *page) add(d dlv1.DeadLetter) {
 	pg.out.Items = append(pg.out.Items, d)
@@ -136,7 +142,9 @@ func (pg *page) full() bool {
 	return int64(len(pg.out.Items)) >= pg.limit || pg.bytes >= dlv1.MaxListBytes
 }
 
-func (pg *page) late() bool { return pg.scanned && !pg.clock.Now().Before(pg.stopAt) }
+func (pg *page) late() bool {
+	return pg.scanned && (!pg.clock.Now().Before(pg.stopAt) || !pg.halfway.IsZero() && !realClock.Now().Before(pg.halfway))
+}
 
 // listQueue appends to the page the matching dead letters of queue name from position from; it
 // returns where to continue when the page is full or its time is spent. The decisions come from the

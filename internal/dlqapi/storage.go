@@ -143,9 +143,11 @@ func (s *Storage) offsets(ctx context.Context, q Queue) (kafka.Admin, map[string
 	return admin, offs, nil
 }
 
+// unavailable is err as the API answers it: err itself when it is an API status, else 503
+// ServiceUnavailable with its message. A status wrapped inside (a Secret the Kafka client could not
+// read) answered another request: the client is told the topic could not be read, not that status.
 func unavailable(err error) error {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
+	if _, ok := err.(apierrors.APIStatus); ok { //nolint:errorlint // err itself, not a status it wraps
 		return err
 	}
 	return apierrors.NewServiceUnavailable("reading the dead letter topic: " + err.Error())
