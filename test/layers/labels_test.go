@@ -79,6 +79,22 @@ func labelContractCopies(f *ast.File, keys []string) []copyFound {
 					out = append(out, copyFound{n.Pos(), "the label key " + strconv.Quote(k) + " spelled as a literal"})
 				}
 			}
+		case *ast.BinaryExpr:
+			// GroupName + "/state": the key built from the group's name
+			sel, ok := n.X.(*ast.SelectorExpr)
+			lit, isLit := n.Y.(*ast.BasicLit)
+			if n.Op != token.ADD || !ok || sel.Sel.Name != "GroupName" || !isLit || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				return true
+			}
+			for _, k := range keys {
+				if containsKey(dlv1.GroupName+s, k) {
+					out = append(out, copyFound{n.Pos(), "the label key " + strconv.Quote(k) + " built from GroupName"})
+				}
+			}
 		case *ast.FuncDecl:
 			if sanitiser(n) {
 				out = append(out, copyFound{n.Pos(), n.Name.Name + " sanitises label values"})
@@ -141,6 +157,8 @@ var a = "GROUP/state=Resolved"
 var b = "GROUP/queue"
 var c = "/apis/GROUP/v1alpha1"
 var d = "GROUP/queues"
+var e = dlv1.GroupName + "/state"
+var f = dlv1.GroupName + "/states"
 func clean(s string) string {
 	if len(s) > validation.LabelValueMaxLength { return s[:63] }
 	return s
@@ -156,7 +174,8 @@ func check(s string) error { _ = validation.IsValidLabelValue(s); return nil }
 		got = append(got, c.what)
 	}
 	literal := func(k string) string { return "the label key " + strconv.Quote(k) + " spelled as a literal" }
-	want := []string{literal(dlv1.LabelState), literal(dlv1.LabelQueue), "clean sanitises label values"}
+	want := []string{literal(dlv1.LabelState), literal(dlv1.LabelQueue), "the label key " + strconv.Quote(dlv1.LabelState) + " built from GroupName",
+		"clean sanitises label values"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("found:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
