@@ -13,13 +13,10 @@ import (
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
-// Review: an -o the command does not print is refused the one way, exit code 3 and the one message,
-// before any request, on every command. cli-runtime's PrintFlags.ToPrinter, which check asks, lowers
-// the case of the format and knows kyaml; the printers (printObject, printCreated, printActions,
-// printStats) compare o.output as written and know no kyaml. So "-o JSON" or "-o kyaml" passes the
-// check, the command goes on (replay creates the action) and then prints a table, the default line,
-// or fails with "no printer".
-func TestReviewEveryBadOutputIsAUsageError(t *testing.T) {
+// An -o the command does not print is refused the one way, exit code 3 and the one message,
+// before any request, on every command. The printers compare o.output as written and know no kyaml,
+// so check does too, where cli-runtime's PrintFlags.ToPrinter would lower the case and take kyaml.
+func TestEveryBadOutputIsAUsageError(t *testing.T) {
 	commands := map[string]struct {
 		args    []string
 		formats string
@@ -51,10 +48,8 @@ func TestReviewEveryBadOutputIsAUsageError(t *testing.T) {
 	}
 }
 
-// Review: the consequence on a cluster. "replay -o JSON" (a user who types kubectl's formats in
-// capitals, as kubectl itself takes them) and "-o kyaml" pass the check: the action is created, and
-// what is printed is not what was asked.
-func TestReviewABadOutputCreatesNoAction(t *testing.T) {
+// On a cluster, "replay -o JSON" and "-o kyaml" create no action: exit 3 before the request.
+func TestABadOutputCreatesNoAction(t *testing.T) {
 	e := startEnv(t)
 	for _, bad := range []string{"kyaml", "JSON"} {
 		t.Run(bad, func(t *testing.T) {

@@ -11,12 +11,11 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
-// Review: PARTITION/OFFSET arguments are a usage error (exit 3, the one message) before any request,
-// as show checks them (in Args). The action commands parse them in run, after the client, the queue
-// and SelfSubjectReview: with no cluster (or a slow one) the user gets the kubeconfig's error, exit
-// 1, for a typo. A list the API server refuses (a record twice: records is a listType=set; more than
-// its 1000 items) is not refused here either, and reaches the server as exit 1.
-func TestReviewRecordArgumentsAreCheckedFirst(t *testing.T) {
+// PARTITION/OFFSET arguments are a usage error (exit 3, the one message) before any request,
+// as show checks them (in Args), and so is a list the API server would refuse (a record twice:
+// records is a listType=set; more than its 1000 items), and purge without --before: no cluster is
+// needed for a typo.
+func TestRecordArgumentsAreCheckedFirst(t *testing.T) {
 	many := []string{"replay", "q"}
 	for i := range 1001 {
 		many = append(many, "0/"+strconv.Itoa(i))
@@ -50,9 +49,9 @@ func TestReviewRecordArgumentsAreCheckedFirst(t *testing.T) {
 	}
 }
 
-// Review: a huge argument is refused with a message of bounded size (dlqapi's cut does so for the
-// values it echoes); ParseRecord quotes the whole argument, a megabyte of it.
-func TestReviewAHugeRecordArgumentHasABoundedMessage(t *testing.T) {
+// A huge argument is refused with a message of bounded size, as dlqapi's cut bounds the values it
+// echoes.
+func TestAHugeRecordArgumentHasABoundedMessage(t *testing.T) {
 	g := NewWithT(t)
 	var out, errOut bytes.Buffer
 	o := newOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
@@ -61,9 +60,9 @@ func TestReviewAHugeRecordArgumentHasABoundedMessage(t *testing.T) {
 	g.Expect(errOut.Len()).To(BeNumerically("<", 512), "a message of %d bytes", errOut.Len())
 }
 
-// Review: on a cluster, the same dead letter twice is the API server's "Duplicate value" (exit 1),
-// not a usage error of the plugin's.
-func TestReviewDuplicateRecordsOnACluster(t *testing.T) {
+// On a cluster, the same dead letter twice is the plugin's usage error, not the API server's
+// "Duplicate value" (exit 1).
+func TestDuplicateRecordsOnACluster(t *testing.T) {
 	g := NewWithT(t)
 	e := startEnv(t)
 	namespaceWithQueue(t, e, "review-dup", "orders-dlq")

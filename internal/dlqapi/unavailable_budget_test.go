@@ -30,11 +30,9 @@ func (k *wrappingKafka) Admin(context.Context, kafka.Connection) (kafka.Admin, e
 		apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "kafka-creds", fmt.Errorf("no")))
 }
 
-// Review: a Kafka error that wraps an API status was answered 503 ServiceUnavailable before the
-// split (unavailable type-asserted the error itself). With errors.As, unavailable returns the
-// wrapping error as it is, which is no API status at its top: the apiserver (ErrorToAPIStatus, a
-// type switch) answers it 500 InternalError, reason Unknown.
-func TestReviewAWrappedStatusIsStillUnavailable(t *testing.T) {
+// A Kafka error that wraps an API status is 503 ServiceUnavailable: the apiserver
+// (ErrorToAPIStatus, a type switch) would answer the wrapping error as it is 500 InternalError.
+func TestAWrappedStatusIsStillUnavailable(t *testing.T) {
 	f := kafkafake.New()
 	put(t, f, "orders.dlq", letter(0, headers.Reason, headers.ReasonNonRetriable))
 	s := &dlqapi.Storage{Kafka: &wrappingKafka{Fake: f}, Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 11, 1, 1, 0, 0, 0, time.UTC)),
@@ -51,12 +49,9 @@ func TestReviewAWrappedStatusIsStillUnavailable(t *testing.T) {
 	}
 }
 
-// Review (a hazard of the injected clock, not seen with the real one): the scan budget mixes the
-// request's deadline, an instant of the real clock, with Storage.Clock (dl.Sub(clock.Now())). With
-// a clock that is not the real one (a test's fake clock ahead of the wall clock), the budget is
-// negative and every page after the first queue is cut: the same list takes more pages than it
-// did before the split (time.Until(dl)), where a frozen fake clock never cut a page.
-func TestReviewTheScanBudgetReadsOneClock(t *testing.T) {
+// The scan budget reads Storage.Clock and the request's deadline the real clock, never one
+// against the other: a fake clock ahead of the wall clock, frozen, cuts no page.
+func TestTheScanBudgetReadsOneClock(t *testing.T) {
 	g := NewWithT(t)
 	f := kafkafake.New()
 	for i := range 3 {

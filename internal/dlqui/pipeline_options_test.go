@@ -26,15 +26,12 @@ func browserValue(attrs, text string) string {
 	return strings.Join(strings.Fields(html.UnescapeString(text)), " ")
 }
 
-// Review: every pipeline a queue counts (its status, from the dead letters' pipeline header, which
+// Every pipeline a queue counts (its status, from the dead letters' pipeline header, which
 // a producer writes) can be chosen from the queue page's pipeline list, and choosing it filters on
-// that pipeline, not another one. ShortPipeline offers a header without '/' ("orders") and one
-// whose name ends in a blank ("shop/orders ") under the same text as the real pipeline shop/orders,
-// and QualifiedPipeline (after the form's TrimSpace) turns both into shop/orders: the producer's
-// dead letters cannot be chosen, and choosing what looks like them lists (and acts on) the real
-// pipeline's. A header without '/' cannot be chosen by a filter on any surface (a bare name is the
+// that pipeline, not another one: not the real pipeline shop/orders for a header "shop/orders " or
+// "shop/ orders" (the option's value is the counted pipeline whole). A header without '/' cannot be chosen by a filter on any surface (a bare name is the
 // namespace's pipeline of that name): it is listed disabled, never under the real pipeline's text.
-func TestReviewEveryCountedPipelineCanBeChosen(t *testing.T) {
+func TestEveryCountedPipelineCanBeChosen(t *testing.T) {
 	for _, hostile := range []string{"other/orders", "a/b/c", "sh\u043ep/orders", "shop/", "/", "orders", "shop/orders ", "shop/ orders"} {
 		t.Run(hostile, func(t *testing.T) {
 			g := NewWithT(t)
@@ -80,8 +77,8 @@ func TestReviewEveryCountedPipelineCanBeChosen(t *testing.T) {
 	}
 }
 
-// Review: a record the console's form cannot read is refused with a message of bounded size.
-func TestReviewParseRecordMessageIsBounded(t *testing.T) {
+// A record the console's form cannot read is refused with a message of bounded size.
+func TestParseRecordMessageIsBounded(t *testing.T) {
 	g := NewWithT(t)
 	_, err := ParseRecord(strings.Repeat("9", 1<<20) + "/0")
 	g.Expect(err).To(HaveOccurred())

@@ -115,10 +115,10 @@ func pluginAction(t *testing.T, a *actOptions, queue string, records []string) (
 	return &act.Spec, nil
 }
 
-// Review: the console and kubectl dlq, given the same filter, create the same DeadLetterAction (the
+// The console and kubectl dlq, given the same filter, create the same DeadLetterAction (the
 // brief of ActionRequest.Build). Each row is one request as the console's form and as the plugin's
 // flags; the two specs are compared as the API server receives them (JSON).
-func TestReviewConsoleAndPluginBuildTheSameAction(t *testing.T) {
+func TestConsoleAndPluginBuildTheSameAction(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		form    url.Values

@@ -21,10 +21,10 @@ import (
 // override and a line separator.
 const hostile = "\x1b]0;owned\x07\x1b[2J\u009b31m\x7f\u202e\u2028"
 
-// Review: -o json, yaml and name print nothing a terminal acts on, on a terminal, whatever a
+// -o json, yaml and name print nothing a terminal acts on, on a terminal, whatever a
 // producer (a dead letter's fields) or a co-tenant (an action's note, a field manager's name, shown
 // with --show-managed-fields) wrote.
-func TestReviewObjectFormatsEscapeOnATerminal(t *testing.T) {
+func TestObjectFormatsEscapeOnATerminal(t *testing.T) {
 	d := &dlv1.DeadLetter{ObjectMeta: metav1.ObjectMeta{Name: "q.0.1", Namespace: "shop",
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: hostile}}},
 		Pipeline: hostile, Reason: hostile, ErrorMessage: hostile, Headers: []dlv1.Header{{Name: hostile, Value: hostile}}}
