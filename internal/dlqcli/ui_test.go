@@ -25,9 +25,10 @@ func TestUIOpensTheBrowserWithoutTheToken(t *testing.T) {
 	g := NewWithT(t)
 	bin := t.TempDir()
 	record := t.TempDir()
+	// argv appears last, whole (mv): the test reads env once argv is there
 	opener := `#!/bin/sh
-for a in "$@"; do printf '%s\n' "$a"; done > "` + record + `/argv.tmp" && mv "` + record + `/argv.tmp" "` + record + `/argv"
 env > "` + record + `/env"
+for a in "$@"; do printf '%s\n' "$a"; done > "` + record + `/argv.tmp" && mv "` + record + `/argv.tmp" "` + record + `/argv"
 `
 	g.Expect(os.WriteFile(filepath.Join(bin, "xdg-open"), []byte(opener), 0o755)).To(Succeed())
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
