@@ -147,7 +147,7 @@ func (s *Storage) offsets(ctx context.Context, q Queue) (kafka.Admin, map[string
 // ServiceUnavailable with its message. A status wrapped inside (a Secret the Kafka client could not
 // read) answered another request: the client is told the topic could not be read, not that status.
 func unavailable(err error) error {
-	if _, ok := err.(apierrors.APIStatus); ok { //nolint:errorlint // err itself, not a status it wraps
+	if _, ok := err.(apierrors.APIStatus); ok { // err itself, not a status it wraps
 		return err
 	}
 	return apierrors.NewServiceUnavailable("reading the dead letter topic: " + err.Error())
