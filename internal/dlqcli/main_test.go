@@ -25,28 +25,11 @@ import (
 )
 
 // The control plane is shared by the tests that need one and started by the first.
-var (
-	envOnce sync.Once
-	env     *envtestutil.Env
-	envErr  error
-)
+var shared envtestutil.Shared
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		_ = env.Stop()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { shared.Main(m) }
 
-func startEnv(t *testing.T) *envtestutil.Env {
-	t.Helper()
-	envOnce.Do(func() { env, envErr = envtestutil.Start() })
-	if envErr != nil {
-		t.Fatal(envErr)
-	}
-	return env
-}
+func startEnv(t *testing.T) *envtestutil.Env { return shared.Env(t) }
 
 // testNow is the plugin's clock in tests that print ages.
 var testNow = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
