@@ -2,60 +2,18 @@ package render_test
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/retryops/retry-operator/internal/golden"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the current output")
-
-// golden compares got with testdata/<name>, or rewrites the file with -update.
-func golden(t *testing.T, name string, got []byte) {
+// assertGolden compares got with testdata/<name>, or rewrites the file with -update.
+func assertGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading the golden file (run go test ./internal/render -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (run go test ./internal/render -update and review the diff):\n%s", path, lineDiff(string(want), string(got)))
-	}
-}
-
-// lineDiff shows the first differing lines of want and got.
-func lineDiff(want, got string) string {
-	w, g := bytes.Split([]byte(want), []byte("\n")), bytes.Split([]byte(got), []byte("\n"))
-	var out bytes.Buffer
-	shown := 0
-	for i := 0; i < max(len(w), len(g)) && shown < 20; i++ {
-		var wl, gl []byte
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if !bytes.Equal(wl, gl) {
-			out.WriteString("line " + strconv.Itoa(i+1) + ":\n  want: " + string(wl) + "\n  got:  " + string(gl) + "\n")
-			shown++
-		}
-	}
-	return out.String()
+	golden.Assert(t, name, got, "go test ./internal/render")
 }
 
 // documents joins objects as a multi-document YAML stream.
@@ -114,7 +72,7 @@ func TestGoldenPipelines(t *testing.T) {
 			if again := renderAll(t, tc.inputs(t)); !bytes.Equal(got, again) {
 				t.Fatal("two renders of the same inputs differ")
 			}
-			golden(t, tc.golden, got)
+			assertGolden(t, tc.golden, got)
 		})
 	}
 }
@@ -134,5 +92,5 @@ func TestGoldenAlertConfigMaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "alerts-configmaps-and-dlq-rule.yaml", documents(t, pcm, drule.Object, dcm))
+	assertGolden(t, "alerts-configmaps-and-dlq-rule.yaml", documents(t, pcm, drule.Object, dcm))
 }
