@@ -76,10 +76,10 @@ type pipeline struct {
 	prod *kgo.Client
 }
 
-func newPipeline(t testing.TB, group string, partitions int32, pol *v1.RetryPolicySpec, behavior func(*dt.Request) dt.Response) *pipeline {
+func newPipeline(t testing.TB, group string, partitions int32, pol *v1.RetryPolicySpec, behavior func(*dt.Request) dt.Response, opts ...dt.SinkOption) *pipeline {
 	t.Helper()
 	src, dlq := group+".src", group+".dlq"
-	sink := dt.NewSink(t, behavior)
+	sink := dt.NewSink(t, behavior, opts...)
 	// Build the config first to learn the tier names, then seed every topic.
 	probe := dt.Config(nil, group, src, dlq, pol, sink.URL)
 	topics := map[string]int32{src: partitions, dlq: 1}

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
@@ -126,7 +127,7 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format st
 type Request struct {
 	Key           string // Idempotency-Key
 	Attempt       int
-	At            time.Time
+	At            time.Time // when it arrived, on the sink's clock
 	DeliveredFrom string
 	Header        http.Header
 	Body          []byte
@@ -146,6 +147,8 @@ type Response struct {
 type Sink struct {
 	*httptest.Server
 
+	clock clock.PassiveClock
+
 	mu       sync.Mutex
 	behavior func(*Request) Response
 	reqs     []*Request
@@ -156,9 +159,19 @@ type Sink struct {
 	maxPer   map[string]int // the most concurrent requests seen per delivered-from topic/partition
 }
 
+// SinkOption configures a Sink.
+type SinkOption func(*Sink)
+
+// WithClock stamps requests (Request.At) with c's time instead of the real clock's: the engine's
+// fake clock, for tests that step time.
+func WithClock(c clock.PassiveClock) SinkOption { return func(s *Sink) { s.clock = c } }
+
 // NewSink starts a sink; a nil behavior answers 200 to everything.
-func NewSink(t testing.TB, behavior func(*Request) Response) *Sink {
-	s := &Sink{behavior: behavior, byKey: map[string][]*Request{}, curFrom: map[string]int{}, maxPer: map[string]int{}}
+func NewSink(t testing.TB, behavior func(*Request) Response, opts ...SinkOption) *Sink {
+	s := &Sink{clock: clock.RealClock{}, behavior: behavior, byKey: map[string][]*Request{}, curFrom: map[string]int{}, maxPer: map[string]int{}}
+	for _, o := range opts {
+		o(s)
+	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -175,7 +188,7 @@ func partOf(deliveredFrom string) string {
 func (s *Sink) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	attempt, _ := strconv.Atoi(r.Header.Get(headers.HTTPRetryAttempt))
-	req := &Request{Key: r.Header.Get(headers.HTTPIdempotencyKey), Attempt: attempt, At: time.Now(),
+	req := &Request{Key: r.Header.Get(headers.HTTPIdempotencyKey), Attempt: attempt, At: s.clock.Now(),
 		DeliveredFrom: r.Header.Get(headers.HTTPDeliveredFrom), Header: r.Header.Clone(), Body: body}
 	part := partOf(req.DeliveredFrom)
 	s.mu.Lock()
