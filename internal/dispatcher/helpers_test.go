@@ -104,6 +104,21 @@ func (p *pipeline) committed(t testing.TB, topic string, partition int32) int64 
 	return -1
 }
 
+// endOffset returns the end offset of a partition of the pipeline's cluster: how many records it
+// holds.
+func endOffset(t testing.TB, p *pipeline, topic string, partition int32) int64 {
+	t.Helper()
+	eo, err := kadm.NewClient(p.prod).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := eo.Lookup(topic, partition)
+	if !ok || o.Err != nil {
+		t.Fatalf("end offset of %s/%d: %v", topic, partition, o.Err)
+	}
+	return o.Offset
+}
+
 // topicID returns the ID of a topic of the pipeline's cluster.
 func topicID(t testing.TB, p *pipeline, topic string) [16]byte {
 	t.Helper()

@@ -122,11 +122,13 @@ func TestJitterSurvivesTiers(t *testing.T) {
 
 // TestRetryAfterDoesNotHoldUpItsTier: a record whose sink asks for Retry-After 4 s, far longer than
 // its tier's 50 ms, goes to the tier whose delay covers it (the last one here), so the records
-// failing after it are retried after their own 50 ms, not after its 4 s (issue 13, defect 6).
+// failing after it are retried once the engine's clock reaches their own 50 ms, not its 4 s
+// (issue 13, defect 6).
 func TestRetryAfterDoesNotHoldUpItsTier(t *testing.T) {
 	pol := simplePolicy(3, 50*time.Millisecond)
 	pol.Backoff.MaxDelay = dt.D(100 * time.Millisecond)
 	pol.RetryAfter = &v1.RetryAfter{Mode: v1.RetryAfterHonor, MaxDelay: dt.PD(4 * time.Second)}
+	fc := clocktesting.NewFakeClock(time.Now().Truncate(time.Millisecond))
 	p := newPipeline(t, "retry-after-tier", 1, pol, func(r *dt.Request) dt.Response {
 		switch {
 		case string(r.Body) == "slow" && r.Attempt == 1:
@@ -135,50 +137,52 @@ func TestRetryAfterDoesNotHoldUpItsTier(t *testing.T) {
 			return dt.Response{Status: 503}
 		}
 		return dt.Response{}
-	})
+	}, dt.WithClock(fc))
 	p.cfg.Delivery.Ordering = v1.OrderingUnordered
-	start(t, dispatcher.Options{Config: p.cfg})
-	produceKeys(t, p, []string{"slow", "a", "b", "c"})
-	p.sink.WaitFor(t, 20*time.Second, func(reqs []*dt.Request) bool {
-		n := 0
+	start(t, dispatcher.Options{Config: p.cfg, Clock: fc})
+	failedAt := fc.Now()
+	keys := []string{"slow", "a", "b", "c"}
+	produceKeys(t, p, keys)
+	retried := func(reqs []*dt.Request) map[string]*dt.Request {
+		out := map[string]*dt.Request{}
 		for _, r := range reqs {
 			if r.Attempt == 2 {
-				n++
+				out[string(r.Body)] = r
 			}
 		}
-		return n == 4
-	}, "every record retried once")
-	for _, key := range []string{"slow", "a", "b", "c"} {
-		var first, second time.Time
-		var from string
-		for _, r := range p.sink.Requests() {
-			if string(r.Body) != key {
-				continue
-			}
-			if r.Attempt == 1 {
-				first = r.At
-			} else {
-				second, from = r.At, r.DeliveredFrom
-			}
-		}
-		d := second.Sub(first)
-		t.Logf("%s: retried after %v from %s", key, d.Round(time.Millisecond), from)
+		return out
+	}
+	// The clock moves only once every failure is decided and written at failedAt.
+	tiers := p.cfg.Topics.Retries.Names()
+	dt.Eventually(t, 20*time.Second, func() bool {
+		return endOffset(t, p, tiers[0], 0) == 3 && endOffset(t, p, tiers[len(tiers)-1], 0) == 1
+	}, "a, b and c written to the first tier, slow to the last")
+
+	fc.SetTime(failedAt.Add(50 * time.Millisecond))
+	p.sink.WaitFor(t, 20*time.Second, func(reqs []*dt.Request) bool { return len(retried(reqs)) == 3 },
+		"a, b and c retried once the clock reached their 50ms backoff")
+	if r, ok := retried(p.sink.Requests())["slow"]; ok {
+		t.Fatalf("slow retried from %s after 50ms, before its Retry-After of 4s", r.DeliveredFrom)
+	}
+
+	fc.SetTime(failedAt.Add(4*time.Second - time.Millisecond))
+	fc.SetTime(failedAt.Add(4 * time.Second))
+
+	p.sink.WaitFor(t, 20*time.Second, func(reqs []*dt.Request) bool { return len(retried(reqs)) == 4 }, "slow retried after 4s")
+	for key, r := range retried(p.sink.Requests()) {
+		d := r.At.Sub(failedAt)
+		t.Logf("%s: retried after %v from %s", key, d, r.DeliveredFrom)
 		if key == "slow" {
 			if d < 4*time.Second {
 				t.Errorf("slow: retried after %v, before its Retry-After of 4s", d)
 			}
-			if want := p.cfg.Topics.Retries[len(p.cfg.Topics.Retries)-1].Name; !hasPrefix(from, want+"/") {
-				t.Errorf("slow: retried from %s, want the tier whose delay covers 4s, %s", from, want)
+			if want := p.cfg.Topics.Retries[len(p.cfg.Topics.Retries)-1].Name; !hasPrefix(r.DeliveredFrom, want+"/") {
+				t.Errorf("slow: retried from %s, want the tier whose delay covers 4s, %s", r.DeliveredFrom, want)
 			}
-			continue
-		}
-		if d > time.Second {
-			t.Errorf("%s: retried after %v; its backoff is 50ms: the Retry-After of another record held up its tier", key, d)
 		}
 	}
-	if dl := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 1, time.Second); len(dl) != 0 {
-		reason, _ := dt.Header(dl[0], headers.Reason)
-		t.Errorf("dead letter %q (%s), want none", dl[0].Key, reason)
+	if n := endOffset(t, p, p.cfg.Topics.DeadLetter, 0); n != 0 {
+		t.Errorf("%d dead letters, want none", n)
 	}
 }
 
