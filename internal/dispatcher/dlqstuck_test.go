@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/retryops/retry-operator/internal/dispatcher"
 	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
@@ -61,26 +62,45 @@ func TestDeadLetterKeyTooLarge(t *testing.T) {
 
 // TestDeadLetterTopicRejects: a dead letter topic that rejects every write (not authorised): after
 // bounded tries, readiness is false, the stuck gauge shows it, the source offset is not committed
-// past the record, and a stop does not wait the full drain timeout for it.
+// past the record, and a stop does not wait for it. The engine runs on a fake clock, stepped only to
+// bring the waits between tries: a stop that waited for the stuck dead letter (its drain timeout or
+// the next try) would never return, as the clock stands still.
 func TestDeadLetterTopicRejects(t *testing.T) {
 	p := newPipeline(t, "dlq-rejects", 1, simplePolicy(3, 30*time.Millisecond), nil)
 	p.c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: p.cfg.Topics.DeadLetter, Err: kerr.TopicAuthorizationFailed, Count: -1})
 	p.cfg.DrainTimeout = dt.PD(9 * time.Second)
 	reg := prometheus.NewRegistry()
-	r := start(t, dispatcher.Options{Config: p.cfg, Handler: undeliverable, Registerer: reg})
+	fc := clocktesting.NewFakeClock(time.Now())
+	r := start(t, dispatcher.Options{Config: p.cfg, Handler: undeliverable, Registerer: reg, Clock: fc})
 	dt.Produce(t, p.prod, &kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("k"), Value: []byte("v")})
-	dt.Eventually(t, 30*time.Second, func() bool { return dt.Gauge(reg, metrics.StuckDeadLetters) == 1 }, "the dead letter reported stuck")
+	// The tries wait 1s and 2s, then the stripped write follows at once; stepping by 100ms passes
+	// each wait whenever the engine gets to it.
+	dt.Eventually(t, 30*time.Second, func() bool {
+		if dt.Gauge(reg, metrics.StuckDeadLetters) == 1 {
+			return true
+		}
+		fc.Step(100 * time.Millisecond)
+		return false
+	}, "the dead letter reported stuck")
 	if r.e.Ready() {
 		t.Errorf("ready while a dead letter is stuck")
 	}
 	if c := p.committed(t, p.cfg.Topics.Source, 0); c > 0 {
 		t.Errorf("source offset %d committed past the stuck record", c)
 	}
-	begin := time.Now()
-	r.stop(t)
-	if d := time.Since(begin); d > 6*time.Second {
-		t.Errorf("stop took %v: it waited for the stuck dead letter", d)
-	}
+	r.stopped = true
+	r.cancel()
+	dt.Eventually(t, 30*time.Second, func() bool {
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			return true
+		default:
+			return false
+		}
+	}, "the stop, with the clock standing still: it waited for the stuck dead letter")
 	if c := p.committed(t, p.cfg.Topics.Source, 0); c > 0 {
 		t.Errorf("source offset %d committed past the stuck record after the stop", c)
 	}
