@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"testing"
 	"time"
@@ -95,6 +96,9 @@ func newPipeline(t testing.TB, group string, partitions int32, pol *v1.RetryPoli
 func (p *pipeline) committed(t testing.TB, topic string, partition int32) int64 {
 	t.Helper()
 	os, err := kadm.NewClient(p.prod).FetchOffsets(context.Background(), p.cfg.ConsumerGroup)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return -1 // the group has not committed yet
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
