@@ -123,6 +123,19 @@ func endOffset(t testing.TB, p *pipeline, topic string, partition int32) int64 {
 	return o.Offset
 }
 
+// topicRecords returns how many records a topic of the pipeline's cluster holds, in all its
+// partitions.
+func topicRecords(t testing.TB, p *pipeline, topic string) int64 {
+	t.Helper()
+	eo, err := kadm.NewClient(p.prod).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	eo.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
+}
+
 // topicID returns the ID of a topic of the pipeline's cluster.
 func topicID(t testing.TB, p *pipeline, topic string) [16]byte {
 	t.Helper()
