@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/retryops/retry-operator/internal/dispatcher"
 	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
@@ -30,10 +31,13 @@ func TestDeadlineExceeded(t *testing.T) {
 		return dt.Response{}
 	})
 	reg := prometheus.NewRegistry()
-	start(t, dispatcher.Options{Config: p.cfg, Registerer: reg})
+	// On a fake clock that stands still, "late-retry" is 2s old when it is delivered however long
+	// the delivery takes to come.
+	fc := clocktesting.NewFakeClock(time.Now())
+	start(t, dispatcher.Options{Config: p.cfg, Registerer: reg, Clock: fc})
 	dt.Produce(t, p.prod,
-		&kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("old"), Value: []byte("old"), Timestamp: time.Now().Add(-10 * time.Second)},
-		&kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("late-retry"), Value: []byte("late-retry"), Timestamp: time.Now().Add(-2 * time.Second)},
+		&kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("old"), Value: []byte("old"), Timestamp: fc.Now().Add(-10 * time.Second)},
+		&kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("late-retry"), Value: []byte("late-retry"), Timestamp: fc.Now().Add(-2 * time.Second)},
 		&kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("fresh"), Value: []byte("fresh")},
 	)
 	dl := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 2, 20*time.Second)
