@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dispatcher"
@@ -24,13 +26,18 @@ import (
 // that finish within drainTimeout complete and be committed, abandons the one that does not (its
 // context is cancelled and it is not committed), leaves the group; a restart delivers the abandoned
 // record again and nothing else twice. The health endpoints follow: /readyz is 503 before the group
-// is joined and after the stop, 200 in between.
+// is joined and after the stop, 200 in between. The drain timeout runs on a fake clock that the test
+// steps once "drains" is committed, so how fast the machine answers does not decide which is which.
 func TestGracefulShutdown(t *testing.T) {
 	released := make(chan struct{})
+	drainsGo := make(chan struct{})
+	var drainsOnce sync.Once
+	letDrainsFinish := func() { drainsOnce.Do(func() { close(drainsGo) }) }
 	p := newPipeline(t, "shutdown", 1, simplePolicy(3, 30*time.Millisecond), func(r *dt.Request) dt.Response {
 		switch string(r.Body) {
-		case "drains": // finishes during the drain
-			return dt.Response{Delay: 300 * time.Millisecond}
+		case "drains": // finishes during the drain, when the test lets it
+			<-drainsGo
+			return dt.Response{}
 		case "abandoned": // outlives the drain the first time
 			if r.Attempt == 1 && len(released) == 0 {
 				return dt.Response{Delay: time.Minute}
@@ -38,11 +45,14 @@ func TestGracefulShutdown(t *testing.T) {
 		}
 		return dt.Response{}
 	})
+	t.Cleanup(letDrainsFinish) // before the sink's Close, which waits for its handlers
 	p.cfg.Delivery.Ordering = v1.OrderingUnordered
 	p.cfg.DrainTimeout = dt.PD(time.Second)
+	p.cfg.CommitInterval = dt.PD(0) // a finished record is committed at once, while the stop drains too
 	p.cfg.Listen = config.Listen{MetricsAddress: "127.0.0.1:0", HealthAddress: "127.0.0.1:0"}
 
-	e, err := dispatcher.New(dispatcher.Options{Config: p.cfg, Handler: dispatcher.NewHTTPSink(p.cfg.Sink.URL, 10)})
+	fc := clocktesting.NewFakeClock(time.Now())
+	e, err := dispatcher.New(dispatcher.Options{Config: p.cfg, Handler: dispatcher.NewHTTPSink(p.cfg.Sink.URL, 10), Clock: fc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,15 +97,26 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Errorf("/metrics lacks %s", metrics.RecordsTotal)
 	}
 
-	// Stop while "drains" and "abandoned" are in flight.
-	stopAt := time.Now()
+	// Stop while "drains" and "abandoned" are in flight; "drains" finishes and is committed, then
+	// the drain timeout passes.
+	dt.Eventually(t, 10*time.Second, func() bool { return p.sink.InFlight() == 2 }, "drains and abandoned in flight")
 	cancel()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not return")
-	}
-	t.Logf("stopped in %v", time.Since(stopAt).Round(time.Millisecond))
+	letDrainsFinish()
+	abandonedOff := recs[21].Offset
+	dt.Eventually(t, 10*time.Second, func() bool { return p.committed(t, p.cfg.Topics.Source, 0) == abandonedOff },
+		"drains committed during the drain")
+	fc.Step(time.Second)
+	dt.Eventually(t, 20*time.Second, func() bool {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			return true
+		default:
+			return false
+		}
+	}, "Run returned after the drain timeout")
 	if code, _ := get(healthURL + dispatcher.PathReadyz); code != 503 {
 		t.Errorf("/readyz after stopping: %d", code)
 	}
@@ -104,7 +125,6 @@ func TestGracefulShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	abandonedOff := recs[21].Offset
 	if o, _ := os.Lookup(p.cfg.Topics.Source, 0); o.At != abandonedOff {
 		t.Fatalf("committed %d after the stop, want %d (everything but the abandoned record)", o.At, abandonedOff)
 	}
