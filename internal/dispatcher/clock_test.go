@@ -40,13 +40,7 @@ func clockHandler(fc *clocktesting.FakeClock, fail func(d *dispatcher.Delivery) 
 
 func next(t *testing.T, ch <-chan delivery, what string) delivery {
 	t.Helper()
-	select {
-	case d := <-ch:
-		return d
-	case <-time.After(20 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		return delivery{}
-	}
+	return received(t, ch, what)
 }
 
 // TestRetryDeliveredWhenDue: a retry-tier record is delivered again exactly at its due time on the

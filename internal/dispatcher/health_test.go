@@ -92,11 +92,7 @@ func TestLiveFailsWhenPollLoopStalls(t *testing.T) {
 	})
 	probe := healthz(t, r.e)
 	close(stall)
-	select {
-	case <-stalled:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the poll loop did not reach the stall")
-	}
+	closed(t, stalled, "the poll loop reaching the stall")
 	fc.Step(20 * time.Second)
 	if !probe(dispatcher.PathHealthz) {
 		t.Fatal("/healthz failed 20s into a stall: within the bound")
@@ -126,11 +122,7 @@ func TestLiveFailsWhenWorkerStuck(t *testing.T) {
 	defer close(release)
 	probe := healthz(t, r.e)
 	dt.Produce(t, p.prod, &kgo.Record{Topic: p.cfg.Topics.Source, Value: []byte("stuck")})
-	select {
-	case <-entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no delivery")
-	}
+	received(t, entered, "the delivery")
 	fc.Step(20 * time.Second)
 	waitBeat(t, r.e, fc) // the poll loop beats
 	if !probe(dispatcher.PathHealthz) {
@@ -176,13 +168,8 @@ func TestNotLiveAfterRunFailed(t *testing.T) {
 	r := startOnClock(t, p, fc, succeed, nil)
 	probe := healthz(t, r.e)
 	r.e.Client().Close()
-	select {
-	case err := <-r.done:
-		if err == nil {
-			t.Fatal("Run returned nil after its client was closed")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after its client was closed")
+	if err := received(t, r.done, "Run returning after its client was closed"); err == nil {
+		t.Fatal("Run returned nil after its client was closed")
 	}
 	r.stopped = true
 	r.cancel()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -18,6 +19,20 @@ import (
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
 )
+
+// received waits (gomega's Eventually) for a value on ch and returns it.
+func received[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	var v T
+	gomega.NewWithT(t).Eventually(ch).WithTimeout(20*time.Second).Should(gomega.Receive(&v), what)
+	return v
+}
+
+// closed waits (gomega's Eventually) until ch is closed.
+func closed[T any](t testing.TB, ch <-chan T, what string) {
+	t.Helper()
+	gomega.NewWithT(t).Eventually(ch).WithTimeout(20*time.Second).Should(gomega.BeClosed(), what)
+}
 
 // running is an engine running in the background.
 type running struct {
