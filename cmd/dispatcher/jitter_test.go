@@ -10,8 +10,8 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 )
 
 // TestJitterSurvivesTiersInProcess is the jitter acceptance test of issue 13 on the dispatcher
