@@ -151,6 +151,13 @@ func topicRecords(t testing.TB, p *pipeline, topic string) int64 {
 	return n
 }
 
+// allRecords reads every record a topic of the pipeline's cluster holds (as many as its end
+// offsets say), so that "none" is known, not a read that found nothing in time.
+func allRecords(t testing.TB, p *pipeline, topic string) []*kgo.Record {
+	t.Helper()
+	return dt.ReadTopic(t, p.c, topic, int(topicRecords(t, p, topic)), 20*time.Second)
+}
+
 // topicID returns the ID of a topic of the pipeline's cluster.
 func topicID(t testing.TB, p *pipeline, topic string) [16]byte {
 	t.Helper()

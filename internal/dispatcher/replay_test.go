@@ -72,7 +72,7 @@ func TestReplayDeliveredAsFirstAttempt(t *testing.T) {
 			t.Errorf("a retryops header reached the sink: %s", name)
 		}
 	}
-	if n := len(dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 1, 300*time.Millisecond)); n != 0 {
+	if n := topicRecords(t, p, p.cfg.Topics.DeadLetter); n != 0 {
 		t.Errorf("dead letters: %d", n)
 	}
 }
@@ -112,7 +112,7 @@ func TestReplayFailsToDeadLetter(t *testing.T) {
 	// Every retry record written on the way carries the replay headers.
 	var retries []*kgo.Record
 	for _, tier := range dt.TierTopics(p.cfg) {
-		retries = append(retries, dt.ReadTopic(t, p.c, tier, 3, 500*time.Millisecond)...)
+		retries = append(retries, allRecords(t, p, tier)...)
 	}
 	n := 0
 	for _, r := range retries {
@@ -240,7 +240,7 @@ func TestReplayStartsAFreshSchedule(t *testing.T) {
 		t.Fatalf("deliveries: %+v", rs)
 	}
 	var retry *kgo.Record
-	for _, r := range dt.ReadTopic(t, p.c, dt.TierTopics(p.cfg)[0], 2, 5*time.Second) {
+	for _, r := range allRecords(t, p, dt.TierTopics(p.cfg)[0]) {
 		if a, _ := dt.Header(r, headers.Attempts); a == "1" {
 			retry = r
 		}

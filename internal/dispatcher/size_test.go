@@ -30,7 +30,7 @@ func TestSizeExcludesOwnHeaders(t *testing.T) {
 		keys, _ := p.sink.Succeeded()
 		return keys == 1
 	}, "the near-limit record delivered on its retry")
-	if dl := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 1, 500*time.Millisecond); len(dl) != 0 {
+	if dl := allRecords(t, p, p.cfg.Topics.DeadLetter); len(dl) != 0 {
 		r, _ := dt.Header(dl[0], headers.Reason)
 		t.Errorf("the record was dead-lettered: %s", r)
 	}
