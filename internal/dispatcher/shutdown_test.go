@@ -27,7 +27,8 @@ import (
 // context is cancelled and it is not committed), leaves the group; a restart delivers the abandoned
 // record again and nothing else twice. The health endpoints follow: /readyz is 503 before the group
 // is joined and after the stop, 200 in between. The drain timeout runs on a fake clock that the test
-// steps once "drains" is committed, so how fast the machine answers does not decide which is which.
+// steps only once "drains" is committed, so how fast the machine answers does not decide which is
+// which.
 func TestGracefulShutdown(t *testing.T) {
 	released := make(chan struct{})
 	drainsGo := make(chan struct{})
@@ -105,7 +106,7 @@ func TestGracefulShutdown(t *testing.T) {
 	abandonedOff := recs[21].Offset
 	dt.Eventually(t, 10*time.Second, func() bool { return p.committed(t, p.cfg.Topics.Source, 0) == abandonedOff },
 		"drains committed during the drain")
-	fc.Step(time.Second)
+	// The stop may not have set its drain timer yet: the clock moves on until Run returns.
 	dt.Eventually(t, 20*time.Second, func() bool {
 		select {
 		case err := <-done:
@@ -114,6 +115,7 @@ func TestGracefulShutdown(t *testing.T) {
 			}
 			return true
 		default:
+			fc.Step(100 * time.Millisecond)
 			return false
 		}
 	}, "Run returned after the drain timeout")
