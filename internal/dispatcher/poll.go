@@ -53,12 +53,12 @@ func (e *Engine) waitRoom(ctx context.Context) bool {
 	if room {
 		return true
 	}
-	t := time.NewTimer(pollBeatEvery)
+	t := e.clock.NewTimer(pollBeatEvery)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-e.roomKick:
-	case <-t.C:
+	case <-t.C():
 	}
 	return false
 }

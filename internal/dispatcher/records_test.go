@@ -2,9 +2,6 @@ package dispatcher
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -12,27 +9,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/internal/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the current output")
-
-// golden compares got with testdata/<name>, or rewrites the file with -update.
-func golden(t *testing.T, name string, got []byte) {
+// assertGolden compares got with testdata/<name>, or rewrites the file with -update.
+func assertGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading the golden file (run go test ./internal/dispatcher -run TestGoldenRecords -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("record differs from %s (run go test ./internal/dispatcher -run TestGoldenRecords -update and review the diff):\n--- want\n%s\n--- got\n%s", path, want, got)
-	}
+	golden.Assert(t, name, got, "go test ./internal/dispatcher -run TestGoldenRecords")
 }
 
 // dump writes a record as text, one header a line in order, nil and empty told apart.
@@ -85,14 +68,14 @@ func TestGoldenRecords(t *testing.T) {
 			name := iname + "-" + fname
 			t.Run(name, func(t *testing.T) {
 				if f.reason == "" {
-					golden(t, name+".retry.golden", dump(it.retryRecord("orders-retry-2", f, at.Add(4*time.Second))))
+					assertGolden(t, name+".retry.golden", dump(it.retryRecord("orders-retry-2", f, at.Add(4*time.Second))))
 					return
 				}
 				dl := it.deadLetterRecord("orders-dlq", "group-a", "ns/pipe", it.attempt, f)
-				golden(t, name+".deadletter.golden", dump(dl))
-				golden(t, name+".novalue.golden", dump(noValueRecord(dl)))
-				golden(t, name+".stripped.golden", dump(it.strippedRecord(dl)))
-				golden(t, name+".stripped-novalue.golden", dump(it.strippedRecord(noValueRecord(dl))))
+				assertGolden(t, name+".deadletter.golden", dump(dl))
+				assertGolden(t, name+".novalue.golden", dump(noValueRecord(dl)))
+				assertGolden(t, name+".stripped.golden", dump(it.strippedRecord(dl)))
+				assertGolden(t, name+".stripped-novalue.golden", dump(it.strippedRecord(noValueRecord(dl))))
 			})
 		}
 	}
