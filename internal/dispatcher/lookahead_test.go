@@ -174,6 +174,9 @@ func TestRetryAfterDoesNotHoldUpItsTier(t *testing.T) {
 	for key, r := range retried(p.sink.Requests()) {
 		d := r.At.Sub(failedAt)
 		t.Logf("%s: retried after %v from %s", key, d, r.DeliveredFrom)
+		if key != "slow" && d < 50*time.Millisecond {
+			t.Errorf("%s: retried after %v, before its 50ms backoff", key, d)
+		}
 		if key == "slow" {
 			if d < 4*time.Second {
 				t.Errorf("slow: retried after %v, before its Retry-After of 4s", d)
