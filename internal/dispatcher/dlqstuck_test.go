@@ -72,6 +72,7 @@ func TestDeadLetterTopicRejects(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	fc := clocktesting.NewFakeClock(time.Now())
 	r := start(t, dispatcher.Options{Config: p.cfg, Handler: undeliverable, Registerer: reg, Clock: fc})
+	produced := fc.Now()
 	dt.Produce(t, p.prod, &kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("k"), Value: []byte("v")})
 	// The tries wait 1s and 2s, then the stripped write follows at once; stepping by 100ms passes
 	// each wait whenever the engine gets to it.
@@ -82,6 +83,9 @@ func TestDeadLetterTopicRejects(t *testing.T) {
 		fc.Step(100 * time.Millisecond)
 		return false
 	}, "the dead letter reported stuck")
+	if d := fc.Since(produced); d < 3*time.Second {
+		t.Errorf("stuck after %v of the engine's clock, before the tries' waits of 1s and 2s", d)
+	}
 	if r.e.Ready() {
 		t.Errorf("ready while a dead letter is stuck")
 	}
