@@ -58,6 +58,10 @@ func TestSmoke(t *testing.T) {
 	if len(dl) != 1 {
 		t.Fatalf("dead letters: %d", len(dl))
 	}
+	// The read stops at the first: the topic's end offsets say it holds no other.
+	if n := topicRecords(t, p, p.cfg.Topics.DeadLetter); n != 1 {
+		t.Fatalf("the dead-letter topic holds %d records, want 1", n)
+	}
 	checkSmokeDeadLetter(t, dl[0], rs[7], p.cfg)
 }
 
