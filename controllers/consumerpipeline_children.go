@@ -38,6 +38,7 @@ const (
 func (r *ConsumerPipelineReconciler) reconcileChildren(ctx context.Context, s *pipelineScope) error {
 	if err := runSteps(ctx, s, []step[*pipelineScope]{
 		{"Access", r.reconcileAccess},
+		{"Identity", r.reconcileIdentity},
 		{"ConfigMap", r.reconcileConfigMap},
 		{"Deployment", r.reconcileDeployment},
 		{"Circuit", r.readCircuit},
@@ -56,6 +57,7 @@ func (r *ConsumerPipelineReconciler) renderInputs(s *pipelineScope) *render.Inpu
 		Tiers:                   s.tiers,
 		Draining:                s.draining,
 		DefaultBootstrapServers: r.Kafka.Defaults.BootstrapServers,
+		Default:                 s.defaultConn,
 		DispatcherImage:         r.DispatcherImage,
 		RuleLabels:              r.RuleLabels,
 		CircuitReportInterval:   r.CircuitReportInterval,
@@ -83,6 +85,9 @@ func (r *ConsumerPipelineReconciler) reconcileConfigMap(ctx context.Context, s *
 	if s.policy == nil || s.queue == nil {
 		s.deploymentProblems.add(waitingForReferences())
 		return nil
+	}
+	if s.identityMissing {
+		return nil // the Identity step recorded why
 	}
 	if !s.drainingKnown {
 		s.draining = r.keptDraining(ctx, s)

@@ -25,6 +25,7 @@ import (
 	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
+	"github.com/retryops/retry-operator/internal/render"
 )
 
 // ConsumerPipelineReconciler makes what a ConsumerPipeline needs: its topics (the source topic,
@@ -104,6 +105,11 @@ type pipelineScope struct {
 	configHash    string
 	deployment    *appsv1.Deployment
 	alertsMessage string
+	// defaultConn is how the pods reach the default connection (consumerpipeline_identity.go); nil
+	// when neither the pipeline nor its queue is on it. identityMissing is set when the namespace
+	// lacks the consumer Secret it needs: then no config or Deployment is applied.
+	defaultConn     *render.DefaultConnection
+	identityMissing bool
 	// circuit is the fold of the consumers' circuit reports; nil when they were not read.
 	circuit            *circuitstate.Summary
 	deploymentProblems problems

@@ -100,6 +100,10 @@ type Options struct {
 	DefaultKafkaTLS *kafka.TLSConfig
 	// DefaultKafkaSASL is the SASL configuration of the default connection; nil means none.
 	DefaultKafkaSASL *kafka.SASLConfig
+	// KafkaConsumerSecret names the Secret, in each pipeline's namespace, holding the identity of the
+	// pipeline's pods on the default connection ({namespace} stands for the namespace); see
+	// kafkaspec.ResolveConsumerIdentity.
+	KafkaConsumerSecret string
 	// KafkaTenancy limits the Kafka connections resources may use (allow-list, own credentials) and
 	// the topics a namespace may claim (TopicPrefix).
 	KafkaTenancy kafkaspec.Tenancy
@@ -219,7 +223,8 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 	}
 	offsets := kafkastats.NewOffsets(opts.Clock)
 	access := &kafkaAccess{
-		Defaults:    kafkaspec.Defaults{BootstrapServers: opts.DefaultBootstrapServers, TLS: opts.DefaultKafkaTLS, SASL: opts.DefaultKafkaSASL, Tenancy: opts.KafkaTenancy},
+		Defaults: kafkaspec.Defaults{BootstrapServers: opts.DefaultBootstrapServers, TLS: opts.DefaultKafkaTLS, SASL: opts.DefaultKafkaSASL,
+			ConsumerSecret: opts.KafkaConsumerSecret, Tenancy: opts.KafkaTenancy},
 		Connections: kafka.NewRegistry(opts.Kafka),
 		Scanner:     opts.Kafka,
 		Producer:    opts.Kafka,

@@ -62,6 +62,10 @@ const (
 	ReasonKafkaUnauthorized = "KafkaUnauthorized"
 	// ReasonReferenceNotFound means a referenced object does not exist.
 	ReasonReferenceNotFound = "ReferenceNotFound"
+	// ReasonKafkaCredentialsMissing means the pipeline is on the default Kafka connection, which
+	// needs credentials (SASL or a TLS client certificate), and its namespace has no consumer Secret
+	// (the manager's --kafka-consumer-secret) holding them: no Deployment is made until it does.
+	ReasonKafkaCredentialsMissing = "KafkaCredentialsMissing"
 )
 
 // Condition reasons of the Kafka topic work of the DeadLetterQueue and ConsumerPipeline controllers.

@@ -105,6 +105,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		return nil, err
 	}
 	o.controllers.KafkaTenancy = o.kafka.tenancy
+	o.controllers.KafkaConsumerSecret = o.kafka.consumerSecret
 	return o, nil
 }
 
@@ -135,11 +136,14 @@ func isLoopback(addr string) bool {
 type kafkaFlags struct {
 	tls            bool
 	caFile         string
+	certFile       string
+	keyFile        string
 	serverName     string
 	saslMechanism  string
 	saslUsername   string
 	passwordFile   string
 	allowPlaintext bool
+	consumerSecret string
 	// tenancy are the limits on the connections of resources.
 	tenancy kafkaspec.Tenancy
 }
@@ -147,6 +151,12 @@ type kafkaFlags struct {
 func (k *kafkaFlags) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&k.tls, "kafka-tls", false, "Use TLS to the default Kafka cluster (implied by --kafka-tls-ca-file).")
 	fs.StringVar(&k.caFile, "kafka-tls-ca-file", "", "PEM CA bundle that signs the default Kafka cluster's certificates (default: the system roots).")
+	fs.StringVar(&k.certFile, "kafka-tls-cert-file", "", "PEM client certificate of the manager for a default Kafka cluster with TLS client authentication (with --kafka-tls-key-file). The pipelines' pods never get it: they use --kafka-consumer-secret.")
+	fs.StringVar(&k.keyFile, "kafka-tls-key-file", "", "PEM private key of --kafka-tls-cert-file.")
+	fs.Func("kafka-consumer-secret", "Name of the Secret, in each pipeline's namespace, that gives the pods of pipelines on the default Kafka cluster their own identity there (\"{namespace}\" stands for the namespace): keys password (and username, else the user of sasl.jaas.config, else the Secret's name) with SASL, user.crt and user.key (or tls.crt and tls.key) with TLS client authentication: a Strimzi KafkaUser's Secret. The manager's own credentials never reach a pod; without this Secret a pipeline on a default cluster that authenticates shows KafkaCredentialsMissing and gets no Deployment.", func(v string) error {
+		k.consumerSecret = v
+		return kafkaspec.CheckConsumerSecret(v)
+	})
 	fs.StringVar(&k.serverName, "kafka-tls-server-name", "", "Name checked in the default Kafka cluster's certificates (default: the host dialed).")
 	fs.StringVar(&k.saslMechanism, "kafka-sasl-mechanism", "", "SASL mechanism for the default Kafka cluster: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: no SASL).")
 	fs.StringVar(&k.saslUsername, "kafka-sasl-username", "", "SASL user for the default Kafka cluster.")
@@ -167,17 +177,39 @@ func (k *kafkaFlags) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&k.tenancy.RequireResourceCredentials, "require-resource-credentials", false, "Refuse resources whose spec.kafka names no bootstrap servers, which would borrow the default connection and its credentials; each tenant then connects with its own (Kafka ACLs enforce tenancy).")
 }
 
+// maxCABundle bounds the default connection's CA bundle, which every pipeline's ConfigMap on the
+// default connection carries (a ConfigMap holds at most 1 MiB).
+const maxCABundle = 256 << 10
+
 // resolve builds the default connection's TLS and SASL settings.
 func (k *kafkaFlags) resolve(readFile func(string) ([]byte, error), getenv func(string) string) (*kafka.TLSConfig, *kafka.SASLConfig, error) {
 	var tlsCfg *kafka.TLSConfig
-	if k.tls || k.caFile != "" || k.serverName != "" {
+	if (k.certFile == "") != (k.keyFile == "") {
+		return nil, nil, errors.New("--kafka-tls-cert-file and --kafka-tls-key-file go together")
+	}
+	if k.tls || k.caFile != "" || k.serverName != "" || k.certFile != "" {
 		tlsCfg = &kafka.TLSConfig{ServerName: k.serverName}
 		if k.caFile != "" {
 			ca, err := readFile(k.caFile)
 			if err != nil {
 				return nil, nil, fmt.Errorf("--kafka-tls-ca-file: %w", err)
 			}
+			// The bundle goes into every pipeline's ConfigMap on the default connection.
+			if len(ca) > maxCABundle {
+				return nil, nil, fmt.Errorf("--kafka-tls-ca-file: %d bytes, more than the %d a CA bundle may hold here", len(ca), maxCABundle)
+			}
 			tlsCfg.CAPEM = ca
+		}
+		if k.certFile != "" {
+			cert, err := readFile(k.certFile)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--kafka-tls-cert-file: %w", err)
+			}
+			key, err := readFile(k.keyFile)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--kafka-tls-key-file: %w", err)
+			}
+			tlsCfg.CertPEM, tlsCfg.KeyPEM = cert, key
 		}
 	}
 	var saslCfg *kafka.SASLConfig

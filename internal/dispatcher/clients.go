@@ -156,15 +156,19 @@ func ConnectionOptions(k *config.Kafka) ([]kgo.Opt, error) {
 	}
 	if s := k.SASL; s != nil {
 		creds := func() (string, string, error) {
-			u, err := os.ReadFile(s.UsernameFile)
-			if err != nil {
-				return "", "", fmt.Errorf("reading kafka sasl.usernameFile: %w", err)
+			user := s.Username
+			if s.UsernameFile != "" {
+				u, err := os.ReadFile(s.UsernameFile)
+				if err != nil {
+					return "", "", fmt.Errorf("reading kafka sasl.usernameFile: %w", err)
+				}
+				user = string(u)
 			}
 			p, err := os.ReadFile(s.PasswordFile)
 			if err != nil {
 				return "", "", fmt.Errorf("reading kafka sasl.passwordFile: %w", err)
 			}
-			return strings.TrimRight(string(u), "\r\n"), strings.TrimRight(string(p), "\r\n"), nil
+			return strings.TrimRight(user, "\r\n"), strings.TrimRight(string(p), "\r\n"), nil
 		}
 		if _, _, err := creds(); err != nil {
 			return nil, err

@@ -36,6 +36,10 @@ type Defaults struct {
 	TLS *kafka.TLSConfig
 	// SASL is the default SASL configuration; nil means none.
 	SASL *kafka.SASLConfig
+	// ConsumerSecret names the Secret, in each pipeline's namespace, that gives the pods of pipelines
+	// on the default connection their identity ({namespace} stands for the namespace; see
+	// ResolveConsumerIdentity). Empty: none, and such pods get no credentials.
+	ConsumerSecret string
 	// Tenancy limits the connections resources may ask for.
 	Tenancy
 }

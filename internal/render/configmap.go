@@ -30,6 +30,9 @@ const (
 	// SecretsDir holds the mounted Secrets: <SecretsDir>/kafka/{ca,client-cert,sasl}/ for the source
 	// connection and <SecretsDir>/dead-letter-kafka/... for a DLQ on its own connection.
 	SecretsDir = "/var/run/secrets/retryops"
+	// CAKey is the ConfigMap key holding the default connection's CA bundle, projected next to the
+	// config when a connection of the pipeline is the default one with a CA.
+	CAKey = "kafka-ca.crt"
 	// ConfigVolume is the name of the ConfigMap's volume. Every volume the operator adds is named
 	// retryops-*, so it never clashes with a volume of the user's template.
 	ConfigVolume = "retryops-config"
@@ -45,8 +48,9 @@ type secretMount struct {
 }
 
 // kafkaConfig renders a connection with its Secrets as file paths. scope is "kafka" or
-// "dead-letter-kafka"; volumes of the latter are named retryops-dlq-kafka-*.
-func kafkaConfig(c connection, scope string) (config.Kafka, []secretMount) {
+// "dead-letter-kafka"; volumes of the latter are named retryops-dlq-kafka-*. The default connection
+// takes its TLS and identity from d.
+func kafkaConfig(c connection, d *DefaultConnection, scope string) (config.Kafka, []secretMount, error) {
 	k := config.Kafka{BootstrapServers: slices.Clone(c.servers), ClientID: config.DefaultClientID}
 	volPrefix := "retryops-kafka-"
 	if scope != "kafka" {
@@ -63,6 +67,10 @@ func kafkaConfig(c connection, scope string) (config.Kafka, []secretMount) {
 		}
 		mounts = append(mounts, m)
 		return m.dir
+	}
+	if c.def {
+		err := defaultConfig(&k, d, add)
+		return k, mounts, err
 	}
 	if t := c.tls; t != nil {
 		k.TLS = &config.TLS{ServerName: t.ServerName}
@@ -92,13 +100,57 @@ func kafkaConfig(c connection, scope string) (config.Kafka, []secretMount) {
 			PasswordFile: path.Join(dir, "password"),
 		}
 	}
-	return k, mounts
+	return k, mounts, nil
 }
 
-// rendered is the config and the Secret volumes it needs.
+// defaultConfig renders the default connection's TLS (the CA from the ConfigMap, the server name)
+// and the namespace's identity (its Secret's keys mounted under the names the config expects).
+func defaultConfig(k *config.Kafka, d *DefaultConnection, add func(kind, secret string, items ...corev1.KeyToPath) string) error {
+	if d == nil {
+		return nil
+	}
+	if d.TLS {
+		k.TLS = &config.TLS{ServerName: d.ServerName}
+		if len(d.CAPEM) > 0 {
+			k.TLS.CAFile = path.Join(ConfigDir, CAKey)
+		}
+	}
+	id := d.Identity
+	if (d.ClientCert || d.SASLMechanism != "") && id == nil {
+		return fmt.Errorf("render: Inputs.Default.Identity is required: the default connection authenticates")
+	}
+	if d.ClientCert {
+		if k.TLS == nil {
+			k.TLS = &config.TLS{ServerName: d.ServerName}
+		}
+		dir := add("client-cert", id.Secret,
+			corev1.KeyToPath{Key: id.CertKey, Path: corev1.TLSCertKey},
+			corev1.KeyToPath{Key: id.KeyKey, Path: corev1.TLSPrivateKeyKey})
+		k.TLS.CertFile = path.Join(dir, corev1.TLSCertKey)
+		k.TLS.KeyFile = path.Join(dir, corev1.TLSPrivateKeyKey)
+	}
+	if d.SASLMechanism != "" {
+		items := []corev1.KeyToPath{{Key: id.PasswordKey, Path: "password"}}
+		if id.UsernameKey != "" {
+			items = append(items, corev1.KeyToPath{Key: id.UsernameKey, Path: "username"})
+		}
+		dir := add("sasl", id.Secret, items...)
+		k.SASL = &config.SASL{Mechanism: d.SASLMechanism, PasswordFile: path.Join(dir, "password")}
+		if id.UsernameKey != "" {
+			k.SASL.UsernameFile = path.Join(dir, "username")
+		} else {
+			k.SASL.Username = id.Username
+		}
+	}
+	return nil
+}
+
+// rendered is the config, the Secret volumes it needs, and the default connection's CA bundle when
+// a connection of the pipeline is the default one with a CA (ConfigMap key CAKey).
 type rendered struct {
 	cfg    *config.Config
 	mounts []secretMount
+	ca     []byte
 }
 
 func (in *Inputs) render() (*rendered, error) {
@@ -137,11 +189,20 @@ func (in *Inputs) render() (*rendered, error) {
 		return nil, err
 	}
 	var mounts []secretMount
-	c.Kafka, mounts = kafkaConfig(source, "kafka")
+	if c.Kafka, mounts, err = kafkaConfig(source, in.Default, "kafka"); err != nil {
+		return nil, err
+	}
 	if dlqConn != nil {
-		k, m := kafkaConfig(*dlqConn, "dead-letter-kafka")
+		k, m, err := kafkaConfig(*dlqConn, in.Default, "dead-letter-kafka")
+		if err != nil {
+			return nil, err
+		}
 		c.DeadLetterKafka = &k
 		mounts = append(mounts, m...)
+	}
+	var ca []byte
+	if d := in.Default; d != nil && d.TLS && (source.def || (dlqConn != nil && dlqConn.def)) {
+		ca = d.CAPEM
 	}
 	if url := SinkURL(p); url != "" {
 		c.Sink = &config.Sink{URL: url}
@@ -159,7 +220,7 @@ func (in *Inputs) render() (*rendered, error) {
 		}
 	}
 	c.Default()
-	return &rendered{cfg: c, mounts: mounts}, nil
+	return &rendered{cfg: c, mounts: mounts, ca: ca}, nil
 }
 
 // draining is topics.draining: Inputs.Draining sorted, without duplicates and without the names the
@@ -257,6 +318,9 @@ func ConfigMap(in *Inputs) (*corev1.ConfigMap, error) {
 	}
 	for _, e := range seedEnv(r.cfg) {
 		cm.Data[e.Name] = e.Value
+	}
+	if len(r.ca) > 0 {
+		cm.Data[CAKey] = string(r.ca)
 	}
 	if s := secretsAnnotation(r.mounts); s != "" {
 		cm.Annotations = map[string]string{AnnotationSecrets: s}

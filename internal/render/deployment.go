@@ -153,7 +153,7 @@ func operatorVolumes(in *Inputs, r *rendered, secretMode int32) ([]corev1.Volume
 		Name: ConfigVolume,
 		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(in.Pipeline)},
-			Items:                []corev1.KeyToPath{{Key: ConfigKey, Path: ConfigKey}},
+			Items:                configItems(r),
 			DefaultMode:          ptr.To[int32](0o444),
 		}},
 	}}
@@ -170,6 +170,16 @@ func operatorVolumes(in *Inputs, r *rendered, secretMode int32) ([]corev1.Volume
 		mounts = append(mounts, corev1.VolumeMount{Name: m.volume, MountPath: m.dir, ReadOnly: true})
 	}
 	return volumes, mounts
+}
+
+// configItems are the ConfigMap keys projected into ConfigDir: the config, and the default
+// connection's CA bundle when the config names it.
+func configItems(r *rendered) []corev1.KeyToPath {
+	items := []corev1.KeyToPath{{Key: ConfigKey, Path: ConfigKey}}
+	if len(r.ca) > 0 {
+		items = append(items, corev1.KeyToPath{Key: CAKey, Path: CAKey})
+	}
+	return items
 }
 
 func sinkPod(in *Inputs, r *rendered, volumes []corev1.Volume, mounts []corev1.VolumeMount, grace int64) (corev1.PodTemplateSpec, error) {

@@ -66,6 +66,7 @@ func TestGoldenPipelines(t *testing.T) {
 		{"sink-service-ref-secrets.yaml", sinkRefSecretsInputs},
 		{"template-minimal.yaml", templateMinimalInputs},
 		{"template-user-settings.yaml", templateUserSettingsInputs},
+		{"sink-default-connection-secured.yaml", securedDefaultInputs},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			got := renderAll(t, tc.inputs(t))

@@ -111,6 +111,19 @@ func sinkURIInputs(t *testing.T) *render.Inputs {
 	return inputs(t, p, chatbotPolicy(), defaultDLQ())
 }
 
+// securedDefaultInputs: the pipeline and its DLQ on the operator's default connection, which uses TLS
+// with its own CA and server name, SCRAM and a client certificate: the CA goes into the ConfigMap,
+// the namespace's consumer Secret (Strimzi's shape: the user named in sasl.jaas.config) is mounted.
+func securedDefaultInputs(t *testing.T) *render.Inputs {
+	in := sinkURIInputs(t)
+	in.Default = &render.DefaultConnection{
+		TLS: true, CAPEM: []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), ServerName: "kafka.internal",
+		SASLMechanism: v1.SASLScramSHA512, ClientCert: true,
+		Identity: &render.ConsumerIdentity{Secret: "shop-consumer", Username: "shop-consumer", PasswordKey: "password", CertKey: "user.crt", KeyKey: "user.key"},
+	}
+	return in
+}
+
 // sinkRefSecretsInputs: sink by Service reference, TLS (custom CA key, client certificate) and SASL
 // on the source connection, the DLQ on its own cluster with its own SASL and TLS, ByDelay tiers.
 func sinkRefSecretsInputs(t *testing.T) *render.Inputs {

@@ -38,9 +38,11 @@ type Inputs struct {
 	Draining []string
 	// DefaultBootstrapServers are the operator-wide default brokers (--kafka-bootstrap-servers), used
 	// by a pipeline or DLQ whose spec.kafka names none (and then sets no tls or sasl either).
-	// Operator-wide TLS or SASL defaults cannot reach the pods (they are not Secrets in the
-	// pipeline's namespace): only the Secrets the resources reference are mounted.
 	DefaultBootstrapServers []string
+	// Default is how the pods reach the default connection beyond its brokers: its TLS (CA bundle and
+	// server name, which are public) and the identity of the pipeline's namespace (never the
+	// operator's credentials). Nil: plaintext without authentication.
+	Default *DefaultConnection
 	// DispatcherImage is the dispatcher image (--dispatcher-image). Required in sink mode.
 	DispatcherImage string
 	// DispatcherResources are the dispatcher container's resources in sink mode. Nil means
@@ -244,11 +246,45 @@ func SinkURL(p *v1.ConsumerPipeline) string {
 	return "http://" + s.Ref.Name + "." + p.Namespace + ".svc:" + strconv.Itoa(int(port)) + path
 }
 
-// connection is a Kafka connection as the pods see it: brokers plus the Secrets to mount.
+// DefaultConnection is the default connection as the pods of a pipeline on it see it.
+type DefaultConnection struct {
+	// TLS is set when the default connection uses TLS.
+	TLS bool
+	// CAPEM is the CA bundle that signs the brokers' certificates; empty means the system roots. It
+	// goes into the pipeline's ConfigMap under CAKey.
+	CAPEM []byte
+	// ServerName is the name checked in the brokers' certificates; empty means the host dialed.
+	ServerName string
+	// SASLMechanism is the default connection's SASL mechanism; empty means no SASL.
+	SASLMechanism v1.SASLMechanism
+	// ClientCert is set when the default connection authenticates with a TLS client certificate.
+	ClientCert bool
+	// Identity is the consumer Secret of the pipeline's namespace; required with SASLMechanism or
+	// ClientCert.
+	Identity *ConsumerIdentity
+}
+
+// ConsumerIdentity is a consumer Secret and the keys mounted from it (kafkaspec.ConsumerIdentity).
+type ConsumerIdentity struct {
+	// Secret is the Secret's name in the pipeline's namespace.
+	Secret string
+	// UsernameKey holds the SASL user; when empty, Username is the user.
+	UsernameKey string
+	// Username is the SASL user when the Secret has no key for it.
+	Username string
+	// PasswordKey holds the SASL password.
+	PasswordKey string
+	// CertKey and KeyKey hold the client certificate and its key.
+	CertKey, KeyKey string
+}
+
+// connection is a Kafka connection as the pods see it: brokers plus the Secrets to mount. def is
+// set for the default connection, whose TLS and identity come from Inputs.Default.
 type connection struct {
 	servers []string
 	tls     *v1.KafkaTLS
 	sasl    *v1.KafkaSASL
+	def     bool
 }
 
 // resolve applies the operator-wide default brokers to spec, the way the controllers do: a spec that
@@ -256,7 +292,7 @@ type connection struct {
 // whole, so it may set neither tls nor sasl (a SpecError on field, for objects stored before the
 // CRD's rule said so). SASL PLAIN without TLS is a SpecError unless plaintextPassword is Allow.
 func resolve(spec *v1.KafkaConnection, defaults []string, field string) (connection, error) {
-	c := connection{servers: defaults}
+	c := connection{servers: defaults, def: true}
 	if spec == nil {
 		return c, nil
 	}
@@ -267,7 +303,7 @@ func resolve(spec *v1.KafkaConnection, defaults []string, field string) (connect
 		}
 		return c, nil
 	}
-	c.servers, c.tls, c.sasl = spec.BootstrapServers, spec.TLS, spec.SASL
+	c.servers, c.tls, c.sasl, c.def = spec.BootstrapServers, spec.TLS, spec.SASL, false
 	if s := spec.SASL; s != nil && s.Mechanism == v1.SASLPlain && spec.TLS == nil && s.PlaintextPassword != v1.PlaintextPasswordAllow {
 		return c, &SpecError{Field: field + ".sasl", Message: "SASL PLAIN without TLS would send the password in clear text: " +
 			"set tls, use SCRAM-SHA-256 or SCRAM-SHA-512, or set sasl.plaintextPassword: Allow"}
@@ -276,7 +312,7 @@ func resolve(spec *v1.KafkaConnection, defaults []string, field string) (connect
 }
 
 func (c connection) equal(o connection) bool {
-	return slices.Equal(c.servers, o.servers) && equalTLS(c.tls, o.tls) && equalSASL(c.sasl, o.sasl)
+	return c.def == o.def && slices.Equal(c.servers, o.servers) && equalTLS(c.tls, o.tls) && equalSASL(c.sasl, o.sasl)
 }
 
 func equalTLS(a, b *v1.KafkaTLS) bool {

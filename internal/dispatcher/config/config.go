@@ -186,9 +186,13 @@ type SASL struct {
 	// mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
 	// +required
 	Mechanism v1.SASLMechanism `json:"mechanism"`
-	// usernameFile is the path of the file holding the user name.
-	// +required
-	UsernameFile string `json:"usernameFile"`
+	// usernameFile is the path of the file holding the user name; set it or username.
+	// +optional
+	UsernameFile string `json:"usernameFile,omitempty"`
+	// username is the user name itself, when the credentials' Secret has no key for it (a Strimzi
+	// KafkaUser's Secret: the user is its name); set it or usernameFile. Not a secret.
+	// +optional
+	Username string `json:"username,omitempty"`
 	// passwordFile is the path of the file holding the password.
 	// +required
 	PasswordFile string `json:"passwordFile"`

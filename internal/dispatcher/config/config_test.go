@@ -185,7 +185,7 @@ func TestValidationErrors(t *testing.T) {
 			`kafka.tls.certFile "/nope/tls.crt" cannot be read (is the Secret mounted?)`,
 			"kafka.tls.certFile and kafka.tls.keyFile must be set together",
 			`kafka.sasl.mechanism "GSSAPI" must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512`,
-			"kafka.sasl.usernameFile is required",
+			"kafka.sasl: set exactly one of usernameFile and username",
 			`topics.source "a b" is not a Kafka topic name`,
 			"topics.retries[0].attempts[0] 1 must be at least 2",
 			`topics.deadLetter "a.dlq" is also topics.retries[0].name: dead letters would be consumed again`,

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -29,6 +30,9 @@ func (e *ValidationError) Error() string {
 
 // defaultRebalanceTimeout is franz-go's default rebalance timeout.
 const defaultRebalanceTimeout = 60 * time.Second
+
+// maxUsername bounds kafka.sasl.username.
+const maxUsername = 256
 
 var topicRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
@@ -217,8 +221,11 @@ func validateKafka(p *problems, prefix string, k *Kafka, fromEnv bool) {
 		default:
 			p.add("%s.sasl.mechanism %q must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", prefix, s.Mechanism)
 		}
-		if s.UsernameFile == "" {
-			p.add("%s.sasl.usernameFile is required", prefix)
+		if (s.UsernameFile == "") == (s.Username == "") {
+			p.add("%s.sasl: set exactly one of usernameFile and username", prefix)
+		}
+		if len(s.Username) > maxUsername || strings.ContainsFunc(s.Username, unicode.IsControl) {
+			p.add("%s.sasl.username must be at most %d characters without control characters", prefix, maxUsername)
 		}
 		if s.PasswordFile == "" {
 			p.add("%s.sasl.passwordFile is required", prefix)

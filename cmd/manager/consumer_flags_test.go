@@ -1,0 +1,62 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/retryops/retry-operator/internal/kafka/kafkatest"
+)
+
+// Issue 30: the flags that let pods of pipelines on the default connection reach it: the manager's
+// own client certificate (never the pods'), the consumer Secret's name, and a CA bundle small enough
+// for every pipeline's ConfigMap.
+func TestKafkaConsumerIdentityFlags(t *testing.T) {
+	dir := t.TempDir()
+	pki := kafkatest.NewPKI(t, "flags-ca")
+	cert, key := pki.Issue(t, "retry-operator", false)
+	write := func(name string, data []byte) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ca, certFile, keyFile := write("ca.crt", pki.CAPEM), write("tls.crt", cert), write("tls.key", key)
+	o, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{
+		"--kafka-bootstrap-servers=kafka:9093", "--kafka-tls-ca-file=" + ca,
+		"--kafka-tls-cert-file=" + certFile, "--kafka-tls-key-file=" + keyFile, "--kafka-consumer-secret={namespace}-consumer",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.controllers
+	if c.KafkaConsumerSecret != "{namespace}-consumer" {
+		t.Errorf("consumer Secret: %q", c.KafkaConsumerSecret)
+	}
+	if tc := c.DefaultKafkaTLS; tc == nil || string(tc.CAPEM) != string(pki.CAPEM) || string(tc.CertPEM) != string(cert) || string(tc.KeyPEM) != string(key) {
+		t.Errorf("TLS: %v", tc)
+	}
+
+	big := write("big.crt", []byte(strings.Repeat("x", 256<<10+1)))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kafka-tls-cert-file=" + certFile}, "--kafka-tls-cert-file and --kafka-tls-key-file go together"},
+		{[]string{"--kafka-tls-key-file=" + keyFile}, "--kafka-tls-cert-file and --kafka-tls-key-file go together"},
+		{[]string{"--kafka-tls-cert-file=" + certFile, "--kafka-tls-key-file=" + dir + "/missing"}, "--kafka-tls-key-file"},
+		{[]string{"--kafka-tls-cert-file=" + keyFile, "--kafka-tls-key-file=" + certFile}, "default Kafka connection"},
+		{[]string{"--kafka-tls-ca-file=" + big}, "262145 bytes, more than the 262144"},
+		{[]string{"--kafka-consumer-secret=Not_A_Name"}, "is not a Secret name"},
+	} {
+		_, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "PRIVATE KEY") {
+			t.Errorf("%v: the error shows the key: %v", tc.args, err)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
+	"github.com/retryops/retry-operator/internal/render"
+)
+
+// onDefaultConnection reports whether a spec.kafka uses the operator's default connection.
+func onDefaultConnection(spec *v1.KafkaConnection) bool {
+	return spec == nil || len(spec.BootstrapServers) == 0
+}
+
+// reconcileIdentity finds how the pipeline's pods reach the default connection, when the pipeline or
+// its queue is on it: the connection's TLS (CA bundle and server name, public, rendered into the
+// ConfigMap) and, when it authenticates, the identity of the pipeline's namespace from its consumer
+// Secret (kafkaspec.ResolveConsumerIdentity), never the operator's credentials. Without that Secret
+// the pipeline waits with KafkaCredentialsMissing, and no config or Deployment is made for pods that
+// could not connect; the pipeline is looked at again at the next resync (Secrets are not watched),
+// so creating the Secret is enough.
+func (r *ConsumerPipelineReconciler) reconcileIdentity(ctx context.Context, s *pipelineScope) error {
+	s.defaultConn = nil
+	if s.live.withheld || s.queue == nil || (!onDefaultConnection(s.p.Spec.Kafka) && !onDefaultConnection(s.queue.Spec.Kafka)) {
+		return nil
+	}
+	d := r.Kafka.Defaults
+	dc := &render.DefaultConnection{}
+	if t := d.TLS; t != nil {
+		dc.TLS, dc.CAPEM, dc.ServerName, dc.ClientCert = true, t.CAPEM, t.ServerName, len(t.CertPEM) > 0
+	}
+	if d.SASL != nil {
+		dc.SASLMechanism = v1.SASLMechanism(d.SASL.Mechanism)
+	}
+	id, err := kafkaspec.ResolveConsumerIdentity(ctx, r.Client, s.p.Namespace, d)
+	var e *kafkaspec.Error
+	switch {
+	case errors.As(err, &e):
+		kind := problemWaiting
+		if !e.Missing {
+			kind = problemUser // the manager's flags, not the namespace, lack something
+		}
+		s.identityMissing = true
+		s.deploymentProblems.add(&problem{Reason: v1.ReasonKafkaCredentialsMissing, Kind: kind, Message: e.Message})
+		return nil
+	case err != nil:
+		return recordProblem(&s.deploymentProblems, err)
+	}
+	if id != nil {
+		rid := render.ConsumerIdentity(*id)
+		dc.Identity = &rid
+	}
+	s.defaultConn = dc
+	return nil
+}
