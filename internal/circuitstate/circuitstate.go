@@ -11,19 +11,22 @@
 // (Open when any pod is open, else HalfOpen when any is half-open, else Closed) and deletes the
 // entries a vanished pod left, which stop being repeated and go stale after TTL.
 //
+// The same entry carries a pod's Kafka connection problem (kafka.go: authentication, TLS or
+// authorization refused by the brokers), written while it persists even with the breaker Closed,
+// so that the pipeline's DeploymentReady condition says why its consumers are not ready.
+//
 // Why not the pipeline's status, or scraping the pods' metrics: a status subresource can be
 // granted per object but not per field, so consumers able to patch it could rewrite everything the
 // operator reports, and replicas would overwrite each other's state; scraping needs the operator
 // to reach every pod over the network (network policies, service meshes, local processes in
-// `make dev`). Entries are written only while a breaker is not Closed, so a healthy fleet writes
-// nothing.
+// `make dev`). Entries are written only while a breaker is not Closed or Kafka refuses the pod, so
+// a healthy fleet writes nothing.
 package circuitstate
 
 import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -50,10 +53,14 @@ func (s State) rank() int {
 
 // Entry is one pod's report, the JSON value under the pod's name in the ConfigMap's data.
 type Entry struct {
-	// State is the pod's breaker state: Open or HalfOpen (a Closed breaker has no entry).
+	// State is the pod's breaker state: Open or HalfOpen, or Closed when the entry only reports a
+	// Kafka problem (a Closed breaker alone has no entry).
 	State State `json:"state"`
 	// Since is when the breaker entered State.
 	Since time.Time `json:"since"`
+	// Kafka is the pod's Kafka connection problem, absent while it has none (and in entries of
+	// consumers older than it).
+	Kafka *KafkaProblem `json:"kafka,omitempty"`
 	// ReportedAt is when the pod last wrote the entry.
 	ReportedAt time.Time `json:"reportedAt"`
 }
@@ -64,14 +71,30 @@ func (e Entry) Encode() string {
 	return string(b)
 }
 
-// Decode parses a ConfigMap value.
+// maxEntryBytes bounds a value Decode parses: an entry is a few hundred bytes, and a pod's
+// ServiceAccount could write anything into its key.
+const maxEntryBytes = 4 << 10
+
+// Decode parses a ConfigMap value. A Kafka problem's message is bounded again (the writer is a pod,
+// not the operator).
 func Decode(v string) (Entry, error) {
+	if len(v) > maxEntryBytes {
+		return Entry{}, fmt.Errorf("entry of %d bytes exceeds %d", len(v), maxEntryBytes)
+	}
 	var e Entry
 	if err := json.Unmarshal([]byte(v), &e); err != nil {
 		return Entry{}, err
 	}
-	if e.State != Open && e.State != HalfOpen {
-		return Entry{}, fmt.Errorf("state %q is not Open or HalfOpen", e.State)
+	if e.Kafka != nil {
+		if err := e.Kafka.check(); err != nil {
+			return Entry{}, err
+		}
+		if e.Kafka.Since.IsZero() {
+			e.Kafka.Since = e.ReportedAt
+		}
+	}
+	if e.State != Open && e.State != HalfOpen && (e.Kafka == nil || e.State != Closed) {
+		return Entry{}, fmt.Errorf("state %q is not Open or HalfOpen, nor Closed with a Kafka problem", e.State)
 	}
 	if e.ReportedAt.IsZero() {
 		return Entry{}, fmt.Errorf("reportedAt is missing")
@@ -101,6 +124,8 @@ type Summary struct {
 	Expires time.Time
 	// Stale are the keys to delete: entries older than the TTL and values that do not parse.
 	Stale []string
+	// Kafka folds the fresh Kafka problems; nil when no fresh entry reports one.
+	Kafka *KafkaSummary
 }
 
 // Fold folds a ConfigMap's data: entries reported within ttl before now count, the others are
@@ -121,6 +146,12 @@ func Fold(data map[string]string, now time.Time, ttl time.Duration) Summary {
 		}
 		if s.Expires.IsZero() || expires.Before(s.Expires) {
 			s.Expires = expires
+		}
+		if e.Kafka != nil {
+			s.Kafka = s.Kafka.add(pod, e.Kafka)
+		}
+		if e.State == Closed {
+			continue
 		}
 		switch {
 		case e.State.rank() > s.State.rank():
@@ -144,10 +175,7 @@ func (s Summary) Message(replicas int32) string {
 	if s.State == HalfOpen {
 		what = "half-open: probe deliveries are testing the sink"
 	}
-	pods := strings.Join(s.Pods, ", ")
-	if len(s.Pods) > 3 {
-		pods = strings.Join(s.Pods[:3], ", ") + fmt.Sprintf(" and %d more", len(s.Pods)-3)
-	}
+	pods := podList(s.Pods)
 	return fmt.Sprintf("circuit breaker %s (%d of %d pods since %s: %s)",
 		what, len(s.Pods), replicas, s.Since.UTC().Format(time.RFC3339), pods)
 }

@@ -12,11 +12,12 @@ import (
 )
 
 // ReporterFor returns the Reporter a consumer with configuration c runs, or nil when c asks for no
-// report (no circuitReport, or a policy without a circuit breaker). It reaches the API server the
+// report (no circuitReport). Without a circuit breaker in the policy the Reporter still reports
+// Kafka connection problems. It reaches the API server the
 // way kubectl does: KUBECONFIG when set, else the pod's ServiceAccount (in-cluster). The pod's name
 // comes from POD_NAME (the downward API), else the host name, which Kubernetes sets to it.
 func ReporterFor(c *config.Config, getenv func(string) string, log *slog.Logger) (*Reporter, error) {
-	if c.CircuitReport == nil || c.Policy == nil || c.Policy.CircuitBreaker == nil {
+	if c.CircuitReport == nil {
 		return nil, nil
 	}
 	pod := getenv(config.EnvPodName)

@@ -22,11 +22,13 @@ type ConfigMapPatcher interface {
 // FieldManager is the field manager of the consumers' patches.
 const FieldManager = "retryops-dispatcher"
 
-// Reporter keeps one pod's entry in the ConfigMap in line with its breaker: Observe records each
-// transition and Run writes. It writes when the state changes (setting the entry when the breaker
-// leaves Closed, removing it when it closes), every Interval while it is not Closed, once at start
-// (removing what an earlier process of the same pod may have left), and at the end of Run
-// (removing the entry). A failed write is retried every RetryInterval; delivery never waits for it.
+// Reporter keeps one pod's entry in the ConfigMap in line with its breaker and its Kafka connection:
+// Observe records each breaker transition, ObserveKafka each Kafka problem, and Run writes. It
+// writes when the state changes (setting the entry when the breaker leaves Closed or a Kafka problem
+// starts or changes reason, removing it when both are gone), every Interval while either persists
+// (with the problem's latest message), once at start (removing what an earlier process of the same
+// pod may have left), and at the end of Run (removing the entry). A failed write is retried every
+// RetryInterval; delivery never waits for it.
 type Reporter struct {
 	// ConfigMaps patches the ConfigMap's namespace.
 	ConfigMaps ConfigMapPatcher
@@ -45,6 +47,7 @@ type Reporter struct {
 	mu      sync.Mutex
 	state   State
 	since   time.Time
+	kafka   *KafkaProblem
 	changed chan struct{}
 }
 
@@ -57,6 +60,28 @@ func (r *Reporter) Observe(to State) {
 		r.state, r.since = to, r.Clock.Now()
 	}
 	r.mu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// ObserveKafka records the pod's Kafka connection problem, nil when it has none. A problem of the
+// same reason only updates the message the next repeat carries; a new reason, a new problem or its
+// end is written at once. It never blocks.
+func (r *Reporter) ObserveKafka(p *KafkaProblem) {
+	r.init()
+	var cp *KafkaProblem
+	if p != nil {
+		cp = &KafkaProblem{Reason: p.Reason, Message: BoundMessage(p.Message), Since: p.Since.UTC()}
+	}
+	r.mu.Lock()
+	changed := (cp == nil) != (r.kafka == nil) || (cp != nil && cp.Reason != r.kafka.Reason)
+	r.kafka = cp
+	r.mu.Unlock()
+	if !changed {
+		return
+	}
 	select {
 	case r.changed <- struct{}{}:
 	default:
@@ -108,11 +133,14 @@ loop:
 	for {
 		if pending {
 			r.mu.Lock()
-			state, since := r.state, r.since
+			state, since, kafka := r.state, r.since, r.kafka
 			r.mu.Unlock()
 			var entry *Entry
-			if state != Closed {
-				entry = &Entry{State: state, Since: since.UTC(), ReportedAt: r.Clock.Now().UTC()}
+			if state != Closed || kafka != nil {
+				entry = &Entry{State: state, Kafka: kafka, ReportedAt: r.Clock.Now().UTC()}
+				if state != Closed {
+					entry.Since = since.UTC()
+				}
 			}
 			switch err := r.write(ctx, entry); {
 			case err != nil && ctx.Err() != nil:
@@ -120,7 +148,7 @@ loop:
 			case err != nil:
 				if !failing {
 					log.Warn("Could not report the circuit breaker state to the operator; retrying",
-						"configMap", r.ConfigMap, "state", string(state), "error", err.Error())
+						"configMap", r.ConfigMap, "state", string(state), "kafkaProblem", kafka != nil, "error", err.Error())
 				}
 				failing = true
 				rearm(retryAfter)
@@ -142,12 +170,12 @@ loop:
 		case <-timer.C():
 			// A repeat is due, or a retry: either way the current state is written.
 			r.mu.Lock()
-			pending = pending || r.state != Closed || written
+			pending = pending || r.state != Closed || r.kafka != nil || written
 			r.mu.Unlock()
 		}
 	}
 	r.mu.Lock()
-	closed := r.state == Closed
+	closed := r.state == Closed && r.kafka == nil
 	r.mu.Unlock()
 	// Remove what this pod may have left: its entry, or one an earlier process of it left when the
 	// first removal never completed.
