@@ -6,10 +6,10 @@ import (
 	"github.com/retryops/retry-operator/internal/circuitstate"
 )
 
-// CircuitReporter hooks the circuit report that o.Config asks for (circuitReport, with a policy that
-// has a circuit breaker) to o.OnCircuitStateChange and returns it, or nil when there is none to make.
-// Run its Start around Engine.Run. Without API access the consumer still runs: the failure is logged
-// and the pipeline's status lacks the state.
+// CircuitReporter hooks the report that o.Config asks for (circuitReport) to o.OnCircuitStateChange
+// and o.OnKafkaProblem and returns it, or nil when there is none to make. Run its Start around
+// Engine.Run. Without API access the consumer still runs: the failure is logged and the pipeline's
+// status lacks the state.
 func CircuitReporter(o *Options, getenv func(string) string) *circuitstate.Reporter {
 	log := o.Logger
 	if log == nil {
@@ -21,6 +21,7 @@ func CircuitReporter(o *Options, getenv func(string) string) *circuitstate.Repor
 	}
 	if reporter != nil {
 		o.OnCircuitStateChange = reporter.OnStateChange
+		o.OnKafkaProblem = reporter.ObserveKafka
 	}
 	return reporter
 }

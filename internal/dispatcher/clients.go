@@ -28,12 +28,14 @@ func (e *Engine) newClients(o Options) error {
 		return err
 	}
 	common := e.producerOptions()
-	if e.cl, err = kgo.NewClient(slices.Concat(conn, common, e.consumerOptions(), o.KafkaOptions)...); err != nil {
+	// The hooks see the connections of both clusters' clients: kafkahealth.go.
+	hooks := []kgo.Opt{kgo.WithHooks(kafkaHooks{e: e})}
+	if e.cl, err = kgo.NewClient(slices.Concat(conn, common, hooks, e.consumerOptions(), o.KafkaOptions)...); err != nil {
 		return fmt.Errorf("creating the kafka client: %w", err)
 	}
 	// The solo producers write one record at a time (under aloneMu), each in a batch of its own:
 	// what a batch rejected as too large is written again with, to tell which record is too large.
-	if e.solo, err = kgo.NewClient(slices.Concat(conn, common, o.KafkaOptions)...); err != nil {
+	if e.solo, err = kgo.NewClient(slices.Concat(conn, common, hooks, o.KafkaOptions)...); err != nil {
 		e.cl.Close()
 		return fmt.Errorf("creating the kafka client: %w", err)
 	}
@@ -42,10 +44,11 @@ func (e *Engine) newClients(o Options) error {
 		return nil
 	}
 	dconn, err := ConnectionOptions(cfg.DeadLetterKafka)
+	dhooks := []kgo.Opt{kgo.WithHooks(kafkaHooks{e: e, cluster: "deadLetter "})}
 	if err == nil {
-		e.dlq, err = kgo.NewClient(slices.Concat(dconn, common, o.DeadLetterKafkaOptions)...)
+		e.dlq, err = kgo.NewClient(slices.Concat(dconn, common, dhooks, o.DeadLetterKafkaOptions)...)
 		if err == nil {
-			if e.dlqSolo, err = kgo.NewClient(slices.Concat(dconn, common, o.DeadLetterKafkaOptions)...); err != nil {
+			if e.dlqSolo, err = kgo.NewClient(slices.Concat(dconn, common, dhooks, o.DeadLetterKafkaOptions)...); err != nil {
 				e.dlq.Close()
 			}
 		}

@@ -80,6 +80,9 @@ func (e *Engine) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 	})
 	if cerr != nil {
 		e.m.CommitErrors.Inc()
+		e.kafkaFailed(whereGroup, cerr, false)
+	} else {
+		e.kafkaOKAt(whereGroup)
 	}
 	return cerr
 }

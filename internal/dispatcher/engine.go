@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/circuitstate"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
 	"github.com/retryops/retry-operator/internal/retry"
@@ -44,6 +45,10 @@ type Options struct {
 	// OnCircuitStateChange, if set, is called on every breaker transition (with the breaker's lock
 	// held: it must be quick).
 	OnCircuitStateChange func(from, to retry.State)
+	// OnKafkaProblem, if set, is called with the worst Kafka connection problem (kafkahealth.go)
+	// whenever the problems change or one fails again, and with nil once none is left. It is called
+	// with a lock held: it must be quick.
+	OnKafkaProblem func(*circuitstate.KafkaProblem)
 }
 
 // settings are the engine's fixed parameters, worked out at New from the configuration and the
@@ -96,6 +101,7 @@ type Engine struct {
 	rng       retry.Rand
 	breaker   *retry.Breaker
 	onCircuit func(from, to retry.State)
+	onKafka   func(*circuitstate.KafkaProblem)
 
 	// Kafka clients (clients.go).
 	cl      *kgo.Client
@@ -116,6 +122,11 @@ type Engine struct {
 	fetchErrMu sync.Mutex
 	fetchErrs  map[fetchErrKey]fetchErrLog
 	purged     sync.Map
+
+	// Kafka connection problems (kafkahealth.go); kafkaN is len(kafka.problems).
+	kafkaMu sync.Mutex
+	kafka   kafkaTracker
+	kafkaN  atomic.Int32
 
 	// Health (health.go).
 	pollBeat atomic.Int64 // UnixNano of the poll loop's last iteration, on the engine's clock
@@ -202,6 +213,7 @@ func New(o Options) (*Engine, error) {
 		log:        o.Logger,
 		clock:      o.Clock,
 		onCircuit:  o.OnCircuitStateChange,
+		onKafka:    o.OnKafkaProblem,
 		parts:      map[tpKey]*partState{},
 		startedTo:  map[tpKey]int64{},
 		fetchErrs:  map[fetchErrKey]fetchErrLog{},

@@ -2,7 +2,10 @@ package dispatcher
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/retryops/retry-operator/internal/circuitstate"
 )
 
 // Liveness and readiness.
@@ -18,7 +21,8 @@ import (
 // function of library mode). Without an attemptTimeout a delivery has no bound and is not checked.
 //
 // Readiness is false, besides a stop and a stuck dead letter, once partitions were lost
-// (OnPartitionsLost: the group session expired) and none is owned, until some are assigned again.
+// (OnPartitionsLost: the group session expired) and none is owned, until some are assigned again,
+// and while Kafka refuses the consumer (kafkahealth.go).
 const (
 	pollBeatEvery     = time.Second
 	pollStallFloor    = 30 * time.Second // 30 × pollBeatEvery, 60 × fetchMaxWait
@@ -80,9 +84,37 @@ func (e *Engine) Live() bool {
 }
 
 // Ready reports whether the engine joined its group, is not stopping, has no stuck dead letter
-// (deadletter.go) and does not stand without partitions after losing them.
+// (deadletter.go), does not stand without partitions after losing them, and Kafka does not refuse
+// it (kafkahealth.go).
 func (e *Engine) Ready() bool {
-	return e.started.Load() && e.joined.Load() && !e.stopped.Load() && e.stuck.Load() == 0 && !e.lostAll.Load()
+	return e.NotReadyReason() == ""
+}
+
+// NotReadyReason says why the engine is not ready, "" when it is (the body of /readyz).
+func (e *Engine) NotReadyReason() string {
+	if p := e.KafkaProblem(); p != nil {
+		what := "Kafka refuses an operation (authorization)"
+		switch p.Reason {
+		case circuitstate.KafkaAuthentication:
+			what = "Kafka refuses the credentials (authentication)"
+		case circuitstate.KafkaTLS:
+			what = "the TLS connection to Kafka fails"
+		}
+		return fmt.Sprintf("%s since %s: %s", what, p.Since.UTC().Format(time.RFC3339), p.Message)
+	}
+	switch {
+	case !e.started.Load():
+		return "not started"
+	case e.stopped.Load():
+		return "stopping"
+	case !e.joined.Load():
+		return "not yet joined the consumer group"
+	case e.stuck.Load() > 0:
+		return fmt.Sprintf("%d dead letters cannot be written", e.stuck.Load())
+	case e.lostAll.Load():
+		return "every partition was lost (the group session expired)"
+	}
+	return ""
 }
 
 // own counts assigned partitions and those given up (revoked or lost); after a loss that leaves

@@ -68,6 +68,7 @@ func (e *Engine) waitRoom(ctx context.Context) bool {
 func (e *Engine) pollLoop(ctx context.Context) error {
 	for {
 		e.beat()
+		e.kafkaExpire()
 		if e.pollHook != nil {
 			e.pollHook()
 		}
@@ -91,6 +92,7 @@ func (e *Engine) pollLoop(ctx context.Context) error {
 			return errors.New("dispatcher: the Kafka client was closed")
 		}
 		fetches.EachError(e.fetchError)
+		e.kafkaFetched(fetches)
 		e.mu.Lock()
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if fp.Err != nil && len(fp.Records) == 0 {
@@ -180,6 +182,10 @@ func (e *Engine) fetchError(topic string, partition int32, err error) {
 		}
 		return
 	}
+	// The group's errors come here too (topic ""): HookGroupManageError has them.
+	if topic != "" && e.kafkaFailed(wherePrefixF+topic, err, true, "topic", topic, "partition", partition) {
+		return
+	}
 	k := fetchErrKey{topic, partition, err.Error()}
 	now := e.clock.Now()
 	e.fetchErrMu.Lock()
@@ -196,6 +202,22 @@ func (e *Engine) fetchError(topic string, partition int32, err error) {
 	e.fetchErrs[k] = fetchErrLog{at: now}
 	e.fetchErrMu.Unlock()
 	e.log.Warn("Fetch error", "topic", topic, "partition", partition, "error", err, "repeatsNotLogged", last.repeats)
+}
+
+// kafkaFetched clears the fetch problems of the topics records came from.
+func (e *Engine) kafkaFetched(fetches kgo.Fetches) {
+	if e.kafkaN.Load() == 0 {
+		return
+	}
+	fetched := map[string]bool{}
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if fp.Err == nil && len(fp.Records) > 0 {
+			fetched[wherePrefixF+fp.Topic] = true
+		}
+	})
+	if len(fetched) > 0 {
+		e.kafkaOK(func(w string, _ *kafkaProblem) bool { return fetched[w] })
+	}
 }
 
 // maxFetchErrKeys bounds the fetch errors remembered for rate limiting.

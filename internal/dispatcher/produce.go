@@ -54,7 +54,9 @@ func (e *Engine) write(w *write) {
 // be written escalates (deadletter.go).
 func (e *Engine) written(w *write, err error) {
 	it := w.it
+	where := wherePrefixP + w.rec.Topic
 	if err == nil {
+		e.kafkaOKAt(where)
 		if w.toDLQ {
 			e.m.DeadLetter(w.f.reason)
 			e.settle(it, fateDeadLettered, nil)
@@ -72,6 +74,7 @@ func (e *Engine) written(w *write, err error) {
 	} else {
 		e.m.RetryProduceErr.Inc()
 	}
+	e.kafkaFailed(where, err, true, "topic", w.rec.Topic)
 	big := tooLarge(err)
 	if big && !w.alone {
 		e.writeAlone(w)

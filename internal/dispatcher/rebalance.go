@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,6 +23,14 @@ const (
 
 func (e *Engine) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	e.own(assigned, true, false)
+	e.kafkaOK(func(w string, _ *kafkaProblem) bool {
+		if w == whereGroup {
+			return true
+		}
+		t, ok := strings.CutPrefix(w, wherePrefixF)
+		_, assignedT := assigned[t]
+		return ok && assignedT
+	})
 	if !e.joined.Swap(true) {
 		e.m.Ready.Set(1)
 		e.log.Info("Joined the consumer group")

@@ -70,7 +70,12 @@ func Serve(listen config.Listen, gatherer prometheus.Gatherer, health Health, lo
 			status(w, health.Live())
 		})
 		m.HandleFunc(PathReadyz, func(w http.ResponseWriter, _ *http.Request) {
-			status(w, health.Ready())
+			ok := health.Ready()
+			if r, has := health.(notReadyReasoner); has && !ok {
+				notReady(w, r.NotReadyReason())
+				return
+			}
+			status(w, ok)
 		})
 	}
 	s := &Servers{byAddr: map[string]net.Addr{}, listen: listen}
@@ -100,6 +105,21 @@ func status(w http.ResponseWriter, ok bool) {
 	}
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_, _ = w.Write([]byte("not ready\n"))
+}
+
+// notReadyReasoner is a Health that says why it is not ready (Engine).
+type notReadyReasoner interface {
+	NotReadyReason() string
+}
+
+// notReady answers /readyz with 503 and the reason.
+func notReady(w http.ResponseWriter, reason string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	if reason != "" {
+		reason = ": " + reason
+	}
+	_, _ = w.Write([]byte("not ready" + reason + "\n"))
 }
 
 // Shutdown stops the servers.

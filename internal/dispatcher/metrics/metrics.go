@@ -31,9 +31,16 @@ type Metrics struct {
 	StuckDeadLetters prometheus.Gauge
 	Redeliveries     prometheus.Counter
 
+	// KafkaFailures and KafkaFailing are indexed by KafkaReasons.
+	KafkaFailures [3]prometheus.Counter
+	KafkaFailing  [3]prometheus.Gauge
+
 	lag         *prometheus.GaugeVec
 	deadLetters *prometheus.CounterVec
 }
+
+// KafkaReasons are the reason label values of KafkaFailures and KafkaFailing, by index.
+var KafkaReasons = [3]string{KafkaReasonAuthentication, KafkaReasonTLS, KafkaReasonAuthorization}
 
 var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 
@@ -97,7 +104,16 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 		Help: "Records fetched again at an offset this process had already started delivering (after a rebalance or a fetch position reset); each is delivered again.",
 	}, []string{LabelPipeline})
 
-	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics, stuck, redeliveries} {
+	kafkaFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: KafkaConnectionFailuresTotal,
+		Help: "Failures of the Kafka connection that retrying does not fix, by reason: authentication, tls, authorization.",
+	}, []string{LabelPipeline, LabelReason})
+	kafkaFailing := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: KafkaConnectionFailing,
+		Help: "1 while a Kafka connection failure of that reason persists; the dispatcher is not ready meanwhile.",
+	}, []string{LabelPipeline, LabelReason})
+
+	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics, stuck, redeliveries, kafkaFailures, kafkaFailing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -128,6 +144,10 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 	m.Panics = panics.WithLabelValues(pipeline)
 	m.StuckDeadLetters = stuck.WithLabelValues(pipeline)
 	m.Redeliveries = redeliveries.WithLabelValues(pipeline)
+	for i, r := range KafkaReasons {
+		m.KafkaFailures[i] = kafkaFailures.WithLabelValues(pipeline, r)
+		m.KafkaFailing[i] = kafkaFailing.WithLabelValues(pipeline, r)
+	}
 	for _, r := range []string{"non_retriable_error", "max_retries_exceeded", "deadline_exceeded", "undeliverable", "malformed"} {
 		m.deadLetters.WithLabelValues(pipeline, r)
 	}

@@ -61,6 +61,16 @@ const (
 	StuckDeadLetters = "retryops_dispatcher_stuck_dead_letters"
 	// Ready is 1 once the consumer joined its group and until it stops (gauge; label pipeline).
 	Ready = "retryops_dispatcher_ready"
+	// KafkaConnectionFailuresTotal counts failures of the consumer's Kafka connection that retrying
+	// does not fix, by reason: authentication (SASL refused), tls (handshake or certificate, or TLS
+	// on one side only), authorization (an ACL refused reading, joining, writing) (counter; labels
+	// pipeline, reason). Every failed connection attempt, fetch, group session, commit or write counts.
+	KafkaConnectionFailuresTotal = "retryops_dispatcher_kafka_connection_failures_total"
+	// KafkaConnectionFailing is 1 while a failure of that reason persists, 0 once a successful
+	// connection, fetch, join, commit or write cleared it (gauge; labels pipeline, reason). The
+	// dispatcher is not ready while any is 1, and reports it to the operator (the pipeline's
+	// DeploymentReady condition).
+	KafkaConnectionFailing = "retryops_dispatcher_kafka_connection_failing"
 )
 
 // Label names.
@@ -87,6 +97,13 @@ const (
 const (
 	ResultSuccess = "success"
 	ResultFailure = "failure"
+)
+
+// Values of the reason label of KafkaConnectionFailuresTotal and KafkaConnectionFailing.
+const (
+	KafkaReasonAuthentication = "authentication"
+	KafkaReasonTLS            = "tls"
+	KafkaReasonAuthorization  = "authorization"
 )
 
 // Values of the kind label of ProduceErrorsTotal.
@@ -131,6 +148,8 @@ var All = []Desc{
 	{PanicsTotal, "counter", []string{LabelPipeline}},
 	{StuckDeadLetters, "gauge", []string{LabelPipeline}},
 	{RedeliveriesTotal, "counter", []string{LabelPipeline}},
+	{KafkaConnectionFailuresTotal, "counter", []string{LabelPipeline, LabelReason}},
+	{KafkaConnectionFailing, "gauge", []string{LabelPipeline, LabelReason}},
 }
 
 // Exported reports whether name is a metric the data plane exports, accepting a histogram's
