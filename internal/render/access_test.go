@@ -55,26 +55,28 @@ func TestTheConsumersMayWriteTheirCircuitReportOnly(t *testing.T) {
 	}
 }
 
-// TestNoCircuitBreakerNoReport: without a breaker in the policy there is nothing to report: no
-// circuitReport in the config, no token and no POD_NAME in the pod.
-func TestNoCircuitBreakerNoReport(t *testing.T) {
+// TestNoCircuitBreakerStillReports: without a breaker in the policy the consumers still report Kafka
+// refusing them: circuitReport in the config, a token and POD_NAME in the pod.
+func TestNoCircuitBreakerStillReports(t *testing.T) {
 	in := sinkURIInputs(t)
 	in.Policy.Spec.CircuitBreaker = nil
 	cfg, err := render.Config(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.CircuitReport != nil {
-		t.Errorf("circuitReport %+v without a circuit breaker", cfg.CircuitReport)
+	if r := cfg.CircuitReport; r == nil || r.ConfigMap != "chat-dispatcher-circuit" {
+		t.Errorf("circuitReport %+v without a circuit breaker, want chat-dispatcher-circuit", r)
 	}
 	pod := mustDeployment(t, in).Spec.Template.Spec
-	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-		t.Error("the dispatcher gets a service account token it does not need")
+	if pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken {
+		t.Error("the dispatcher gets no service account token to report with")
 	}
+	found := false
 	for _, e := range pod.Containers[0].Env {
-		if e.Name == config.EnvPodName {
-			t.Errorf("env has %s without a circuit breaker", config.EnvPodName)
-		}
+		found = found || e.Name == config.EnvPodName
+	}
+	if !found {
+		t.Errorf("env lacks %s without a circuit breaker", config.EnvPodName)
 	}
 }
 

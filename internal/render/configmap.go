@@ -213,11 +213,11 @@ func (in *Inputs) render() (*rendered, error) {
 			c.Delivery.MaxInFlight = *d.MaxInFlight
 		}
 	}
-	if spec.CircuitBreaker != nil {
-		c.CircuitReport = &config.CircuitReport{ConfigMap: CircuitConfigMapName(p)}
-		if in.CircuitReportInterval > 0 {
-			c.CircuitReport.Interval = &metav1.Duration{Duration: in.CircuitReportInterval}
-		}
+	// Every pipeline's consumers report: their circuit breaker when the policy has one, and Kafka
+	// refusing them (authentication, TLS, ACLs) in any case.
+	c.CircuitReport = &config.CircuitReport{ConfigMap: CircuitConfigMapName(p)}
+	if in.CircuitReportInterval > 0 {
+		c.CircuitReport.Interval = &metav1.Duration{Duration: in.CircuitReportInterval}
 	}
 	c.Default()
 	return &rendered{cfg: c, mounts: mounts, ca: ca}, nil

@@ -244,8 +244,8 @@ func sinkPod(in *Inputs, r *rendered, volumes []corev1.Volume, mounts []corev1.V
 			Containers:         []corev1.Container{c},
 			Volumes:            volumes,
 			ServiceAccountName: ServiceAccountName(in.Pipeline),
-			// A token only when the dispatcher reports a circuit breaker, which is all its
-			// ServiceAccount may do (CircuitRole).
+			// A token only for the report (circuit breaker, Kafka refusing the consumer), which is
+			// all its ServiceAccount may do (CircuitRole).
 			AutomountServiceAccountToken:  ptr.To(r.cfg.CircuitReport != nil),
 			EnableServiceLinks:            ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To(grace),

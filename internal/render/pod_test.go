@@ -43,10 +43,11 @@ func TestSinkModeHasTheRestrictedPodSecurityDefaults(t *testing.T) {
 		case ptr.Deref(s.Privileged, false):
 			t.Error("privileged")
 		}
-		// A token only for the circuit report, to which the ServiceAccount is limited.
-		reports := in.Policy.Spec.CircuitBreaker != nil
-		if got := ptr.Deref(pod.AutomountServiceAccountToken, true); got != reports {
-			t.Errorf("automountServiceAccountToken %v, want %v (the policy has a circuit breaker: %v)", got, reports, reports)
+		// A token for the report (circuit breaker, Kafka refusing the consumer), to which the
+		// ServiceAccount is limited: every pipeline's consumers report.
+		const reports = true
+		if got := ptr.Deref(pod.AutomountServiceAccountToken, false); got != reports {
+			t.Errorf("automountServiceAccountToken %v, want %v", got, reports)
 		}
 		if pod.ServiceAccountName != render.ServiceAccountName(in.Pipeline) {
 			t.Errorf("serviceAccountName %q, want %q", pod.ServiceAccountName, render.ServiceAccountName(in.Pipeline))
@@ -61,7 +62,7 @@ func TestSinkModeHasTheRestrictedPodSecurityDefaults(t *testing.T) {
 		if env := c.Env; len(env) != wantEnv || env[0].Name != config.EnvConfig || env[0].Value != render.ConfigFile ||
 			(reports && (env[1].Name != config.EnvPodName || env[1].ValueFrom == nil || env[1].ValueFrom.FieldRef.FieldPath != "metadata.name")) ||
 			env[wantEnv-1].Name != render.EnvGoMemLimit {
-			t.Errorf("env %+v, want %s=%s (and %s from metadata.name when the policy has a circuit breaker), then %s", env, config.EnvConfig, render.ConfigFile, config.EnvPodName, render.EnvGoMemLimit)
+			t.Errorf("env %+v, want %s=%s then %s from metadata.name, then %s", env, config.EnvConfig, render.ConfigFile, config.EnvPodName, render.EnvGoMemLimit)
 		}
 		if got := ptr.Deref(pod.TerminationGracePeriodSeconds, 0); time.Duration(got)*time.Second <= config.DefaultDrainTimeout {
 			t.Errorf("terminationGracePeriodSeconds %d is not above the drain timeout %s", got, config.DefaultDrainTimeout)
