@@ -127,6 +127,25 @@ func (r *ConsumerPipelineReconciler) circuitRequeue(s *pipelineScope) time.Durat
 	return max(s.circuit.Expires.Sub(r.Clock.Now()), time.Second)
 }
 
+// setPipelineDeploymentKafka makes DeploymentReady False while fresh reports say Kafka refuses the
+// consumers: KafkaAuthenticationFailed (credentials or TLS) or KafkaUnauthorized (ACLs), naming the
+// pods, since when and the broker's error. It says more than the Deployment's status (pods not
+// ready) and less than a problem applying the Deployment, which it leaves in place.
+func setPipelineDeploymentKafka(st *v1.ConsumerPipelineStatus, s *pipelineScope) {
+	if s.circuit == nil || s.circuit.Kafka == nil || len(s.deploymentProblems) > 0 {
+		return
+	}
+	k := s.circuit.Kafka
+	reason := v1.ReasonKafkaAuthenticationFailed
+	if k.Reason == circuitstate.KafkaAuthorization {
+		reason = v1.ReasonKafkaUnauthorized
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: v1.ConditionDeploymentReady, Status: metav1.ConditionFalse, ObservedGeneration: s.p.Generation,
+		Reason: reason, Message: k.Text(max(render.Replicas(s.p), int32(len(k.Pods)))),
+	})
+}
+
 // setPipelineCircuit writes status.circuit and the CircuitClosed condition. The state is reported
 // only when the policy has a circuit breaker; while the policy is unknown (missing or invalid) the
 // previous state is kept. The condition follows the reports: False while any consumer reports its

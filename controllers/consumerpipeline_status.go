@@ -30,6 +30,7 @@ func pipelineStatus(s *pipelineScope) v1.ConsumerPipelineStatus {
 	setPipelineTopicsReady(&st, p.Generation, s.topicProblems, pipelineTopicsMessage(st.Topics))
 	setPipelineAlertsReady(&st, p.Generation, s.alertProblems, s.alertsMessage)
 	setPipelineDeployment(&st, p.Generation, s.deployment, s.deploymentProblems)
+	setPipelineDeploymentKafka(&st, s)
 	setPipelineCircuit(&st, s)
 	setPipelineReady(&st, p.Generation)
 	setPipelineStalled(&st, p.Generation, s.allProblems())

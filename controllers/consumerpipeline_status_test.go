@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/circuitstate"
 	"github.com/retryops/retry-operator/internal/policy"
 	"github.com/retryops/retry-operator/internal/retry"
 )
@@ -302,4 +303,44 @@ func TestSetPipelineDeployment(t *testing.T) {
 	setPipelineDeployment(st, 3, nil, problems{{Reason: reasonWaitingForTopics, Message: "later"}})
 	g.Expect(st.Replicas).To(BeZero())
 	g.Expect(st.ReadyReplicas).To(BeNil())
+}
+
+func TestSetPipelineDeploymentKafka(t *testing.T) {
+	since := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+	available := metav1.Condition{Type: v1.ConditionDeploymentReady, Status: metav1.ConditionTrue, Reason: reasonAvailable, ObservedGeneration: 4}
+	kafka := func(r circuitstate.KafkaReason, pods ...string) *circuitstate.Summary {
+		return &circuitstate.Summary{State: circuitstate.Closed, Kafka: &circuitstate.KafkaSummary{Reason: r, Pods: pods, Since: since, Message: "the broker's error"}}
+	}
+	for _, tc := range []struct {
+		name       string
+		circuit    *circuitstate.Summary
+		problems   problems
+		wantReason string
+		wantMsg    string
+	}{
+		{"reports not read", nil, nil, reasonAvailable, ""},
+		{"no Kafka problem", &circuitstate.Summary{State: circuitstate.Open, Pods: []string{"p-a"}}, nil, reasonAvailable, ""},
+		{"authentication", kafka(circuitstate.KafkaAuthentication, "p-abc"), nil, v1.ReasonKafkaAuthenticationFailed,
+			"consumers cannot authenticate to Kafka (1 of 2 pods since 2026-11-26T08:00:00Z: p-abc): the broker's error"},
+		{"TLS", kafka(circuitstate.KafkaTLS, "p-a", "p-b"), nil, v1.ReasonKafkaAuthenticationFailed,
+			"consumers cannot connect to Kafka over TLS (2 of 2 pods since 2026-11-26T08:00:00Z: p-a, p-b): the broker's error"},
+		{"authorization, more pods than replicas", kafka(circuitstate.KafkaAuthorization, "p-a", "p-b", "p-c"), nil, v1.ReasonKafkaUnauthorized,
+			"consumers are not authorized by Kafka (3 of 3 pods since 2026-11-26T08:00:00Z: p-a, p-b, p-c): the broker's error"},
+		{"a problem applying the Deployment stays", kafka(circuitstate.KafkaAuthentication, "p-a"),
+			problems{{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: "bad volume"}}, reasonAvailable, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 4}, Spec: v1.ConsumerPipelineSpec{Replicas: ptr.To[int32](2)}}
+			st := &v1.ConsumerPipelineStatus{Conditions: []metav1.Condition{available}}
+			setPipelineDeploymentKafka(st, &pipelineScope{p: p, circuit: tc.circuit, deploymentProblems: tc.problems})
+			c := meta.FindStatusCondition(st.Conditions, v1.ConditionDeploymentReady)
+			g.Expect(c.Reason).To(Equal(tc.wantReason))
+			g.Expect(c.ObservedGeneration).To(Equal(int64(4)))
+			if tc.wantMsg != "" {
+				g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+				g.Expect(c.Message).To(Equal(tc.wantMsg))
+			}
+		})
+	}
 }

@@ -45,6 +45,10 @@ const (
 	// Deployment's ReplicaFailure condition: a Pod Security rejection, an exhausted quota, a missing
 	// ServiceAccount); the message has its reason and message.
 	ReasonReplicaFailure = "ReplicaFailure"
+	// ReasonKafkaAuthenticationFailed means consumers report that Kafka refuses their credentials
+	// (SASL) or that the TLS handshake fails; the message names the pods, since when, and the
+	// broker's error. Consumers refused an operation by the ACLs report ReasonKafkaUnauthorized.
+	ReasonKafkaAuthenticationFailed = "KafkaAuthenticationFailed"
 )
 
 // Condition reasons shared by the controllers.
