@@ -7,9 +7,9 @@
 // KAFKA_TOPIC_DLQ, KAFKA_CONSUMER_GROUP, RETRY_MAX_ATTEMPTS, RETRY_BASE_DELAY_SECONDS,
 // RETRY_MAX_DELAY_SECONDS and SINK_URL, which override the file (see internal/dispatcher/config).
 // RETRYOPS_LOG_LEVEL sets the log level (debug, info, warn, error; default info). With
-// circuitReport in the config and a circuit breaker in the policy, it reports the breaker's state to
-// the operator through the Kubernetes API (in-cluster, or KUBECONFIG), naming itself by POD_NAME
-// (see internal/circuitstate).
+// circuitReport in the config, it reports its circuit breaker's state and Kafka refusing it
+// (authentication, TLS, ACLs) to the operator through the Kubernetes API (in-cluster, or
+// KUBECONFIG), naming itself by POD_NAME (see internal/circuitstate).
 //
 // It serves /metrics on listen.metricsAddress (default :9090) and /healthz and /readyz on
 // listen.healthAddress (default :8081), logs JSON to stderr, and stops gracefully on SIGTERM or

@@ -81,6 +81,7 @@
 //
 // and around the engine: handler.go (Handler, Delivery, Result), httpsink.go (the HTTP sink),
 // server.go (metrics and health endpoints), health.go (what liveness and readiness check: the poll
-// loop's heartbeat, deliveries past their bound, partitions lost), circuitreport.go (reporting the
-// breaker's state).
+// loop's heartbeat, deliveries past their bound, partitions lost), kafkahealth.go (Kafka refusing
+// the consumer: authentication, TLS, ACLs), circuitreport.go (reporting the breaker's state and
+// Kafka's refusal).
 package dispatcher

@@ -97,8 +97,8 @@ type Config struct {
 	// +optional
 	Listen Listen `json:"listen"`
 
-	// circuitReport, when set with a policy that has a circuit breaker, makes the consumer report
-	// its breaker's state to the operator through a ConfigMap (see internal/circuitstate).
+	// circuitReport, when set, makes the consumer report its circuit breaker's state and Kafka
+	// refusing it to the operator through a ConfigMap (see internal/circuitstate).
 	// +optional
 	CircuitReport *CircuitReport `json:"circuitReport,omitempty"`
 }
