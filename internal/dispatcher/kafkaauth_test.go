@@ -252,3 +252,49 @@ func TestTheBrokersRefusalReachesTheLogAndTheReport(t *testing.T) {
 	g.Expect(r.e.NotReadyReason()).To(gomega.ContainSubstring(kafkaMessage))
 	g.Eventually(logs.String).Should(gomega.ContainSubstring(kafkaMessage), "the broker's message logged")
 }
+
+// TestAJoinedConsumerRefusedItsCommitsIsNotReady: a consumer that joined and then has its commits
+// refused by the group's ACLs is not ready until a commit succeeds again.
+func TestAJoinedConsumerRefusedItsCommitsIsNotReady(t *testing.T) {
+	g := gomega.NewWithT(t)
+	p := newPipeline(t, "commitacl", 1, simplePolicy(2, 50*time.Millisecond), nil)
+	var refuse sync.Mutex
+	refusing := false
+	p.c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		p.c.KeepControl()
+		refuse.Lock()
+		defer refuse.Unlock()
+		if !refusing {
+			return nil, nil, false
+		}
+		r := req.(*kmsg.OffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.GroupAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	var seen problems
+	r := start(t, dispatcher.Options{Config: p.cfg, OnKafkaProblem: seen.observe})
+	g.Eventually(r.e.Ready).WithTimeout(20 * time.Second).Should(gomega.BeTrue())
+	refuse.Lock()
+	refusing = true
+	refuse.Unlock()
+	dt.Produce(t, p.prod, &kgo.Record{Topic: p.cfg.Topics.Source, Value: []byte("a")})
+	g.Eventually(r.e.Ready).WithTimeout(20*time.Second).Should(gomega.BeFalse(), "not ready while commits are refused")
+	g.Expect(seen.current()).To(gomega.HaveField("Reason", circuitstate.KafkaAuthorization))
+	g.Expect(r.e.NotReadyReason()).To(gomega.ContainSubstring("GROUP_AUTHORIZATION_FAILED"))
+	refuse.Lock()
+	refusing = false
+	refuse.Unlock()
+	dt.Produce(t, p.prod, &kgo.Record{Topic: p.cfg.Topics.Source, Value: []byte("b")})
+	g.Eventually(r.e.Ready).WithTimeout(20*time.Second).Should(gomega.BeTrue(), "ready once a commit succeeds")
+	g.Expect(seen.current()).To(gomega.BeNil())
+}
