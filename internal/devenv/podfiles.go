@@ -37,33 +37,23 @@ func (r *Runner) writeVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Con
 			continue
 		}
 		local := filepath.Join(dir, "volumes", m.Name)
+		// A new start sees the objects as they are now, not what an earlier start wrote.
+		if err := os.RemoveAll(local); err != nil {
+			return nil, err
+		}
 		if err := os.MkdirAll(local, 0o700); err != nil {
 			return nil, err
 		}
-		data := map[string][]byte{}
-		switch {
-		case v.ConfigMap != nil:
-			cm := &corev1.ConfigMap{}
-			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.ConfigMap.Name}, cm); err != nil {
-				return nil, fmt.Errorf("configmap %s: %w", v.ConfigMap.Name, err)
-			}
-			for k, s := range cm.Data {
-				data[k] = []byte(s)
-			}
-			for k, b := range cm.BinaryData {
-				data[k] = b
-			}
-		case v.Secret != nil:
-			s := &corev1.Secret{}
-			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.Secret.SecretName}, s); err != nil {
-				return nil, fmt.Errorf("secret %s: %w", v.Secret.SecretName, err)
-			}
-			data = s.Data
-		default:
-			// emptyDir and the like: an empty directory.
+		files, err := r.volumeFiles(ctx, pod.Namespace, v)
+		if err != nil {
+			return nil, fmt.Errorf("volume %q: %w", v.Name, err)
 		}
-		for k, b := range data {
-			if err := os.WriteFile(filepath.Join(local, k), b, 0o600); err != nil {
+		for path, b := range files {
+			full := filepath.Join(local, filepath.FromSlash(path))
+			if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(full, b, 0o600); err != nil {
 				return nil, err
 			}
 		}

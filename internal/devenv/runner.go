@@ -76,6 +76,10 @@ type proc struct {
 	baseURL    string
 	exitErr    error
 	unrunnable bool
+	// setup is why the container could not be created (a volume that cannot be mounted: reason
+	// ContainerCreating; an env var that cannot be resolved: CreateContainerConfigError). As a kubelet
+	// does, the runner tries again while the Pod exists, and it stays Pending meanwhile.
+	setup *corev1.ContainerStateWaiting
 
 	// started is when the process started; exited, its termination once it exited (with exitErr).
 	started time.Time
@@ -168,12 +172,19 @@ func (r *Runner) sync(ctx context.Context) error {
 			_ = client.IgnoreNotFound(r.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)))
 			continue
 		}
-		if p == nil {
+		if p == nil || p.setup != nil {
+			prev := p
 			p = r.launch(ctx, pod)
 			p.backoff = r.RestartBackoff
 			r.mu.Lock()
 			r.procs[key] = p
 			r.mu.Unlock()
+			switch {
+			case p.setup != nil && (prev == nil || prev.setup == nil || prev.setup.Message != p.setup.Message):
+				r.Log.Info("Pod container cannot be created yet; trying again", "pod", key, "reason", p.setup.Reason, "message", p.setup.Message)
+			case p.setup == nil && prev != nil:
+				r.Log.Info("Pod container created after waiting", "pod", key, "waitedFor", prev.setup.Message)
+			}
 		} else if next := r.restartDue(ctx, pod, p); next != nil {
 			p = next
 			r.mu.Lock()
@@ -232,16 +243,14 @@ func (r *Runner) launch(ctx context.Context, pod *corev1.Pod) *proc {
 	dir := filepath.Join(r.Dir, "pods", pod.Namespace, pod.Name)
 	mounts, err := r.writeVolumes(ctx, pod, c, dir)
 	if err != nil {
-		p.exitErr = err
+		p.setup = &corev1.ContainerStateWaiting{Reason: "ContainerCreating", Message: "MountVolume.SetUp failed: " + err.Error()}
 		close(p.done)
-		r.Log.Error(err, "Preparing pod volumes failed", "pod", key)
 		return p
 	}
 	env, err := r.environment(ctx, pod, c, mounts)
 	if err != nil {
-		p.exitErr = err
+		p.setup = &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}
 		close(p.done)
-		r.Log.Error(err, "Resolving pod environment failed", "pod", key)
 		return p
 	}
 	// Every replica gets its own ports: rewrite the config file's listen addresses.
@@ -335,6 +344,9 @@ func (r *Runner) report(ctx context.Context, pod *corev1.Pod, p *proc) error {
 	r.mu.Lock()
 	exitErr, exited := p.exitErr, p.exited
 	r.mu.Unlock()
+	if p.setup != nil {
+		return r.reportWaiting(ctx, pod, p.setup)
+	}
 	ready := false
 	if exitErr == nil && p.healthURL != "" {
 		hc := http.Client{Timeout: time.Second}
@@ -351,7 +363,7 @@ func (r *Runner) report(ctx context.Context, pod *corev1.Pod, p *proc) error {
 	if exitErr != nil {
 		ready = false
 	}
-	if pod.Status.Phase == phase && isReady(pod) == ready && restartCount(pod) == p.restarts && isWaiting(pod) == waiting {
+	if pod.Status.Phase == phase && isReady(pod) == ready && restartCount(pod) == p.restarts && waitingReason(pod) == waitingFor(waiting) {
 		return nil
 	}
 	now := metav1.NewTime(r.Clock.Now())
@@ -401,9 +413,46 @@ func restartCount(pod *corev1.Pod) int32 {
 	return pod.Status.ContainerStatuses[0].RestartCount
 }
 
-// isWaiting reports whether the Pod's status shows its container waiting for a restart.
-func isWaiting(pod *corev1.Pod) bool {
-	return len(pod.Status.ContainerStatuses) > 0 && pod.Status.ContainerStatuses[0].State.Waiting != nil
+// reportWaiting writes the status of a Pod whose container could not be created: Pending, not
+// Ready, the container waiting with the reason and the message.
+func (r *Runner) reportWaiting(ctx context.Context, pod *corev1.Pod, w *corev1.ContainerStateWaiting) error {
+	if pod.Status.Phase == corev1.PodPending && len(pod.Status.ContainerStatuses) > 0 &&
+		ptr.Deref(pod.Status.ContainerStatuses[0].State.Waiting, corev1.ContainerStateWaiting{}) == *w {
+		return nil
+	}
+	now := metav1.NewTime(r.Clock.Now())
+	patch := client.MergeFrom(pod.DeepCopy())
+	pod.Status.Phase = corev1.PodPending
+	pod.Status.HostIP = "127.0.0.1"
+	pod.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, LastTransitionTime: now, Reason: "ContainersNotReady"},
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: now, Reason: "ContainersNotReady"},
+	}
+	var statuses []corev1.ContainerStatus
+	for _, c := range pod.Spec.Containers {
+		statuses = append(statuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Started: ptr.To(false),
+			State: corev1.ContainerState{Waiting: w.DeepCopy()}})
+	}
+	pod.Status.ContainerStatuses = statuses
+	return r.Client.Status().Patch(ctx, pod, patch)
+}
+
+// waitingReason is the reason the Pod's status shows its container waiting for, if any.
+func waitingReason(pod *corev1.Pod) string {
+	if len(pod.Status.ContainerStatuses) == 0 || pod.Status.ContainerStatuses[0].State.Waiting == nil {
+		return ""
+	}
+	return pod.Status.ContainerStatuses[0].State.Waiting.Reason
+}
+
+// waitingFor is the waiting reason of a started container: CrashLoopBackOff between restarts.
+func waitingFor(crashLooping bool) string {
+	if crashLooping {
+		return "CrashLoopBackOff"
+	}
+	return ""
 }
 
 func isReady(pod *corev1.Pod) bool {

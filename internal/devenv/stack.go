@@ -37,6 +37,9 @@ type StackOptions struct {
 	// policies (config/admission) and the ClusterRoles aggregated into edit, admin and view
 	// (InstallSharedCluster), so that a user bound to edit sees what a tenant would.
 	SharedCluster bool
+	// KafkaSecurity is how the embedded Kafka lets clients in: plaintext (the default), TLS, or TLS
+	// with SCRAM users and the ACLs of config/strimzi (KafkaSCRAM).
+	KafkaSecurity KafkaSecurity
 	// Log receives the runner's log.
 	Log logr.Logger
 }
@@ -59,6 +62,7 @@ type Stack struct {
 	MetricsURL string
 
 	cleanups     []func()
+	kafkaAuth    *kafkaAuth
 	startManager func(name string) (*Process, error)
 	restarts     int
 }
@@ -159,9 +163,15 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 		_ = l.Close()
 	}
 
-	progress("Starting the embedded Kafka on 127.0.0.1:%d (data in %s)", o.KafkaPort, filepath.Join(o.Dir, "kafka"))
+	auth, kafkaArgs, securedManagerArgs, err := prepareKafkaAuth(o.KafkaSecurity, filepath.Join(o.Dir, "kafka-auth"), clock.RealClock{})
+	if err != nil {
+		return s, err
+	}
+	s.kafkaAuth = auth
+	progress("Starting the embedded Kafka on 127.0.0.1:%d (%s; data in %s)", o.KafkaPort, auth.describe(), filepath.Join(o.Dir, "kafka"))
 	s.Bootstrap = fmt.Sprintf("127.0.0.1:%d", o.KafkaPort)
-	kafka, err := StartProcess(logs, "kafka", nil, bin("kafka"), "--port", fmt.Sprint(o.KafkaPort), "--data-dir", filepath.Join(o.Dir, "kafka"))
+	kafka, err := StartProcess(logs, "kafka", nil, bin("kafka"),
+		append([]string{"--port", fmt.Sprint(o.KafkaPort), "--data-dir", filepath.Join(o.Dir, "kafka")}, kafkaArgs...)...)
 	if err != nil {
 		return s, err
 	}
@@ -170,6 +180,9 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 	defer cancel()
 	if err := WaitForPort(waitCtx, s.Bootstrap); err != nil {
 		return s, fmt.Errorf("the embedded Kafka did not start (see %s): %w", kafka.LogPath, err)
+	}
+	if err := s.grantOperator(waitCtx); err != nil {
+		return s, fmt.Errorf("the embedded Kafka (see %s): %w", kafka.LogPath, err)
 	}
 
 	progress("Starting the local control plane (kube-apiserver, etcd, controller-manager)")
@@ -206,7 +219,7 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 
 	metrics := "127.0.0.1:" + freePort()
 	s.MetricsURL = "http://" + metrics + "/metrics"
-	progress("Running the manager (log: %s, metrics: %s)", filepath.Join(logs, "manager.log"), s.MetricsURL)
+	progress("Running the manager (log: %s, metrics: %s)%s", filepath.Join(logs, "manager.log"), s.MetricsURL, auth.identities())
 	dlqAPIPort := freePort()
 	port, err := strconv.ParseInt(dlqAPIPort, 10, 32)
 	if err != nil {
@@ -221,7 +234,7 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 		"--dispatcher-image=" + o.DispatcherImage,
 		"--metrics-bind-address=" + metrics,
 		"--health-probe-bind-address=127.0.0.1:0",
-	}, o.ManagerArgs...)
+	}, append(securedManagerArgs, o.ManagerArgs...)...)
 	s.startManager = func(name string) (*Process, error) {
 		return StartProcess(logs, name, []string{"KUBECONFIG=" + s.Kubeconfig}, bin("manager"), args...)
 	}
