@@ -137,6 +137,8 @@ func TestRunnerRunsDeploymentPodsAsLocalProcesses(t *testing.T) {
 	g.Expect(isPodReady(crash)).To(BeFalse())
 	g.Expect(env.Client.Delete(ctx, crash)).To(Succeed())
 
+	waitsForItsSecret(ctx, t, env.Client, r, labels)
+
 	cancel()
 	<-runnerDone
 }
