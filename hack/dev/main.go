@@ -132,7 +132,7 @@ func run(o options) error {
 	cleanups = append(cleanups, cancelProd)
 	go func() {
 		for n := 0; prodCtx.Err() == nil; n += o.rate * 10 {
-			if err := devenv.Produce(prodCtx, []string{stack.Bootstrap}, demoTopic, n, n+o.rate*10, o.rate); err != nil && prodCtx.Err() == nil {
+			if err := devenv.Produce(prodCtx, stack.KafkaOptions(), demoTopic, n, n+o.rate*10, o.rate); err != nil && prodCtx.Err() == nil {
 				fmt.Fprintln(os.Stderr, "dev: producer:", err)
 				time.Sleep(time.Second)
 			}

@@ -146,9 +146,10 @@ func (s *DemoSink) Requests() int {
 func DemoKey(n int) string { return fmt.Sprintf("demo-%d", n) }
 
 // Produce writes records demo-<from>..demo-<to-1> to topic, at most perSecond a second (0: as fast
-// as possible), and waits for every acknowledgement.
-func Produce(ctx context.Context, brokers []string, topic string, from, to, perSecond int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation())
+// as possible), and waits for every acknowledgement. kafka are the client's options: the brokers and
+// how to reach them (Stack.KafkaOptions).
+func Produce(ctx context.Context, kafka []kgo.Opt, topic string, from, to, perSecond int) error {
+	cl, err := kgo.NewClient(append(slices.Clip(kafka), kgo.AllowAutoTopicCreation())...)
 	if err != nil {
 		return err
 	}

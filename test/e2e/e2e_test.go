@@ -123,7 +123,7 @@ func TestEndToEnd(t *testing.T) {
 	g.Eventually(ready, 2*time.Minute, 250*time.Millisecond).Should(BeTrue(), "the pipeline never became Ready")
 
 	start := time.Now()
-	g.Expect(devenv.Produce(ctx, []string{stack.Bootstrap}, "e2e-tasks", 0, records, 0)).To(Succeed())
+	g.Expect(devenv.Produce(ctx, stack.KafkaOptions(), "e2e-tasks", 0, records, 0)).To(Succeed())
 	var wantOK, wantDead int
 	for n := range records {
 		if permanent(n) {
@@ -148,7 +148,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// Every permanent record is in the DLQ, with its context headers.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(stack.Bootstrap), kgo.ConsumeTopics("e2e-tasks.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(stack.KafkaOptions(kgo.ConsumeTopics("e2e-tasks.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer cl.Close()
 	dead := map[string]map[string]string{}
@@ -239,7 +239,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	sink.SetDown(true)
 	downAt := time.Now()
-	go func() { _ = devenv.Produce(ctx, []string{stack.Bootstrap}, "e2e-tasks", 100000, 100400, 0) }()
+	go func() { _ = devenv.Produce(ctx, stack.KafkaOptions(), "e2e-tasks", 100000, 100400, 0) }()
 	g.Eventually(circuit, time.Minute, 250*time.Millisecond).Should(Equal("Open CircuitOpen"))
 	t.Logf("sink down: the pipeline shows the circuit open after %s", time.Since(downAt).Round(time.Millisecond))
 	out, _ = stack.Kubectl(nil, "get", "cpl", "-n", namespace, "-o", "wide")

@@ -201,7 +201,7 @@ func TestHostileRetryHeaders(t *testing.T) {
 
 	// The dispatcher is running and consuming: a first delivery from the source topic arrives. The
 	// group has one member, so it owns the retry tiers' partitions as well.
-	pr, err := kgo.NewClient(kgo.SeedBrokers(stack.Bootstrap), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	pr, err := kgo.NewClient(stack.KafkaOptions(kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer pr.Close()
 	g.Expect(pr.ProduceSync(ctx, &kgo.Record{Topic: hostileSource, Key: []byte("warmup"), Value: []byte(`{}`)}).FirstErr()).To(Succeed())
@@ -330,7 +330,7 @@ func TestHostileRetryHeaders(t *testing.T) {
 	t.Logf("%d good records delivered on schedule, at most %s after their due time", goodRecords, maxLate.Round(time.Millisecond))
 
 	// Both hostile records are in the DLQ, malformed, with a message naming the header and value.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(stack.Bootstrap), kgo.ConsumeTopics(hostileDLQ), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(stack.KafkaOptions(kgo.ConsumeTopics(hostileDLQ), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer cl.Close()
 	dead := map[string]map[string]string{}

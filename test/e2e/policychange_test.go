@@ -93,14 +93,14 @@ func TestPolicyChange(t *testing.T) {
 	g.Expect(oldTiers).To(Equal([]string{pcSource + ".retry.3s", pcSource + ".retry.6s", pcSource + ".retry.12s"}))
 	t.Logf("pipeline Ready after %s with ByDelay tiers %v", time.Since(setupDone).Round(time.Millisecond), oldTiers)
 
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(stack.Bootstrap))
+	kcl, err := kgo.NewClient(stack.KafkaOptions()...)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer kcl.Close()
 	adm := kadm.NewClient(kcl)
 	onFailure = func() {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		dcl, err := kgo.NewClient(kgo.SeedBrokers(stack.Bootstrap)) // the test's clients are closed by now
+		dcl, err := kgo.NewClient(stack.KafkaOptions()...) // the test's clients are closed by now
 		if err != nil {
 			t.Logf("describing group %s: %v", pcGroup, err)
 			return
@@ -126,12 +126,12 @@ func TestPolicyChange(t *testing.T) {
 	}
 
 	// A reader (no group) of the old tiers: which records went through each.
-	tierReader, err := kgo.NewClient(kgo.SeedBrokers(stack.Bootstrap), kgo.ConsumeTopics(oldTiers...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250*time.Millisecond))
+	tierReader, err := kgo.NewClient(stack.KafkaOptions(kgo.ConsumeTopics(oldTiers...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250*time.Millisecond))...)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer tierReader.Close()
 
-	dlqReader, err := kgo.NewClient(kgo.SeedBrokers(stack.Bootstrap), kgo.ConsumeTopics(pcDLQ), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	dlqReader, err := kgo.NewClient(stack.KafkaOptions(kgo.ConsumeTopics(pcDLQ), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer dlqReader.Close()
 	dead := &pcDeadLetters{cl: dlqReader, got: map[string][]map[string]string{}}
@@ -217,7 +217,7 @@ func TestPolicyChange(t *testing.T) {
 	// Produce, and wait until every old tier holds at least pcMinWaiting unconsumed records.
 	produceStart := time.Now()
 	produced := make(chan error, 1)
-	go func() { produced <- devenv.Produce(ctx, []string{stack.Bootstrap}, pcSource, 0, pcRecords, pcRate) }()
+	go func() { produced <- devenv.Produce(ctx, stack.KafkaOptions(), pcSource, 0, pcRecords, pcRate) }()
 	lagsNow := func() map[string]int64 {
 		wmu.Lock()
 		defer wmu.Unlock()

@@ -129,7 +129,7 @@ type rpDeadLetter struct {
 }
 
 // readAll reads every record of topic from its start up to its end offsets now.
-func readAll(t *testing.T, adm *kadm.Client, bootstrap, topic string) []*kgo.Record {
+func readAll(t *testing.T, adm *kadm.Client, stack *devenv.Stack, topic string) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -146,7 +146,7 @@ func readAll(t *testing.T, adm *kadm.Client, bootstrap, topic string) []*kgo.Rec
 		s, _ := starts.Lookup(o.Topic, o.Partition)
 		want += o.Offset - s.Offset
 	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(stack.KafkaOptions(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,9 +176,9 @@ func header(r *kgo.Record, name string) string {
 	return v
 }
 
-func deadLetters(t *testing.T, adm *kadm.Client, bootstrap string) []rpDeadLetter {
+func deadLetters(t *testing.T, adm *kadm.Client, stack *devenv.Stack) []rpDeadLetter {
 	var out []rpDeadLetter
-	for _, r := range readAll(t, adm, bootstrap, rpDLQ) {
+	for _, r := range readAll(t, adm, stack, rpDLQ) {
 		out = append(out, rpDeadLetter{id: fmt.Sprintf("%s/%d/%d", rpDLQ, r.Partition, r.Offset), key: string(r.Key),
 			reason: header(r, headers.Reason), errorType: header(r, headers.ErrorType), replayOf: header(r, headers.ReplayOf), ts: r.Timestamp})
 	}
@@ -206,7 +206,7 @@ func TestReplay(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	c := stack.Env.Client
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(stack.Bootstrap), kgo.AllowAutoTopicCreation())
+	cl, err := kgo.NewClient(stack.KafkaOptions(kgo.AllowAutoTopicCreation())...)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -226,12 +226,12 @@ func TestReplay(t *testing.T) {
 		rs = append(rs, &kgo.Record{Topic: rpSource, Key: []byte("r-" + strconv.Itoa(n)), Value: []byte(`{"n":` + strconv.Itoa(n) + `}`)})
 	}
 	g.Expect(cl.ProduceSync(ctx, rs...).FirstErr()).To(Succeed())
-	g.Eventually(func() int { return len(deadLetters(t, adm, stack.Bootstrap)) }, 2*time.Minute, time.Second).Should(Equal(rpRecords))
+	g.Eventually(func() int { return len(deadLetters(t, adm, stack)) }, 2*time.Minute, time.Second).Should(Equal(rpRecords))
 	first := sink.snapshot()
 
 	// The independent scan: what the action must replay.
 	want := map[string]string{} // dead letter id -> key
-	for _, dl := range deadLetters(t, adm, stack.Bootstrap) {
+	for _, dl := range deadLetters(t, adm, stack) {
 		if dl.reason == headers.ReasonMaxRetriesExceeded && dl.errorType == "HTTP500" {
 			want[dl.id] = dl.key
 		}
@@ -266,7 +266,7 @@ func TestReplay(t *testing.T) {
 	p := &v1.ConsumerPipeline{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: rpNS, Name: "rp"}, p)).To(Succeed())
 	var replayed []*kgo.Record
-	for _, r := range readAll(t, adm, stack.Bootstrap, p.Status.Topics.Retries[0].Name) {
+	for _, r := range readAll(t, adm, stack, p.Status.Topics.Retries[0].Name) {
 		// A replay has attempts 0; a replay that failed again is retried through the tiers too,
 		// carrying its replay headers with attempts 1.
 		if header(r, headers.ReplayOf) != "" && header(r, headers.Attempts) == "0" {
@@ -318,7 +318,7 @@ func TestReplay(t *testing.T) {
 	var back []rpDeadLetter
 	g.Eventually(func() int {
 		back = back[:0]
-		for _, dl := range deadLetters(t, adm, stack.Bootstrap) {
+		for _, dl := range deadLetters(t, adm, stack) {
 			if dl.replayOf != "" {
 				back = append(back, dl)
 			}
@@ -351,7 +351,7 @@ func pluginReplay(t *testing.T, stack *devenv.Stack, adm *kadm.Client, sink *rpS
 	out, err := build.CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), string(out))
 	ids := map[string]string{} // dead letter id -> key
-	for _, dl := range deadLetters(t, adm, stack.Bootstrap) {
+	for _, dl := range deadLetters(t, adm, stack) {
 		if dl.reason == headers.ReasonNonRetriable && dl.replayOf == "" {
 			ids[dl.id] = dl.key
 		}
@@ -415,7 +415,7 @@ func total(t *testing.T, adm *kadm.Client, topic string) int64 {
 func restartDuringReplay(t *testing.T, stack *devenv.Stack, adm *kadm.Client, c client.Client, tier string) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(stack.Bootstrap))
+	cl, err := kgo.NewClient(stack.KafkaOptions()...)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer cl.Close()
 	var rs []*kgo.Record
@@ -428,7 +428,7 @@ func restartDuringReplay(t *testing.T, stack *devenv.Stack, adm *kadm.Client, c 
 		}})
 	}
 	g.Expect(cl.ProduceSync(ctx, rs...).FirstErr()).To(Succeed())
-	before := countReplays(t, adm, stack.Bootstrap, tier, "bulk-")
+	before := countReplays(t, adm, stack, tier, "bulk-")
 
 	a := &v1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{Namespace: rpNS, Name: "replay-bulk"}, Spec: v1.DeadLetterActionSpec{
 		Queue: "rp-dlq", Action: v1.DeadLetterReplay, RequestedBy: "e2e",
@@ -447,7 +447,7 @@ func restartDuringReplay(t *testing.T, stack *devenv.Stack, adm *kadm.Client, c 
 		Should(Equal(v1.ActionSucceeded))
 	g.Expect(a.Status.Matched).To(Equal(int64(rpBulk)))
 	g.Expect(before).To(BeEmpty())
-	counts := countReplays(t, adm, stack.Bootstrap, tier, "bulk-")
+	counts := countReplays(t, adm, stack, tier, "bulk-")
 	dups := 0
 	for _, n := range counts {
 		dups += n - 1
@@ -460,9 +460,9 @@ func restartDuringReplay(t *testing.T, stack *devenv.Stack, adm *kadm.Client, c 
 
 // countReplays counts, per replayed dead letter, the replays in tier of dead letters whose key
 // starts with prefix.
-func countReplays(t *testing.T, adm *kadm.Client, bootstrap, tier, prefix string) map[string]int {
+func countReplays(t *testing.T, adm *kadm.Client, stack *devenv.Stack, tier, prefix string) map[string]int {
 	out := map[string]int{}
-	for _, r := range readAll(t, adm, bootstrap, tier) {
+	for _, r := range readAll(t, adm, stack, tier) {
 		if of := header(r, headers.ReplayOf); of != "" && header(r, headers.Attempts) == "0" && strings.HasPrefix(string(r.Key), prefix) {
 			out[of]++
 		}
