@@ -46,9 +46,9 @@ const (
 // Kafka user are both named <namespace>-consumer, as Strimzi names a KafkaUser's Secret after it.
 const ConsumerSecretPattern = "{namespace}-consumer"
 
-// superuserName is the tests' and the demo's own Kafka user: it creates users and ACLs, produces
+// KafkaSuperuser is the tests' and the demo's own Kafka user: it creates users and ACLs, produces
 // and reads. Neither the manager nor a pod has its password.
-const superuserName = "retryops-admin"
+const KafkaSuperuser = "retryops-admin"
 
 // kafkaAuth is the secured broker's material, all of it under dir.
 type kafkaAuth struct {
@@ -80,7 +80,7 @@ func prepareKafkaAuth(security KafkaSecurity, dir string, clk clock.PassiveClock
 		return nil, nil, nil, err
 	}
 	kafkaArgs = []string{"--tls-cert-file=" + filepath.Join(dir, "server.crt"), "--tls-key-file=" + filepath.Join(dir, "server.key")}
-	managerArgs = []string{"--kafka-tls-ca-file=" + filepath.Join(dir, "ca.crt"), "--kafka-tls-server-name=" + kafkaServerName}
+	managerArgs = []string{"--kafka-tls-ca-file=" + filepath.Join(dir, "ca.crt"), "--kafka-tls-server-name=" + KafkaServerName}
 	if security == KafkaTLS {
 		return a, kafkaArgs, managerArgs, nil
 	}
@@ -92,7 +92,7 @@ func prepareKafkaAuth(security KafkaSecurity, dir string, clk clock.PassiveClock
 	opPass := randomPassword()
 	a.superPass = randomPassword()
 	users, err := json.Marshal([]map[string]any{
-		{"mechanism": "SCRAM-SHA-512", "user": superuserName, "password": a.superPass, "superuser": true},
+		{"mechanism": "SCRAM-SHA-512", "user": KafkaSuperuser, "password": a.superPass, "superuser": true},
 		{"mechanism": "SCRAM-SHA-512", "user": a.operatorUser, "password": opPass},
 	})
 	if err != nil {
@@ -133,9 +133,9 @@ func (a *kafkaAuth) clientOptions(bootstrap string) []kgo.Opt {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(a.caPEM)
-	opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: pool, ServerName: kafkaServerName, MinVersion: tls.VersionTLS12}))
+	opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: pool, ServerName: KafkaServerName, MinVersion: tls.VersionTLS12}))
 	if a.security == KafkaSCRAM {
-		opts = append(opts, kgo.SASL(scram.Auth{User: superuserName, Pass: a.superPass}.AsSha512Mechanism()))
+		opts = append(opts, kgo.SASL(scram.Auth{User: KafkaSuperuser, Pass: a.superPass}.AsSha512Mechanism()))
 	}
 	return opts
 }
@@ -287,9 +287,9 @@ func (s *Stack) grantOperator(ctx context.Context) error {
 func (a *kafkaAuth) describe() string {
 	switch a.security {
 	case KafkaTLS:
-		return "TLS as " + kafkaServerName + ", no client authentication"
+		return "TLS as " + KafkaServerName + ", no client authentication"
 	case KafkaSCRAM:
-		return "TLS as " + kafkaServerName + ", SCRAM-SHA-512 users, the ACLs of config/strimzi enforced"
+		return "TLS as " + KafkaServerName + ", SCRAM-SHA-512 users, the ACLs of config/strimzi enforced"
 	default:
 		return "plaintext, no authentication"
 	}

@@ -15,16 +15,16 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// kafkaServerName is the only name in the embedded Kafka's certificate: no IP address, so a client
+// KafkaServerName is the only name in the embedded Kafka's certificate: no IP address, so a client
 // that does not set it as its TLS server name (--kafka-tls-server-name, the dispatcher config's
 // kafka.tls.serverName) fails to verify the broker, and the stack shows the name reaching the pods.
-const kafkaServerName = "kafka.retryops-dev.test"
+const KafkaServerName = "kafka.retryops-dev.test"
 
 // certValidity is how long the stack's certificates are valid: a day past any `make dev` session.
 const certValidity = 30 * 24 * time.Hour
 
 // writeKafkaPKI writes under dir a CA (ca.crt) and the broker's certificate and key for
-// kafkaServerName (server.crt, server.key), fresh on every start, and returns the CA's PEM.
+// KafkaServerName (server.crt, server.key), fresh on every start, and returns the CA's PEM.
 func writeKafkaPKI(dir string, clk clock.PassiveClock) ([]byte, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -52,10 +52,10 @@ func writeKafkaPKI(dir string, clk clock.PassiveClock) ([]byte, error) {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: kafkaServerName},
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: KafkaServerName},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(certValidity),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: []string{kafkaServerName},
+		DNSNames: []string{KafkaServerName},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {

@@ -54,7 +54,7 @@ func every(d time.Duration, f func()) (stop func()) {
 // stackLogs lists, relative to the stack's dir, the manager's and the runner's logs and every pod's
 // output.
 func stackLogs(dir string) []string {
-	logs := []string{"logs/manager.log", "runner.log"}
+	logs := []string{"logs/kafka.log", "logs/manager.log", "runner.log"}
 	_ = filepath.WalkDir(filepath.Join(dir, "pods"), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && d.Name() == "log" {
 			rel, _ := filepath.Rel(dir, p)
@@ -70,6 +70,12 @@ func stackLogs(dir string) []string {
 // the test failed. It returns the stack and its directory.
 func startStack(t *testing.T, image string) (*devenv.Stack, string) {
 	t.Helper()
+	return startStackWith(t, image, devenv.KafkaPlaintext)
+}
+
+// startStackWith is startStack with the embedded Kafka secured as security says.
+func startStackWith(t *testing.T, image string, security devenv.KafkaSecurity) (*devenv.Stack, string) {
+	t.Helper()
 	dir := t.TempDir()
 	buildBinaries(t, filepath.Join(dir, "bin"))
 	logFile, err := os.Create(filepath.Join(dir, "runner.log"))
@@ -78,7 +84,7 @@ func startStack(t *testing.T, image string) (*devenv.Stack, string) {
 	}
 	stack, err := devenv.StartStack(context.Background(), devenv.StackOptions{
 		Dir: dir, Bin: filepath.Join(dir, "bin"), DispatcherImage: image,
-		ManagerArgs: []string{"--status-refresh-interval=2s"}, Log: zap.New(zap.WriteTo(logFile)),
+		ManagerArgs: []string{"--status-refresh-interval=2s"}, Log: zap.New(zap.WriteTo(logFile)), KafkaSecurity: security,
 	}, t.Logf)
 	t.Cleanup(func() {
 		if t.Failed() {
