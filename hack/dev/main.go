@@ -9,6 +9,11 @@
 // config/default installs for a shared cluster's tenants (devenv.StackOptions.SharedCluster). Ctrl-C
 // stops everything it started, and nothing else.
 //
+// The embedded Kafka is secured by default as a production cluster is (--kafka-security=scram): a
+// TLS listener, SCRAM-SHA-512 users and the ACLs of config/strimzi. The manager is the operator's
+// Kafka user; the demo's namespace (and each of --consumer-namespaces) gets its consumers' user and
+// Secret, which its pipelines' pods use on the default connection.
+//
 // `make dev` runs it with --demo; `make run` without.
 package main
 
@@ -41,6 +46,8 @@ type options struct {
 	demo            bool
 	rate            int
 	dispatcherImage string
+	kafkaSecurity   string
+	consumers       string
 	managerArgs     []string
 }
 
@@ -52,7 +59,12 @@ func main() {
 	flag.BoolVar(&o.demo, "demo", false, "Apply the demo pipeline, run the demo sink and producer, and show the live view.")
 	flag.IntVar(&o.rate, "rate", 20, "Demo records produced per second.")
 	flag.StringVar(&o.dispatcherImage, "dispatcher-image", "ghcr.io/retryops/retry-dispatcher:dev", "Dispatcher image the operator renders; run locally as bin/dispatcher.")
+	flag.StringVar(&o.kafkaSecurity, "kafka-security", string(devenv.KafkaSCRAM), "How the embedded Kafka lets clients in: scram (TLS, SCRAM-SHA-512 users and the ACLs of config/strimzi, as a production cluster), tls (TLS only) or plaintext.")
+	flag.StringVar(&o.consumers, "consumer-namespaces", "", "Comma-separated namespaces (created if missing) whose consumers get a Kafka user and its Secret <namespace>-consumer at start (scram only; the demo's namespace always does).")
 	flag.Parse()
+	if o.kafkaSecurity == "plaintext" {
+		o.kafkaSecurity = string(devenv.KafkaPlaintext)
+	}
 	o.managerArgs = flag.Args()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "dev:", err)
@@ -84,6 +96,7 @@ func run(o options) error {
 		Dir: o.dir, Bin: "bin", KafkaPort: o.kafkaPort, DispatcherImage: o.dispatcherImage,
 		ManagerArgs:   append([]string{"--status-refresh-interval=5s"}, o.managerArgs...),
 		SharedCluster: true,
+		KafkaSecurity: devenv.KafkaSecurity(o.kafkaSecurity),
 		Log:           zap.New(zap.WriteTo(mustCreate(filepath.Join(o.dir, "logs", "runner.log")))),
 	}, step)
 	cleanups = append(cleanups, stack.Stop)
@@ -91,6 +104,13 @@ func run(o options) error {
 		return err
 	}
 	kubeconfig, manager := stack.Kubeconfig, stack.Manager
+	consumers := splitList(o.consumers)
+	if o.demo {
+		consumers = append(consumers, demoNamespace)
+	}
+	if err := addConsumers(ctx, stack, consumers); err != nil {
+		return err
+	}
 
 	kubectlPath, _ := exec.LookPath("kubectl")
 	fmt.Printf("\nPoint kubectl (%s) at the local cluster with:\n\n    export KUBECONFIG=%s\n    kubectl get retryops -A\n    kubectl get deadletters -n %s\n\n", kubectlPath, kubeconfig, demoNamespace)
@@ -127,7 +147,7 @@ func run(o options) error {
 		return fmt.Errorf("applying the samples: %w\n%s", err, out)
 	}
 
-	step("Producing %d records a second to %s, the chat pipeline's source topic", o.rate, demoTopic)
+	step("Producing %d records a second to %s, the chat pipeline's source topic%s", o.rate, demoTopic, producerIdentity(stack))
 	prodCtx, cancelProd := context.WithCancel(ctx)
 	cleanups = append(cleanups, cancelProd)
 	go func() {
@@ -185,8 +205,10 @@ func kubectl(kubeconfig string, stdin []byte, args ...string) (string, error) {
 
 // The demo: the samples in their own namespace, the chat pipeline's records produced to its source.
 const (
-	demoNamespace         = "retryops-demo"
-	demoTopic             = "alice_tasks"
+	demoNamespace = "retryops-demo"
+	// demoTopic and every topic and group of the demo start with "<namespace>.": the claim policy
+	// (--topic-prefix) the secured stack's consumer ACLs are written for.
+	demoTopic             = demoNamespace + ".alice_tasks"
 	demoNamespaceManifest = "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + demoNamespace + "}\n"
 )
 
@@ -216,11 +238,25 @@ patches:
     - op: replace
       path: /spec/sink/uri
       value: http://` + sinkAddr + `/tasks
+    - op: replace
+      path: /spec/source/topic
+      value: ` + demoTopic + `
+    - op: replace
+      path: /spec/source/consumerGroup
+      value: ` + demoNamespace + `.alice-orchestrator
 - target: {kind: ConsumerPipeline, name: documents}
   patch: |-
     - op: replace
       path: /spec/replicas
       value: 0
+    - op: replace
+      path: /spec/source/topic
+      value: ` + demoNamespace + `.documents.chunks
+- target: {kind: DeadLetterQueue, name: chatbot-dlq}
+  patch: |-
+    - op: replace
+      path: /spec/topic/name
+      value: ` + demoNamespace + `.chatbot.dlq
 # The sample DeadLetterAction says jane@example.com asked for it, and the admission policy wants
 # requestedBy to be its creator: the demo creates it later as that user (kubectl --as), its tenant.
 - target: {kind: DeadLetterAction}
@@ -328,3 +364,41 @@ spec:
   note: "make dev: permanent failures of the demo sink, nothing to replay"
   selector: {reasons: [non_retriable_error]}
 `
+
+// addConsumers gives each namespace's consumers their Kafka user and its Secret (the secured stack
+// only), creating the namespace first if needed.
+func addConsumers(ctx context.Context, stack *devenv.Stack, namespaces []string) error {
+	if stack.OperatorKafkaUser() == "" {
+		return nil
+	}
+	for _, ns := range namespaces {
+		if out, err := kubectl(stack.Kubeconfig, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: "+ns+"}\n"), "apply", "--server-side", "-f", "-"); err != nil {
+			return fmt.Errorf("creating namespace %s: %w\n%s", ns, err, out)
+		}
+		user, err := stack.AddConsumer(ctx, ns)
+		if err != nil {
+			return err
+		}
+		step("The pods of namespace %s are Kafka user %s (Secret %s/%s, in the shape a Strimzi KafkaUser's has; ACLs of config/strimzi/kafkauser-consumer.yaml)",
+			ns, user, ns, devenv.ConsumerSecretName(ns))
+	}
+	return nil
+}
+
+// producerIdentity says, on the secured stack, which Kafka user the demo's producer is.
+func producerIdentity(stack *devenv.Stack) string {
+	if stack.OperatorKafkaUser() == "" {
+		return ""
+	}
+	return " (as Kafka user " + devenv.KafkaSuperuser + ", the demo's own, neither the manager's nor the pods')"
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
