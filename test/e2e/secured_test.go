@@ -168,13 +168,13 @@ func TestSecuredDefaultConnection(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(cond).NotTo(BeNil())
 		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(cond.Reason).To(Equal(reasonKafkaCredentialsMissing))
+		g.Expect(cond.Reason).To(Equal(v1.ReasonKafkaCredentialsMissing))
 	}, time.Minute, 250*time.Millisecond).Should(Succeed())
 	t.Logf("%s: Ready=False %s: %s", late, cond.Reason, cond.Message)
 	g.Expect(cond.Message).To(And(ContainSubstring(devenv.ConsumerSecretName(late)), ContainSubstring(late), ContainSubstring("password")))
 	dr, err := pipelineCondition(ctx, c, late, v1.ConditionDeploymentReady)()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(dr).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", reasonKafkaCredentialsMissing)))
+	g.Expect(dr).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", v1.ReasonKafkaCredentialsMissing)))
 	g.Expect(deployments(ctx, c, late)).To(BeEmpty())
 
 	// Its Secret (and user) created, it runs without any edit.
@@ -281,6 +281,3 @@ func filesHolding(t *testing.T, dir string, secret []byte) []string {
 	return out
 }
 
-// reasonKafkaCredentialsMissing is v1.ReasonKafkaCredentialsMissing, which the control plane's part
-// of issue 30 adds.
-const reasonKafkaCredentialsMissing = "KafkaCredentialsMissing"
