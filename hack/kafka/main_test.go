@@ -110,4 +110,3 @@ func TestSASLUserReadsTheFirstMessage(t *testing.T) {
 		})
 	}
 }
-

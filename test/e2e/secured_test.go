@@ -280,4 +280,3 @@ func filesHolding(t *testing.T, dir string, secret []byte) []string {
 	}
 	return out
 }
-
