@@ -1,7 +1,10 @@
-// Package strimzi_test checks the Kafka objects hack/kind-e2e.sh creates (hack/strimzi-kafka.yaml)
-// against the CRDs of the Strimzi release the script pins, kept in testdata/<version>: a
-// server-side dry run in envtest, so the API server applies the release's schemas and validation
-// rules, as it would on a user's kind cluster.
+// Package strimzi_test checks what hack/kind-e2e.sh creates against what it runs on: the Kafka
+// objects (hack/strimzi-kafka.yaml) and Kafka users (config/strimzi) against the CRDs of the Strimzi
+// release the script pins, kept in testdata/<version>, with a server-side dry run in envtest, so
+// the API server applies the release's schemas and validation rules as it would on a user's kind
+// cluster; the Kafka's listeners against a secured production cluster's (TLS, authenticated,
+// authorized); the manager's Deployment (config/strimzi/manager) against those objects; and the
+// samples (config/strimzi/samples) against the claim policy and the consumer user's ACLs.
 package strimzi_test
 
 import (
@@ -12,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -28,34 +33,97 @@ import (
 const (
 	script      = "hack/kind-e2e.sh"
 	objectsFile = "hack/strimzi-kafka.yaml"
-	// namespace is where the script creates the objects.
+	// namespace is where the script creates the Kafka objects and users.
 	namespace = "kafka"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.env != nil {
+		_ = shared.env.Stop()
+	}
+	os.Exit(code)
+}
+
+// shared is the package's one control plane, with the pinned release's CRDs and the namespaces the
+// script creates objects in.
+var shared struct {
+	once sync.Once
+	env  *envtestutil.Env
+	err  error
+}
+
+func sharedEnv(t *testing.T) *envtestutil.Env {
+	t.Helper()
+	crds := crdDir(t)
+	shared.once.Do(func() {
+		if shared.env, shared.err = envtestutil.Start(crds); shared.err != nil {
+			return
+		}
+		for _, ns := range []string{namespace, "retry-operator-system"} {
+			err := shared.env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				shared.err = err
+				return
+			}
+		}
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.env
+}
+
+// scriptText returns the script.
+func scriptText(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(repoPath(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// scriptRuns fails unless the script has line, as a whole line (leading blanks aside).
+func scriptRuns(t *testing.T, line string) {
+	t.Helper()
+	for l := range strings.SplitSeq(scriptText(t), "\n") {
+		if strings.TrimSpace(l) == line {
+			return
+		}
+	}
+	t.Fatalf("%s no longer runs `%s`", script, line)
+}
 
 // pinnedVersion returns the Strimzi release the script installs by default.
 func pinnedVersion(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(envtestutil.RepoRoot(), script))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^STRIMZI_VERSION=\$\{STRIMZI_VERSION:-(\d+\.\d+\.\d+)\}$`).FindSubmatch(data)
+	m := regexp.MustCompile(`(?m)^STRIMZI_VERSION=\$\{STRIMZI_VERSION:-(\d+\.\d+\.\d+)\}$`).FindStringSubmatch(scriptText(t))
 	if m == nil {
 		t.Fatalf("%s pins no Strimzi release (a line STRIMZI_VERSION=${STRIMZI_VERSION:-x.y.z})", script)
 	}
-	if !bytes.Contains(data, []byte("kubectl -n "+namespace+" apply -f "+objectsFile+"\n")) {
-		t.Fatalf("%s no longer applies %s in the namespace %s", script, objectsFile, namespace)
-	}
-	return string(m[1])
+	scriptRuns(t, "kubectl -n "+namespace+" apply -f "+objectsFile)
+	return m[1]
 }
 
-// readObjects decodes the YAML documents of path.
-func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
+// crdDir is the directory of the pinned release's CRDs.
+func crdDir(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	version := pinnedVersion(t)
+	crds := repoPath("test", "strimzi", "testdata", version)
+	if _, err := os.Stat(crds); err != nil {
+		t.Fatalf("%s installs Strimzi %s but its CRDs are not in %s: %v", script, version, crds, err)
 	}
+	return crds
+}
+
+func repoPath(elem ...string) string {
+	return filepath.Join(append([]string{envtestutil.RepoRoot()}, elem...)...)
+}
+
+// decode decodes YAML documents.
+func decode(t *testing.T, what string, data []byte) []*unstructured.Unstructured {
+	t.Helper()
 	var objs []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for {
@@ -63,7 +131,7 @@ func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
 		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			t.Fatalf("%s: %v", path, err)
+			t.Fatalf("%s: %v", what, err)
 		}
 		if len(u.Object) > 0 {
 			objs = append(objs, u)
@@ -72,20 +140,58 @@ func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
 	return objs
 }
 
-// TestKindScriptKafkaObjectsPassAServerSideDryRun installs the pinned release's Kafka and
-// KafkaNodePool CRDs into envtest and creates the script's objects with a server-side dry run: the
-// API server must accept them as they are (API version, schema, CEL rules). The same objects under
-// the kafka.strimzi.io/v1beta2 API that Strimzi 1.0 removed (what the script used to write) are
-// refused.
+// readObjects decodes the YAML documents of the repository's file path.
+func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(repoPath(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, path, data)
+}
+
+// kustomize renders the repository's directory dir with the envtest assets' kubectl.
+func kustomize(t *testing.T, env *envtestutil.Env, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := env.Kubectl(nil, "kustomize", repoPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, dir, []byte(out))
+}
+
+// dryRun creates obj in ns with a server-side dry run and checks nothing was stored.
+func dryRun(g Gomega, env *envtestutil.Env, ns string, obj *unstructured.Unstructured) {
+	o := obj.DeepCopy()
+	o.SetNamespace(ns)
+	g.Expect(env.Client.Create(context.Background(), o.DeepCopy(), client.DryRunAll)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+	err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(o), o.DeepCopy())
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s %s was stored: %v", o.GetKind(), o.GetName(), err)
+}
+
+// kafkaObjects returns the Kafka and the objects of hack/strimzi-kafka.yaml.
+func kafkaObjects(t *testing.T) (*unstructured.Unstructured, []*unstructured.Unstructured) {
+	t.Helper()
+	objs := readObjects(t, objectsFile)
+	var kafka *unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "Kafka" {
+			kafka = o
+		}
+	}
+	if kafka == nil {
+		t.Fatalf("%s has no Kafka", objectsFile)
+	}
+	return kafka, objs
+}
+
+// TestKindScriptKafkaObjectsPassAServerSideDryRun installs the pinned release's CRDs into envtest
+// and creates the script's Kafka objects with a server-side dry run: the API server must accept
+// them as they are (API version, schema, CEL rules). The same objects under the
+// kafka.strimzi.io/v1beta2 API that Strimzi 1.0 removed (what the script used to write) are refused.
 func TestKindScriptKafkaObjectsPassAServerSideDryRun(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
-	version := pinnedVersion(t)
-	crds := filepath.Join(envtestutil.RepoRoot(), "test", "strimzi", "testdata", version)
-	if _, err := os.Stat(crds); err != nil {
-		t.Fatalf("%s installs Strimzi %s but its CRDs are not in %s: %v", script, version, crds, err)
-	}
-	objs := readObjects(t, filepath.Join(envtestutil.RepoRoot(), objectsFile))
+	_, objs := kafkaObjects(t)
 	kinds := map[string]int{}
 	for _, o := range objs {
 		kinds[o.GetKind()]++
@@ -94,35 +200,23 @@ func TestKindScriptKafkaObjectsPassAServerSideDryRun(t *testing.T) {
 	}
 	g.Expect(kinds).To(Equal(map[string]int{"Kafka": 1, "KafkaNodePool": 1}))
 
-	env, err := envtestutil.Start(crds)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = env.Stop() }()
-	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})).To(Succeed())
-
+	env := sharedEnv(t)
 	for _, o := range objs {
-		o.SetNamespace(namespace)
-		g.Expect(env.Client.Create(ctx, o.DeepCopy(), client.DryRunAll)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
-		// A dry run: nothing stored.
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopy())
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s %s was stored: %v", o.GetKind(), o.GetName(), err)
-
+		dryRun(g, env, namespace, o)
 		old := o.DeepCopy()
 		old.SetAPIVersion("kafka.strimzi.io/v1beta2")
-		err = env.Client.Create(ctx, old, client.DryRunAll)
+		old.SetNamespace(namespace)
+		err := env.Client.Create(context.Background(), old, client.DryRunAll)
 		g.Expect(err).To(HaveOccurred(), "%s %s under v1beta2 was accepted", o.GetKind(), o.GetName())
 	}
 
 	// The dry run applies the release's schema: a listener without its required tls is refused.
-	for _, o := range objs {
-		if o.GetKind() != "Kafka" {
-			continue
-		}
-		bad := o.DeepCopy()
-		listeners, _, _ := unstructured.NestedSlice(bad.Object, "spec", "kafka", "listeners")
-		g.Expect(listeners).NotTo(BeEmpty())
-		delete(listeners[0].(map[string]any), "tls")
-		g.Expect(unstructured.SetNestedSlice(bad.Object, listeners, "spec", "kafka", "listeners")).To(Succeed())
-		err := env.Client.Create(ctx, bad, client.DryRunAll)
-		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "a listener without tls: %v", err)
-	}
+	kafka, _ := kafkaObjects(t)
+	listeners, _, _ := unstructured.NestedSlice(kafka.Object, "spec", "kafka", "listeners")
+	g.Expect(listeners).NotTo(BeEmpty())
+	delete(listeners[0].(map[string]any), "tls")
+	g.Expect(unstructured.SetNestedSlice(kafka.Object, listeners, "spec", "kafka", "listeners")).To(Succeed())
+	kafka.SetNamespace(namespace)
+	err := env.Client.Create(context.Background(), kafka, client.DryRunAll)
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "a listener without tls: %v", err)
 }
