@@ -230,5 +230,5 @@ func TestKindScriptWaitsForReasonsTheAPIHas(t *testing.T) {
 	g := NewWithT(t)
 	m := kubectlWaitFor.FindAllStringSubmatch(scriptText(t), -1)
 	g.Expect(m).To(HaveLen(1))
-	g.Expect(m[0][1]).To(Equal("KafkaCredentialsMissing"))
+	g.Expect(m[0][1]).To(Equal(v1.ReasonKafkaCredentialsMissing))
 }
