@@ -136,7 +136,8 @@ func deployments(ctx context.Context, c client.Client, ns string) ([]appsv1.Depl
 // Secret, delivers, and the broker sees its pods authenticate as the namespace's user, never as
 // the operator's; (b) the same pipeline in a namespace without the Secret is Ready=False
 // (KafkaCredentialsMissing, naming the Secret) with no Deployment, and runs once the Secret exists,
-// without an edit.
+// without an edit; (c) with a wrong password in that Secret its pods are refused, and the pipeline
+// says so (KafkaAuthenticationFailed, the broker's error) until the password is right again.
 func TestSecuredDefaultConnection(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -183,6 +184,10 @@ func TestSecuredDefaultConnection(t *testing.T) {
 	g.Eventually(pipelineCondition(ctx, c, late, v1.ConditionReady), 2*time.Minute, 250*time.Millisecond).
 		Should(HaveField("Status", metav1.ConditionTrue), "the pipeline in %s never became Ready once its Secret existed", late)
 	delivers(ctx, t, stack, lateSink, late, 0, securedRecords)
+
+	// (c) A wrong password: the namespace's pod is refused; the pipeline says so, with the broker's
+	// error, until the right password is back.
+	refusedAndBack(ctx, t, stack, late)
 
 	// (a) Who the pods are, from the broker's side. With the manager stopped, every authentication
 	// the broker sees is a pod's or the test's own client's: the pipeline's pod, started afresh,
@@ -245,6 +250,37 @@ func TestTLSOnlyDefaultConnection(t *testing.T) {
 	g.Expect(cfg.Kafka.TLS.ServerName).To(Equal(devenv.KafkaServerName))
 	g.Expect(cfg.Kafka.SASL).To(BeNil())
 	t.Logf("TestTLSOnlyDefaultConnection: %s in all", time.Since(started).Round(time.Millisecond))
+}
+
+// refusedAndBack gives ns's consumer Secret a wrong password and restarts its pods: the pipeline's
+// DeploymentReady and Ready go False with KafkaAuthenticationFailed and the broker's error (reported
+// by the refused pod); with the right password back and the pods restarted, it is Ready again.
+func refusedAndBack(ctx context.Context, t *testing.T, stack *devenv.Stack, ns string) {
+	t.Helper()
+	g := NewWithT(t)
+	c := stack.Env.Client
+	secret := &corev1.Secret{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: devenv.ConsumerSecretName(ns)}, secret)).To(Succeed())
+	right := slices.Clone(secret.Data["password"])
+	setPassword := func(p []byte) {
+		patched := secret.DeepCopy()
+		patched.Data["password"] = p
+		g.Expect(c.Patch(ctx, patched, client.MergeFrom(secret))).To(Succeed())
+		secret = patched
+		g.Expect(c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns))).To(Succeed())
+	}
+	setPassword([]byte("not-the-password"))
+	for _, typ := range []string{v1.ConditionDeploymentReady, v1.ConditionReady} {
+		g.Eventually(pipelineCondition(ctx, c, ns, typ), 2*time.Minute, 250*time.Millisecond).Should(And(Not(BeNil()),
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", v1.ReasonKafkaAuthenticationFailed),
+			HaveField("Message", ContainSubstring("consumers cannot authenticate to Kafka"))), "%s of the pipeline in %s", typ, ns)
+	}
+	cond, err := pipelineCondition(ctx, c, ns, v1.ConditionDeploymentReady)()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("%s with a wrong password: DeploymentReady=False %s: %s", ns, cond.Reason, cond.Message)
+	setPassword(right)
+	g.Eventually(pipelineCondition(ctx, c, ns, v1.ConditionReady), 2*time.Minute, 250*time.Millisecond).
+		Should(HaveField("Status", metav1.ConditionTrue), "the pipeline in %s never became Ready again with its password back", ns)
 }
 
 // distinct returns the distinct strings of s, sorted.
