@@ -1,10 +1,14 @@
 package kafkaspec
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -83,8 +87,31 @@ func CheckConsumerSecret(v string) error {
 	return nil
 }
 
-// jaasUser finds username="..." in a JAAS configuration line.
-var jaasUser = regexp.MustCompile(`(?:^|\s)username\s*=\s*"([^"\\]*)"`)
+// jaasUser finds username="..." in a JAAS configuration line; jaasUserKey finds every option named
+// username (a key is a run of word characters, as Kafka's JaasConfig tokenizes it).
+var (
+	jaasUser    = regexp.MustCompile(`(?:^|\s)username\s*=\s*"([^"\\']*)"`)
+	jaasUserKey = regexp.MustCompile(`(?:^|[^A-Za-z0-9_$-])username\s*=`)
+)
+
+// userFromJAAS returns the user a sasl.jaas.config names: "" when it names none, ok false when it
+// cannot be read the way Kafka's own parser reads it (several username options, of which Kafka takes
+// the last; one in single quotes or a comment, which Kafka reads differently; escapes) or names a
+// user that no condition or log could show as it is.
+func userFromJAAS(jaas []byte) (user string, ok bool) {
+	switch keys := len(jaasUserKey.FindAllIndex(jaas, 2)); {
+	case keys == 0:
+		return "", true
+	case keys > 1 || bytes.ContainsAny(jaas, "'") || bytes.Contains(jaas, []byte("/*")) || bytes.Contains(jaas, []byte("//")):
+		return "", false
+	}
+	m := jaasUser.FindSubmatch(jaas)
+	if m == nil || len(m[1]) == 0 || len(m[1]) > maxUsernameLength || !utf8.Valid(m[1]) ||
+		bytes.ContainsFunc(m[1], func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }) {
+		return "", false
+	}
+	return string(m[1]), true
+}
 
 // ResolveConsumerIdentity reads the consumer Secret of namespace (one uncached GET through c) when
 // pods on the default connection must authenticate; nil, nil when they need not. A Secret that is
@@ -119,16 +146,16 @@ func ResolveConsumerIdentity(ctx context.Context, c client.Reader, namespace str
 			return nil, missing(fmt.Sprintf("Secret %q has no key %q", name, ConsumerKeyPassword))
 		}
 		id.PasswordKey = ConsumerKeyPassword
-		switch user := jaasUser.FindSubmatch(s.Data[ConsumerKeyJAAS]); {
-		case has(ConsumerKeyUsername):
+		if has(ConsumerKeyUsername) {
 			id.UsernameKey = ConsumerKeyUsername
-		case user != nil && len(user[1]) > 0:
-			id.Username = string(user[1])
-		default:
-			id.Username = name // Strimzi names the Secret after the user
-		}
-		if len(id.Username) > maxUsernameLength || strings.ContainsFunc(id.Username, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			return nil, &Error{Missing: true, Message: fmt.Sprintf("Secret %q: the user name in %q is longer than %d characters or holds control characters", name, ConsumerKeyJAAS, maxUsernameLength)}
+		} else {
+			user, ok := userFromJAAS(s.Data[ConsumerKeyJAAS])
+			if !ok {
+				return nil, &Error{Missing: true, Message: fmt.Sprintf("Secret %q in namespace %q: the user of %q cannot be read as Kafka reads it "+
+					"(one username=\"...\" of at most %d characters, without quotes, escapes, comments or control characters): add key %q holding the user",
+					name, namespace, ConsumerKeyJAAS, maxUsernameLength, ConsumerKeyUsername)}
+			}
+			id.Username = cmp.Or(user, name) // Strimzi names the Secret after the user
 		}
 	}
 	if d.TLS != nil && len(d.TLS.CertPEM) > 0 {

@@ -56,7 +56,7 @@ func TestResolveConsumerIdentity(t *testing.T) {
 			errParts: []string{"has no client certificate", `keys "user.crt" and "user.key" (or "tls.crt" and "tls.key")`, "a TLS client certificate"}},
 		{name: "a hostile user name in sasl.jaas.config", d: scramDefaults, missing: true,
 			reader:   cWith(map[string]string{"password": "p", "sasl.jaas.config": `username="` + strings.Repeat("u", 300) + `"`}),
-			errParts: []string{"longer than 256 characters or holds control characters"}},
+			errParts: []string{"cannot be read as Kafka reads it", "at most 256 characters", `add key "username"`}},
 		{name: "no --kafka-consumer-secret", d: Defaults{SASL: scramDefaults.SASL},
 			errParts: []string{"the operator never lends its own to pods", "--kafka-consumer-secret", "or set spec.kafka"}},
 	} {
