@@ -89,7 +89,8 @@ func Decode(v string) (Entry, error) {
 		if err := e.Kafka.check(); err != nil {
 			return Entry{}, err
 		}
-		if e.Kafka.Since.IsZero() {
+		// A problem cannot start after it was reported (a forged or skewed since).
+		if e.Kafka.Since.IsZero() || e.Kafka.Since.After(e.ReportedAt) {
 			e.Kafka.Since = e.ReportedAt
 		}
 	}
@@ -128,8 +129,8 @@ type Summary struct {
 	Kafka *KafkaSummary
 }
 
-// Fold folds a ConfigMap's data: entries reported within ttl before now count, the others are
-// listed as stale.
+// Fold folds a ConfigMap's data: entries reported within ttl of now count, the others are listed
+// as stale.
 func Fold(data map[string]string, now time.Time, ttl time.Duration) Summary {
 	s := Summary{State: Closed}
 	keys := make([]string, 0, len(data))
@@ -140,7 +141,9 @@ func Fold(data map[string]string, now time.Time, ttl time.Duration) Summary {
 	for _, pod := range keys {
 		e, err := Decode(data[pod])
 		expires := e.ReportedAt.Add(ttl)
-		if err != nil || !now.Before(expires) {
+		// An entry reported more than ttl ahead of now (forged, or a clock far ahead) would stay
+		// fresh long after its pod stopped repeating it.
+		if err != nil || !now.Before(expires) || e.ReportedAt.After(now.Add(ttl)) {
 			s.Stale = append(s.Stale, pod)
 			continue
 		}
