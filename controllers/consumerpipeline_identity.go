@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
@@ -43,7 +45,7 @@ func (r *ConsumerPipelineReconciler) reconcileIdentity(ctx context.Context, s *p
 			kind = problemUser // the manager's flags, not the namespace, lack something
 		}
 		s.identityMissing = true
-		s.deploymentProblems.add(&problem{Reason: v1.ReasonKafkaCredentialsMissing, Kind: kind, Message: e.Message})
+		s.deploymentProblems.add(&problem{Reason: v1.ReasonKafkaCredentialsMissing, Kind: kind, Message: identityMessage(s, e.Message)})
 		return nil
 	case err != nil:
 		return recordProblem(&s.deploymentProblems, err)
@@ -54,4 +56,17 @@ func (r *ConsumerPipelineReconciler) reconcileIdentity(ctx context.Context, s *p
 	}
 	s.defaultConn = dc
 	return nil
+}
+
+// identityMessage says which object is on the default connection when only the pipeline's queue is:
+// the pipeline's own spec.kafka already names servers, so the way out is the queue's.
+func identityMessage(s *pipelineScope, msg string) string {
+	if onDefaultConnection(s.p.Spec.Kafka) {
+		return msg
+	}
+	const hint = "or set spec.kafka"
+	if m, ok := strings.CutSuffix(msg, hint); ok {
+		msg = m + "or set the DeadLetterQueue's spec.kafka"
+	}
+	return fmt.Sprintf("DeadLetterQueue %q is on the default Kafka connection: %s", s.queue.Name, msg)
 }
