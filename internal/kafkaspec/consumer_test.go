@@ -54,6 +54,8 @@ func TestResolveConsumerIdentity(t *testing.T) {
 			errParts: []string{`Secret "ns-consumer" has no key "password"`, `create Secret "ns-consumer"`}},
 		{name: "no client certificate", d: Defaults{TLS: mtlsDefaults.TLS, ConsumerSecret: "ns-consumer"}, reader: cWith(map[string]string{"user.crt": "c"}), missing: true,
 			errParts: []string{"has no client certificate", `keys "user.crt" and "user.key" (or "tls.crt" and "tls.key")`, "a TLS client certificate"}},
+		{name: "tls.crt without tls.key", d: Defaults{TLS: mtlsDefaults.TLS, ConsumerSecret: "ns-consumer"}, reader: cWith(map[string]string{"tls.crt": "c", "user.key": "k"}), missing: true,
+			errParts: []string{"has no client certificate"}},
 		{name: "a hostile user name in sasl.jaas.config", d: scramDefaults, missing: true,
 			reader:   cWith(map[string]string{"password": "p", "sasl.jaas.config": `username="` + strings.Repeat("u", 300) + `"`}),
 			errParts: []string{"cannot be read as Kafka reads it", "at most 256 characters", `add key "username"`}},
