@@ -60,3 +60,42 @@ func TestKafkaConsumerIdentityFlags(t *testing.T) {
 		}
 	}
 }
+
+// The CA bundle is copied into every pipeline's ConfigMap on the default connection, which every
+// tenant reads: a file that also holds a private key (a combined ca.crt and ca.key, or a
+// certificate with its key) would hand the key to all of them, and one that holds no PEM
+// certificate (DER, a wrong file) would reach the pods corrupted. Both are refused at start (by the
+// default connection's check), without showing the file.
+func TestKafkaCABundleHoldsCertificatesOnly(t *testing.T) {
+	dir := t.TempDir()
+	pki := kafkatest.NewPKI(t, "bundle-ca")
+	cert, key := pki.Issue(t, "broker", true)
+	for name, tc := range map[string]struct {
+		data []byte
+		want string
+	}{
+		"the CA with a private key": {append(append([]byte{}, pki.CAPEM...), key...), `unexpected PEM block "EC PRIVATE KEY"`},
+		"a certificate and its key": {append(append([]byte{}, cert...), key...), `unexpected PEM block "EC PRIVATE KEY"`},
+		"DER, no PEM":               {[]byte{0x30, 0x82, 0x01, 0xff, 0xfe}, "no PEM encoded certificate found"},
+	} {
+		p := dir + "/" + strings.ReplaceAll(name, " ", "-")
+		if err := os.WriteFile(p, tc.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--kafka-bootstrap-servers=kafka:9093", "--kafka-tls-ca-file=" + p})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "BEGIN") {
+			t.Errorf("%s: the error shows the file: %v", name, err)
+		}
+	}
+	bundle := append(append([]byte("# a comment before the blocks\n"), pki.CAPEM...), cert...)
+	p := dir + "/bundle.crt"
+	if err := os.WriteFile(p, bundle, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--kafka-bootstrap-servers=kafka:9093", "--kafka-tls-ca-file=" + p}); err != nil {
+		t.Errorf("a bundle of certificates: %v", err)
+	}
+}
