@@ -6,7 +6,12 @@ import (
 	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -21,7 +26,7 @@ func onDefaultConnection(spec *v1.KafkaConnection) bool {
 // ConfigMap) and, when it authenticates, the identity of the pipeline's namespace from its consumer
 // Secret (kafkaspec.ResolveConsumerIdentity), never the operator's credentials. Without that Secret
 // the pipeline waits with KafkaCredentialsMissing, and no config or Deployment is made for pods that
-// could not connect; the pipeline is looked at again at the next resync (Secrets are not watched),
+// could not connect (one that exists is left as it is, and the message says so); the pipeline is looked at again at the next resync (Secrets are not watched),
 // so creating the Secret is enough.
 func (r *ConsumerPipelineReconciler) reconcileIdentity(ctx context.Context, s *pipelineScope) error {
 	s.defaultConn = nil
@@ -45,7 +50,13 @@ func (r *ConsumerPipelineReconciler) reconcileIdentity(ctx context.Context, s *p
 			kind = problemUser // the manager's flags, not the namespace, lack something
 		}
 		s.identityMissing = true
-		s.deploymentProblems.add(&problem{Reason: v1.ReasonKafkaCredentialsMissing, Kind: kind, Message: identityMessage(s, e.Message)})
+		msg := identityMessage(s, e.Message)
+		// A Secret deleted (or emptied) under a running pipeline: its Deployment is left alone.
+		key := client.ObjectKey{Namespace: s.p.Namespace, Name: render.DeploymentName(s.p)}
+		if d := (&appsv1.Deployment{}); apply.Cached(ctx, r.Client, key, d) != nil && metav1.IsControlledBy(d, s.p) {
+			msg += "; until then the Deployment keeps its last config: its running pods keep the credentials they mounted, new pods cannot start"
+		}
+		s.deploymentProblems.add(&problem{Reason: v1.ReasonKafkaCredentialsMissing, Kind: kind, Message: msg})
 		return nil
 	case err != nil:
 		return recordProblem(&s.deploymentProblems, err)

@@ -149,4 +149,12 @@ func TestPipelineOnASecuredDefaultConnectionUsesItsNamespacesIdentity(t *testing
 		g.Expect(string(b)).NotTo(Or(ContainSubstring(opPass), ContainSubstring(`"`+opUser+`"`)), "nothing of the operator's credentials")
 	}
 	g.Expect(strings.Contains(cm.Annotations[render.AnnotationSecrets], "kafka.sasl="+secretName+"/password")).To(BeTrue(), cm.Annotations)
+
+	// The Secret deleted under a running pipeline: the Deployment is kept (its pods keep what they
+	// mounted) and the condition says so, beside what to create.
+	g.Expect(env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName}})).To(Succeed())
+	reconcile()
+	g.Expect(meta.FindStatusCondition(p.Status.Conditions, v1.ConditionDeploymentReady)).To(And(notReady(v1.ReasonKafkaCredentialsMissing), HaveField("Message", And(HavePrefix(want),
+		HaveSuffix("; until then the Deployment keeps its last config: its running pods keep the credentials they mounted, new pods cannot start")))))
+	g.Expect(consumers(p)).NotTo(BeNil(), "the running consumers are left alone")
 }
