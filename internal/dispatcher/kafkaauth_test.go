@@ -298,3 +298,27 @@ func TestAJoinedConsumerRefusedItsCommitsIsNotReady(t *testing.T) {
 	g.Eventually(r.e.Ready).WithTimeout(20*time.Second).Should(gomega.BeTrue(), "ready once a commit succeeds")
 	g.Expect(seen.current()).To(gomega.BeNil())
 }
+
+// TestADeadLetterTopicTheACLsRefuseIsUnauthorized: the consumer may read its source and tiers and
+// join its group but not write its dead letter topic (the one ACL a platform team forgets): the
+// refused write is an authorization problem naming the broker's error, and the pod is not ready.
+func TestADeadLetterTopicTheACLsRefuseIsUnauthorized(t *testing.T) {
+	g := gomega.NewWithT(t)
+	const group = "dlqacl"
+	p := newSASLPipeline(t, group, "consumer", "Passw0rd", kfake.EnableACLs(),
+		kfake.User(mechanism, "consumer", "Passw0rd",
+			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: group + ".src", Pattern: kmsg.ACLResourcePatternTypePrefixed,
+				Operation: kmsg.ACLOperationAll, Allow: true},
+			kfake.ACL{Resource: kmsg.ACLResourceTypeGroup, Name: group, Pattern: kmsg.ACLResourcePatternTypeLiteral,
+				Operation: kmsg.ACLOperationAll, Allow: true}))
+	p.sink = dt.NewSink(t, func(*dt.Request) dt.Response { return dt.Response{Status: http.StatusBadRequest} })
+	p.cfg.Sink.URL = p.sink.URL
+	var seen problems
+	r := start(t, dispatcher.Options{Config: p.cfg, OnKafkaProblem: seen.observe})
+	g.Eventually(r.e.Ready).WithTimeout(20*time.Second).Should(gomega.BeTrue(), "the source and the group are allowed")
+	dt.Produce(t, p.prod, &kgo.Record{Topic: p.cfg.Topics.Source, Value: []byte("refused by the sink")})
+	g.Eventually(func() *circuitstate.KafkaProblem { return seen.current() }).WithTimeout(20*time.Second).
+		Should(gomega.HaveField("Reason", circuitstate.KafkaAuthorization), "the refused dead-letter write reported")
+	g.Expect(seen.current().Message).To(gomega.ContainSubstring("TOPIC_AUTHORIZATION_FAILED"))
+	g.Expect(r.e.Ready()).To(gomega.BeFalse())
+}
