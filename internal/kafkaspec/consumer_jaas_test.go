@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -41,7 +42,7 @@ func TestResolveConsumerIdentityRefusesAmbiguousJAAS(t *testing.T) {
 			g.Expect(errors.As(err, &e)).To(BeTrue(), "took %+v", got)
 			g.Expect(e.Missing).To(BeTrue(), "the namespace's Secret, not the manager, must change")
 			g.Expect(e.Message).To(And(ContainSubstring(`"sasl.jaas.config"`), ContainSubstring(`add key "username"`)))
-			g.Expect(strings.ContainsAny(e.Message, "\u0085\u202e\xff")).To(BeFalse(), "the user name is not shown: %q", e.Message)
+			g.Expect(strings.ContainsAny(e.Message, "\u0085\u202e") || !utf8.ValidString(e.Message)).To(BeFalse(), "the user name is not shown: %q", e.Message)
 		})
 	}
 	// Strimzi's own shape, spaces around "=" and a user with dots and dashes still resolve.

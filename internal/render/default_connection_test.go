@@ -33,10 +33,10 @@ func TestADeadLetterQueueOnTheSecuredDefaultConnection(t *testing.T) {
 	cfg, err := render.Config(in)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cfg.Kafka.BootstrapServers).To(Equal([]string{"kafka-0.kafka:9093", "kafka-1.kafka:9093"}))
-	g.Expect(cfg.Kafka.SASL.PasswordFile).To(Equal(render.SecretsDir + "/kafka/sasl/password"), "the pipeline's own Secret")
+	g.Expect(cfg.Kafka.SASL.PasswordFile).To(Equal(render.SecretsDir+"/kafka/sasl/password"), "the pipeline's own Secret")
 	const dir = render.SecretsDir + "/dead-letter-kafka"
 	g.Expect(cfg.DeadLetterKafka).To(Equal(&config.Kafka{BootstrapServers: in.DefaultBootstrapServers, ClientID: config.DefaultClientID,
-		TLS: &config.TLS{CAFile: render.ConfigDir + "/" + render.CAKey, ServerName: "kafka.internal", CertFile: dir + "/client-cert/tls.crt", KeyFile: dir + "/client-cert/tls.key"},
+		TLS:  &config.TLS{CAFile: render.ConfigDir + "/" + render.CAKey, ServerName: "kafka.internal", CertFile: dir + "/client-cert/tls.crt", KeyFile: dir + "/client-cert/tls.key"},
 		SASL: &config.SASL{Mechanism: v1.SASLScramSHA512, Username: "shop.consumers", PasswordFile: dir + "/sasl/password"}}))
 
 	cm, err := render.ConfigMap(in)
