@@ -183,7 +183,8 @@ const (
 )
 
 // kafkaFailed records err at where when it is a problem retrying does not fix, and reports whether
-// it was. attrs say where, for the log.
+// it was. attrs say where, for the log. The error is logged bounded as in the report: its text is
+// the broker's, of any length.
 func (e *Engine) kafkaFailed(where string, err error, expires bool, attrs ...any) bool {
 	reason := classifyKafka(err)
 	if reason == "" {
@@ -197,9 +198,9 @@ func (e *Engine) kafkaFailed(where string, err error, expires bool, attrs ...any
 	e.m.KafkaFailures[kafkaReasonIndex(reason)].Inc()
 	switch verdict {
 	case kafkaLogFirst:
-		e.log.Warn("Kafka refuses the consumer", append(attrs, "reason", string(reason), "error", err.Error())...)
+		e.log.Warn("Kafka refuses the consumer", append(attrs, "reason", string(reason), "error", message)...)
 	case kafkaLogAgain:
-		e.log.Warn("Kafka still refuses the consumer", append(attrs, "reason", string(reason), "error", err.Error(), "repeatsNotLogged", repeats)...)
+		e.log.Warn("Kafka still refuses the consumer", append(attrs, "reason", string(reason), "error", message, "repeatsNotLogged", repeats)...)
 	}
 	return true
 }
