@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/circuitstate"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
 )
 
@@ -219,5 +220,12 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	default:
 		lvl = slog.LevelDebug
 	}
-	k.l.Log(context.Background(), lvl, msg, keyvals...)
+	// An error's text may be a broker's message of any length: bounded as in kafkaFailed.
+	kv := slices.Clone(keyvals)
+	for i := 1; i < len(kv); i += 2 {
+		if err, ok := kv[i].(error); ok {
+			kv[i] = circuitstate.BoundMessage(err.Error())
+		}
+	}
+	k.l.Log(context.Background(), lvl, msg, kv...)
 }
