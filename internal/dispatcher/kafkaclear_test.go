@@ -61,7 +61,7 @@ func TestAFetchTheACLsRefuseIsUnauthorized(t *testing.T) {
 
 // TestAnAssignmentClearsTheGroupsProblem: the group refuses the consumer's first join; the next
 // join is accepted and its assignment alone (nothing is consumed, so nothing is committed) clears
-// the group's problem.
+// the group's problem, and an assignment clears the fetch problems of the topics it assigns.
 func TestAnAssignmentClearsTheGroupsProblem(t *testing.T) {
 	g := gomega.NewWithT(t)
 	p := newPipeline(t, "joinacl", 1, simplePolicy(2, 50*time.Millisecond), nil)
@@ -89,10 +89,18 @@ func TestAnAssignmentClearsTheGroupsProblem(t *testing.T) {
 	g.Expect(seen.current()).To(gomega.BeNil())
 	g.Expect(r.e.KafkaPlaces()).To(gomega.BeEmpty())
 	g.Expect(p.committed(t, p.cfg.Topics.Source, 0)).To(gomega.Equal(int64(-1)), "no commit cleared it")
+
+	// An assignment also clears the refused fetches of the topics it assigns, and only those.
+	tier := dt.TierTopics(p.cfg)[0]
+	refused := fmt.Errorf("fetching: %w", kerr.TopicAuthorizationFailed)
+	r.e.FetchError(tier, 0, refused)
+	r.e.FetchError(p.cfg.Topics.Source, 0, refused)
+	r.e.AssignPartitions(map[string][]int32{tier: {0}})
+	g.Expect(r.e.KafkaPlaces()).To(gomega.Equal([]string{"fetch " + p.cfg.Topics.Source}))
 }
 
-// TestAConnectionClearsTheSeedsProblems: franz-go stops dialling the seed brokers once it knows the
-// cluster, so a refused seed is cleared by a connection to any broker of its cluster; a known
+// TestAConnectionClearsTheSeedsProblems: once franz-go knows the cluster it dials a seed only now
+// and then, so a refused seed is cleared by a connection to any broker of its cluster; a known
 // broker's problem is cleared only by a connection to it, and the other cluster's seeds only by a
 // connection there.
 func TestAConnectionClearsTheSeedsProblems(t *testing.T) {

@@ -25,10 +25,11 @@ import (
 // Each problem is kept under where it was seen: a broker (every connection attempt, SASL and TLS
 // included: HookBrokerConnect), the group (the group session: HookGroupManageError; commits), a
 // topic's fetches (the poll loop) or a topic's writes (produce.go). A success there clears it: a
-// connection to that broker (any broker for the seeds, which the client stops dialling once it knows
-// the cluster), an assignment or a commit, records fetched from the topic, a write to it. Fetch and
-// write problems also clear when not seen for kafkaProblemTTL: franz-go reports an idle topic's
-// refusal only as often as it retries it, and no success may come to clear it.
+// connection to that broker (any broker of the cluster for the seeds, which the client dials only
+// now and then once it knows the cluster), an assignment or a commit (an assignment also clears
+// its topics' fetches), records fetched from the topic, a write to it. Fetch and write problems
+// also clear when not seen for kafkaProblemTTL: franz-go reports an idle topic's refusal only as
+// often as it retries it, and no success may come to clear it.
 //
 // While any problem is kept the engine is not ready (/readyz says why), the metric of its reason
 // is 1, and Options.OnKafkaProblem gets the worst (the pipeline's condition, through
