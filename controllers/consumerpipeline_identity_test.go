@@ -18,13 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
-	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
 	"github.com/retryops/retry-operator/internal/kafka/kafkatest"
@@ -56,22 +53,7 @@ func TestPipelineOnASecuredDefaultConnectionUsesItsNamespacesIdentity(t *testing
 	source := ns + ".orders"
 	createTopic(t, adm, source, 1)
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: envtestutil.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
-	g.Expect(err).NotTo(HaveOccurred())
-	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: envtestutil.Scheme()})
-	g.Expect(err).NotTo(HaveOccurred())
-	// Uncached, showing no other queue or pipeline claiming anything (the claim indexes live in the
-	// suite manager's cache), as claimsReconciler does.
-	c := interceptor.NewClient(direct, interceptor.Funcs{
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			switch list.(type) {
-			case *v1.DeadLetterQueueList, *v1.ConsumerPipelineList:
-				return nil
-			}
-			return c.List(ctx, list, opts...)
-		},
-	})
-	q, r, err := controllers.NewReconcilers(mgr, c, controllers.Options{
+	q, r := isolatedReconcilers(t, controllers.Options{
 		Kafka:                   franz.NewFactory(franz.WithRequestTimeout(kafkaRequestTimeout)),
 		DefaultBootstrapServers: secured.ListenAddrs(),
 		DefaultKafkaTLS:         &kafka.TLSConfig{CAPEM: pki.CAPEM, ServerName: "127.0.0.1"},
@@ -79,7 +61,6 @@ func TestPipelineOnASecuredDefaultConnectionUsesItsNamespacesIdentity(t *testing
 		KafkaConsumerSecret:     "{namespace}-consumer",
 		StatusRefreshInterval:   resyncInterval,
 	})
-	g.Expect(err).NotTo(HaveOccurred())
 
 	// Only this test's reconcilers act on its labelled queue and pipeline, on the secured cluster.
 	dlq := newDLQ(ns, "dlq", ns+".dlq")

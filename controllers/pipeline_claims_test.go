@@ -24,10 +24,23 @@ import (
 	"github.com/retryops/retry-operator/internal/render"
 )
 
-// claimsReconciler returns a ConsumerPipeline reconciler under tenancy, on an uncached client that
-// shows no other pipeline or queue claiming anything (the claim indexes live in the suite
-// manager's cache, and only this test reconciles its labelled pipelines).
+// claimsReconciler returns a ConsumerPipeline reconciler under tenancy (isolatedReconcilers).
 func claimsReconciler(t *testing.T, tenancy kafkaspec.Tenancy) *controllers.ConsumerPipelineReconciler {
+	t.Helper()
+	_, p := isolatedReconcilers(t, controllers.Options{
+		Kafka:                   franz.NewFactory(franz.WithRequestTimeout(kafkaRequestTimeout)),
+		DefaultBootstrapServers: broker.ListenAddrs(),
+		StatusRefreshInterval:   resyncInterval,
+		KafkaTenancy:            tenancy,
+	})
+	return p
+}
+
+// isolatedReconcilers returns DeadLetterQueue and ConsumerPipeline reconcilers with opts, on an
+// uncached client that shows no other pipeline or queue claiming anything (the claim indexes live
+// in the suite manager's cache), for tests that reconcile their own labelled objects (benchmarkLabel)
+// by calling Reconcile.
+func isolatedReconcilers(t *testing.T, opts controllers.Options) (*controllers.DeadLetterQueueReconciler, *controllers.ConsumerPipelineReconciler) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: envtestutil.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
@@ -46,16 +59,11 @@ func claimsReconciler(t *testing.T, tenancy kafkaspec.Tenancy) *controllers.Cons
 			return c.List(ctx, list, opts...)
 		},
 	})
-	_, p, err := controllers.NewReconcilers(mgr, c, controllers.Options{
-		Kafka:                   franz.NewFactory(franz.WithRequestTimeout(kafkaRequestTimeout)),
-		DefaultBootstrapServers: broker.ListenAddrs(),
-		StatusRefreshInterval:   resyncInterval,
-		KafkaTenancy:            tenancy,
-	})
+	q, p, err := controllers.NewReconcilers(mgr, c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return q, p
 }
 
 // consumers returns the pipeline's consumer Deployment, nil when there is none.
