@@ -25,25 +25,11 @@ import (
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
 	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
+	"github.com/retryops/retry-operator/internal/syncbuf"
 )
 
 // syncBuffer is a log sink the engine's goroutines write to while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // problems records what the engine passes to OnKafkaProblem.
 type problems struct {

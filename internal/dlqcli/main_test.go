@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
+	"github.com/retryops/retry-operator/internal/syncbuf"
 )
 
 // The control plane is shared by the tests that need one and started by the first.
@@ -65,22 +65,7 @@ func startPlugin(t *testing.T, kubeconfig string, now time.Time, terminal bool, 
 }
 
 // syncBuffer is a buffer a running plugin writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // namespaceWithQueue creates a namespace holding a DeadLetterQueue named queue.
 func namespaceWithQueue(t *testing.T, e *envtestutil.Env, ns, queue string) *v1.DeadLetterQueue {
