@@ -11,22 +11,52 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// authEntry is one line of --auth-log.
+// authEntry is one line of --auth-log. Full is set on its last line once the log reached its bound:
+// a reader then knows authentications went unlogged.
 type authEntry struct {
 	User string `json:"user"`
+	Full bool   `json:"full,omitempty"`
 }
 
-// logAuthentications writes to w the user of every SASL authentication the cluster receives. The
-// broker lets the request through unchanged: this only watches.
+// Bounds of --auth-log: a client chooses the user name it sends, and a client refused again and
+// again reconnects for as long as it runs.
+const (
+	maxLoggedUser   = 256
+	maxAuthLogBytes = 16 << 20
+)
+
+// logAuthentications writes to w the user of every SASL authentication the cluster receives, up to
+// maxAuthLogBytes, then one line with Full set and nothing more. The broker lets the request
+// through unchanged: this only watches.
 func logAuthentications(c *kfake.Cluster, w io.Writer) {
-	var mu sync.Mutex
-	enc := json.NewEncoder(w)
+	logAuthenticationsUpTo(c, w, maxAuthLogBytes)
+}
+
+func logAuthenticationsUpTo(c *kfake.Cluster, w io.Writer, limit int) {
+	var (
+		mu      sync.Mutex
+		written int
+		full    bool
+	)
 	c.ControlKey(int16(kmsg.SASLAuthenticate), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		if user, ok := saslUser(req.(*kmsg.SASLAuthenticateRequest).SASLAuthBytes); ok {
+			if len(user) > maxLoggedUser {
+				user = user[:maxLoggedUser]
+			}
+			line, _ := json.Marshal(authEntry{User: user})
 			mu.Lock()
-			_ = enc.Encode(authEntry{User: user})
-			mu.Unlock()
+			defer mu.Unlock()
+			switch {
+			case full:
+			case written+len(line)+1 > limit:
+				full = true
+				last, _ := json.Marshal(authEntry{Full: true})
+				_, _ = w.Write(append(last, '\n'))
+			default:
+				n, _ := w.Write(append(line, '\n'))
+				written += n
+			}
 		}
 		return nil, nil, false
 	})

@@ -8,7 +8,8 @@
 //
 // Secured, as a production listener is: --tls-cert-file and --tls-key-file serve TLS (with
 // --tls-client-ca-file, clients must present a certificate that CA signed); --sasl-users-file names
-// a JSON file of SASL users (passwords never go on the command line), and --acls enforces ACLs on
+// a JSON file of SASL users (passwords never go on the command line; the file must be readable by
+// its owner only, and so is --data-dir then made), and --acls enforces ACLs on
 // every user that is not a superuser; --auth-log appends, one JSON line each, the user of every
 // SASL authentication the broker sees, so tests can tell who connected from the broker's side.
 package main
@@ -122,6 +123,13 @@ func options(port int, dataDir string, partitions int, certFile, keyFile, client
 		if err := os.MkdirAll(dataDir, 0o755); err != nil {
 			return nil, err
 		}
+		// kfake keeps its users there (sasl.json, mode 0644): PLAIN passwords as they are and SCRAM's
+		// salted passwords, which let anyone holding them authenticate.
+		if usersFile != "" {
+			if err := os.Chmod(dataDir, 0o700); err != nil {
+				return nil, err
+			}
+		}
 		opts = append(opts, kfake.DataDir(dataDir))
 	}
 	return opts, nil
@@ -148,6 +156,13 @@ func serverTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 }
 
 func readUsers(path string) ([]user, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("--sasl-users-file: %w", err)
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("--sasl-users-file %s holds passwords but others may read it (mode %04o): chmod 600 it", path, info.Mode().Perm())
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--sasl-users-file: %w", err)
