@@ -4,7 +4,7 @@ package devenv
 // as a production cluster (Strimzi's TLS listener with SCRAM KafkaUsers) has them.
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -240,29 +240,42 @@ func (s *Stack) AddConsumer(ctx context.Context, namespace string) (string, erro
 }
 
 // KafkaAuthentications returns, in order, the user of every SASL authentication the broker has
-// seen (its --auth-log), as the broker saw it.
+// seen (its --auth-log), as the broker saw it. A log that says it is full, or holds a line that is
+// not an entry before its last, is an error: authentications it does not show could be anyone's.
 func (s *Stack) KafkaAuthentications() ([]string, error) {
 	if s.kafkaAuth == nil || s.kafkaAuth.authLog == "" {
 		return nil, errors.New("the broker authenticates no one on this stack")
 	}
-	f, err := os.Open(s.kafkaAuth.authLog)
+	b, err := os.ReadFile(s.kafkaAuth.authLog)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	return parseAuthLog(s.kafkaAuth.authLog, b)
+}
+
+func parseAuthLog(path string, b []byte) ([]string, error) {
+	// A last line without its newline is the one the broker is writing now: it is read next time.
+	complete := b[:bytes.LastIndexByte(b, '\n')+1]
 	var users []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var e struct {
-			User string `json:"user"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			// The broker may be writing this line now: it is read next time.
+	for i, line := range bytes.Split(bytes.TrimSuffix(complete, []byte("\n")), []byte("\n")) {
+		if len(complete) == 0 {
 			break
 		}
-		users = append(users, e.User)
+		var e struct {
+			User *string `json:"user"`
+			Full bool    `json:"full"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		switch err := dec.Decode(&e); {
+		case err != nil || e.User == nil:
+			return nil, fmt.Errorf("%s line %d is no authentication: %q", path, i+1, line)
+		case e.Full:
+			return nil, fmt.Errorf("%s is full after %d authentications: later ones went unlogged", path, len(users))
+		}
+		users = append(users, *e.User)
 	}
-	return users, sc.Err()
+	return users, nil
 }
 
 // grantOperator creates, on the SCRAM stack, the ACLs of config/strimzi/kafkauser-operator.yaml for
