@@ -59,7 +59,11 @@ func (r *Runner) writeVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Con
 		}
 		mountPath := m.MountPath
 		if m.SubPath != "" {
-			local = filepath.Join(local, m.SubPath)
+			sub := filepath.Clean(m.SubPath)
+			if filepath.IsAbs(sub) || sub == ".." || strings.HasPrefix(sub, "../") {
+				return nil, fmt.Errorf("volume mount %q: subPath %q must be relative and stay in the volume", m.Name, m.SubPath)
+			}
+			local = filepath.Join(local, sub)
 		}
 		mounts[mountPath] = local
 	}

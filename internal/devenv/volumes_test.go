@@ -1,6 +1,8 @@
 package devenv
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -57,5 +59,24 @@ func TestProjectAsAKubelet(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestASubPathStaysInItsVolume: a mount's subPath that leaves the volume is refused, as the API
+// server refuses it, rather than mapped onto a directory outside the pod's.
+func TestASubPathStaysInItsVolume(t *testing.T) {
+	dir := t.TempDir()
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}}
+	for sub, ok := range map[string]bool{"data": true, "a/../b": true, "../../..": false, "a/../../x": false, "/etc": false} {
+		c := corev1.Container{VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch", SubPath: sub}}}
+		mounts, err := (&Runner{}).writeVolumes(context.Background(), pod, c, dir)
+		if ok != (err == nil) {
+			t.Fatalf("subPath %q: error %v, want it refused: %t", sub, err, !ok)
+		}
+		if ok {
+			if rel, _ := filepath.Rel(dir, mounts["/scratch"]); strings.HasPrefix(rel, "..") {
+				t.Fatalf("subPath %q mounted at %s, outside %s", sub, mounts["/scratch"], dir)
+			}
+		}
 	}
 }
