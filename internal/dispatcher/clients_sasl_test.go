@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -65,6 +66,26 @@ func TestConnectionOptionsTLSAndSCRAMUser(t *testing.T) {
 		g.Expect(cl.Ping(context.Background())).To(Succeed())
 		cl.Close()
 	}
+	// The CA and server name are checked: another CA's bundle, or a name the broker's certificate
+	// does not carry, never connects (a client that skipped verification would).
+	other := write("other-ca.crt", string(kafkatest.NewPKI(t, "someone-else").CAPEM))
+	for name, tc := range map[string]*config.TLS{
+		"another CA":          {CAFile: other, ServerName: "127.0.0.1"},
+		"another server name": {CAFile: ca, ServerName: "kafka.elsewhere.test"},
+	} {
+		opts, err := dispatcher.ConnectionOptions(&config.Kafka{BootstrapServers: c.ListenAddrs(), TLS: tc,
+			SASL: &config.SASL{Mechanism: v1.SASLScramSHA512, Username: "team-a-consumer", PasswordFile: pass}})
+		g.Expect(err).NotTo(HaveOccurred())
+		cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(0))...)
+		g.Expect(err).NotTo(HaveOccurred())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = cl.Ping(ctx)
+		cancel()
+		cl.Close()
+		g.Expect(err).To(HaveOccurred(), name)
+		g.Expect(err.Error()).To(ContainSubstring("certificate"), name)
+	}
+
 	mu.Lock()
 	defer mu.Unlock()
 	g.Expect(users).NotTo(BeEmpty())
