@@ -37,9 +37,15 @@ func (r *run) replayable(ctx context.Context, e *Entry, st State, p *pending) (b
 	if err != nil {
 		return false, fmt.Errorf("replay target of %s: %w", e.ID, err)
 	}
-	hs := make([]headers.Header, len(e.Headers))
-	for i, h := range e.Headers {
-		hs[i] = headers.Header(h)
+	hs := make([]headers.Header, 0, len(e.Headers)+1)
+	for _, h := range e.Headers {
+		if target.Pipeline == "" || h.Key != headers.Pipeline {
+			hs = append(hs, headers.Header(h))
+		}
+	}
+	if target.Pipeline != "" {
+		// Replayed into another pipeline (spec.target.pipeline), the record is that pipeline's.
+		hs = append(hs, headers.Header{Key: headers.Pipeline, Value: []byte(target.Pipeline)})
 	}
 	built, err := headers.ReplayHeaders(hs, r.o.Topic, e.Partition, e.Offset, r.o.clock().Now())
 	if err != nil {

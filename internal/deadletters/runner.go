@@ -35,6 +35,9 @@ type Target struct {
 	Topic string
 	// Conn is the connection to its cluster.
 	Conn kafka.Connection
+	// Pipeline is "<namespace>/<name>" of the pipeline whose tier Topic is, "" for a topic the action
+	// names: the replay carries it as retryops.pipeline, which that pipeline's dispatcher requires.
+	Pipeline string
 }
 
 // Options are the inputs of Run.

@@ -45,6 +45,7 @@ func Targets(spec *v1.ReplayTarget, namespace string, dlqConn kafka.Connection, 
 			return Target{}, err
 		}
 		t, err := tier(ctx, namespace, name)
+		t.Pipeline = namespace + "/" + name
 		if err == nil && !headers.ValidTopicName(t.Topic) {
 			err = fmt.Errorf("%w: pipeline %s/%s gave the invalid topic %q", ErrNoTarget, namespace, name, cutString(t.Topic, 64))
 		}

@@ -34,7 +34,7 @@ func TestTargets(t *testing.T) {
 	entry := func(pipeline string) *deadletters.Entry { return &deadletters.Entry{Pipeline: pipeline} }
 	def := deadletters.Targets(nil, "shop", conn, tier)
 	for range 3 {
-		if got, err := def(ctx, entry("shop/orders")); err != nil || got.Topic != "shop.orders.retry-1" {
+		if got, err := def(ctx, entry("shop/orders")); err != nil || got.Topic != "shop.orders.retry-1" || got.Pipeline != "shop/orders" {
 			t.Fatalf("own pipeline: %v %v", got, err)
 		}
 	}
@@ -53,11 +53,11 @@ func TestTargets(t *testing.T) {
 		t.Errorf("a failing lookup: %v, want an error that stops the run", err)
 	}
 	named := deadletters.Targets(&v1.ReplayTarget{Pipeline: "orders"}, "shop", conn, tier)
-	if got, err := named(ctx, entry("bank/payments")); err != nil || got.Topic != "shop.orders.retry-1" {
+	if got, err := named(ctx, entry("bank/payments")); err != nil || got.Topic != "shop.orders.retry-1" || got.Pipeline != "shop/orders" {
 		t.Errorf("named pipeline: %v %v", got, err)
 	}
 	topic := deadletters.Targets(&v1.ReplayTarget{Topic: "orders.replay"}, "shop", conn, tier)
-	if got, err := topic(ctx, entry("")); err != nil || got.Topic != "orders.replay" || got.Conn.Key() != conn.Key() {
+	if got, err := topic(ctx, entry("")); err != nil || got.Topic != "orders.replay" || got.Conn.Key() != conn.Key() || got.Pipeline != "" {
 		t.Errorf("named topic: %v %v", got, err)
 	}
 }
@@ -160,6 +160,51 @@ func TestCheckTopicTarget(t *testing.T) {
 		err := deadletters.CheckTopicTarget(topic)
 		if (err != nil) != refused {
 			t.Errorf("CheckTopicTarget(%q) = %v, want refused %v", topic, err, refused)
+		}
+	}
+}
+
+// A replay names the pipeline it is replayed into (retryops.pipeline, once), which that pipeline's
+// dispatcher requires of a tier record: the dead letter's own for its own pipeline, the target's
+// for another (spec.target.pipeline), the dead letter's kept for a topic the action names.
+func TestReplayNamesItsTargetPipeline(t *testing.T) {
+	ctx := context.Background()
+	conn := kafka.Connection{BootstrapServers: []string{"kafka:9092"}}
+	for target, want := range map[string]string{ordersPipe: ordersPipe, "shop/audit": "shop/audit", "": ordersPipe} {
+		f := kafkafake.New()
+		state, _ := deadletters.StateTopic(dlqTopic)
+		for _, tp := range []string{dlqTopic, state, tierTopic} {
+			f.AddTopic(tp, 1, 1, nil)
+		}
+		dl := kafka.ProduceRecord{Key: []byte("k"), Headers: []kafka.Header{
+			{Key: headers.Pipeline, Value: []byte(ordersPipe)},
+			{Key: headers.OriginalTopic, Value: []byte("orders")}, {Key: headers.OriginalPartition, Value: []byte("0")},
+			{Key: headers.OriginalOffset, Value: []byte("9")}, {Key: headers.OriginalTimestamp, Value: []byte("2030-01-01T00:00:00Z")},
+		}}
+		if _, err := f.ProduceRecords(ctx, conn, dlqTopic, []kafka.ProduceRecord{dl}); err != nil {
+			t.Fatal(err)
+		}
+		to := func(context.Context, *deadletters.Entry) (deadletters.Target, error) {
+			return deadletters.Target{Topic: tierTopic, Conn: conn, Pipeline: target}, nil
+		}
+		spec := v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "jane"}
+		if _, err := deadletters.Run(ctx, deadletters.Options{
+			Spec: spec, Ref: ref, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: 1}, Target: to,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		out := f.Records(tierTopic, 0)
+		if len(out) != 1 {
+			t.Fatalf("target %q: %d replays, want 1", target, len(out))
+		}
+		var got []string
+		for _, h := range out[0].Headers {
+			if h.Key == headers.Pipeline {
+				got = append(got, string(h.Value))
+			}
+		}
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("target %q: the replay names pipelines %q, want %q", target, got, want)
 		}
 	}
 }

@@ -30,7 +30,7 @@ func (e *Engine) toRetryTier(it *item, f *failure, dec retry.Decision) {
 		return
 	}
 	tier := e.retryTier(it.attempt+1, dec.Delay, dec.FromRetryAfter)
-	e.write(&write{it: it, rec: it.retryRecord(e.tierNames[tier], f, dec.Due), f: f})
+	e.write(&write{it: it, rec: it.retryRecord(e.tierNames[tier], e.pipelineID, f, dec.Due), f: f})
 }
 
 // deadLetter writes the record to the dead letter topic. attempts is the number of deliveries made.

@@ -99,7 +99,10 @@ func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 // fresh first delivery: attempt 1, no first failure, its deadline counted from its due time (the
 // replay time). A retryops.original.topic that is not a valid topic name is malformed on a tier. On
 // the source topic only complete and valid original coordinates and valid replay headers are kept
-// (anything else is ignored), and the attempt count and deadline start afresh.
+// (anything else is ignored), and the attempt count and deadline start afresh. A tier record whose
+// retryops.pipeline is not this pipeline's (s.pipelineID) is malformed whatever else it carries:
+// another pipeline's record (misrouted or forged) is never delivered to this one's sink. A tier
+// record without it was written by an earlier release and is read as before.
 func (it *item) parse(tier int, s *settings, now time.Time) {
 	r := it.rec
 	view := *r
@@ -113,6 +116,7 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 		haveTopic, haveTime, haveSrc bool
 		bad, malformed, attemptsRaw  string
 		dueRaw, lastType, topicBad   string
+		pipelineBad                  string
 		havePart, haveOff            bool
 		replay                       replayHeaders
 	)
@@ -152,6 +156,11 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 			dueRaw = v
 		case headers.ErrorType:
 			lastType = v
+		case headers.Pipeline:
+			if v != s.pipelineID && pipelineBad == "" {
+				pipelineBad = headers.Pipeline + " " + quoteBounded(v) + " is not this pipeline (" + s.pipelineID +
+					"): a record of another pipeline's retry tier"
+			}
 		case headers.ReplayOf, headers.ReplayCount:
 			replay.add(h.Key, v)
 		}
@@ -172,6 +181,8 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 		return // fresh attempts and deadline, original coordinates when complete
 	}
 	switch {
+	case pipelineBad != "":
+		malformed = pipelineBad
 	case replayBad != "":
 		malformed = replayBad
 	case bad != "":

@@ -57,10 +57,11 @@ func (it *item) failureHeaders(hs []kgo.RecordHeader, attempts int32, f *failure
 	return hs
 }
 
-// retryRecord is the record written to a retry tier after delivery number it.attempt failed.
-func (it *item) retryRecord(topic string, f *failure, due time.Time) *kgo.Record {
-	hs := it.outHeaders(10)
-	hs = append(hs, hdr(headers.SourceTimestamp, headers.FormatTime(it.srcTime)))
+// retryRecord is the record written to a retry tier after delivery number it.attempt failed. It
+// names its pipeline, whose dispatcher alone delivers it (record.go's parse).
+func (it *item) retryRecord(topic, pipeline string, f *failure, due time.Time) *kgo.Record {
+	hs := it.outHeaders(11)
+	hs = append(hs, hdr(headers.Pipeline, pipeline), hdr(headers.SourceTimestamp, headers.FormatTime(it.srcTime)))
 	hs = it.failureHeaders(hs, it.attempt, f)
 	hs = append(hs, hdr(headers.Due, headers.FormatTime(due)))
 	return &kgo.Record{Topic: topic, Key: it.view.Key, Value: it.view.Value, Headers: hs}

@@ -68,7 +68,7 @@ func TestGoldenRecords(t *testing.T) {
 			name := iname + "-" + fname
 			t.Run(name, func(t *testing.T) {
 				if f.reason == "" {
-					assertGolden(t, name+".retry.golden", dump(it.retryRecord("orders-retry-2", f, at.Add(4*time.Second))))
+					assertGolden(t, name+".retry.golden", dump(it.retryRecord("orders-retry-2", "ns/pipe", f, at.Add(4*time.Second))))
 					return
 				}
 				dl := it.deadLetterRecord("orders-dlq", "group-a", "ns/pipe", it.attempt, f)

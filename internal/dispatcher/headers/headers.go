@@ -25,7 +25,7 @@
 //	retryops.rule                  if any      if any       classification rule that matched
 //	retryops.reason                no          yes          why it was dead-lettered (see the Reason constants)
 //	retryops.consumer.group        no          yes          consumer group of the pipeline
-//	retryops.pipeline              no          yes          pipeline, "<namespace>/<name>"
+//	retryops.pipeline              yes         yes          pipeline, "<namespace>/<name>" (see below)
 //	retryops.value.omitted         no          if needed    value size, when the value was too large to keep
 //	retryops.replay.of             if replayed if replayed  the dead letter a replayed record replays ([ReplayOf])
 //	retryops.replay.count          if replayed if replayed  how many times it has been replayed ([ReplayCount])
@@ -36,6 +36,12 @@
 // retry tier with retryops.attempts "0" and the replay headers; [ReplayHeaders] builds them (see
 // replay.go). A record on the source topic that carries retryops.original.* headers keeps them too,
 // when all four are present and valid (the topic a valid topic name); otherwise they are ignored.
+//
+// A retry-tier record names the pipeline it belongs to in retryops.pipeline (a replay, the pipeline
+// it is replayed into). A dispatcher dead-letters a tier record naming another pipeline with reason
+// malformed, without delivering it: several pipelines may consume one source, and one pipeline's
+// retries never reach another's sink. A tier record without the header, written by an earlier
+// release, is delivered as before.
 package headers
 
 import (
@@ -87,7 +93,8 @@ const (
 	Reason = "retryops.reason"
 	// ConsumerGroup is the consumer group of the pipeline that dead-lettered the record.
 	ConsumerGroup = "retryops.consumer.group"
-	// Pipeline is the pipeline that dead-lettered the record, as "<namespace>/<name>".
+	// Pipeline is the pipeline a retry-tier record belongs to, or that dead-lettered the record, as
+	// "<namespace>/<name>".
 	Pipeline = "retryops.pipeline"
 	// ValueOmitted is set (to the value's size in bytes) on a dead letter written without its value
 	// because the dead letter topic rejected it as too large.
@@ -104,8 +111,8 @@ const (
 	ReasonMaxRetriesExceeded = "max_retries_exceeded"
 	ReasonDeadlineExceeded   = "deadline_exceeded"
 	ReasonUndeliverable      = "undeliverable"
-	// ReasonMalformed: a retry-tier record's retryops.* headers are out of range (an attempt count
-	// outside 1..maxAttempts, a due time later than its tier's latest delay allows, an attempt count
+	// ReasonMalformed: a retry-tier record's retryops.* headers are out of range (a pipeline other
+	// than the one reading the tier, an attempt count outside 1..maxAttempts, a due time later than its tier's latest delay allows, an attempt count
 	// of 0 without the replay headers, a replay header invalid, repeated or without the other, an
 	// original topic that is not a valid topic name); the
 	// record is dead-lettered at once, without being delivered, and the error message names the

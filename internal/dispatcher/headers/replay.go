@@ -14,6 +14,7 @@ import (
 //
 //	retryops.replay.of             "<dlq topic>/<partition>/<offset>" of the dead letter replayed ([FormatReplayOf])
 //	retryops.replay.count          how many times the record has been replayed, this one included: 1..MaxReplayCount
+//	retryops.pipeline              copied from the dead letter: the pipeline it is replayed into, when it has one
 //	retryops.original.*            copied from the dead letter: the replay keeps the original Idempotency-Key
 //	retryops.attempts              "0"
 //	retryops.due                   the replay time
@@ -181,9 +182,11 @@ func ReplayCountOf(deadLetter []Header) (int, error) {
 // ReplayHeaders returns the headers of the record that replays the dead letter at
 // dlqTopic/partition/offset whose headers are deadLetter, at time now (see the package
 // documentation): the dead letter's headers not starting with Prefix, in order, then ReplayOf,
-// ReplayCount (the dead letter's own ReplayCount plus one, 1 when it has none), the four
-// retryops.original.* headers copied from the dead letter, Attempts "0" and Due now. Values of the
-// copied headers share their bytes with deadLetter.
+// ReplayCount (the dead letter's own ReplayCount plus one, 1 when it has none), its Pipeline (the
+// last, when it has one: the dispatcher reading the tier delivers the replay only when it names that
+// dispatcher's pipeline, so a caller replaying into another pipeline sets it to that one first), the
+// four retryops.original.* headers copied from the dead letter, Attempts "0" and Due now. Values of
+// the copied headers share their bytes with deadLetter.
 //
 // It fails, returning no headers, when the coordinates do not form a valid ReplayOf, when the dead
 // letter lacks a valid retryops.original.* header (every dead letter the dispatcher writes has
@@ -202,9 +205,12 @@ func ReplayHeaders(deadLetter []Header, dlqTopic string, partition int32, offset
 		return nil, ErrReplayLimit
 	}
 	var orig [4][]byte // topic, partition, offset, timestamp: the last of each, as the dispatcher reads them
+	var pipeline []byte
 	user := 0
 	for _, h := range deadLetter {
 		switch h.Key {
+		case Pipeline:
+			pipeline = h.Value
 		case OriginalTopic:
 			orig[0] = h.Value
 		case OriginalPartition:
@@ -223,15 +229,19 @@ func ReplayHeaders(deadLetter []Header, dlqTopic string, partition int32, offset
 	if err := validOriginal(orig); err != nil {
 		return nil, err
 	}
-	out := make([]Header, 0, user+8)
+	out := make([]Header, 0, user+9)
 	for _, h := range deadLetter {
 		if !IsOwned(h.Key) {
 			out = append(out, h)
 		}
 	}
-	return append(out,
+	out = append(out,
 		Header{Key: ReplayOf, Value: []byte(of)},
-		Header{Key: ReplayCount, Value: []byte(strconv.Itoa(count + 1))},
+		Header{Key: ReplayCount, Value: []byte(strconv.Itoa(count + 1))})
+	if pipeline != nil {
+		out = append(out, Header{Key: Pipeline, Value: pipeline})
+	}
+	return append(out,
 		Header{Key: OriginalTopic, Value: orig[0]},
 		Header{Key: OriginalPartition, Value: orig[1]},
 		Header{Key: OriginalOffset, Value: orig[2]},

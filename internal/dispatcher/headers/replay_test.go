@@ -2,6 +2,7 @@ package headers_test
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -80,7 +81,7 @@ func TestReplayHeaders(t *testing.T) {
 		b.WriteString(h.Key + "=" + string(h.Value) + "\n")
 	}
 	want := "trace-id=abc\ncontent-type=application/json\ntrace-id=second\n" +
-		"retryops.replay.of=orders.dlq/1/99\nretryops.replay.count=1\n" +
+		"retryops.replay.of=orders.dlq/1/99\nretryops.replay.count=1\nretryops.pipeline=ns/p\n" +
 		"retryops.original.topic=orders\nretryops.original.partition=0\nretryops.original.offset=42\n" +
 		"retryops.original.timestamp=2026-01-02T03:04:05.000000006Z\n" +
 		"retryops.attempts=0\nretryops.due=" + headers.FormatTime(now) + "\n"
@@ -119,6 +120,26 @@ func TestReplayHeaders(t *testing.T) {
 		stripped := append(deadLetterHeaders(0), headers.Header{Key: k, Value: []byte("12")})
 		if _, err := headers.ReplayHeaders(stripped, "orders.dlq", 0, 8, now); !errors.Is(err, headers.ErrIncomplete) {
 			t.Errorf("with %s: %v, want ErrIncomplete", k, err)
+		}
+	}
+	// The replay names the dead letter's pipeline (once, the last as the dispatcher would check
+	// them), and none when the dead letter names none.
+	for name, c := range map[string]struct {
+		hs   []headers.Header
+		want []string
+	}{
+		"repeated": {append(deadLetterHeaders(0), headers.Header{Key: headers.Pipeline, Value: []byte("ns/q")}), []string{"ns/q"}},
+		"absent":   {slices.DeleteFunc(deadLetterHeaders(0), func(h headers.Header) bool { return h.Key == headers.Pipeline }), nil},
+	} {
+		got, err := headers.ReplayHeaders(c.hs, "orders.dlq", 0, 8, now)
+		var ps []string
+		for _, h := range got {
+			if h.Key == headers.Pipeline {
+				ps = append(ps, string(h.Value))
+			}
+		}
+		if err != nil || !slices.Equal(ps, c.want) {
+			t.Errorf("%s: pipelines %q (%v), want %q", name, ps, err, c.want)
 		}
 	}
 	if c, err := headers.ReplayCountOf(deadLetterHeaders(7)); c != 7 || err != nil {
