@@ -15,7 +15,8 @@ import (
 
 // replayRecord is the record that replays the dead letter <dlq>/0/<dlOff> of the source record at
 // offset off, built as the replay producer does (headers.ReplayHeaders), to the first retry tier.
-// prior is how many times the dead letter's record had been replayed before.
+// prior is how many times the dead letter's record had been replayed before. The dead letter is
+// this pipeline's: the replay names it, or the dispatcher would refuse it.
 func replayRecord(t *testing.T, p *pipeline, key string, off, dlOff int64, prior int) *kgo.Record {
 	t.Helper()
 	h := func(k, v string) headers.Header { return headers.Header{Key: k, Value: []byte(v)} }
@@ -25,7 +26,7 @@ func replayRecord(t *testing.T, p *pipeline, key string, off, dlOff int64, prior
 		h(headers.OriginalOffset, strconv.FormatInt(off, 10)), h(headers.OriginalTimestamp, headers.FormatTime(time.Now().Add(-time.Hour))),
 		h(headers.SourceTimestamp, headers.FormatTime(time.Now().Add(-time.Hour))),
 		h(headers.Attempts, "3"), h(headers.FirstFailure, headers.FormatTime(time.Now().Add(-time.Hour))),
-		h(headers.ErrorType, "HTTP503"), h(headers.Reason, headers.ReasonMaxRetriesExceeded), h(headers.Pipeline, "ns/p"),
+		h(headers.ErrorType, "HTTP503"), h(headers.Reason, headers.ReasonMaxRetriesExceeded), h(headers.Pipeline, p.cfg.PipelineID()),
 	}
 	if prior > 0 {
 		dl = append(dl, h(headers.ReplayOf, p.cfg.Topics.DeadLetter+"/0/1"), h(headers.ReplayCount, strconv.Itoa(prior)))
@@ -79,7 +80,7 @@ func TestReplayDeliveredAsFirstAttempt(t *testing.T) {
 
 // TestReplayFailsToDeadLetter: a replay the sink always fails goes through the retry tiers from
 // attempt 1 and ends in the dead letter topic after maxAttempts deliveries, every retry record and
-// the dead letter carrying the replay headers unchanged.
+// the dead letter carrying the replay headers unchanged, and every retry record its pipeline.
 func TestReplayFailsToDeadLetter(t *testing.T) {
 	p := newPipeline(t, "replay-fail", 1, simplePolicy(3, 30*time.Millisecond), func(*dt.Request) dt.Response { return dt.Response{Status: 503} })
 	start(t, dispatcher.Options{Config: p.cfg})
@@ -122,8 +123,9 @@ func TestReplayFailsToDeadLetter(t *testing.T) {
 		n++
 		of, _ := dt.Header(r, headers.ReplayOf)
 		c, _ := dt.Header(r, headers.ReplayCount)
-		if of != want[headers.ReplayOf] || c != "1" {
-			t.Errorf("retry record on %s: replay.of %q count %q", r.Topic, of, c)
+		pl, _ := dt.Header(r, headers.Pipeline)
+		if of != want[headers.ReplayOf] || c != "1" || pl != p.cfg.PipelineID() {
+			t.Errorf("retry record on %s: replay.of %q count %q pipeline %q", r.Topic, of, c, pl)
 		}
 	}
 	if n != 2 {
