@@ -134,8 +134,8 @@ func (s *recordingSink) keys(prefix string) []string {
 }
 
 // retryHeaders are the headers a real retry record carries (internal/dispatcher/produce.go,
-// retryRecord): the record's own headers, its original coordinates, the source timestamp, the
-// failure context and the due time. set overrides (or adds) some of the retryops.* values.
+// retryRecord): the record's own headers, its original coordinates, its pipeline, the source
+// timestamp, the failure context and the due time. set overrides (or adds) some of the retryops.* values.
 func retryHeaders(origOffset int64, origTime, failedAt, due time.Time, set map[string]string) []kgo.RecordHeader {
 	hs := []kgo.RecordHeader{
 		{Key: "trace-id", Value: []byte("trace-" + strconv.FormatInt(origOffset, 10))},
@@ -145,6 +145,7 @@ func retryHeaders(origOffset int64, origTime, failedAt, due time.Time, set map[s
 		{headers.OriginalPartition, "0"},
 		{headers.OriginalOffset, strconv.FormatInt(origOffset, 10)},
 		{headers.OriginalTimestamp, headers.FormatTime(origTime)},
+		{headers.Pipeline, hostileNS + "/hostile"},
 		{headers.SourceTimestamp, headers.FormatTime(origTime)},
 		{headers.Attempts, "1"},
 		{headers.FirstFailure, headers.FormatTime(failedAt)},
@@ -164,10 +165,10 @@ func retryHeaders(origOffset int64, origTime, failedAt, due time.Time, set map[s
 	return hs
 }
 
-// TestHostileRetryHeaders: on the `make run` stack, a retry-tier record claiming 2147483647 attempts
-// and one due in year 9999, at the head of a tier partition, are dead-lettered at once as malformed
-// with a message naming the header, never reach the sink, crash nothing, and hold up none of the
-// well-formed retry records queued behind them.
+// TestHostileRetryHeaders: on the `make run` stack, a retry-tier record claiming 2147483647 attempts,
+// one due in year 9999 and one of another pipeline, at the head of a tier partition, are
+// dead-lettered at once as malformed with a message naming the header, never reach the sink, crash
+// nothing, and hold up none of the well-formed retry records queued behind them.
 func TestHostileRetryHeaders(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -280,6 +281,8 @@ func TestHostileRetryHeaders(t *testing.T) {
 			Headers: retryHeaders(900, origTime, now, now.Add(time.Second), map[string]string{headers.Attempts: "2147483647"})},
 		{Key: []byte("hostile-due"), Value: []byte(`{"hostile":"due"}`),
 			Headers: retryHeaders(901, origTime, now, year9999, nil)},
+		{Key: []byte("hostile-pipeline"), Value: []byte(`{"hostile":"pipeline"}`),
+			Headers: retryHeaders(902, origTime, now, now.Add(time.Second), map[string]string{headers.Pipeline: hostileNS + "/billing"})},
 	}
 	due := map[string]time.Time{}
 	for i := range goodRecords {
@@ -299,7 +302,7 @@ func TestHostileRetryHeaders(t *testing.T) {
 			g.Expect(r.Record.Offset).To(Equal(produced[i-1].Record.Offset+1), "the records are consecutive in the partition")
 		}
 	}
-	t.Logf("produced 2 hostile and %d good records to %s/0 at offsets %d..%d in %s", goodRecords, tier.Name,
+	t.Logf("produced 3 hostile and %d good records to %s/0 at offsets %d..%d in %s", goodRecords, tier.Name,
 		produced[0].Record.Offset, produced[len(produced)-1].Record.Offset, time.Since(now).Round(time.Millisecond))
 
 	// Every good record is delivered once, on schedule, as the retry it is.
@@ -348,14 +351,15 @@ func TestHostileRetryHeaders(t *testing.T) {
 		})
 		return dead
 	}
-	g.Eventually(readDLQ, 30*time.Second, 10*time.Millisecond).Should(SatisfyAll(HaveKey("hostile-attempts"), HaveKey("hostile-due")))
+	g.Eventually(readDLQ, 30*time.Second, 10*time.Millisecond).Should(SatisfyAll(HaveKey("hostile-attempts"), HaveKey("hostile-due"), HaveKey("hostile-pipeline")))
 	for key, h := range dead {
 		g.Expect(key).To(HavePrefix("hostile-"), "a good record was dead-lettered: %v", h)
 	}
-	g.Expect(deadCount).To(Equal(2), "each hostile record is dead-lettered once")
+	g.Expect(deadCount).To(Equal(3), "each hostile record is dead-lettered once")
 	for key, want := range map[string][]string{
 		"hostile-attempts": {headers.Attempts, `"2147483647"`, "out of range"},
 		"hostile-due":      {headers.Due, `"9999-12-31T23:59:59Z"`, "later than the tier's latest delay"},
+		"hostile-pipeline": {headers.Pipeline, `"` + hostileNS + `/billing"`, "is not this pipeline"},
 	} {
 		h := dead[key]
 		g.Expect(h).To(HaveKeyWithValue(headers.Reason, headers.ReasonMalformed), "%s: reason", key)
@@ -371,14 +375,14 @@ func TestHostileRetryHeaders(t *testing.T) {
 	// Neither hostile record ever reached the sink.
 	g.Expect(sink.keys("hostile-")).To(BeEmpty(), "a hostile record was delivered")
 
-	// The DeadLetterQueue's status counts the two dead letters under malformed.
+	// The DeadLetterQueue's status counts the three dead letters under malformed.
 	g.Eventually(func() (v1.DeadLetterQueueStatus, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(dlq), dlq)
 		return dlq.Status, err
 	}, 30*time.Second, 250*time.Millisecond).Should(SatisfyAll(
-		HaveField("Messages", HaveValue(Equal(int64(2)))),
-		HaveField("Reasons", ConsistOf(v1.NamedCount{Name: headers.ReasonMalformed, Count: 2})),
-		HaveField("ErrorTypes", ConsistOf(v1.NamedCount{Name: headers.ErrorTypeMalformedHeaders, Count: 2})),
+		HaveField("Messages", HaveValue(Equal(int64(3)))),
+		HaveField("Reasons", ConsistOf(v1.NamedCount{Name: headers.ReasonMalformed, Count: 3})),
+		HaveField("ErrorTypes", ConsistOf(v1.NamedCount{Name: headers.ErrorTypeMalformedHeaders, Count: 3})),
 	))
 
 	// The tier is consumed to its end: nothing waits in it, nothing is held up.
