@@ -38,7 +38,8 @@
 // original coordinates; if it fails it goes through the tiers as any record does, and every retry
 // record and its new dead letter carry retryops.replay.of and retryops.replay.count unchanged.
 // A tier record with 0 attempts and no valid replay headers, or with a replay header invalid, is
-// dead-lettered as malformed. A replay is fetched no later than a record of the first tier would be:
+// dead-lettered as malformed, and so is one whose retryops.pipeline names another pipeline (the
+// replay carries the one it is replayed into). A replay is fetched no later than a record of the first tier would be:
 // within the tier's shortest delay after it was written, unless the tier's look-ahead window is
 // full of records not yet due.
 //
