@@ -31,8 +31,15 @@ const (
 	// topics are cluster-wide in Kafka, so queues in different namespaces can claim the same one.
 	indexDLQByClaim = ".spec.topic.claim"
 	// indexPipelineBySourceClaim indexes ConsumerPipelines by kafkaspec.ClaimKey(servers, source
-	// topic), cluster-wide: pipelines on one source would share their <source>.retry.* topics.
+	// topic), cluster-wide: the pipelines on one source, one of which manages it when several ask
+	// to create it.
 	indexPipelineBySourceClaim = ".spec.source.claim"
+	// indexPipelineByGroupClaim indexes ConsumerPipelines by kafkaspec.ClaimKey(servers, consumer
+	// group), cluster-wide: two pipelines in one group would split its partitions.
+	indexPipelineByGroupClaim = ".spec.source.consumerGroup.claim"
+	// indexPipelineByTierClaim indexes ConsumerPipelines by kafkaspec.ClaimKey(servers, tier base),
+	// cluster-wide: two pipelines with one base would share their retry tiers.
+	indexPipelineByTierClaim = ".retryTiers.claim"
 	// indexPipelineByPolicy and indexPipelineByDLQ index ConsumerPipelines by the objects they
 	// reference, so that a policy or a dead letter queue finds its pipelines without listing every
 	// pipeline of the namespace.

@@ -15,7 +15,8 @@ import (
 )
 
 // eventConsumersStopped is the event of a consumer Deployment scaled to zero because its
-// pipeline's claim is refused.
+// pipeline's claim is refused, or its consumer group or retry tiers are another pipeline's
+// (consumerpipeline_fanout.go).
 const eventConsumersStopped = "ConsumersStopped"
 
 // checkReadClaims is the ReadClaims step: under the manager's claim policy, the source topic a
@@ -37,17 +38,8 @@ func (r *ConsumerPipelineReconciler) checkReadClaims(_ context.Context, s *pipel
 	if err == nil {
 		return nil
 	}
-	p.Message = truncate(err.Error(), maxConditionMessage)
-	s.claimRefused = p
-	owner := pipelineOwner(client.ObjectKeyFromObject(s.p))
-	r.Kafka.Offsets.Forget(owner)
-	r.Kafka.Commits.Forget(owner)
-	s.live.withheld = true
-	s.sourcePartitions = 0
-	for i := range s.retries {
-		s.retries[i].Partitions, s.retries[i].Backlog = 0, 0
-	}
-	return p
+	p.Message = err.Error()
+	return r.refuse(s, p)
 }
 
 // stopConsumers is the Deployment step of a pipeline whose claim is refused: no consumer
@@ -59,7 +51,7 @@ func (r *ConsumerPipelineReconciler) stopConsumers(ctx context.Context, s *pipel
 	refused := s.claimRefused
 	if s.deployment == nil {
 		s.deploymentProblems.add(&problem{Reason: refused.Reason, Kind: problemUser,
-			Message: "no consumer Deployment is created while the pipeline's claim is refused (see TopicsReady)"})
+			Message: "no consumer Deployment is created while the pipeline's claim is refused or in conflict (see TopicsReady)"})
 		return nil
 	}
 	if ptr.Deref(cur.Spec.Replicas, 1) != 0 {
@@ -73,6 +65,6 @@ func (r *ConsumerPipelineReconciler) stopConsumers(ctx context.Context, s *pipel
 			"Deployment %s scaled to 0 replicas: %s", cur.Name, refused.Message)
 	}
 	s.deploymentProblems.add(&problem{Reason: refused.Reason, Kind: problemUser, Message: fmt.Sprintf(
-		"Deployment %s is scaled to 0 replicas while the pipeline's claim is refused (see TopicsReady)", cur.Name)})
+		"Deployment %s is scaled to 0 replicas while the pipeline's claim is refused or in conflict (see TopicsReady)", cur.Name)})
 	return nil
 }

@@ -60,8 +60,10 @@ type pipelineScope struct {
 
 	deadLetter string
 
-	// ownsTiers is false when an older pipeline on the same source manages the retry tiers.
-	ownsTiers bool
+	// managesSource is set when spec.source.create asks to and no other pipeline on the source
+	// manages it (findSourceOwner); sourceOwner names the pipeline that does, when one does.
+	managesSource bool
+	sourceOwner   string
 	// owned are the topics the ledger records for the pipeline (created or adopted), sorted.
 	owned []string
 	// blocked are topics a DeadLetterQueue claims: the pipeline leaves them alone.
@@ -91,7 +93,8 @@ type pipelineScope struct {
 	// topicProblems are the problems of the TopicsReady condition.
 	topicProblems problems
 	// claimRefused is the problem of a source topic or consumer group the claim policy refuses
-	// (consumerpipeline_claims.go); nil when allowed.
+	// (consumerpipeline_claims.go), or of a group or tiers another pipeline has
+	// (consumerpipeline_fanout.go); nil when neither.
 	claimRefused *problem
 
 	// live is what the LiveFigures step found (consumerpipeline_live.go).
@@ -146,7 +149,7 @@ func (r *ConsumerPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 }
 
 func newPipelineScope(p *v1.ConsumerPipeline, d kafkaspec.Defaults) *pipelineScope {
-	s := &pipelineScope{p: p, servers: kafkaspec.Servers(p.Spec.Kafka, d), ownsTiers: true, blocked: map[string]bool{}}
+	s := &pipelineScope{p: p, servers: kafkaspec.Servers(p.Spec.Kafka, d), blocked: map[string]bool{}}
 	if t := p.Status.Topics; t != nil {
 		s.sourcePartitions = t.SourcePartitions
 		s.retries = slices.Clone(t.Retries)
@@ -199,6 +202,7 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 		{"RetryPolicy", r.readPolicy},
 		{"DeadLetterQueue", r.readDeadLetterQueue},
 		{"ReadClaims", r.checkReadClaims},
+		{"Sharing", r.checkSharing},
 		{"Claims", r.checkClaims},
 		{"Connection", r.connectPipeline},
 		{"DescribeTopics", r.describeTopics},
@@ -269,11 +273,6 @@ func (r *ConsumerPipelineReconciler) reconcileDelete(ctx context.Context, s *pip
 	if err := r.checkClaims(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	if !s.ownsTiers {
-		log.Info("Left retry topics to their owner", "topics", tiers)
-		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Retry topics kept: another pipeline on source %s manages them", p.Spec.Source.Topic)
-		return letGo()
-	}
 	return r.deleteWithinBound(ctx, p, topicDeletion{
 		topics:  tiers,
 		delete:  func(ctx context.Context) error { return r.deleteTiers(ctx, s, tiers) },
@@ -294,7 +293,8 @@ func (r *ConsumerPipelineReconciler) reconcileDelete(ctx context.Context, s *pip
 
 // SetupWithManager registers the controller. Besides its pipelines it watches the RetryPolicies
 // and DeadLetterQueues they reference (through the indexes of constants.go), other pipelines on
-// the same source (the loser of a tier conflict takes over as soon as the owner goes), the ConfigMaps and Deployments it owns (drift is reverted at once), the
+// the same source, in the same group or with the same tier base (otherPipelinesSharing), the
+// ConfigMaps and Deployments it owns (drift is reverted at once), the
 // PrometheusRule CRD (installing or removing it switches the kind of the alert rules) and, while
 // that kind is served, the PrometheusRules it owns (see ruleapi.API).
 func (r *ConsumerPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -308,7 +308,7 @@ func (r *ConsumerPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1.RetryPolicy{}, byIndex(indexPipelineByPolicy), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1.DeadLetterQueue{}, byIndex(indexPipelineByDLQ), builder.WithPredicates(createdOrDeleted())).
 		Watches(&v1.DeadLetterQueue{}, r.deadLetterCountsChanged()).
-		Watches(&v1.ConsumerPipeline{}, handler.EnqueueRequestsFromMapFunc(r.otherPipelinesOnSource), builder.WithPredicates(createdOrDeleted())).
+		Watches(&v1.ConsumerPipeline{}, handler.EnqueueRequestsFromMapFunc(r.otherPipelinesSharing), builder.WithPredicates(createdOrDeleted())).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.ServiceAccount{}).
@@ -321,11 +321,4 @@ func (r *ConsumerPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.Rules.Watch(c, mgr.GetScheme(), &v1.ConsumerPipeline{})
 	return nil
-}
-
-// otherPipelinesOnSource maps a pipeline to the other pipelines consuming the same source.
-func (r *ConsumerPipelineReconciler) otherPipelinesOnSource(ctx context.Context, o client.Object) []ctrl.Request {
-	p := o.(*v1.ConsumerPipeline)
-	key := kafkaspec.ClaimKey(kafkaspec.Servers(p.Spec.Kafka, r.Kafka.Defaults), string(p.Spec.Source.Topic))
-	return requestsFor(ctx, r.Client, &v1.ConsumerPipelineList{}, p, client.MatchingFields{indexPipelineBySourceClaim: key})
 }

@@ -83,7 +83,7 @@ func unusedTiers(s *pipelineScope) []string {
 // status.topics.unusedRetries lists, under Retain, every unused tier, and under Delete those not
 // deleted yet.
 func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Context, s *pipelineScope) error {
-	if !s.planKnown || !s.ownsTiers {
+	if !s.planKnown {
 		return nil
 	}
 	unused := unusedTiers(s)

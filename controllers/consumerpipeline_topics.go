@@ -24,19 +24,24 @@ import (
 // too).
 const defaultSourcePartitions = 3
 
-// retryTiers names the retry tiers of a plan. It is the dispatcher's own naming
-// (dispatchercfg.BuildTiers), so that the topics the operator makes are the ones the consumers read:
-//   - ByAttempt: one tier per retry, <source>.retry.<n> (orders.retry.1, orders.retry.2, ...);
+// retryTiers names the retry tiers of a plan under the pipeline's base (tierBase, such as
+// shop.billing). It is the dispatcher's own naming (dispatchercfg.BuildTiers), so that the topics
+// the operator makes are the ones the consumers read:
+//   - ByAttempt: one tier per retry, <base>.retry.<n> (shop.billing.retry.1, ...);
 //   - ByDelay: consecutive retries with identical windows share a tier, as Spring Kafka reuses its
-//     last topic, named <source>.retry.<delay> (orders.retry.10s, orders.retry.1m, orders.retry.1.5s).
+//     last topic, named <base>.retry.<delay> (shop.billing.retry.10s, shop.billing.retry.1.5s).
 //     Two shared tiers can have the same nominal delay but different windows (proportional jitter
-//     capped after it); the later one gets the suffix -<tier index> (orders.retry.4s-3) so that names
-//     stay unique.
-func retryTiers(source string, naming v1.RetryTopicNaming, plan retry.Plan) dispatchercfg.Tiers {
+//     capped after it); the later one gets the suffix -<tier index> (shop.billing.retry.4s-3) so
+//     that names stay unique.
+//
+// Releases before fan-out named tiers after the source (<source>.retry.*): a pipeline made by one
+// has those in its ledger, and they are tiers the plan no longer uses, drained and then, under
+// deletionPolicy Delete, deleted (consumerpipeline_draining.go).
+func retryTiers(base string, naming v1.RetryTopicNaming, plan retry.Plan) dispatchercfg.Tiers {
 	if naming == "" {
 		naming = v1.NamingByAttempt
 	}
-	return dispatchercfg.BuildTiers(source, naming, plan)
+	return dispatchercfg.BuildTiers(base, naming, plan)
 }
 
 // retryDeletionPolicy is spec.retryTopics.deletionPolicy, Retain when absent.
@@ -85,7 +90,7 @@ func (r *ConsumerPipelineReconciler) readPolicy(ctx context.Context, s *pipeline
 	if rt := s.p.Spec.RetryTopics; rt != nil && rt.Naming != "" {
 		naming = rt.Naming
 	}
-	s.tiers, s.planKnown = retryTiers(string(s.p.Spec.Source.Topic), naming, compiled.Plan()), true
+	s.tiers, s.planKnown = retryTiers(tierBase(s.p, r.Kafka.Defaults), naming, compiled.Plan()), true
 	s.policy = rp
 	return nil
 }
@@ -120,10 +125,9 @@ func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s 
 	return nil
 }
 
-// checkClaims finds out which topics this pipeline may manage. Of several pipelines on one source
-// (same cluster), the oldest manages the source and the retry tiers; the others report a conflict:
-// they would share the <source>.retry.* topics, and each consumer group would read the others'
-// retries. A topic a DeadLetterQueue claims is never managed by a pipeline.
+// checkClaims finds out which topics this pipeline may manage: its own retry tiers, and its source
+// when it asks to create it and no other pipeline on the source manages it (findSourceOwner). A
+// topic a DeadLetterQueue claims is never managed by a pipeline.
 func (r *ConsumerPipelineReconciler) checkClaims(ctx context.Context, s *pipelineScope) error {
 	p := s.p
 	source := string(p.Spec.Source.Topic)
@@ -132,16 +136,8 @@ func (r *ConsumerPipelineReconciler) checkClaims(ctx context.Context, s *pipelin
 		return err
 	}
 	s.owned = owned
-	w, err := kafkaspec.Owner(ctx, r.Client, p, "ConsumerPipeline", &v1.ConsumerPipelineList{},
-		client.MatchingFields{indexPipelineBySourceClaim: kafkaspec.ClaimKey(s.servers, source)})
-	if err != nil {
+	if err := r.findSourceOwner(ctx, s); err != nil {
 		return err
-	}
-	if w.UID != p.UID {
-		s.ownsTiers = false
-		s.topicProblems.add(&problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: fmt.Sprintf(
-			"source %q is already consumed by %s, created earlier, which manages the %s.retry.* topics: two pipelines on one source would share them; this pipeline leaves them alone",
-			source, w, source)})
 	}
 
 	names := createdTiers(p, s.owned)
@@ -178,11 +174,9 @@ func (r *ConsumerPipelineReconciler) connectPipeline(ctx context.Context, s *pip
 // describeTopics describes the source and the retry tiers in one call.
 func (r *ConsumerPipelineReconciler) describeTopics(ctx context.Context, s *pipelineScope) error {
 	names := []string{string(s.p.Spec.Source.Topic)}
-	if s.ownsTiers {
-		for _, t := range s.tiers {
-			if !s.blocked[t.Name] {
-				names = append(names, t.Name)
-			}
+	for _, t := range s.tiers {
+		if !s.blocked[t.Name] {
+			names = append(names, t.Name)
 		}
 	}
 	got, err := s.admin.DescribeTopics(ctx, names...)
@@ -211,7 +205,7 @@ func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pip
 	}
 	adopt := s.p.Spec.Source.Create != nil && s.p.Spec.Source.Create.ExistingTopic == v1.ExistingTopicAdopt
 	var foreign []string
-	if want, _ := tierSpec(s.p, sourcePartitions); s.planKnown && s.ownsTiers && want.Partitions > 0 {
+	if want, _ := tierSpec(s.p, sourcePartitions); s.planKnown && want.Partitions > 0 {
 		for _, t := range s.tiers {
 			switch {
 			case s.blocked[t.Name] || slices.Contains(s.owned, t.Name):
@@ -221,6 +215,13 @@ func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pip
 				foreign = append(foreign, t.Name)
 			}
 		}
+	}
+	held, by, err := r.heldTiers(ctx, s, foreign)
+	if err != nil {
+		return err
+	}
+	if len(held) > 0 {
+		return r.refuse(s, tierConflict(joinTiers(held), by))
 	}
 	if len(foreign) > 0 {
 		return &problem{Reason: v1.ReasonTopicNotOwned, Kind: problemUser, Message: truncate(fmt.Sprintf(
@@ -243,12 +244,13 @@ func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pip
 }
 
 // sourceSpec is the source topic as spec.source.create describes it, and whether the pipeline
-// manages it: it asks to, owns the source, no queue claims the topic, and the topic is missing, was
-// created for this pipeline or is adopted (create.existingTopic Adopt).
+// manages it: it asks to, no other pipeline on the source manages it (findSourceOwner), no queue
+// claims the topic, and the topic is missing, was created for this pipeline or is adopted
+// (create.existingTopic Adopt).
 func sourceSpec(s *pipelineScope) (kafka.TopicSpec, bool) {
 	source := string(s.p.Spec.Source.Topic)
 	create := s.p.Spec.Source.Create
-	if create == nil || !s.ownsTiers || s.blocked[source] {
+	if create == nil || !s.managesSource || s.blocked[source] {
 		return kafka.TopicSpec{}, false
 	}
 	if s.described[source].Exists && create.ExistingTopic != v1.ExistingTopicAdopt && !slices.Contains(s.owned, source) {
@@ -291,8 +293,11 @@ func (r *ConsumerPipelineReconciler) reconcileSourceTopic(ctx context.Context, s
 	if !managed {
 		if !have.Exists {
 			s.sourcePartitions = 0
-			s.topicProblems.add(&problem{Reason: v1.ReasonSourceTopicMissing, Kind: problemWaiting, Message: fmt.Sprintf(
-				"source topic %q does not exist; create it, or set spec.source.create to have the operator create it", source)})
+			msg := fmt.Sprintf("source topic %q does not exist; create it, or set spec.source.create to have the operator create it", source)
+			if s.sourceOwner != "" {
+				msg = fmt.Sprintf("source topic %q does not exist yet; %s creates it (it recorded the topic first)", source, s.sourceOwner)
+			}
+			s.topicProblems.add(&problem{Reason: v1.ReasonSourceTopicMissing, Kind: problemWaiting, Message: msg})
 			return nil
 		}
 		s.sourcePartitions = have.Partitions
@@ -329,9 +334,6 @@ func (r *ConsumerPipelineReconciler) reconcileRetryTopics(ctx context.Context, s
 	s.retries = make([]v1.RetryTopicStatus, 0, len(s.tiers))
 	for _, t := range s.tiers {
 		s.retries = append(s.retries, v1.RetryTopicStatus{Name: t.Name, Delay: t.Delay, Partitions: prev[t.Name]})
-	}
-	if !s.ownsTiers {
-		return nil
 	}
 	want, fix := tierSpec(s.p, s.sourcePartitions)
 	if want.Partitions <= 0 {

@@ -331,7 +331,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 }
 
 // setupIndexes registers the field indexes of constants.go: the pipelines by the objects they
-// reference and the claims of queue topics and of pipeline sources (by cluster and topic).
+// reference and the claims of queue topics, of pipeline sources, consumer groups and tier bases (by
+// cluster and name).
 func setupIndexes(ctx context.Context, mgr ctrl.Manager, d kafkaspec.Defaults) error {
 	idx := mgr.GetFieldIndexer()
 	for _, i := range []struct {
@@ -352,6 +353,14 @@ func setupIndexes(ctx context.Context, mgr ctrl.Manager, d kafkaspec.Defaults) e
 		{&v1.ConsumerPipeline{}, indexPipelineBySourceClaim, func(o client.Object) []string {
 			p := o.(*v1.ConsumerPipeline)
 			return []string{kafkaspec.ClaimKey(kafkaspec.Servers(p.Spec.Kafka, d), string(p.Spec.Source.Topic))}
+		}},
+		{&v1.ConsumerPipeline{}, indexPipelineByGroupClaim, func(o client.Object) []string {
+			p := o.(*v1.ConsumerPipeline)
+			return []string{kafkaspec.ClaimKey(kafkaspec.Servers(p.Spec.Kafka, d), consumerGroup(p))}
+		}},
+		{&v1.ConsumerPipeline{}, indexPipelineByTierClaim, func(o client.Object) []string {
+			p := o.(*v1.ConsumerPipeline)
+			return []string{kafkaspec.ClaimKey(kafkaspec.Servers(p.Spec.Kafka, d), tierBase(p, d))}
 		}},
 	} {
 		if err := idx.IndexField(ctx, i.obj, i.field, i.index); err != nil {

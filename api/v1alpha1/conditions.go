@@ -82,8 +82,13 @@ const (
 	// cannot remove partitions, so the operator leaves the topic as it is; raise the spec to match.
 	ReasonPartitionShrinkRefused = "PartitionShrinkRefused"
 	// ReasonTopicConflict means another resource, created earlier, manages the same topic on the same
-	// cluster. The resource reporting it leaves the topic alone until the other one goes away.
+	// cluster (for a ConsumerPipeline: a retry tier of another pipeline); the message names it. The
+	// resource reporting it leaves the topic alone until the other one goes away.
 	ReasonTopicConflict = "TopicConflict"
+	// ReasonConsumerGroupConflict means another ConsumerPipeline, created earlier, joins the same
+	// consumer group on the same cluster; the message names it. The newer pipeline runs no consumers
+	// until the other goes or it names another spec.source.consumerGroup.
+	ReasonConsumerGroupConflict = "ConsumerGroupConflict"
 	// ReasonTopicNotOwned means a topic the resource names exists and the operator did not create it
 	// for this resource: it is left unchanged (no configs, partitions, trimming, reading of its records
 	// or deletion). Set existingTopic: Adopt to manage it, or name another topic.

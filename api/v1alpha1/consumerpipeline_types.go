@@ -11,9 +11,10 @@ type RetryTopicNaming string
 
 // The retry-tier naming strategies.
 const (
-	// NamingByAttempt makes one tier per retry, named <source>.retry.<n>.
+	// NamingByAttempt makes one tier per retry, named <base>.retry.<n>, where <base> is the
+	// pipeline's own (see RetryTopics).
 	NamingByAttempt RetryTopicNaming = "ByAttempt"
-	// NamingByDelay names tiers by their delay, <source>.retry.<delay> (such as alice_tasks.retry.5m),
+	// NamingByDelay names tiers by their delay, <base>.retry.<delay> (such as team-a.chat.retry.5m),
 	// and consecutive retries with equal delays share one tier, as Spring Kafka reuses its last topic.
 	NamingByDelay RetryTopicNaming = "ByDelay"
 )
@@ -122,7 +123,9 @@ type PipelineSource struct {
 	ConsumerGroup string `json:"consumerGroup,omitempty"`
 
 	// create makes the operator create the topic when it does not exist. Absent means the topic must
-	// already exist; the pipeline waits for it.
+	// already exist; the pipeline waits for it. When several pipelines on one source set it, the
+	// first to record the topic in the operator's topic ledger owns it (creates, grows and
+	// configures it) and the others consume it as it is. No pipeline ever deletes its source.
 	// +optional
 	Create *TopicCreation `json:"create,omitempty"`
 }
@@ -157,10 +160,16 @@ type TopicCreation struct {
 	ExistingTopic ExistingTopic `json:"existingTopic,omitempty"`
 }
 
-// RetryTopics says how retry tiers are named and sized.
+// RetryTopics says how retry tiers are named and sized. The tiers belong to the pipeline, never to
+// its source, so several pipelines on one source never share one: they are named
+// <base>.retry.<suffix>, where <base> is <namespace>.<name> of the pipeline, or, under the manager's
+// topic claim policy (--topic-prefix), the prefix resolved for the namespace followed by <name>
+// when the policy contains {namespace} ("{namespace}." gives team-a.chat) and by
+// <namespace>.<name> otherwise. A base over 209 characters keeps the prefix and is cut to fit with
+// "-" and 10 hex digits of the SHA-256 of the whole base.
 type RetryTopics struct {
-	// naming is ByAttempt (<source>.retry.<n>, one tier per retry; the default) or ByDelay
-	// (<source>.retry.<delay>; consecutive retries with equal delays share a tier).
+	// naming is ByAttempt (<base>.retry.<n>, one tier per retry; the default) or ByDelay
+	// (<base>.retry.<delay>; consecutive retries with equal delays share a tier).
 	// +kubebuilder:default=ByAttempt
 	// +optional
 	Naming RetryTopicNaming `json:"naming,omitempty"`

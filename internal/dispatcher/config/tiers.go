@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +19,54 @@ const (
 	MaxDrainingTiers = 32
 	MaxDrainingDelay = 7 * 24 * time.Hour
 )
+
+// Tier names: Kafka's limit on a topic name, and how much of it the suffix .retry.<n> or
+// .retry.<delay>[-<n>] may take (the longest time.Duration formats in 24 characters, a tier index
+// in at most 3 with its dash), so that a base of at most MaxTierBase characters names tiers that fit.
+const (
+	MaxTopicName      = 249
+	tierSuffixReserve = 40
+	MaxTierBase       = MaxTopicName - tierSuffixReserve
+	// tierHashDigits is how many hex digits of the SHA-256 of a too long base end its shortened form.
+	tierHashDigits = 10
+)
+
+// namespacePlaceholder stands for the namespace in a topic claim policy (--topic-prefix).
+const namespacePlaceholder = "{namespace}"
+
+// TierBase is the base of a pipeline's retry tier names, so that tiers belong to one pipeline and
+// never to its source (two pipelines on one source never share a tier). topicPrefix is the
+// manager's topic claim policy (--topic-prefix, "{namespace}" standing for the namespace), P below
+// resolved for namespace:
+//   - no policy: <namespace>.<name>;
+//   - a policy with {namespace} ("{namespace}." gives team-a.): <P><name>;
+//   - a constant policy ("shared."): <P><namespace>.<name>.
+//
+// So the tiers are claimable by the namespace whose pipeline they serve. A base longer than
+// MaxTierBase keeps P and cuts the rest to what fits with "-" and the first 10 hex digits of the
+// SHA-256 of the whole base, so that distinct long bases stay distinct and every tier name fits in
+// Kafka's 249 characters.
+func TierBase(topicPrefix, namespace, name string) string {
+	prefix, rest := "", namespace+"."+name
+	switch {
+	case topicPrefix == "":
+	case strings.Contains(topicPrefix, namespacePlaceholder):
+		prefix, rest = strings.ReplaceAll(topicPrefix, namespacePlaceholder, namespace), name
+	default:
+		prefix = topicPrefix
+	}
+	base := prefix + rest
+	if len(base) <= MaxTierBase {
+		return base
+	}
+	sum := sha256.Sum256([]byte(base))
+	hash := "-" + hex.EncodeToString(sum[:])[:tierHashDigits]
+	keep := max(0, MaxTierBase-len(prefix)-len(hash))
+	short := prefix + rest[:min(keep, len(rest))] + hash
+	// A prefix so long that nothing of the rest fits is cut too: the claim policy then refuses the
+	// tiers, as it would any name that cannot start with it.
+	return short[:min(len(short), MaxTierBase)]
+}
 
 // Tiers are the retry tiers of a pipeline, in order.
 type Tiers []RetryTier
@@ -55,20 +105,21 @@ func (ts Tiers) Names() []string {
 	return out
 }
 
-// BuildTiers names and describes the tiers of a plan the way the operator creates them: ByAttempt
-// makes one tier per retry named <source>.retry.<n>; ByDelay shares one tier between consecutive
-// retries with identical windows (retry.Plan.Tiers(true)) and names it <source>.retry.<delay>
-// (FormatDelay of the nominal delay, such as "orders.retry.5m"), adding "-<n>" when two shared tiers
-// would get the same name.
-func BuildTiers(source string, naming v1.RetryTopicNaming, plan retry.Plan) Tiers {
+// BuildTiers names and describes the tiers of a plan the way the operator creates them, under base
+// (TierBase of the pipeline; a standalone dispatcher uses its source): ByAttempt makes one tier per
+// retry named <base>.retry.<n>; ByDelay shares one tier between consecutive retries with identical
+// windows (retry.Plan.Tiers(true)) and names it <base>.retry.<delay> (FormatDelay of the nominal
+// delay, such as "team-a.billing.retry.5m"), adding "-<n>" when two shared tiers would get the same
+// name.
+func BuildTiers(base string, naming v1.RetryTopicNaming, plan retry.Plan) Tiers {
 	byDelay := naming == v1.NamingByDelay
 	core := plan.Tiers(byDelay)
 	out := make(Tiers, 0, len(core))
 	seen := map[string]bool{}
 	for _, t := range core {
-		name := source + ".retry." + strconv.Itoa(int(t.Index))
+		name := base + ".retry." + strconv.Itoa(int(t.Index))
 		if byDelay {
-			name = source + ".retry." + FormatDelay(t.Nominal)
+			name = base + ".retry." + FormatDelay(t.Nominal)
 			if seen[name] {
 				name += "-" + strconv.Itoa(int(t.Index))
 			}

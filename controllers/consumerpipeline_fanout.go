@@ -1,0 +1,166 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
+)
+
+// Fan-out: any number of pipelines consume one source, each with its own consumer group and its own
+// retry tiers (named after the pipeline, tierBase). What pipelines may not share is a consumer group
+// (they would split its partitions and commit each other's offsets) and a retry tier (each would
+// read the other's retries): of two pipelines that would, the older (kafkaspec.Owner) goes on, and
+// the newer reports the conflict naming the other and runs no consumers until the other goes. Of
+// several pipelines that ask to create their source, the one whose ledger records it manages it.
+
+// tierBase is the base of the pipeline's retry tier names under the manager's topic claim policy.
+func tierBase(p *v1.ConsumerPipeline, d kafkaspec.Defaults) string {
+	return dispatchercfg.TierBase(d.Tenancy.TopicPrefix, p.Namespace, p.Name)
+}
+
+// checkSharing is the Sharing step: a consumer group or a tier base that an older pipeline on the
+// same cluster has ends the topic steps with ConsumerGroupConflict or TopicConflict, and, as a
+// refused claim does, stops the consumers and withholds the figures (they would be the other's).
+func (r *ConsumerPipelineReconciler) checkSharing(ctx context.Context, s *pipelineScope) error {
+	p := s.p
+	group := consumerGroup(p)
+	w, err := kafkaspec.Owner(ctx, r.Client, p, "ConsumerPipeline", &v1.ConsumerPipelineList{},
+		client.MatchingFields{indexPipelineByGroupClaim: kafkaspec.ClaimKey(s.servers, group)})
+	if err != nil {
+		return err
+	}
+	if w.UID != p.UID {
+		return r.refuse(s, &problem{Reason: v1.ReasonConsumerGroupConflict, Kind: problemWaiting, Message: fmt.Sprintf(
+			"consumer group %q is already joined by %s, created earlier: two pipelines in one group would split its partitions and commit each other's offsets; "+
+				"this pipeline runs no consumers until that one goes, or set another spec.source.consumerGroup", group, w)})
+	}
+	base := tierBase(p, r.Kafka.Defaults)
+	w, err = kafkaspec.Owner(ctx, r.Client, p, "ConsumerPipeline", &v1.ConsumerPipelineList{},
+		client.MatchingFields{indexPipelineByTierClaim: kafkaspec.ClaimKey(s.servers, base)})
+	if err != nil {
+		return err
+	}
+	if w.UID != p.UID {
+		return r.refuse(s, tierConflict(base+".retry.*", w.String()))
+	}
+	return nil
+}
+
+// tierConflict is the TopicConflict of retry tiers another resource has.
+func tierConflict(tiers, other string) *problem {
+	return &problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
+		"retry topics %s are those of %s: two pipelines would read each other's retries; this pipeline leaves them alone and runs no consumers until that one lets them go",
+		tiers, other), maxConditionMessage)}
+}
+
+// refuse ends the topic steps with pr, as checkReadClaims does for a claim the policy refuses: no
+// consumers (stopConsumers), no figures.
+func (r *ConsumerPipelineReconciler) refuse(s *pipelineScope, pr *problem) error {
+	pr.Message = truncate(pr.Message, maxConditionMessage)
+	s.claimRefused = pr
+	owner := pipelineOwner(client.ObjectKeyFromObject(s.p))
+	r.Kafka.Offsets.Forget(owner)
+	r.Kafka.Commits.Forget(owner)
+	s.live.withheld = true
+	s.sourcePartitions = 0
+	for i := range s.retries {
+		s.retries[i].Partitions, s.retries[i].Backlog = 0, 0
+	}
+	return pr
+}
+
+// findSourceOwner sets s.managesSource: a pipeline with spec.source.create manages its source
+// unless another pipeline on it has the source in its ledger record and this one has not, or both
+// have (recorded at once) and the other is older.
+func (r *ConsumerPipelineReconciler) findSourceOwner(ctx context.Context, s *pipelineScope) error {
+	p := s.p
+	source := string(p.Spec.Source.Topic)
+	s.managesSource = p.Spec.Source.Create != nil
+	if !s.managesSource {
+		return nil
+	}
+	list := &v1.ConsumerPipelineList{}
+	if err := r.List(ctx, list, client.MatchingFields{indexPipelineBySourceClaim: kafkaspec.ClaimKey(s.servers, source)}); err != nil {
+		return err
+	}
+	var recorders []kafkaspec.Claimant
+	if slices.Contains(s.owned, source) {
+		recorders = append(recorders, kafkaspec.ClaimantOf("ConsumerPipeline", p))
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.UID == p.UID || o.Spec.Source.Create == nil {
+			continue
+		}
+		owns, err := r.Ledger.Owns(ctx, o, source)
+		if err != nil {
+			return err
+		}
+		if owns {
+			recorders = append(recorders, kafkaspec.ClaimantOf("ConsumerPipeline", o))
+		}
+	}
+	if w, ok := kafkaspec.Winner(recorders); ok {
+		s.managesSource = w.UID == p.UID
+		s.sourceOwner = w.String()
+	}
+	return nil
+}
+
+// heldTiers returns, of the existing tiers the pipeline did not create (foreign), those another
+// resource's ledger record holds, with that resource: an older pipeline's tiers (the tiers of a
+// release that named them after the source, draining) or a queue's. It lists the whole ledger, so
+// it runs only when such a tier exists.
+func (r *ConsumerPipelineReconciler) heldTiers(ctx context.Context, s *pipelineScope, foreign []string) (held []string, by string, err error) {
+	for _, name := range foreign {
+		hs, err := r.Ledger.Holders(ctx, name)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, h := range hs {
+			if h.Namespace == s.p.Namespace && h.Name == s.p.Name && h.Kind == "ConsumerPipeline" {
+				continue
+			}
+			held = append(held, name)
+			if by == "" {
+				by = h.String()
+			}
+			break
+		}
+	}
+	return held, by, nil
+}
+
+// otherPipelinesSharing maps a pipeline to the other pipelines on its source, in its consumer group
+// or with its tier base, so that the loser of a conflict takes over as soon as the winner goes and
+// a source's other pipelines see a new owner of it.
+func (r *ConsumerPipelineReconciler) otherPipelinesSharing(ctx context.Context, o client.Object) []ctrl.Request {
+	p := o.(*v1.ConsumerPipeline)
+	servers := kafkaspec.Servers(p.Spec.Kafka, r.Kafka.Defaults)
+	seen := map[string]bool{}
+	var out []ctrl.Request
+	for index, key := range map[string]string{
+		indexPipelineBySourceClaim: kafkaspec.ClaimKey(servers, string(p.Spec.Source.Topic)),
+		indexPipelineByGroupClaim:  kafkaspec.ClaimKey(servers, consumerGroup(p)),
+		indexPipelineByTierClaim:   kafkaspec.ClaimKey(servers, tierBase(p, r.Kafka.Defaults)),
+	} {
+		for _, req := range requestsFor(ctx, r.Client, &v1.ConsumerPipelineList{}, p, client.MatchingFields{index: key}) {
+			if k := req.String(); !seen[k] {
+				seen[k] = true
+				out = append(out, req)
+			}
+		}
+	}
+	return out
+}
+
+// joinTiers lists tier names for a message.
+func joinTiers(names []string) string { return strings.Join(names, ", ") }

@@ -1,0 +1,96 @@
+package config_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/dispatcher/config"
+	"github.com/retryops/retry-operator/internal/policy"
+	"github.com/retryops/retry-operator/internal/retry"
+)
+
+func hash10(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:10]
+}
+
+func TestTierBase(t *testing.T) {
+	long := strings.Repeat("n", 253)
+	for _, c := range []struct {
+		name, policy, namespace, pipeline, want string
+	}{
+		{"without a claim policy the base is <namespace>.<name>", "", "team-a", "billing", "team-a.billing"},
+		{"under {namespace}. the base is the resolved prefix and the name", "{namespace}.", "team-a", "billing", "team-a.billing"},
+		{"a constant prefix is followed by <namespace>.<name>", "shared.", "team-a", "billing", "shared.team-a.billing"},
+		{"a prefix with {namespace} in the middle is resolved and followed by the name", "kafka.{namespace}_", "team-a", "billing", "kafka.team-a_billing"},
+		{"a base of exactly the limit is kept whole", "", "ns", strings.Repeat("x", config.MaxTierBase-3), "ns." + strings.Repeat("x", config.MaxTierBase-3)},
+		{"a base one over the limit keeps the prefix, cuts the rest and appends 10 hex digits of its hash", "{namespace}.", "team-a", strings.Repeat("x", config.MaxTierBase-6),
+			"team-a." + strings.Repeat("x", config.MaxTierBase-7-11) + "-" + hash10("team-a."+strings.Repeat("x", config.MaxTierBase-6))},
+		{"a 253-character name without a policy is hashed", "", "ns", long,
+			"ns." + strings.Repeat("n", config.MaxTierBase-3-11) + "-" + hash10("ns."+long)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := config.TierBase(c.policy, c.namespace, c.pipeline)
+			if got != c.want {
+				t.Errorf("TierBase(%q, %q, %q) =\n %s\nwant\n %s", c.policy, c.namespace, c.pipeline, got, c.want)
+			}
+			if len(got) > config.MaxTierBase {
+				t.Errorf("base of %d characters, over %d", len(got), config.MaxTierBase)
+			}
+		})
+	}
+	// Two long names differing only past the cut stay apart.
+	a, b := config.TierBase("", "ns", long+"a"), config.TierBase("", "ns", long+"b")
+	if a == b {
+		t.Errorf("two long names share the base %s", a)
+	}
+}
+
+// The longest tier names a base of MaxTierBase gets, ByAttempt (100 attempts) and ByDelay (the
+// longest delay, with a tier suffix), fit in Kafka's limit; two pipelines on one source never share
+// a tier.
+func TestTierNamesOfPipelines(t *testing.T) {
+	spec := v1.RetryPolicySpec{MaxAttempts: 100, Backoff: v1.Backoff{InitialDelay: metav1D(2 * time.Second), Multiplier: "2", MaxDelay: metav1D(7*time.Hour + 3*time.Minute + 1500*time.Millisecond)}}
+	comp, err := retry.Compile(policy.FromSpec(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := config.TierBase("{namespace}.", "team-a", strings.Repeat("p", 300))
+	for _, naming := range []v1.RetryTopicNaming{v1.NamingByAttempt, v1.NamingByDelay} {
+		for _, n := range config.BuildTiers(base, naming, comp.Plan()).Names() {
+			if len(n) > config.MaxTopicName || !strings.HasPrefix(n, "team-a.") {
+				t.Errorf("%s: tier %s (%d characters)", naming, n, len(n))
+			}
+		}
+	}
+	if n := base + ".retry." + config.FormatDelay(time.Duration(1<<63-1)) + "-99"; len(n) > config.MaxTopicName {
+		t.Errorf("the longest ByDelay suffix makes %d characters", len(n))
+	}
+
+	short := v1.RetryPolicySpec{MaxAttempts: 3, Backoff: v1.Backoff{InitialDelay: metav1D(2 * time.Second), Multiplier: "2", MaxDelay: metav1D(10 * time.Second)}}
+	comp, err = retry.Compile(policy.FromSpec(short))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, pipeline := range []string{"billing", "shipping", "analytics"} {
+		for _, naming := range []v1.RetryTopicNaming{v1.NamingByAttempt, v1.NamingByDelay} {
+			for _, n := range config.BuildTiers(config.TierBase("{namespace}.", "shop", pipeline), naming, comp.Plan()).Names() {
+				if other, ok := seen[n]; ok && other != pipeline {
+					t.Errorf("tier %s of %s and %s", n, pipeline, other)
+				}
+				seen[n] = pipeline
+			}
+		}
+	}
+	if got := strings.Join(config.BuildTiers(config.TierBase("{namespace}.", "shop", "billing"), v1.NamingByAttempt, comp.Plan()).Names(), " "); got != "shop.billing.retry.1 shop.billing.retry.2" {
+		t.Errorf("ByAttempt: %s", got)
+	}
+	if got := strings.Join(config.BuildTiers(config.TierBase("", "shop", "billing"), v1.NamingByDelay, comp.Plan()).Names(), " "); got != "shop.billing.retry.2s shop.billing.retry.4s" {
+		t.Errorf("ByDelay: %s", got)
+	}
+}
