@@ -1,0 +1,159 @@
+package controllers_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/envtestutil"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
+)
+
+// writeLedger writes o's record in the topic ledger, as the operator (or an earlier release)
+// would have.
+func writeLedger(t *testing.T, o client.Object, topics ...string) {
+	t.Helper()
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: envtestutil.OperatorNamespace, Name: "topics-" + string(o.GetUID())}}
+	_, err := controllerutil.CreateOrPatch(ctx, env.Client, cm, func() error {
+		cm.Labels = map[string]string{kafkaspec.LedgerLabel: "consumerpipeline"}
+		cm.Annotations = map[string]string{"retry.retryops.dev/resource": "ConsumerPipeline " + o.GetNamespace() + "/" + o.GetName()}
+		slices.Sort(topics)
+		cm.Data = map[string]string{"topics": strings.Join(topics, "\n")}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ledgerOf returns the topics the ledger records for o.
+func ledgerOf(o client.Object) func() ([]string, error) {
+	return func() ([]string, error) {
+		cm := &corev1.ConfigMap{}
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: envtestutil.OperatorNamespace, Name: "topics-" + string(o.GetUID())}, cm)
+		if err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		return strings.Split(cm.Data["topics"], "\n"), nil
+	}
+}
+
+// Three pipelines on one source, two of which ask to create it: each is Ready with tiers named
+// after itself; the first to record the source owns it; deleting the owner (Delete) deletes its
+// tiers only and keeps the source and the others' tiers.
+func TestThreePipelinesOnOneSource(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, _ := pipelineFixture(t)
+	adm := newKadm(t)
+	source := ns + ".orders"
+	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "p", 3, time.Second, time.Minute))).To(Succeed())
+
+	var ps []*v1.ConsumerPipeline
+	for _, name := range []string{"billing", "shipping", "audit"} {
+		p := newPipeline(ns, name, source, "p", "dlq")
+		if name != "audit" {
+			p.Spec.Source.Create = &v1.TopicCreation{Partitions: 2}
+		}
+		p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: v1.DeletionPolicyDelete}
+		g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+		g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady(), name)
+		ps = append(ps, p)
+	}
+	for _, p := range ps {
+		g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady(), p.Name)
+		want := []tierSummary{{ns + "." + p.Name + ".retry.1", time.Second, 2}, {ns + "." + p.Name + ".retry.2", 2 * time.Second, 2}}
+		g.Expect(tiersOf(p)).To(Equal(want), p.Name)
+		for _, tier := range want {
+			g.Expect(describe(adm, tier.Name)()).To(HaveField("Partitions", 2), tier.Name)
+		}
+	}
+	billing, shipping, audit := ps[0], ps[1], ps[2]
+	g.Expect(ledgerOf(billing)()).To(ContainElement(source), "the first to ask records the source")
+	g.Expect(ledgerOf(shipping)()).NotTo(ContainElement(source), "the second consumes it")
+	g.Expect(ledgerOf(audit)()).NotTo(ContainElement(source))
+
+	g.Expect(env.Client.Delete(ctx, billing)).To(Succeed())
+	g.Eventually(gone(billing), wait, poll).Should(BeTrue())
+	g.Expect(describe(adm, ns+".billing.retry.1")()).To(HaveField("Exists", false))
+	g.Expect(describe(adm, ns+".billing.retry.2")()).To(HaveField("Exists", false))
+	g.Expect(describe(adm, source)()).To(HaveField("Exists", true), "the source stays")
+	for _, p := range []*v1.ConsumerPipeline{shipping, audit} {
+		for _, tier := range tiersOf(p) {
+			g.Expect(describe(adm, tier.Name)()).To(HaveField("Exists", true), tier.Name)
+		}
+		holdsThroughResync(t, source, pipelineCondition(p, v1.ConditionTopicsReady), isReady(), p.Name)
+	}
+}
+
+// Two pipelines joining one consumer group: the newer is refused, naming the older, and runs no
+// consumers; it takes over when the older goes. (Created within one second, they are ordered by
+// name.)
+func TestPipelinesInOneConsumerGroupConflict(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, dlq := pipelineFixture(t)
+	adm := newKadm(t)
+	g.Eventually(dlqReady(dlq), wait, poll).Should(isReady())
+	createTopic(t, adm, ns+".a", 1)
+	createTopic(t, adm, ns+".b", 1)
+	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "p", 2, time.Second, time.Minute))).To(Succeed())
+	older := newPipeline(ns, "a-older", ns+".a", "p", "dlq")
+	older.Spec.Source.ConsumerGroup = ns + ".shared"
+	g.Expect(env.Client.Create(ctx, older)).To(Succeed())
+	g.Eventually(pipelineCondition(older, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+
+	newer := newPipeline(ns, "b-newer", ns+".b", "p", "dlq")
+	newer.Spec.Source.ConsumerGroup = ns + ".shared"
+	g.Expect(env.Client.Create(ctx, newer)).To(Succeed())
+	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonConsumerGroupConflict),
+		HaveField("Message", ContainSubstring("ConsumerPipeline "+ns+"/a-older"))))
+	g.Expect(pipelineReady(newer)()).To(HaveField("Status", BeEquivalentTo("False")))
+	g.Expect(consumers(newer)).To(BeNil(), "no consumers")
+	g.Expect(describe(adm, ns+".b-newer.retry.1")()).To(HaveField("Exists", false), "no tiers")
+	holdsThroughResync(t, ns+".a", pipelineCondition(older, v1.ConditionTopicsReady), isReady())
+
+	g.Expect(env.Client.Delete(ctx, older)).To(Succeed())
+	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Expect(describe(adm, ns+".b-newer.retry.1")()).To(HaveField("Exists", true))
+}
+
+// A pipeline whose tiers are another pipeline's (here the <source>.retry.* tiers an earlier release
+// made for a pipeline on source <ns>.billing, still in its ledger) is refused, naming it, and runs
+// no consumers.
+func TestPipelineTiersHeldByAnotherConflict(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, dlq := pipelineFixture(t)
+	adm := newKadm(t)
+	g.Eventually(dlqReady(dlq), wait, poll).Should(isReady())
+	source := ns + ".billing"
+	createTopic(t, adm, source, 1)
+	createTopic(t, adm, ns+".other", 1)
+	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "p", 2, time.Second, time.Minute))).To(Succeed())
+	holder := newPipeline(ns, "shipping", source, "p", "dlq")
+	holder.Spec.Source.Create = &v1.TopicCreation{Partitions: 1, ExistingTopic: v1.ExistingTopicAdopt}
+	g.Expect(env.Client.Create(ctx, holder)).To(Succeed())
+	g.Eventually(pipelineCondition(holder, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	// As an earlier release left it: the holder's tier named after its source, which is the name
+	// pipeline billing's first tier gets now.
+	taken := ns + ".billing.retry.1"
+	createTopic(t, adm, taken, 1)
+	writeLedger(t, holder, source, taken, ns+".shipping.retry.1")
+
+	newcomer := newPipeline(ns, "billing", ns+".other", "p", "dlq")
+	g.Expect(env.Client.Create(ctx, newcomer)).To(Succeed())
+	g.Eventually(pipelineCondition(newcomer, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
+		HaveField("Message", And(ContainSubstring(taken), ContainSubstring("ConsumerPipeline "+ns+"/shipping")))))
+	g.Expect(consumers(newcomer)).To(BeNil(), "no consumers")
+}
