@@ -301,13 +301,14 @@ func TestPipelineDeletion(t *testing.T) {
 
 			g.Expect(env.Client.Delete(ctx, p)).To(Succeed())
 			g.Eventually(gone(p), wait, poll).Should(BeTrue())
-			for _, tier := range []string{source + ".retry.1", source + ".retry.2"} {
+			base := ns + "." + name
+			for _, tier := range []string{base + ".retry.1", base + ".retry.2"} {
 				g.Expect(describe(adm, tier)()).To(HaveField("Exists", policy == v1.DeletionPolicyRetain), tier)
 			}
 			g.Expect(describe(adm, source)()).To(HaveField("Exists", true), "the source topic is never deleted")
 			reason := map[v1.DeletionPolicy]string{v1.DeletionPolicyDelete: "TopicDeleted", v1.DeletionPolicyRetain: "TopicKept"}[policy]
 			g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(And(
-				HaveField("Reason", reason), HaveField("Note", ContainSubstring(source+".retry.2")))))
+				HaveField("Reason", reason), HaveField("Note", ContainSubstring(base+".retry.2")))))
 		})
 	}
 }

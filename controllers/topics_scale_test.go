@@ -316,8 +316,8 @@ func runScale(tb testing.TB, dlqs, pipelines int, interval time.Duration) scaleR
 	res.steadyWrites = writes.ok.Load() + writes.conflicts.Load() - writesBefore
 	res.steadyEvents = countEvents(ctx, tb, api, ns.Name) - eventsBefore
 	// The run's topics: the queues' (scale.dlq.NNN and their records of decisions) and the
-	// pipelines' (scale.src.NNN and their retry tiers).
-	res.foreignTopics = requests.foreignTopics("scale.dlq.", "scale.src.")
+	// pipelines' (scale.src.NNN and their retry tiers, <namespace>.cpl-NNN.retry.*).
+	res.foreignTopics = requests.foreignTopics("scale.dlq.", "scale.src.", ns.Name+".cpl-")
 	return res
 }
 
