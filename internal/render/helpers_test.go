@@ -79,7 +79,7 @@ func tiers(t *testing.T, p *v1.ConsumerPipeline, rp *v1.RetryPolicy) config.Tier
 	if p.Spec.RetryTopics != nil && p.Spec.RetryTopics.Naming != "" {
 		naming = p.Spec.RetryTopics.Naming
 	}
-	return config.BuildTiers(string(p.Spec.Source.Topic), naming, comp.Plan())
+	return config.BuildTiers(config.TierBase("", p.Namespace, p.Name), naming, comp.Plan())
 }
 
 func inputs(t *testing.T, p *v1.ConsumerPipeline, rp *v1.RetryPolicy, dlq *v1.DeadLetterQueue) *render.Inputs {

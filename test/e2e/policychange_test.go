@@ -90,7 +90,8 @@ func TestPolicyChange(t *testing.T) {
 	p, err := getPipeline()
 	g.Expect(err).NotTo(HaveOccurred())
 	oldTiers := tierNames(p)
-	g.Expect(oldTiers).To(Equal([]string{pcSource + ".retry.3s", pcSource + ".retry.6s", pcSource + ".retry.12s"}))
+	base := pcNS + "." + pcName // the pipeline's tier base (config.TierBase)
+	g.Expect(oldTiers).To(Equal([]string{base + ".retry.3s", base + ".retry.6s", base + ".retry.12s"}))
 	t.Logf("pipeline Ready after %s with ByDelay tiers %v", time.Since(setupDone).Round(time.Millisecond), oldTiers)
 
 	kcl, err := kgo.NewClient(stack.KafkaOptions()...)
@@ -237,7 +238,7 @@ func TestPolicyChange(t *testing.T) {
 		return nil
 	}, time.Minute, pcSample).Should(BeNil(), "the old tiers never all held %d unconsumed records", pcMinWaiting)
 
-	// The change: maxAttempts 2 and a first delay of 2s, so the only tier is <source>.retry.2s.
+	// The change: maxAttempts 2 and a first delay of 2s, so the only tier is <namespace>.<pipeline>.retry.2s.
 	wmu.Lock()
 	changedAt = time.Now()
 	atChange := map[string]int64{}
@@ -307,7 +308,7 @@ func TestPolicyChange(t *testing.T) {
 			return fmt.Sprintf("not Ready (%+v), tiers %v", r, newTiers), nil
 		}
 		return fmt.Sprintf("Ready, tiers %v", newTiers), nil
-	}, 30*time.Second, 250*time.Millisecond).Should(Equal("Ready, tiers [" + pcSource + ".retry.2s]"))
+	}, 30*time.Second, 250*time.Millisecond).Should(Equal("Ready, tiers [" + pcNS + "." + pcName + ".retry.2s]"))
 	g.Eventually(func() (map[string]int64, error) {
 		_, lag, err := tierLag(ctx, adm, pcGroup, append([]string{pcSource}, newTiers...))
 		return lag, err
