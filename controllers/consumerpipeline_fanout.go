@@ -23,7 +23,7 @@ import (
 
 // tierBase is the base of the pipeline's retry tier names under the manager's topic claim policy.
 func tierBase(p *v1.ConsumerPipeline, d kafkaspec.Defaults) string {
-	return dispatchercfg.TierBase(d.Tenancy.TopicPrefix, p.Namespace, p.Name)
+	return dispatchercfg.TierBase(d.TopicPrefix, p.Namespace, p.Name)
 }
 
 // checkSharing is the Sharing step: a consumer group or a tier base that an older pipeline on the
