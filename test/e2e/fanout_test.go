@@ -1,0 +1,277 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/devenv"
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/internal/envtestutil"
+)
+
+// TestFanOut: three pipelines consume one source, each with its own consumer group, policy, sink
+// and tiers; billing and shipping share a dead letter queue, analytics has its own. 3,000 records,
+// each with a fate chosen per sink: every pipeline gives every record exactly the deliveries and
+// the dead letter its own sink and policy call for, no sink sees a record from another pipeline's
+// tier or a replay of another pipeline's dead letter, and each queue's counts by pipeline equal a
+// scan of its topic. Then `kubectl dlq replay --pipeline billing` on the shared queue reaches
+// billing's sink only, and the replayed records meet their fate again.
+func TestFanOut(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sinks, urls := map[string]*fanSink{}, map[string]string{}
+	for _, p := range fanPipes {
+		sinks[p.name] = &fanSink{p: p, calls: map[string][]fanCall{}}
+		urls[p.name] = "http://" + serveSink(t, sinks[p.name]).Addr().String() + "/" + p.name
+	}
+	stack, _ := startStack(t, "ghcr.io/retryops/retry-dispatcher:e2e")
+	c := stack.Env.Client
+	out, err := stack.Kubectl([]byte(fanManifests(urls)), "apply", "--server-side", "-f", "-")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+
+	pipes := map[string]*v1.ConsumerPipeline{}
+	for _, p := range fanPipes {
+		cp := &v1.ConsumerPipeline{}
+		g.Eventually(func() error {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: fanNS, Name: p.name}, cp); err != nil {
+				return err
+			}
+			if !meta.IsStatusConditionTrue(cp.Status.Conditions, v1.ConditionReady) || cp.Status.Topics == nil ||
+				len(cp.Status.Topics.Retries) == 0 || cp.Status.ReadyReplicas == nil || *cp.Status.ReadyReplicas < 1 {
+				return fmt.Errorf("%s not running yet: %+v", p.name, cp.Status.Conditions)
+			}
+			return nil
+		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		pipes[p.name] = cp
+	}
+	tiers := map[string][]string{}
+	owner := map[string]string{} // tier -> pipeline
+	for _, p := range fanPipes {
+		for _, r := range pipes[p.name].Status.Topics.Retries {
+			g.Expect(r.Name).To(HavePrefix(fanNS+"."+p.name+".retry."), "tiers are named after the pipeline")
+			g.Expect(owner).NotTo(HaveKey(r.Name), "no two pipelines share a tier")
+			owner[r.Name] = p.name
+			tiers[p.name] = append(tiers[p.name], r.Name)
+		}
+		g.Expect(pipes[p.name].Status.ConsumerGroup).To(Equal(p.group))
+		t.Logf("%s: group %s, tiers %v, queue %s", p.name, p.group, tiers[p.name], p.queue)
+	}
+	g.Expect(tiers["shipping"]).To(HaveLen(1), "ByDelay with equal delays: one tier")
+
+	start := time.Now()
+	g.Expect(produceFan(ctx, stack)).To(Succeed())
+
+	// The expected fates, per pipeline.
+	wantOK := map[string]int{}
+	wantDead := map[string]map[string]string{} // pipeline -> key -> reason
+	for _, p := range fanPipes {
+		wantDead[p.qualified()] = map[string]string{}
+		for n := range fanRecords {
+			if _, reason := p.outcome(fanFate(p.index, n)); reason != "" {
+				wantDead[p.qualified()][fanKey(n)] = reason
+			} else {
+				wantOK[p.name]++
+			}
+		}
+	}
+	cl, err := kgo.NewClient(stack.KafkaOptions()...)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	scan := func(topic string) []fanDead {
+		var out []fanDead
+		for _, r := range readAll(t, adm, stack, topic) {
+			out = append(out, fanDead{id: fmt.Sprintf("%s/%d/%d", topic, r.Partition, r.Offset), key: string(r.Key),
+				pipeline: header(r, headers.Pipeline), reason: header(r, headers.Reason), replayOf: header(r, headers.ReplayOf)})
+		}
+		return out
+	}
+	deadOf := func(replays bool) map[string]map[string]string {
+		got := map[string]map[string]string{}
+		for _, topic := range []string{fanSharedTopic, fanOwnTopic} {
+			for _, d := range scan(topic) {
+				if (d.replayOf != "") != replays {
+					continue
+				}
+				if got[d.pipeline] == nil {
+					got[d.pipeline] = map[string]string{}
+				}
+				g.Expect(got[d.pipeline]).NotTo(HaveKey(d.key), "dead-lettered twice by %s", d.pipeline)
+				got[d.pipeline][d.key] = d.reason
+			}
+		}
+		return got
+	}
+	for _, p := range fanPipes {
+		g.Eventually(sinks[p.name].accepted, 3*time.Minute, 250*time.Millisecond).Should(Equal(wantOK[p.name]), p.name)
+	}
+	g.Eventually(func() map[string]map[string]string { return deadOf(false) }, 2*time.Minute, time.Second).Should(Equal(wantDead))
+	t.Logf("%d records settled in 3 pipelines in %s", fanRecords, time.Since(start).Round(time.Millisecond))
+
+	// Exactly the deliveries each fate calls for, all from the source or the pipeline's own tiers.
+	for _, p := range fanPipes {
+		calls := sinks[p.name].snapshot()
+		g.Expect(sinks[p.name].strays).To(BeZero())
+		g.Expect(calls).To(HaveLen(fanRecords), p.name)
+		for n := range fanRecords {
+			want, _ := p.outcome(fanFate(p.index, n))
+			cs := calls[fanKey(n)]
+			g.Expect(cs).To(HaveLen(want), "%s: deliveries of %s", p.name, fanKey(n))
+			for i, call := range cs {
+				g.Expect(call.attempt).To(Equal(i+1), "%s: %s", p.name, fanKey(n))
+				g.Expect(call.replayOf).To(BeEmpty(), "%s: %s", p.name, fanKey(n))
+				from := topicOf(call.from)
+				if i == 0 {
+					g.Expect(from).To(Equal(fanSource), "%s: %s", p.name, fanKey(n))
+				} else {
+					g.Expect(tiers[p.name]).To(ContainElement(from), "%s: %s delivered from another pipeline's tier", p.name, fanKey(n))
+				}
+			}
+		}
+		t.Logf("%s: %d requests, %d accepted, %d dead letters", p.name, sinks[p.name].requests(), wantOK[p.name], len(wantDead[p.qualified()]))
+	}
+	queueCounts(t, g, c, scan)
+
+	pluginFanReplay(t, g, stack, sinks, tiers, scan)
+	queueCounts(t, g, c, scan)
+	t.Logf("fan-out test took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// produceFan writes the fanRecords records to the source.
+func produceFan(ctx context.Context, stack *devenv.Stack) error {
+	cl, err := kgo.NewClient(stack.KafkaOptions()...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	rs := make([]*kgo.Record, 0, fanRecords)
+	for n := range fanRecords {
+		rs = append(rs, &kgo.Record{Topic: fanSource, Key: []byte(fanKey(n)), Value: fmt.Appendf(nil, `{"n":%d}`, n)})
+	}
+	return cl.ProduceSync(ctx, rs...).FirstErr()
+}
+
+// queueCounts waits until each queue's status counts by pipeline equal a scan of its topic.
+func queueCounts(t *testing.T, g *WithT, c client.Client, scan func(string) []fanDead) {
+	t.Helper()
+	for _, q := range [][2]string{{fanShared, fanSharedTopic}, {fanOwn, fanOwnTopic}} {
+		byPipeline := map[string]int64{}
+		var total int64
+		for _, d := range scan(q[1]) {
+			byPipeline[d.pipeline]++
+			total++
+		}
+		var want []v1.NamedCount
+		for name, n := range byPipeline {
+			want = append(want, v1.NamedCount{Name: name, Count: n})
+		}
+		dlq := &v1.DeadLetterQueue{}
+		g.Eventually(func() ([]v1.NamedCount, error) {
+			err := c.Get(context.Background(), client.ObjectKey{Namespace: fanNS, Name: q[0]}, dlq)
+			return dlq.Status.Pipelines, err
+		}, time.Minute, 250*time.Millisecond).Should(ConsistOf(want), q[0])
+		g.Expect(dlq.Status.Messages).To(HaveValue(Equal(total)), q[0])
+		t.Logf("queue %s: %d dead letters, by pipeline %v", q[0], total, dlq.Status.Pipelines)
+	}
+}
+
+// pluginFanReplay replays billing's dead letters on the shared queue with the real plugin: each
+// reaches billing's sink as attempt 1 of a replay, through billing's first tier, and fails again as
+// its fate says (back in the queue naming its previous entry); shipping's and analytics' sinks get
+// nothing more.
+func pluginFanReplay(t *testing.T, g *WithT, stack *devenv.Stack, sinks map[string]*fanSink, tiers map[string][]string, scan func(string) []fanDead) {
+	t.Helper()
+	plugin := filepath.Join(t.TempDir(), "kubectl-dlq")
+	build := exec.Command("go", "build", "-o", plugin, "./cmd/kubectl-dlq")
+	build.Dir = envtestutil.RepoRoot()
+	out, err := build.CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+
+	billing := fanPipes[0]
+	replayed := map[string]fanDead{} // dead letter id -> it
+	for _, d := range scan(fanSharedTopic) {
+		if d.pipeline == billing.qualified() {
+			replayed[d.id] = d
+		}
+	}
+	before := map[string]int{}
+	for name, s := range sinks {
+		before[name] = s.requests()
+	}
+	cmd := exec.Command(plugin, "--kubeconfig", stack.Kubeconfig, "-n", fanNS,
+		"replay", fanShared, "--pipeline", billing.name, "--rate", "2000", "--wait")
+	b, err := cmd.CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(b))
+	t.Logf("kubectl dlq replay --pipeline %s --wait:\n%s", billing.name, b)
+	g.Expect(string(b)).To(And(ContainSubstring("Succeeded"), ContainSubstring(fmt.Sprintf("replayed: %d", len(replayed)))))
+
+	// Every replay fails again, by its fate: back in the queue once each, naming its entry.
+	g.Eventually(func() int {
+		n := 0
+		for _, d := range scan(fanSharedTopic) {
+			if d.replayOf != "" {
+				n++
+			}
+		}
+		return n
+	}, time.Minute, 500*time.Millisecond).Should(Equal(len(replayed)))
+	for _, d := range scan(fanSharedTopic) {
+		if d.replayOf == "" {
+			continue
+		}
+		g.Expect(d.pipeline).To(Equal(billing.qualified()))
+		was, ok := replayed[d.replayOf]
+		g.Expect(ok).To(BeTrue(), "a replay of a dead letter not replayed: %s", d.replayOf)
+		g.Expect(d.key).To(Equal(was.key))
+		g.Expect(d.reason).To(Equal(was.reason), "the same fate again: %s", d.key)
+	}
+
+	// Billing's sink got each replay's run of deliveries, from its own first tier, then its tiers.
+	calls := sinks[billing.name].snapshot()
+	extra := 0
+	for id, d := range replayed {
+		var run []fanCall
+		for _, call := range calls[d.key] {
+			if call.replayOf == id {
+				run = append(run, call)
+			}
+		}
+		want, _ := billing.outcome(fanFate(billing.index, keyNumber(d.key)))
+		g.Expect(run).To(HaveLen(want), "replay of %s (%s)", id, d.key)
+		for i, call := range run {
+			g.Expect(call.attempt).To(Equal(i + 1))
+			g.Expect(tiers[billing.name]).To(ContainElement(topicOf(call.from)))
+			if i == 0 {
+				g.Expect(topicOf(call.from)).To(Equal(tiers[billing.name][0]), "a replay starts in the first tier")
+			}
+		}
+		extra += want
+	}
+	g.Expect(sinks[billing.name].requests()).To(Equal(before[billing.name]+extra), "billing: nothing but the replays")
+	for _, name := range []string{"shipping", "analytics"} {
+		g.Expect(sinks[name].requests()).To(Equal(before[name]), "%s got nothing from billing's replay", name)
+		for key, cs := range sinks[name].snapshot() {
+			for _, call := range cs {
+				g.Expect(call.replayOf).To(BeEmpty(), "%s: %s", name, key)
+			}
+		}
+	}
+	t.Logf("replay of %d billing dead letters: %d deliveries to billing, none to shipping or analytics", len(replayed), extra)
+}
+
+func keyNumber(key string) int {
+	var n int
+	_, _ = fmt.Sscanf(key, "f-%d", &n)
+	return n
+}
