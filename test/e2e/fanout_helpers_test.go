@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 )
@@ -223,7 +224,7 @@ func (s *fanSink) requests() int {
 
 // fanDead is a dead letter as the test reads it from a queue's topic.
 type fanDead struct {
-	id, key, pipeline, reason, replayOf string
+	id, key, pipeline, reason, replayOf, message string
 }
 
 // topicOf is the topic of a "<topic>/<partition>/<offset>" coordinate.
@@ -234,4 +235,41 @@ func topicOf(coord string) string {
 		}
 	}
 	return fmt.Sprintf("<malformed %q>", coord)
+}
+
+// fateTally logs how many records each pipeline delivers at once, after retries, dead-letters as
+// exhausted and as refused, and returns how many records' outcomes differ between pipelines; it
+// fails the test when a pipeline lacks one of the four.
+func fateTally(t *testing.T) int {
+	t.Helper()
+	differ := 0
+	tally := map[string]map[string]int{}
+	for n := range fanRecords {
+		seen := map[string]bool{}
+		for _, p := range fanPipes {
+			d, reason := p.outcome(fanFate(p.index, n))
+			kind := reason
+			switch {
+			case reason == "" && d == 1:
+				kind = "at once"
+			case reason == "":
+				kind = "after retries"
+			}
+			if tally[p.name] == nil {
+				tally[p.name] = map[string]int{}
+			}
+			tally[p.name][kind]++
+			seen[fmt.Sprint(kind, d)] = true
+		}
+		if len(seen) > 1 {
+			differ++
+		}
+	}
+	for _, p := range fanPipes {
+		t.Logf("%s (maxAttempts %d): fates %v", p.name, p.maxAttempts, tally[p.name])
+		if len(tally[p.name]) != 4 {
+			t.Fatalf("%s: the fate table misses a kind of fate: %v", p.name, tally[p.name])
+		}
+	}
+	return differ
 }

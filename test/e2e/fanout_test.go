@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -85,6 +86,9 @@ func TestFanOut(t *testing.T) {
 			}
 		}
 	}
+	differ := fateTally(t)
+	t.Logf("%d of %d records have different fates in different pipelines", differ, fanRecords)
+	g.Expect(differ).To(BeNumerically(">", fanRecords/2))
 	cl, err := kgo.NewClient(stack.KafkaOptions()...)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer cl.Close()
@@ -93,7 +97,8 @@ func TestFanOut(t *testing.T) {
 		var out []fanDead
 		for _, r := range readAll(t, adm, stack, topic) {
 			out = append(out, fanDead{id: fmt.Sprintf("%s/%d/%d", topic, r.Partition, r.Offset), key: string(r.Key),
-				pipeline: header(r, headers.Pipeline), reason: header(r, headers.Reason), replayOf: header(r, headers.ReplayOf)})
+				pipeline: header(r, headers.Pipeline), reason: header(r, headers.Reason), replayOf: header(r, headers.ReplayOf),
+				message: header(r, headers.ErrorMessage)})
 		}
 		return out
 	}
@@ -144,6 +149,8 @@ func TestFanOut(t *testing.T) {
 	queueCounts(t, g, c, scan)
 
 	pluginFanReplay(t, g, stack, sinks, tiers, scan)
+	queueCounts(t, g, c, scan)
+	misrouted(t, g, cl, sinks, tiers, scan)
 	queueCounts(t, g, c, scan)
 	t.Logf("fan-out test took %s", time.Since(start).Round(time.Millisecond))
 }
@@ -274,4 +281,59 @@ func keyNumber(key string) int {
 	var n int
 	_, _ = fmt.Sscanf(key, "f-%d", &n)
 	return n
+}
+
+// misrouted writes to billing's first tier a retry record that claims shipping, with a well-formed
+// billing record behind it: the first is dead-lettered malformed by billing, naming both
+// pipelines, and reaches no sink; the second reaches billing's sink, from its tier, as attempt 2.
+func misrouted(t *testing.T, g *WithT, cl *kgo.Client, sinks map[string]*fanSink, tiers map[string][]string, scan func(string) []fanDead) {
+	t.Helper()
+	before := map[string]int{}
+	for name, s := range sinks {
+		before[name] = s.requests()
+	}
+	now := time.Now()
+	tierRecord := func(key, pipeline string, offset int) *kgo.Record {
+		var hs []kgo.RecordHeader
+		for _, kv := range [][2]string{
+			{headers.OriginalTopic, fanSource}, {headers.OriginalPartition, "0"}, {headers.OriginalOffset, strconv.Itoa(offset)},
+			{headers.OriginalTimestamp, headers.FormatTime(now)}, {headers.SourceTimestamp, headers.FormatTime(now)},
+			{headers.Pipeline, pipeline}, {headers.Attempts, "1"},
+			{headers.FirstFailure, headers.FormatTime(now)}, {headers.LastFailure, headers.FormatTime(now)},
+			{headers.ErrorType, "HTTP500"}, {headers.ErrorMessage, "500"}, {headers.HTTPStatus, "500"},
+			{headers.Rule, "server-errors"}, {headers.Due, headers.FormatTime(now)},
+		} {
+			hs = append(hs, kgo.RecordHeader{Key: kv[0], Value: []byte(kv[1])})
+		}
+		return &kgo.Record{Topic: tiers["billing"][0], Partition: 0, Key: []byte(key), Value: []byte(`{}`), Headers: hs}
+	}
+	const bad, behind = "f-11", "f-12"
+	g.Expect(cl.ProduceSync(context.Background(),
+		tierRecord(bad, fanNS+"/shipping", 1_000_011), tierRecord(behind, fanNS+"/billing", 1_000_012)).FirstErr()).To(Succeed())
+
+	var dead *fanDead
+	g.Eventually(func() *fanDead {
+		for _, d := range scan(fanSharedTopic) {
+			if d.key == bad && d.reason == headers.ReasonMalformed {
+				dead = &d
+			}
+		}
+		return dead
+	}, time.Minute, 250*time.Millisecond).ShouldNot(BeNil())
+	g.Expect(dead.pipeline).To(Equal(fanNS+"/billing"), "dead-lettered by the pipeline that read it")
+	g.Expect(dead.message).To(And(ContainSubstring(fanNS+"/shipping"), ContainSubstring(fanNS+"/billing")))
+	g.Eventually(func() []fanCall {
+		var out []fanCall
+		for _, c := range sinks["billing"].snapshot()[behind] {
+			if topicOf(c.from) == tiers["billing"][0] && c.attempt == 2 {
+				out = append(out, c)
+			}
+		}
+		return out
+	}, time.Minute, 250*time.Millisecond).Should(HaveLen(1), "the record behind is delivered")
+	g.Expect(sinks["billing"].requests()).To(Equal(before["billing"]+1), "billing: only the record behind")
+	for _, name := range []string{"shipping", "analytics"} {
+		g.Expect(sinks[name].requests()).To(Equal(before[name]), name)
+	}
+	t.Logf("misrouted tier record dead-lettered: %s", dead.message)
 }
