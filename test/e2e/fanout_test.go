@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
@@ -147,6 +148,14 @@ func TestFanOut(t *testing.T) {
 		t.Logf("%s: %d requests, %d accepted, %d dead letters", p.name, sinks[p.name].requests(), wantOK[p.name], len(wantDead[p.qualified()]))
 	}
 	queueCounts(t, g, c, scan)
+	// Each pipeline's status shows its own group's lag and its own tiers' backlog, both drained.
+	for _, p := range fanPipes {
+		cp := pipes[p.name]
+		g.Eventually(func() ([2]int64, error) {
+			err := c.Get(ctx, client.ObjectKeyFromObject(cp), cp)
+			return [2]int64{ptr.Deref(cp.Status.ConsumerLag, -1), ptr.Deref(cp.Status.RetryBacklog, -1)}, err
+		}, time.Minute, 250*time.Millisecond).Should(Equal([2]int64{0, 0}), p.name)
+	}
 
 	pluginFanReplay(t, g, stack, sinks, tiers, scan)
 	queueCounts(t, g, c, scan)
