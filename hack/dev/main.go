@@ -4,7 +4,8 @@
 // the operator's Deployments describe, run as local processes (internal/devenv). With --demo it then
 // applies the samples (config/samples) in the namespace retryops-demo, with the chat pipeline
 // delivering to a demo HTTP sink that fails a share of records transiently and a share permanently,
-// produces records to its source topic, binds the user jane@example.com to edit in that namespace
+// adds a second pipeline on its source (audit: its own group, policy, tiers and sink, fan-out),
+// produces records to that source topic, binds the user jane@example.com to edit in that namespace
 // (a tenant, for kubectl --as), and shows `kubectl get retryops` live. The control plane has what
 // config/default installs for a shared cluster's tenants (devenv.StackOptions.SharedCluster). Ctrl-C
 // stops everything it started, and nothing else.
@@ -36,7 +37,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/retryops/retry-operator/internal/devenv"
-	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
 type options struct {
@@ -124,9 +124,13 @@ func run(o options) error {
 		return nil
 	}
 
-	step("Serving the demo sink on http://%s (5%% of records fail for good, 20%% fail twice first)", o.sinkAddr)
-	sink := devenv.DefaultDemoSink()
-	srv := &http.Server{Addr: o.sinkAddr, Handler: sink, ReadHeaderTimeout: 5 * time.Second}
+	step("Serving the demo sinks on http://%s: /tasks for chat (5%% of records fail for good, 20%% fail twice first), "+
+		"/audit for audit (4%% fail for good, 20%% fail once, 2%% three times)", o.sinkAddr)
+	sink, audit := devenv.DefaultDemoSink(), auditSink()
+	mux := http.NewServeMux()
+	mux.Handle("/tasks", sink)
+	mux.Handle("/audit", audit)
+	srv := &http.Server{Addr: o.sinkAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintln(os.Stderr, "dev: demo sink:", err)
@@ -135,6 +139,7 @@ func run(o options) error {
 	cleanups = append(cleanups, func() { _ = srv.Close() })
 
 	step("Applying the samples (config/samples) in namespace %s: pipeline chat delivers to the demo sink; "+
+		"pipeline audit, its own group, policy and tiers, reads chat's source too (fan-out) and shares its queue; "+
 		"documents (library mode, your own image) is scaled to 0", demoNamespace)
 	demoDir, err := writeDemo(o.dir, o.sinkAddr)
 	if err != nil {
@@ -147,7 +152,7 @@ func run(o options) error {
 		return fmt.Errorf("applying the samples: %w\n%s", err, out)
 	}
 
-	step("Producing %d records a second to %s, the chat pipeline's source topic%s", o.rate, demoTopic, producerIdentity(stack))
+	step("Producing %d records a second to %s, the source topic of chat and audit%s", o.rate, demoTopic, producerIdentity(stack))
 	prodCtx, cancelProd := context.WithCancel(ctx)
 	cleanups = append(cleanups, cancelProd)
 	go func() {
@@ -172,9 +177,11 @@ func run(o options) error {
 		if r := refusal.Load(); r != nil {
 			tenant += "\n" + *r
 		}
-		fmt.Printf("\033[H\033[2J%s   demo sink: %d requests, %d records delivered   (KUBECONFIG=%s)\n"+
-			"first retries: %d, delays %s (each record retried at its own jittered due time)\n%s\n\n%s",
-			time.Now().Format(time.TimeOnly), sink.Requests(), sink.Succeeded(), kubeconfig, len(delays), devenv.Deciles(delays), tenant, out)
+		auditDelays := audit.FirstRetryDelays()
+		fmt.Printf("\033[H\033[2J%s   demo sinks: chat %d requests, %d records delivered; audit %d requests, %d records delivered   (KUBECONFIG=%s)\n"+
+			"first retries: chat %d, delays %s; audit %d, delays %s (each record retried at its own jittered due time)\n%s\n\n%s",
+			time.Now().Format(time.TimeOnly), sink.Requests(), sink.Succeeded(), audit.Requests(), audit.Succeeded(), kubeconfig,
+			len(delays), devenv.Deciles(delays), len(auditDelays), devenv.Deciles(auditDelays), tenant, out)
 		select {
 		case <-ctx.Done():
 			fmt.Println()
@@ -202,168 +209,6 @@ func kubectl(kubeconfig string, stdin []byte, args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
-
-// The demo: the samples in their own namespace, the chat pipeline's records produced to its source.
-const (
-	demoNamespace = "retryops-demo"
-	// demoTopic and every topic and group of the demo start with "<namespace>.": the claim policy
-	// (--topic-prefix) the secured stack's consumer ACLs are written for.
-	demoTopic             = demoNamespace + ".alice_tasks"
-	demoNamespaceManifest = "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + demoNamespace + "}\n"
-)
-
-// writeDemo writes, under dir/demo, a kustomization of config/samples for the demo: every sample in
-// the demo namespace, the chat pipeline delivering to the demo sink at sinkAddr, and the documents
-// pipeline (library mode: its image is yours, which no local process can run) scaled to 0. It returns
-// the kustomization's directory.
-func writeDemo(dir, sinkAddr string) (string, error) {
-	demo, err := filepath.Abs(filepath.Join(dir, "demo"))
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(demo, 0o755); err != nil {
-		return "", err
-	}
-	samples, err := filepath.Rel(demo, filepath.Join(envtestutil.RepoRoot(), "config", "samples"))
-	if err != nil {
-		return "", err
-	}
-	k := `# Written by make dev (hack/dev): the samples, as the demo runs them.
-namespace: ` + demoNamespace + `
-resources:
-- ` + samples + `
-patches:
-- target: {kind: ConsumerPipeline, name: chat}
-  patch: |-
-    - op: replace
-      path: /spec/sink/uri
-      value: http://` + sinkAddr + `/tasks
-    - op: replace
-      path: /spec/source/topic
-      value: ` + demoTopic + `
-    - op: replace
-      path: /spec/source/consumerGroup
-      value: ` + demoNamespace + `.alice-orchestrator
-- target: {kind: ConsumerPipeline, name: documents}
-  patch: |-
-    - op: replace
-      path: /spec/replicas
-      value: 0
-    - op: replace
-      path: /spec/source/topic
-      value: ` + demoNamespace + `.documents.chunks
-- target: {kind: DeadLetterQueue, name: chatbot-dlq}
-  patch: |-
-    - op: replace
-      path: /spec/topic/name
-      value: ` + demoNamespace + `.chatbot.dlq
-# The sample DeadLetterAction says jane@example.com asked for it, and the admission policy wants
-# requestedBy to be its creator: the demo creates it later as that user (kubectl --as), its tenant.
-- target: {kind: DeadLetterAction}
-  patch: |-
-    $patch: delete
-    apiVersion: retry.retryops.dev/v1alpha1
-    kind: DeadLetterAction
-    metadata: {name: any}
-# The embedded Kafka keeps its data across runs while the control plane starts afresh, so the
-# topics a previous run created exist and no resource of this run created them: the demo adopts them
-# (the operator leaves alone a topic it did not create for the resource otherwise).
-- target: {kind: DeadLetterQueue}
-  patch: |-
-    apiVersion: retry.retryops.dev/v1alpha1
-    kind: DeadLetterQueue
-    metadata: {name: any}
-    spec: {topic: {existingTopic: Adopt}}
-- target: {kind: ConsumerPipeline}
-  patch: |-
-    apiVersion: retry.retryops.dev/v1alpha1
-    kind: ConsumerPipeline
-    metadata: {name: any}
-    spec: {source: {create: {existingTopic: Adopt}}}
-`
-	return demo, os.WriteFile(filepath.Join(demo, "kustomization.yaml"), []byte(k), 0o644)
-}
-
-// demoActions shows the dead-letter actions once dead letters have gathered: a dry run of a replay
-// of the demo sink's permanent failures (HTTP 422: it counts and lists them and changes nothing),
-// then a Resolve of them with a note. requestedBy is the kubeconfig's user, as the shipped admission
-// policy requires. Then, as the demo tenant, the sample action (which names the tenant) and a dry run
-// of one naming someone else, whose refusal by the policy goes into refusal.
-func demoActions(ctx context.Context, kubeconfig string, refusal *atomic.Pointer[string]) {
-	select {
-	case <-ctx.Done():
-		return
-	case <-time.After(demoActionsAfter):
-	}
-	user, err := kubectl(kubeconfig, nil, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
-	if err != nil {
-		user = "make-dev"
-	}
-	manifest := fmt.Sprintf(demoActionsManifest, demoNamespace, strings.TrimSpace(user), demoNamespace, strings.TrimSpace(user))
-	if out, err := kubectl(kubeconfig, []byte(manifest), "apply", "-f", "-"); err != nil {
-		fmt.Fprintf(os.Stderr, "dev: applying the demo's dead-letter actions: %v\n%s", err, out)
-	}
-	sample := filepath.Join(envtestutil.RepoRoot(), "config", "samples", "retry_v1alpha1_deadletteraction.yaml")
-	if out, err := kubectl(kubeconfig, nil, "apply", "--server-side", "-n", demoNamespace, "--as", demoTenant, "-f", sample); err != nil {
-		fmt.Fprintf(os.Stderr, "dev: applying the sample dead-letter action as %s: %v\n%s", demoTenant, err, out)
-	}
-	forged := fmt.Sprintf(demoForgedAction, demoNamespace)
-	out, err := kubectl(kubeconfig, []byte(forged), "create", "--dry-run=server", "--as", demoTenant, "-f", "-")
-	line := "the requestedBy policy let " + demoTenant + " create an action naming someone-else: " + strings.TrimSpace(out)
-	if _, denial, found := strings.Cut(out, "denied request: "); err != nil && found {
-		line = "admission refuses " + demoTenant + "'s action with requestedBy someone-else: " + strings.TrimSpace(denial)
-	} else if err != nil {
-		line = "kubectl create --as " + demoTenant + " (requestedBy someone-else): " + strings.TrimSpace(out)
-	}
-	refusal.Store(&line)
-}
-
-// demoTenant is the user the demo binds to the built-in edit role in its namespace (kubectl --as).
-const demoTenant = "jane@example.com"
-
-// demoTenantManifest binds demoTenant to edit in the demo namespace.
-const demoTenantManifest = "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\n" +
-	"metadata: {name: demo-tenant-edit, namespace: " + demoNamespace + "}\n" +
-	"roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}\n" +
-	"subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: " + demoTenant + "}]\n"
-
-// demoForgedAction: the demo tenant's Resolve saying someone else asked for it (namespace).
-const demoForgedAction = `apiVersion: retry.retryops.dev/v1alpha1
-kind: DeadLetterAction
-metadata: {name: demo-forged, namespace: %s}
-spec:
-  queue: chatbot-dlq
-  action: Resolve
-  requestedBy: someone-else
-  note: "make dev: refused by the requestedBy admission policy"
-  selector: {reasons: [non_retriable_error]}
-`
-
-// demoActionsAfter is when the demo's dead-letter actions are applied.
-const demoActionsAfter = 45 * time.Second
-
-// demoActionsManifest: a dry-run Replay and a Resolve on the chat pipeline's queue (namespace,
-// requestedBy, namespace, requestedBy).
-const demoActionsManifest = `apiVersion: retry.retryops.dev/v1alpha1
-kind: DeadLetterAction
-metadata: {name: demo-replay-dry-run, namespace: %s}
-spec:
-  queue: chatbot-dlq
-  action: Replay
-  mode: DryRun
-  requestedBy: %s
-  selector: {errorTypes: [HTTP422]}
----
-apiVersion: retry.retryops.dev/v1alpha1
-kind: DeadLetterAction
-metadata: {name: demo-resolve-permanent, namespace: %s}
-spec:
-  queue: chatbot-dlq
-  action: Resolve
-  requestedBy: %s
-  note: "make dev: permanent failures of the demo sink, nothing to replay"
-  selector: {reasons: [non_retriable_error]}
-`
 
 // addConsumers gives each namespace's consumers their Kafka user and its Secret (the secured stack
 // only), creating the namespace first if needed.

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// TestDemoHasTwoPipelinesOnOneSource renders the demo's kustomization as `make dev` applies it:
+// chat and audit read the same source with their own group, policy and sink, audit shares chat's
+// queue and leaves the source's creation to chat, and every name the claim policy checks starts
+// with the demo namespace.
+func TestDemoHasTwoPipelinesOnOneSource(t *testing.T) {
+	dir, err := writeDemo(t.TempDir(), "127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("kubectl", "kustomize", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v\n%s", err, out)
+	}
+	objs := map[string]*unstructured.Unstructured{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(out)), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			break
+		}
+		if u.GetNamespace() != demoNamespace {
+			t.Errorf("%s %s is in namespace %q", u.GetKind(), u.GetName(), u.GetNamespace())
+		}
+		objs[u.GetKind()+"/"+u.GetName()] = u
+	}
+	str := func(kind, name string, path ...string) string {
+		u := objs[kind+"/"+name]
+		if u == nil {
+			t.Fatalf("no %s %s in the demo", kind, name)
+		}
+		v, _, _ := unstructured.NestedString(u.Object, path...)
+		return v
+	}
+	for _, c := range []struct{ got, want string }{
+		{str("ConsumerPipeline", "chat", "spec", "source", "topic"), demoTopic},
+		{str("ConsumerPipeline", "audit", "spec", "source", "topic"), demoTopic},
+		{str("ConsumerPipeline", "chat", "spec", "source", "consumerGroup"), demoNamespace + ".alice-orchestrator"},
+		{str("ConsumerPipeline", "audit", "spec", "source", "consumerGroup"), ""}, // <namespace>.audit
+		{str("ConsumerPipeline", "chat", "spec", "sink", "uri"), "http://127.0.0.1:1/tasks"},
+		{str("ConsumerPipeline", "audit", "spec", "sink", "uri"), "http://127.0.0.1:1/audit"},
+		{str("ConsumerPipeline", "audit", "spec", "retryPolicyRef", "name"), "audit"},
+		{str("ConsumerPipeline", "audit", "spec", "deadLetterQueueRef", "name"), "chatbot-dlq"},
+		{str("ConsumerPipeline", "chat", "spec", "source", "create", "existingTopic"), "Adopt"},
+		{str("DeadLetterQueue", "chatbot-dlq", "spec", "topic", "name"), demoNamespace + ".chatbot.dlq"},
+		{str("RetryPolicy", "audit", "kind"), "RetryPolicy"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+	if _, has, _ := unstructured.NestedMap(objs["ConsumerPipeline/audit"].Object, "spec", "source", "create"); has {
+		t.Error("audit has source.create: it should read the topic chat creates")
+	}
+}
