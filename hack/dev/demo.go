@@ -86,6 +86,7 @@ patches:
     kind: DeadLetterQueue
     metadata: {name: any}
     spec: {topic: {existingTopic: Adopt}}
+# audit names no source.create: it reads the topic chat creates.
 - target: {kind: ConsumerPipeline, name: chat|documents}
   patch: |-
     apiVersion: retry.retryops.dev/v1alpha1
