@@ -32,26 +32,39 @@ func tierBase(p *v1.ConsumerPipeline, d kafkaspec.Defaults) string {
 func (r *ConsumerPipelineReconciler) checkSharing(ctx context.Context, s *pipelineScope) error {
 	p := s.p
 	group := consumerGroup(p)
-	w, err := kafkaspec.Owner(ctx, r.Client, p, "ConsumerPipeline", &v1.ConsumerPipelineList{},
-		client.MatchingFields{indexPipelineByGroupClaim: kafkaspec.ClaimKey(s.servers, group)})
-	if err != nil {
+	list := &v1.ConsumerPipelineList{}
+	if err := r.List(ctx, list, client.MatchingFields{indexPipelineByGroupClaim: kafkaspec.ClaimKey(s.servers, group)}); err != nil {
 		return err
 	}
+	w := sharingOwner(p, list.Items)
 	if w.UID != p.UID {
 		return r.refuse(s, &problem{Reason: v1.ReasonConsumerGroupConflict, Kind: problemWaiting, Message: fmt.Sprintf(
 			"consumer group %q is already joined by %s, created earlier: two pipelines in one group would split its partitions and commit each other's offsets; "+
 				"this pipeline runs no consumers until that one goes, or set another spec.source.consumerGroup", group, w)})
 	}
 	base := tierBase(p, r.Kafka.Defaults)
-	w, err = kafkaspec.Owner(ctx, r.Client, p, "ConsumerPipeline", &v1.ConsumerPipelineList{},
-		client.MatchingFields{indexPipelineByTierClaim: kafkaspec.ClaimKey(s.servers, base)})
-	if err != nil {
+	list = &v1.ConsumerPipelineList{}
+	if err := r.List(ctx, list, client.MatchingFields{indexPipelineByTierClaim: kafkaspec.ClaimKey(s.servers, base)}); err != nil {
 		return err
 	}
+	w = sharingOwner(p, list.Items)
 	if w.UID != p.UID {
 		return r.refuse(s, tierConflict(base+".retry.*", w.String()))
 	}
 	return nil
+}
+
+// sharingOwner returns, of self and others (the pipelines sharing its consumer group or tier base),
+// the one that keeps them: the oldest.
+func sharingOwner(self *v1.ConsumerPipeline, others []v1.ConsumerPipeline) kafkaspec.Claimant {
+	cs := []kafkaspec.Claimant{kafkaspec.ClaimantOf("ConsumerPipeline", self)}
+	for i := range others {
+		if others[i].UID != self.UID {
+			cs = append(cs, kafkaspec.ClaimantOf("ConsumerPipeline", &others[i]))
+		}
+	}
+	w, _ := kafkaspec.Winner(cs)
+	return w
 }
 
 // tierConflict is the TopicConflict of retry tiers another resource has.
