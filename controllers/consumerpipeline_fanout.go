@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,16 +56,53 @@ func (r *ConsumerPipelineReconciler) checkSharing(ctx context.Context, s *pipeli
 }
 
 // sharingOwner returns, of self and others (the pipelines sharing its consumer group or tier base),
-// the one that keeps them: the oldest.
+// the one that keeps them: the oldest; of those created within the oldest's second
+// (creationTimestamp's resolution), one running on them (runsOnShared), so that a newcomer sorting
+// first by name never stops a running pipeline; then by namespace and name (kafkaspec.Winner).
 func sharingOwner(self *v1.ConsumerPipeline, others []v1.ConsumerPipeline) kafkaspec.Claimant {
-	cs := []kafkaspec.Claimant{kafkaspec.ClaimantOf("ConsumerPipeline", self)}
+	ps := []*v1.ConsumerPipeline{self}
 	for i := range others {
 		if others[i].UID != self.UID {
-			cs = append(cs, kafkaspec.ClaimantOf("ConsumerPipeline", &others[i]))
+			ps = append(ps, &others[i])
 		}
 	}
-	w, _ := kafkaspec.Winner(cs)
+	first := ps[0].CreationTimestamp
+	for _, p := range ps {
+		if p.CreationTimestamp.Before(&first) {
+			first = p.CreationTimestamp
+		}
+	}
+	var tied, running []kafkaspec.Claimant
+	for _, p := range ps {
+		if p.CreationTimestamp.Unix() != first.Unix() {
+			continue
+		}
+		c := kafkaspec.ClaimantOf("ConsumerPipeline", p)
+		tied = append(tied, c)
+		if runsOnShared(p) {
+			running = append(running, c)
+		}
+	}
+	if len(running) > 0 {
+		tied = running
+	}
+	w, _ := kafkaspec.Winner(tied)
 	return w
+}
+
+// runsOnShared tells whether the operator last found p, as it is (its generation), free to run on
+// its group and tiers: TopicsReady not refused by a claim or a conflict. Another pipeline's status
+// decides only a tie of creation times, where nothing else tells the incumbent.
+func runsOnShared(p *v1.ConsumerPipeline) bool {
+	c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionTopicsReady)
+	if c == nil || c.ObservedGeneration != p.Generation {
+		return false
+	}
+	switch c.Reason {
+	case v1.ReasonConsumerGroupConflict, v1.ReasonTopicConflict, v1.ReasonTopicClaimRefused, v1.ReasonConsumerGroupClaimRefused:
+		return false
+	}
+	return true
 }
 
 // tierConflict is the TopicConflict of retry tiers another resource has.

@@ -97,8 +97,8 @@ func TestThreePipelinesOnOneSource(t *testing.T) {
 }
 
 // Two pipelines joining one consumer group: the newer is refused, naming the older, and runs no
-// consumers; it takes over when the older goes. (Created within one second, they are ordered by
-// name.)
+// consumers; it takes over when the older goes. (Created within one second, the one running keeps
+// the group: TestSharingOwner.)
 func TestPipelinesInOneConsumerGroupConflict(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
