@@ -20,7 +20,7 @@ import (
 // dead-lettered as malformed without being delivered, its dead letter naming this pipeline and the
 // header's value, escaped and bounded. A tier record naming this pipeline, a replay of this
 // pipeline's dead letter, one without the header (written by an earlier release) and the record
-// behind them are delivered.
+// behind them are delivered. A record naming two pipelines is another's whichever comes last.
 func TestTierRecordOfAnotherPipeline(t *testing.T) {
 	p := newPipeline(t, "tier-pipeline", 1, simplePolicy(3, time.Hour), nil) // a sink answering 200
 	fc := clocktesting.NewFakeClock(time.Now().Truncate(time.Millisecond))
@@ -46,12 +46,19 @@ func TestTierRecordOfAnotherPipeline(t *testing.T) {
 		}
 		return r
 	}
+	twice := func(key, off, first, second string) *kgo.Record {
+		r := claiming(key, off, first)
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: headers.Pipeline, Value: []byte(second)})
+		return r
+	}
 	long := own + strings.Repeat("x", 5000)
 	hostile := map[string]string{ // key: the retryops.pipeline it claims
 		"other":        "test/other",
 		"long":         long,
 		"control":      own + "\r\nX-Injected: 1",
 		"other-replay": "test/other",
+		"other-first":  "test/other",
+		"other-last":   "test/other",
 	}
 	legacy := tierRecord(p, "legacy", "502", "1", fc.Now())
 	dt.Produce(t, p.prod,
@@ -62,6 +69,8 @@ func TestTierRecordOfAnotherPipeline(t *testing.T) {
 		claiming("own", "504", own),
 		replayOf("other-replay", "505", hostile["other-replay"]),
 		replayOf("own-replay", "506", own),
+		twice("other-first", "507", hostile["other-first"], own),
+		twice("other-last", "508", own, hostile["other-last"]),
 		&kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("behind"), Value: []byte("behind")})
 
 	dls := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, len(hostile), 20*time.Second)
@@ -97,7 +106,7 @@ func TestTierRecordOfAnotherPipeline(t *testing.T) {
 		keys, _ := p.sink.Succeeded()
 		return keys == 4
 	}, "the legacy record, the own record, the own replay and the record behind delivered")
-	for _, off := range []int64{500, 501, 503, 505} {
+	for _, off := range []int64{500, 501, 503, 505, 507, 508} {
 		if n := len(p.sink.ByKey(headers.IdempotencyKey(p.cfg.Topics.Source, 0, off))); n != 0 {
 			t.Errorf("the record of offset %d, of another pipeline, was delivered %d times", off, n)
 		}
