@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
@@ -156,4 +157,34 @@ func TestPipelineTiersHeldByAnotherConflict(t *testing.T) {
 	g.Eventually(pipelineCondition(newcomer, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
 		HaveField("Message", And(ContainSubstring(taken), ContainSubstring("ConsumerPipeline "+ns+"/shipping")))))
 	g.Expect(consumers(newcomer)).To(BeNil(), "no consumers")
+}
+
+// Two pipelines whose tier bases are equal (here a name crafted as the shortened base of a long one:
+// TierBase keeps the prefix of a long base and appends a hash) would share their tiers: the newer
+// is refused with TopicConflict naming the older, creates no tier and runs no consumers.
+func TestPipelinesWithOneTierBaseConflict(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, dlq := pipelineFixture(t)
+	adm := newKadm(t)
+	g.Eventually(dlqReady(dlq), wait, poll).Should(isReady())
+	createTopic(t, adm, ns+".a", 1)
+	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "p", 2, time.Second, time.Minute))).To(Succeed())
+	long := strings.Repeat("n", 253-len(ns)) // names past the base's limit once prefixed with the namespace
+	base := dispatchercfg.TierBase("", ns, long)
+	crafted := strings.TrimPrefix(base, ns+".")
+	g.Expect(dispatchercfg.TierBase("", ns, crafted)).To(Equal(base))
+
+	older := newPipeline(ns, long, ns+".a", "p", "dlq")
+	older.Spec.Source.ConsumerGroup = ns + ".older"
+	g.Expect(env.Client.Create(ctx, older)).To(Succeed())
+	g.Eventually(func() ([]string, error) { return ledgerOf(older)() }, wait, poll).Should(ContainElement(base+".retry.1"))
+
+	newer := newPipeline(ns, crafted, ns+".a", "p", "dlq")
+	newer.Spec.Source.ConsumerGroup = ns + ".newer"
+	g.Expect(env.Client.Create(ctx, newer)).To(Succeed())
+	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
+		HaveField("Message", And(ContainSubstring(base+".retry.*"), ContainSubstring("ConsumerPipeline "+ns+"/"+long[:20])))))
+	g.Expect(consumers(newer)).To(BeNil(), "no consumers")
+	g.Expect(ledgerOf(newer)()).To(BeEmpty(), "no tiers of its own")
 }
