@@ -188,3 +188,27 @@ func TestPipelinesWithOneTierBaseConflict(t *testing.T) {
 	g.Expect(consumers(newer)).To(BeNil(), "no consumers")
 	g.Expect(ledgerOf(newer)()).To(BeEmpty(), "no tiers of its own")
 }
+
+// Of two pipelines asking to create one source, the one that recorded it manages it: the other,
+// even with existingTopic: Adopt and more partitions, consumes it as it is.
+func TestASourceHasOneManager(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, dlq := pipelineFixture(t)
+	adm := newKadm(t)
+	g.Eventually(dlqReady(dlq), wait, poll).Should(isReady())
+	source := ns + ".orders"
+	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "p", 2, time.Second, time.Minute))).To(Succeed())
+	owner := newPipeline(ns, "billing", source, "p", "dlq")
+	owner.Spec.Source.Create = &v1.TopicCreation{Partitions: 2}
+	g.Expect(env.Client.Create(ctx, owner)).To(Succeed())
+	g.Eventually(pipelineCondition(owner, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+
+	other := newPipeline(ns, "audit", source, "p", "dlq")
+	other.Spec.Source.Create = &v1.TopicCreation{Partitions: 4, ExistingTopic: v1.ExistingTopicAdopt}
+	g.Expect(env.Client.Create(ctx, other)).To(Succeed())
+	g.Eventually(pipelineCondition(other, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	holdsThroughResync(t, source, pipelineCondition(other, v1.ConditionTopicsReady), isReady())
+	g.Expect(describe(adm, source)()).To(HaveField("Partitions", 2), "the owner's partitions")
+	g.Expect(ledgerOf(other)()).NotTo(ContainElement(source))
+}

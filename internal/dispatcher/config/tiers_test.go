@@ -43,6 +43,10 @@ func TestTierBase(t *testing.T) {
 			}
 		})
 	}
+	// A claim prefix longer than the base's limit is cut too (the claim policy then refuses the tiers).
+	if got := config.TierBase(strings.Repeat("p", 300), "ns", "billing"); got != strings.Repeat("p", config.MaxTierBase) {
+		t.Errorf("a 300-character prefix gives the base %s (%d characters)", got, len(got))
+	}
 	// Two long names differing only past the cut stay apart.
 	a, b := config.TierBase("", "ns", long+"a"), config.TierBase("", "ns", long+"b")
 	if a == b {
