@@ -178,7 +178,7 @@ func TestPipelinesWithOneTierBaseConflict(t *testing.T) {
 	older := newPipeline(ns, long, ns+".a", "p", "dlq")
 	older.Spec.Source.ConsumerGroup = ns + ".older"
 	g.Expect(env.Client.Create(ctx, older)).To(Succeed())
-	g.Eventually(func() ([]string, error) { return ledgerOf(older)() }, wait, poll).Should(ContainElement(base+".retry.1"))
+	g.Eventually(ledgerOf(older), wait, poll).Should(ContainElement(base + ".retry.1"))
 
 	newer := newPipeline(ns, crafted, ns+".a", "p", "dlq")
 	newer.Spec.Source.ConsumerGroup = ns + ".newer"
