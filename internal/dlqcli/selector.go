@@ -1,10 +1,12 @@
 package dlqcli
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
@@ -24,9 +26,9 @@ type selectorFlags struct {
 func (s *selectorFlags) addFlags(cmd *cobra.Command, o *Options, purge bool) {
 	f := cmd.Flags()
 	s.purge = purge
-	f.StringSliceVar(&s.reasons, "reason", nil, "only dead letters with one of these reasons (max_retries_exceeded, non_retriable_error, deadline_exceeded, undeliverable, malformed)")
-	f.StringSliceVar(&s.errorTypes, "error-type", nil, "only dead letters whose last error has one of these types")
-	f.StringSliceVar(&s.pipelines, "pipeline", nil, "only dead letters from one of these ConsumerPipelines (NAME in the namespace, or NAMESPACE/NAME)")
+	f.Var(newSelectorValues(&s.reasons), "reason", "only dead letters with one of these reasons (max_retries_exceeded, non_retriable_error, deadline_exceeded, undeliverable, malformed)")
+	f.Var(newSelectorValues(&s.errorTypes), "error-type", "only dead letters whose last error has one of these types")
+	f.Var(newSelectorValues(&s.pipelines), "pipeline", "only dead letters from one of these ConsumerPipelines (NAME in the namespace, or NAMESPACE/NAME)")
 	_ = cmd.RegisterFlagCompletionFunc("pipeline", completeNames(o, "consumerpipelines"))
 	statesFlag := "state"
 	if purge {
@@ -41,6 +43,26 @@ func (s *selectorFlags) addFlags(cmd *cobra.Command, o *Options, purge bool) {
 	_ = cmd.RegisterFlagCompletionFunc(statesFlag, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return stateNames, cobra.ShellCompDirectiveNoFileComp
 	})
+}
+
+// selectorValues is a comma-separated, repeatable selector flag that refuses an empty value: an
+// empty --pipeline "$PIPELINE" would otherwise leave the filter out, and an action on a queue that
+// several pipelines share would act on every pipeline's dead letters.
+type selectorValues struct {
+	pflag.Value
+}
+
+func newSelectorValues(p *[]string) selectorValues {
+	fs := pflag.NewFlagSet("", pflag.ContinueOnError)
+	fs.StringSliceVar(p, "v", nil, "")
+	return selectorValues{fs.Lookup("v").Value}
+}
+
+func (v selectorValues) Set(s string) error {
+	if slices.Contains(strings.Split(s, ","), "") {
+		return fmt.Errorf("an empty value selects nothing; leave the flag out to select every dead letter")
+	}
+	return v.Value.Set(s)
 }
 
 // states checks --state values, accepting any capitalisation.
