@@ -28,6 +28,8 @@ type pipelineLive struct {
 	consumerLag *int64
 	// tierBacklog is the group's lag on each retry tier, by topic.
 	tierBacklog map[string]int64
+	// drainingBacklog is the group's lag on each draining tier (s.draining), by topic.
+	drainingBacklog map[string]int64
 
 	// withheld is true when the pipeline may not read its source or join its group (the claim
 	// policy): its status shows no figure of them, not even the previous ones.
