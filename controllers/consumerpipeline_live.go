@@ -46,9 +46,9 @@ type pipelineLive struct {
 }
 
 // refreshLiveFigures reads the pipeline's live figures: the consumer group's lag on the source
-// topic and on each retry tier, from the connection's batched offsets (one ListOffsets round for
-// every topic of every queue and pipeline) and batched commits (one OffsetFetch round for every
-// group), and the dead letters from this pipeline that its queue holds. A failed read is logged and
+// topic and on each retry tier, draining ones included, from the connection's batched offsets
+// (one ListOffsets round for every topic of every queue and pipeline) and batched commits (one
+// OffsetFetch round for every group), and the dead letters from this pipeline that its queue holds. A failed read is logged and
 // leaves the figures in status as they were.
 func (r *ConsumerPipelineReconciler) refreshLiveFigures(ctx context.Context, s *pipelineScope) error {
 	r.readDeadLetterCount(ctx, s)
@@ -63,6 +63,7 @@ func (r *ConsumerPipelineReconciler) refreshLiveFigures(ctx context.Context, s *
 	for _, t := range s.retries {
 		topics = append(topics, t.Name)
 	}
+	topics = append(topics, s.draining...)
 	offsets, _, err := r.Kafka.Offsets.Get(ctx, s.admin, s.connKey, member, topics, r.RefreshInterval)
 	if err != nil {
 		log.Info("Could not read the offsets of the pipeline's topics; lag and backlog in status are left as they were",
@@ -85,6 +86,10 @@ func (r *ConsumerPipelineReconciler) refreshLiveFigures(ctx context.Context, s *
 	s.live.tierBacklog = make(map[string]int64, len(s.retries))
 	for _, t := range s.retries {
 		s.live.tierBacklog[t.Name] = kafkastats.GroupLag(offsets[t.Name], commits.Topics[t.Name])
+	}
+	s.live.drainingBacklog = make(map[string]int64, len(s.draining))
+	for _, name := range s.draining {
+		s.live.drainingBacklog[name] = kafkastats.GroupLag(offsets[name], commits.Topics[name])
 	}
 	return nil
 }
@@ -136,8 +141,9 @@ func deadLetterCount(st v1.DeadLetterQueueStatus, id string, complete func(strin
 }
 
 // setPipelineFigures writes the live figures into st, after setPipelineTopics: the consumer lag,
-// the backlog of each retry tier and their sum, and the dead letters from the pipeline. Figures not
-// read this time keep the values of the previous status (previous; a tier's backlog by its name).
+// the backlog of each retry tier and their sum with the draining tiers', and the dead letters from
+// the pipeline. Figures not read this time keep the values of the previous status (previous; a
+// tier's backlog by its name).
 // status.readyReplicas is the Deployment step's; status.circuit the Circuit step's.
 func setPipelineFigures(st *v1.ConsumerPipelineStatus, previous *v1.PipelineTopics, live pipelineLive) {
 	before := map[string]int64{}
@@ -158,6 +164,10 @@ func setPipelineFigures(st *v1.ConsumerPipelineStatus, previous *v1.PipelineTopi
 				t.Backlog = before[t.Name]
 			}
 			total += t.Backlog
+		}
+		// Records waiting in draining tiers wait for a retry as much as those in the current ones.
+		for _, b := range live.drainingBacklog {
+			total += b
 		}
 		if live.lagRead {
 			st.RetryBacklog = &total
