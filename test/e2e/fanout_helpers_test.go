@@ -173,7 +173,11 @@ func (s *fanSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	attempt, _ := strconv.Atoi(r.Header.Get(headers.HTTPRetryAttempt))
 	n, err := strconv.Atoi(strings.TrimPrefix(key, "f-"))
 	status := http.StatusOK
-	if f := fanFate(s.p.index, n); f.permanent {
+	f := fanFate(s.p.index, n)
+	if err != nil {
+		f = fate{} // not one of the fate table's records (ownFigures' lag-*): accepted
+	}
+	if f.permanent {
 		status = s.p.permanent
 	} else if attempt <= f.k {
 		status = s.p.transient

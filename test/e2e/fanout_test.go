@@ -161,6 +161,7 @@ func TestFanOut(t *testing.T) {
 	queueCounts(t, g, c, scan)
 	misrouted(t, g, cl, sinks, tiers, scan)
 	queueCounts(t, g, c, scan)
+	ownFigures(t, g, stack, cl, tiers)
 	t.Logf("fan-out test took %s", time.Since(start).Round(time.Millisecond))
 }
 
