@@ -360,8 +360,8 @@ func (r *DeadLetterActionReconciler) replayTarget(a *v1.DeadLetterAction, queueC
 		if p.Status.Topics == nil || len(p.Status.Topics.Retries) == 0 {
 			return deadletters.Target{}, fmt.Errorf("%w: pipeline %s/%s has no retry topic to replay through", deadletters.ErrNoTarget, namespace, name)
 		}
-		// Only a tier the pipeline manages: one that lost a conflict over its source names the
-		// tier of the pipeline that won it, whose consumer group reads it.
+		// Only a tier the pipeline manages (its ledger record holds it): a pipeline that lost a
+		// conflict may list a tier another resource holds, which another consumer group reads.
 		tier := p.Status.Topics.Retries[0].Name
 		if owned, err := r.Ledger.Owns(ctx, p, tier); err != nil || !owned {
 			if err != nil {
