@@ -103,12 +103,9 @@ func TestThreePipelinesOnOneSource(t *testing.T) {
 func TestPipelinesInOneConsumerGroupConflict(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns, dlq := pipelineFixture(t)
-	adm := newKadm(t)
-	g.Eventually(dlqReady(dlq), wait, poll).Should(isReady())
+	ns, adm := sharingFixture(t)
 	createTopic(t, adm, ns+".a", 1)
 	createTopic(t, adm, ns+".b", 1)
-	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "p", 2, time.Second, time.Minute))).To(Succeed())
 	older := newPipeline(ns, "a-older", ns+".a", "p", "dlq")
 	older.Spec.Source.ConsumerGroup = ns + ".shared"
 	g.Expect(env.Client.Create(ctx, older)).To(Succeed())
@@ -135,13 +132,10 @@ func TestPipelinesInOneConsumerGroupConflict(t *testing.T) {
 func TestPipelineTiersHeldByAnotherConflict(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns, dlq := pipelineFixture(t)
-	adm := newKadm(t)
-	g.Eventually(dlqReady(dlq), wait, poll).Should(isReady())
+	ns, adm := sharingFixture(t)
 	source := ns + ".billing"
 	createTopic(t, adm, source, 1)
 	createTopic(t, adm, ns+".other", 1)
-	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "p", 2, time.Second, time.Minute))).To(Succeed())
 	holder := newPipeline(ns, "shipping", source, "p", "dlq")
 	holder.Spec.Source.Create = &v1.TopicCreation{Partitions: 1, ExistingTopic: v1.ExistingTopicAdopt}
 	g.Expect(env.Client.Create(ctx, holder)).To(Succeed())
@@ -165,11 +159,8 @@ func TestPipelineTiersHeldByAnotherConflict(t *testing.T) {
 func TestPipelinesWithOneTierBaseConflict(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns, dlq := pipelineFixture(t)
-	adm := newKadm(t)
-	g.Eventually(dlqReady(dlq), wait, poll).Should(isReady())
+	ns, adm := sharingFixture(t)
 	createTopic(t, adm, ns+".a", 1)
-	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "p", 2, time.Second, time.Minute))).To(Succeed())
 	long := strings.Repeat("n", 253-len(ns)) // names past the base's limit once prefixed with the namespace
 	base := dispatchercfg.TierBase("", ns, long)
 	crafted := strings.TrimPrefix(base, ns+".")
@@ -194,11 +185,8 @@ func TestPipelinesWithOneTierBaseConflict(t *testing.T) {
 func TestASourceHasOneManager(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns, dlq := pipelineFixture(t)
-	adm := newKadm(t)
-	g.Eventually(dlqReady(dlq), wait, poll).Should(isReady())
+	ns, adm := sharingFixture(t)
 	source := ns + ".orders"
-	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "p", 2, time.Second, time.Minute))).To(Succeed())
 	owner := newPipeline(ns, "billing", source, "p", "dlq")
 	owner.Spec.Source.Create = &v1.TopicCreation{Partitions: 2}
 	g.Expect(env.Client.Create(ctx, owner)).To(Succeed())
@@ -211,4 +199,16 @@ func TestASourceHasOneManager(t *testing.T) {
 	holdsThroughResync(t, source, pipelineCondition(other, v1.ConditionTopicsReady), isReady())
 	g.Expect(describe(adm, source)()).To(HaveField("Partitions", 2), "the owner's partitions")
 	g.Expect(ledgerOf(other)()).NotTo(ContainElement(source))
+}
+
+// sharingFixture creates a namespace whose DeadLetterQueue "dlq" is Ready and a RetryPolicy "p" of
+// two attempts, for the tests of pipelines sharing a source, a group or tiers.
+func sharingFixture(t *testing.T) (string, *testKafka) {
+	t.Helper()
+	ns, dlq := pipelineFixture(t)
+	NewWithT(t).Eventually(dlqReady(dlq), wait, poll).Should(isReady())
+	if err := env.Client.Create(context.Background(), backoffPolicy(ns, "p", 2, time.Second, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	return ns, newKadm(t)
 }
