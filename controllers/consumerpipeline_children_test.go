@@ -136,8 +136,9 @@ func TestPipelineChildrenAreAppliedWithOwnerReferences(t *testing.T) {
 	g.Expect(pipelineCondition(p, v1.ConditionDeploymentReady)()).To(And(notReady("Progressing"),
 		HaveField("Message", ContainSubstring("waiting for the Deployment controller"))))
 	g.Expect(pipelineReady(p)()).To(And(notReady("Progressing"), HaveField("Message", HavePrefix("DeploymentReady: "))))
-	g.Expect(p.Status.Replicas).To(Equal(int32(1)))
+	g.Expect(p.Status.Replicas).To(BeZero(), "the pods the Deployment runs: none without its controller")
 	g.Expect(p.Status.ReadyReplicas).To(Equal(ptr.To[int32](0)))
+	g.Expect(p.Status.Selector).NotTo(BeEmpty())
 
 	// Nothing changes, nothing is written: a resync compares and leaves the children alone.
 	children := map[string]client.Object{"deployment": d, "configMap": cm, "alerts": alerts}

@@ -135,14 +135,18 @@ func setPipelineAlertsReady(st *v1.ConsumerPipelineStatus, generation int64, ps 
 	meta.SetStatusCondition(&st.Conditions, ps.condition(v1.ConditionAlertsReady, generation, reasonRulesApplied, readyMessage))
 }
 
-// setPipelineDeployment writes the wanted and ready replicas of the Deployment d (none when nil) and
-// DeploymentReady: False with the first problem when applying it met one, else as
-// deploymentReadyCondition says.
+// setPipelineDeployment writes the replicas, ready replicas and pod selector of the Deployment d
+// (none when nil) and DeploymentReady: False with the first problem when applying it met one, else
+// as deploymentReadyCondition says. status.replicas is the pods the Deployment runs, as a
+// Deployment's own scale subresource reports it: an autoscaler reads it as the current scale.
 func setPipelineDeployment(st *v1.ConsumerPipelineStatus, generation int64, d *appsv1.Deployment, ps problems) {
-	st.Replicas, st.ReadyReplicas = 0, nil
+	st.Replicas, st.ReadyReplicas, st.Selector = 0, nil, ""
 	if d != nil {
-		st.Replicas = ptr.Deref(d.Spec.Replicas, 1)
+		st.Replicas = d.Status.Replicas
 		st.ReadyReplicas = ptr.To(d.Status.ReadyReplicas)
+		if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && d.Spec.Selector != nil {
+			st.Selector = sel.String()
+		}
 	}
 	c := deploymentReadyCondition(d, generation)
 	if len(ps) > 0 {

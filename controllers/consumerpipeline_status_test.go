@@ -284,12 +284,14 @@ func TestDeploymentReadyCondition(t *testing.T) {
 
 func TestSetPipelineDeployment(t *testing.T) {
 	g := NewWithT(t)
-	d := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3)},
+	d := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2),
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x", "b": "y"}}},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 0, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 3}}
 
 	st := &v1.ConsumerPipelineStatus{}
 	setPipelineDeployment(st, 2, d, nil)
-	g.Expect(st.Replicas).To(Equal(int32(3)))
+	g.Expect(st.Replicas).To(Equal(int32(3)), "the pods the Deployment runs (scaling down from 3 to 2), as a Deployment's scale reports")
+	g.Expect(st.Selector).To(Equal("app=x,b=y"))
 	g.Expect(st.ReadyReplicas).To(Equal(ptr.To[int32](3)))
 	g.Expect(meta.FindStatusCondition(st.Conditions, v1.ConditionDeploymentReady)).To(HaveField("Reason", reasonAvailable))
 
@@ -303,6 +305,7 @@ func TestSetPipelineDeployment(t *testing.T) {
 	setPipelineDeployment(st, 3, nil, problems{{Reason: reasonWaitingForTopics, Message: "later"}})
 	g.Expect(st.Replicas).To(BeZero())
 	g.Expect(st.ReadyReplicas).To(BeNil())
+	g.Expect(st.Selector).To(BeEmpty())
 }
 
 func TestSetPipelineDeploymentKafka(t *testing.T) {

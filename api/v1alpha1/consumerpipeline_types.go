@@ -86,7 +86,11 @@ type ConsumerPipelineSpec struct {
 	Template *PodTemplate `json:"template,omitempty"`
 
 	// replicas is the number of consumer pods. Defaults to 1. More replicas than source partitions
-	// leaves the extra ones idle.
+	// leaves the extra ones idle. It is also the pipeline's scale subresource: `kubectl scale cpl`,
+	// an HorizontalPodAutoscaler or a KEDA ScaledObject may set it, and the operator follows it in
+	// the consumer Deployment without ever writing it back. When something else scales the pipeline,
+	// leave replicas out of the manifests kept in Git (or have the GitOps tool ignore
+	// /spec/replicas).
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
@@ -399,9 +403,18 @@ type ConsumerPipelineStatus struct {
 	// +optional
 	Topics *PipelineTopics `json:"topics,omitempty"`
 
-	// replicas is the number of consumer pods wanted.
+	// replicas is the number of consumer pods the Deployment runs (its status.replicas): what the
+	// scale subresource reports as the current scale.
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
+
+	// selector is the label selector of the consumer pods, as a string (app.kubernetes.io/name=...,
+	// ...): what the scale subresource gives an autoscaler to find the pods. Unset until the
+	// Deployment is applied.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Selector string `json:"selector,omitempty"`
 
 	// readyReplicas is the number of consumer pods ready.
 	// +optional
@@ -414,6 +427,15 @@ type ConsumerPipelineStatus struct {
 	// retryBacklog is the number of records waiting in retry tiers.
 	// +optional
 	RetryBacklog *int64 `json:"retryBacklog,omitempty"`
+
+	// dueLag is the work the consumers could do now: the source records the group has not
+	// consumed (consumerLag) plus the retry-tier records whose due time has passed, not those still
+	// waiting for it, plus every record of a draining tier. A tier record counts as due once its
+	// Kafka timestamp is older than the tier's longest delay (jitter included): its due time is at
+	// the latest then. Read with the other figures, so at most one refresh interval old.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	DueLag *int64 `json:"dueLag,omitempty"`
 
 	// deadLetterMessages is the number of dead letters from this pipeline held in its dead letter
 	// queue.
@@ -435,6 +457,7 @@ type ConsumerPipelineStatus struct {
 // makes the retry-tier topics, the consumer Deployment, its configuration and alert rules.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=cpl,categories=retryops
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.source.topic`
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.retryPolicyRef.name`
@@ -442,6 +465,7 @@ type ConsumerPipelineStatus struct {
 // +kubebuilder:printcolumn:name="Ready Pods",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.consumerLag`
 // +kubebuilder:printcolumn:name="Retrying",type=integer,JSONPath=`.status.retryBacklog`
+// +kubebuilder:printcolumn:name="Due",type=integer,JSONPath=`.status.dueLag`,priority=1
 // +kubebuilder:printcolumn:name="DLQ Msgs",type=integer,JSONPath=`.status.deadLetterMessages`
 // +kubebuilder:printcolumn:name="Circuit",type=string,JSONPath=`.status.circuit`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -271,6 +271,11 @@ func (in *ConsumerPipelineStatus) DeepCopyInto(out *ConsumerPipelineStatus) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.DueLag != nil {
+		in, out := &in.DueLag, &out.DueLag
+		*out = new(int64)
+		**out = **in
+	}
 	if in.DeadLetterMessages != nil {
 		in, out := &in.DeadLetterMessages, &out.DeadLetterMessages
 		*out = new(int64)
