@@ -50,6 +50,13 @@ type Admin interface {
 	// (on a single broker cluster: exactly one of each).
 	ListOffsets(ctx context.Context, topics ...string) (map[string][]PartitionOffsets, error)
 
+	// OffsetsAfter returns, for every existing topic of after, the offset of each partition's
+	// first record whose timestamp is at or after after[topic] (Kafka's ListOffsets by
+	// timestamp), or -1 when every record of the partition is older. Missing topics are absent from
+	// the map. It issues one Metadata request, then one ListOffsets request per partition leader for
+	// all the topics, each with its own time (on a single broker cluster: exactly one).
+	OffsetsAfter(ctx context.Context, after map[string]time.Time) (map[string]map[int32]int64, error)
+
 	// DeleteRecordsBefore moves the log start offset of the given
 	// partitions of topic to the given offsets, deleting every record
 	// below. An offset of -1 means the current end offset. Offsets at or
