@@ -23,6 +23,7 @@ type Metrics struct {
 	DeadLetterQueueMessagesByReason       *prometheus.GaugeVec
 	ConsumerPipelineConsumerLag           *prometheus.GaugeVec
 	ConsumerPipelineRetryBacklog          *prometheus.GaugeVec
+	ConsumerPipelineDueLag                *prometheus.GaugeVec
 	ConsumerPipelineDeadLetterMessages    *prometheus.GaugeVec
 	ConsumerPipelineReadyReplicas         *prometheus.GaugeVec
 	ConsumerPipelineCircuitState          *prometheus.GaugeVec
@@ -62,6 +63,7 @@ func Register(reg prometheus.Registerer) (*Metrics, error) {
 		DeadLetterQueueMessagesByReason:       vecs[DeadLetterQueueMessagesByReason],
 		ConsumerPipelineConsumerLag:           vecs[ConsumerPipelineConsumerLag],
 		ConsumerPipelineRetryBacklog:          vecs[ConsumerPipelineRetryBacklog],
+		ConsumerPipelineDueLag:                vecs[ConsumerPipelineDueLag],
 		ConsumerPipelineDeadLetterMessages:    vecs[ConsumerPipelineDeadLetterMessages],
 		ConsumerPipelineReadyReplicas:         vecs[ConsumerPipelineReadyReplicas],
 		ConsumerPipelineCircuitState:          vecs[ConsumerPipelineCircuitState],
@@ -112,6 +114,7 @@ func (m *Metrics) DeleteDeadLetterQueue(namespace, name string) {
 type ConsumerPipelineFigures struct {
 	ConsumerLag        *int64
 	RetryBacklog       *int64
+	DueLag             *int64
 	DeadLetterMessages *int64
 	ReadyReplicas      *int32
 	// Circuit is the circuit breaker state: "Closed", "HalfOpen", "Open" or "" (none).
@@ -129,6 +132,7 @@ func (m *Metrics) SetConsumerPipeline(namespace, name string, f ConsumerPipeline
 	}
 	set(m.ConsumerPipelineConsumerLag, f.ConsumerLag)
 	set(m.ConsumerPipelineRetryBacklog, f.RetryBacklog)
+	set(m.ConsumerPipelineDueLag, f.DueLag)
 	set(m.ConsumerPipelineDeadLetterMessages, f.DeadLetterMessages)
 	if f.ReadyReplicas == nil {
 		set(m.ConsumerPipelineReadyReplicas, nil)
@@ -156,7 +160,7 @@ func circuitValue(state string) *int64 {
 
 // DeleteConsumerPipeline removes every series of the ConsumerPipeline namespace/name.
 func (m *Metrics) DeleteConsumerPipeline(namespace, name string) {
-	for _, v := range []*prometheus.GaugeVec{m.ConsumerPipelineConsumerLag, m.ConsumerPipelineRetryBacklog, m.ConsumerPipelineDeadLetterMessages, m.ConsumerPipelineReadyReplicas, m.ConsumerPipelineCircuitState} {
+	for _, v := range []*prometheus.GaugeVec{m.ConsumerPipelineConsumerLag, m.ConsumerPipelineRetryBacklog, m.ConsumerPipelineDueLag, m.ConsumerPipelineDeadLetterMessages, m.ConsumerPipelineReadyReplicas, m.ConsumerPipelineCircuitState} {
 		v.DeleteLabelValues(namespace, name)
 	}
 }

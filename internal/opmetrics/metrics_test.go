@@ -76,7 +76,7 @@ func TestRegisterExportsEveryNameOfAllWithItsLabels(t *testing.T) {
 		Messages: 3, Oldest: time.Unix(1700000000, 0), ByReason: map[string]int64{"max_retries_exceeded": 3},
 	})
 	m.SetConsumerPipeline("shop", "orders", opmetrics.ConsumerPipelineFigures{
-		ConsumerLag: ptr[int64](1), RetryBacklog: ptr[int64](2), DeadLetterMessages: ptr[int64](3), ReadyReplicas: ptr[int32](4), Circuit: "Open",
+		ConsumerLag: ptr[int64](1), RetryBacklog: ptr[int64](2), DueLag: ptr[int64](1), DeadLetterMessages: ptr[int64](3), ReadyReplicas: ptr[int32](4), Circuit: "Open",
 	})
 	m.SetRetryPolicy("shop", "standard", 5)
 
@@ -183,7 +183,7 @@ func TestConsumerPipelineUnknownFiguresAndDeletionRemoveSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.SetConsumerPipeline("ns", "p", opmetrics.ConsumerPipelineFigures{
-		ConsumerLag: ptr[int64](1), RetryBacklog: ptr[int64](2), DeadLetterMessages: ptr[int64](3), ReadyReplicas: ptr[int32](4), Circuit: "Open",
+		ConsumerLag: ptr[int64](1), RetryBacklog: ptr[int64](2), DueLag: ptr[int64](1), DeadLetterMessages: ptr[int64](3), ReadyReplicas: ptr[int32](4), Circuit: "Open",
 	})
 	if got := value(t, m.ConsumerPipelineCircuitState.WithLabelValues("ns", "p")); got != 2 {
 		t.Errorf("circuit state = %v, want 2 (Open)", got)

@@ -35,6 +35,10 @@ const (
 	// ConsumerPipelineRetryBacklog is the number of records waiting in the pipeline's retry tiers
 	// (labels namespace, consumerpipeline).
 	ConsumerPipelineRetryBacklog = "retryops_consumerpipeline_retry_backlog"
+	// ConsumerPipelineDueLag is the pipeline's due lag: the source records its group has not
+	// consumed plus the retry-tier records already due (labels namespace, consumerpipeline); what
+	// an autoscaler scales the pipeline on.
+	ConsumerPipelineDueLag = "retryops_consumerpipeline_due_lag"
 	// ConsumerPipelineDeadLetterMessages is the number of dead letters from the pipeline held in its
 	// dead letter queue (labels namespace, consumerpipeline).
 	ConsumerPipelineDeadLetterMessages = "retryops_consumerpipeline_dead_letter_messages"
@@ -92,6 +96,7 @@ var All = []Desc{
 	{DeadLetterQueueMessagesByReason, "gauge", "Dead letters held in the DeadLetterQueue's topic, by reason.", dlqReasonLabels},
 	{ConsumerPipelineConsumerLag, "gauge", "Source-topic records the ConsumerPipeline's consumer group has not consumed yet.", pipelineLabels},
 	{ConsumerPipelineRetryBacklog, "gauge", "Records waiting in the ConsumerPipeline's retry tiers.", pipelineLabels},
+	{ConsumerPipelineDueLag, "gauge", "Records the ConsumerPipeline's consumers could process now: source records not consumed plus retry-tier records already due.", pipelineLabels},
 	{ConsumerPipelineDeadLetterMessages, "gauge", "Dead letters from the ConsumerPipeline held in its DeadLetterQueue.", pipelineLabels},
 	{ConsumerPipelineReadyReplicas, "gauge", "Ready consumer pods of the ConsumerPipeline.", pipelineLabels},
 	{ConsumerPipelineCircuitState, "gauge", "Circuit breaker state the ConsumerPipeline's consumers report: 0 closed, 1 half-open, 2 open.", pipelineLabels},
