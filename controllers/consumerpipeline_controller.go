@@ -166,6 +166,7 @@ func (r *ConsumerPipelineReconciler) forget(key types.NamespacedName) {
 	owner := pipelineOwner(key)
 	r.Kafka.Offsets.Forget(owner)
 	r.Kafka.Commits.Forget(owner)
+	r.Kafka.Due.Forget(owner)
 	r.Kafka.Connections.Release(owner)
 	if r.Metrics != nil {
 		r.Metrics.DeleteConsumerPipeline(key.Namespace, key.Name)

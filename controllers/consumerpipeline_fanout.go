@@ -120,6 +120,7 @@ func (r *ConsumerPipelineReconciler) refuse(s *pipelineScope, pr *problem) error
 	owner := pipelineOwner(client.ObjectKeyFromObject(s.p))
 	r.Kafka.Offsets.Forget(owner)
 	r.Kafka.Commits.Forget(owner)
+	r.Kafka.Due.Forget(owner)
 	s.live.withheld = true
 	s.sourcePartitions = 0
 	for i := range s.retries {

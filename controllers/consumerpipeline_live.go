@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 )
@@ -30,6 +32,9 @@ type pipelineLive struct {
 	tierBacklog map[string]int64
 	// drainingBacklog is the group's lag on each draining tier (s.draining), by topic.
 	drainingBacklog map[string]int64
+	// dueLag is consumerLag plus the tier records already due and the draining tiers' backlog; nil
+	// when the due offsets could not be read (status keeps its value) or the source does not exist.
+	dueLag *int64
 
 	// withheld is true when the pipeline may not read its source or join its group (the claim
 	// policy): its status shows no figure of them, not even the previous ones.
@@ -91,7 +96,49 @@ func (r *ConsumerPipelineReconciler) refreshLiveFigures(ctx context.Context, s *
 	for _, name := range s.draining {
 		s.live.drainingBacklog[name] = kafkastats.GroupLag(offsets[name], commits.Topics[name])
 	}
+	r.readDueLag(ctx, s, offsets, commits.Topics)
 	return nil
+}
+
+// readDueLag works out the due lag from the offsets and commits just read and the due offsets of
+// the tiers (one batched round per connection, kafkastats.DueOffsets). A tier whose delays the
+// plan does not give (the policy is missing) and a draining tier count whole: their records must
+// be consumed and nothing says they wait.
+func (r *ConsumerPipelineReconciler) readDueLag(ctx context.Context, s *pipelineScope, offsets map[string][]kafka.PartitionOffsets, commits map[string]map[int32]int64) {
+	if s.live.consumerLag == nil {
+		return
+	}
+	latest := make(map[string]time.Duration, len(s.tiers))
+	for _, t := range s.tiers {
+		latest[t.Name] = t.Latest.Duration
+	}
+	ask := make(map[string]time.Duration, len(s.retries))
+	for _, t := range s.retries {
+		if d, ok := latest[t.Name]; ok {
+			ask[t.Name] = d
+		}
+	}
+	due := *s.live.consumerLag
+	if len(ask) > 0 {
+		ends, _, err := r.Kafka.Due.Get(ctx, s.admin, s.connKey, pipelineOwner(client.ObjectKeyFromObject(s.p)), ask, r.RefreshInterval)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Info("Could not read which retry-tier records are due; due lag in status is left as it was",
+				"consumerPipeline", klog.KObj(s.p), "error", truncate(err.Error(), maxConditionMessage))
+			return
+		}
+		for name := range ask {
+			due += kafkastats.DueLag(offsets[name], commits[name], ends[name])
+		}
+	}
+	for _, t := range s.retries {
+		if _, ok := ask[t.Name]; !ok {
+			due += s.live.tierBacklog[t.Name]
+		}
+	}
+	for _, b := range s.live.drainingBacklog {
+		due += b
+	}
+	s.live.dueLag = &due
 }
 
 // pipelineID is how dead letters name the pipeline they come from (the retryops.pipeline header).
@@ -175,9 +222,12 @@ func setPipelineFigures(st *v1.ConsumerPipelineStatus, previous *v1.PipelineTopi
 	}
 	if live.lagRead {
 		st.ConsumerLag = live.consumerLag
+		if live.consumerLag == nil || live.dueLag != nil {
+			st.DueLag = live.dueLag
+		}
 	}
 	if live.withheld {
-		st.ConsumerLag, st.RetryBacklog = nil, nil
+		st.ConsumerLag, st.RetryBacklog, st.DueLag = nil, nil, nil
 	}
 	if live.deadLettersRead {
 		st.DeadLetterMessages = live.deadLetterMessages
@@ -192,6 +242,7 @@ func (r *ConsumerPipelineReconciler) exportPipeline(key types.NamespacedName, st
 	r.Metrics.SetConsumerPipeline(key.Namespace, key.Name, opmetrics.ConsumerPipelineFigures{
 		ConsumerLag:        st.ConsumerLag,
 		RetryBacklog:       st.RetryBacklog,
+		DueLag:             st.DueLag,
 		DeadLetterMessages: st.DeadLetterMessages,
 		ReadyReplicas:      st.ReadyReplicas,
 		Circuit:            string(st.Circuit),

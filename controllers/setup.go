@@ -142,7 +142,9 @@ type kafkaAccess struct {
 	Producer kafka.Producer
 	Offsets  *kafkastats.Offsets
 	Commits  *kafkastats.Commits
-	Tallies  *kafkastats.Tallies
+	// Due finds where the due records of each retry tier end (status.dueLag).
+	Due     *kafkastats.DueOffsets
+	Tallies *kafkastats.Tallies
 	// ByPipeline is each queue's complete count of dead letters by pipeline, as last written to its
 	// status (status.pipelines shows the 20 largest only), by the queue's owner name.
 	ByPipeline *kafkastats.Counts
@@ -230,6 +232,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 		Producer:    opts.Kafka,
 		Offsets:     offsets,
 		Commits:     kafkastats.NewCommits(opts.Clock),
+		Due:         kafkastats.NewDueOffsets(opts.Clock),
 		Tallies:     kafkastats.NewTallies(offsets, opts.Kafka),
 		ByPipeline:  &kafkastats.Counts{},
 	}
