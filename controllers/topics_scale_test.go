@@ -147,6 +147,8 @@ type scaleResult struct {
 	// offsetTopics is the number of topics whose offsets the live figures read: each queue's and its
 	// record of decisions', each pipeline's source and retry tiers.
 	offsetTopics int
+	// tierTopics is the number of retry tiers, whose due offsets the pipelines read.
+	tierTopics int
 	steadyWrites int64 // writes and refused writes
 	steadyEvents int
 	// foreignTopics are topics the manager asked kfake to create that belong to no resource of
@@ -297,7 +299,7 @@ func runScale(tb testing.TB, dlqs, pipelines int, interval time.Duration) scaleR
 		}
 		return now[kmsg.DescribeConfigs]-describesSince >= int64(2*(dlqs+pipelines))
 	}, 10*time.Minute, 100*time.Millisecond).Should(BeTrue(), "resyncs that list no offsets")
-	res.offsetTopics = offsetTopics(ctx, tb, api, ns.Name)
+	res.offsetTopics, res.tierTopics = offsetTopics(ctx, tb, api, ns.Name)
 
 	// One full resync after the offsets snapshot went stale: the round it starts, and two resyncs'
 	// worth of describes, so that every resource resynced after the step.
@@ -322,7 +324,8 @@ func runScale(tb testing.TB, dlqs, pipelines int, interval time.Duration) scaleR
 }
 
 // offsetTopics counts the topics whose offsets the live figures of the resources in ns read.
-func offsetTopics(ctx context.Context, tb testing.TB, c client.Client, ns string) int {
+// The second result is the pipelines' retry tiers among them.
+func offsetTopics(ctx context.Context, tb testing.TB, c client.Client, ns string) (int, int) {
 	tb.Helper()
 	ql, pl := &v1.DeadLetterQueueList{}, &v1.ConsumerPipelineList{}
 	if err := c.List(ctx, ql, client.InNamespace(ns)); err != nil {
@@ -331,14 +334,14 @@ func offsetTopics(ctx context.Context, tb testing.TB, c client.Client, ns string
 	if err := c.List(ctx, pl, client.InNamespace(ns)); err != nil {
 		tb.Fatal(err)
 	}
-	n := 2 * len(ql.Items)
+	n, tiers := 2*len(ql.Items), 0
 	for _, p := range pl.Items {
 		n++
 		if p.Status.Topics != nil {
-			n += len(p.Status.Topics.Retries)
+			tiers += len(p.Status.Topics.Retries)
 		}
 	}
-	return n
+	return n + tiers, tiers
 }
 
 // countEvents counts the events recorded in a namespace, series included.
@@ -387,8 +390,9 @@ func TestSteadyStateResyncMakesNoWritesAndNoTopicChanges(t *testing.T) {
 		t.Errorf("a steady-state resync made %d topic changes (%s), want 0", n, describeCounts(r.steadyAdmin))
 	}
 	// Offsets: the clock went on by one interval, so one round: a start and an end request, each for
-	// every topic of the run, not a request per resource.
-	if got, want := r.steadyOffsetTopics, []int{r.offsetTopics, r.offsetTopics}; !slices.Equal(got, want) {
+	// every topic of the run, then one by timestamp for every retry tier (the due lag), not a request
+	// per resource.
+	if got, want := r.steadyOffsetTopics, []int{r.offsetTopics, r.offsetTopics, r.tierTopics}; !slices.Equal(got, want) {
 		t.Errorf("topics of each ListOffsets request of one resync after the clock went on by one interval: %v, want %v (one round)", got, want)
 	}
 }
