@@ -39,7 +39,7 @@ func scaleTo(t *testing.T, p *v1.ConsumerPipeline, replicas int32) {
 func specManagers(obj client.Object) []string {
 	var out []string
 	for _, m := range obj.GetManagedFields() {
-		if m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), `"f:spec"`) {
+		if m.FieldsV1 != nil && strings.Contains(m.FieldsV1.GetRawString(), `"f:spec"`) {
 			out = append(out, m.Manager)
 		}
 	}

@@ -148,7 +148,7 @@ type scaleResult struct {
 	// record of decisions', each pipeline's source and retry tiers.
 	offsetTopics int
 	// tierTopics is the number of retry tiers, whose due offsets the pipelines read.
-	tierTopics int
+	tierTopics   int
 	steadyWrites int64 // writes and refused writes
 	steadyEvents int
 	// foreignTopics are topics the manager asked kfake to create that belong to no resource of
