@@ -20,7 +20,6 @@ const (
 	DefaultWakeLead                    = 30 * time.Second
 	maxScaleDownStabilizationSeconds   = 3600
 	autoscalerComponent                = "autoscaler"
-	pipelineAPIVersion                 = "retryops.dev/v1alpha1"
 	pipelineKind                       = "ConsumerPipeline"
 	externalMetricPipelineLabel        = "consumerpipeline"
 	externalMetricDueLag               = "retryops_consumerpipeline_due_lag"
@@ -124,7 +123,7 @@ func HorizontalPodAutoscaler(p *v1.ConsumerPipeline, a *Autoscaling) *autoscalin
 		TypeMeta:   metav1.TypeMeta{APIVersion: autoscalingv2.SchemeGroupVersion.String(), Kind: "HorizontalPodAutoscaler"},
 		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: p.Namespace, Labels: AutoscalerLabels(p)},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: pipelineAPIVersion, Kind: pipelineKind, Name: p.Name},
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: v1.GroupVersion.String(), Kind: pipelineKind, Name: p.Name},
 			MinReplicas:    ptr.To(a.Min),
 			MaxReplicas:    a.Max,
 			Metrics: []autoscalingv2.MetricSpec{{
