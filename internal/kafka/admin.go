@@ -52,10 +52,11 @@ type Admin interface {
 
 	// OffsetsAfter returns, for every existing topic of after, the offset of each partition's
 	// first record whose timestamp is at or after after[topic] (Kafka's ListOffsets by
-	// timestamp), or -1 when every record of the partition is older. Missing topics are absent from
-	// the map. It issues one Metadata request, then one ListOffsets request per partition leader for
-	// all the topics, each with its own time (on a single broker cluster: exactly one).
-	OffsetsAfter(ctx context.Context, after map[string]time.Time) (map[string]map[int32]int64, error)
+	// timestamp) with that record's timestamp, or offset -1 when every record of the partition is
+	// older. Missing topics are absent from the map. It issues one Metadata request, then one
+	// ListOffsets request per partition leader for all the topics, each with its own time (on a
+	// single broker cluster: exactly one).
+	OffsetsAfter(ctx context.Context, after map[string]time.Time) (map[string]map[int32]TimedOffset, error)
 
 	// DeleteRecordsBefore moves the log start offset of the given
 	// partitions of topic to the given offsets, deleting every record
@@ -264,4 +265,12 @@ type ClientFactory interface {
 	AdminFactory
 	Scanner
 	Producer
+}
+
+// TimedOffset is where a partition's records reach a time (Admin.OffsetsAfter): the offset of the
+// first record at or after it, and that record's timestamp in Unix milliseconds (as Kafka keeps
+// it). Offset -1 (and Timestamp -1) when every record is older.
+type TimedOffset struct {
+	Offset    int64
+	Timestamp int64
 }

@@ -26,14 +26,14 @@ import (
 // would not be exact either and would cost a fetch per partition. A Retry-After honoured beyond the
 // tier's window is the one case counted early: from the window's end.
 type DueOffsets struct {
-	reads *batchedReads[map[int32]int64]
+	reads *batchedReads[map[int32]kafka.TimedOffset]
 }
 
 // NewDueOffsets returns an empty DueOffsets reading the time from clk.
 func NewDueOffsets(clk clock.PassiveClock) *DueOffsets {
-	return &DueOffsets{reads: newBatchedReads(clk, func(ctx context.Context, admin kafka.Admin, keys []string) (map[string]map[int32]int64, error) {
+	return &DueOffsets{reads: newBatchedReads(clk, func(ctx context.Context, admin kafka.Admin, keys []string) (map[string]map[int32]kafka.TimedOffset, error) {
 		now := clk.Now()
-		out := make(map[string]map[int32]int64, len(keys))
+		out := make(map[string]map[int32]kafka.TimedOffset, len(keys))
 		// A topic read under two delays (a tier renamed between policies, read by two pipelines)
 		// needs a request per delay; otherwise one serves all.
 		for len(keys) > 0 {
@@ -64,10 +64,11 @@ func NewDueOffsets(clk clock.PassiveClock) *DueOffsets {
 }
 
 // Get returns, for each tier of tiers (topic to the longest delay of its records), the offset of
-// each partition's first record not surely due as of the time returned, or -1 when all are; read
+// each partition's first record not surely due as of the time returned, with its timestamp, or -1
+// when all are; read
 // for member over the connection connKey, no older than maxAge. A topic that does not exist is
 // absent.
-func (d *DueOffsets) Get(ctx context.Context, admin kafka.Admin, connKey, member string, tiers map[string]time.Duration, maxAge time.Duration) (map[string]map[int32]int64, time.Time, error) {
+func (d *DueOffsets) Get(ctx context.Context, admin kafka.Admin, connKey, member string, tiers map[string]time.Duration, maxAge time.Duration) (map[string]map[int32]kafka.TimedOffset, time.Time, error) {
 	keys := make([]string, 0, len(tiers))
 	for topic, latest := range tiers {
 		keys = append(keys, dueKey(topic, latest))
@@ -76,7 +77,7 @@ func (d *DueOffsets) Get(ctx context.Context, admin kafka.Admin, connKey, member
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	out := make(map[string]map[int32]int64, len(got))
+	out := make(map[string]map[int32]kafka.TimedOffset, len(got))
 	for k, ps := range got {
 		if ps != nil {
 			topic, _ := splitDueKey(k)
@@ -104,13 +105,14 @@ func splitDueKey(k string) (string, time.Duration) {
 // each partition, from where GroupLag starts to the first record not yet due (dueEnd, -1 for the
 // end), within the partition's offsets. A partition dueEnd does not know (the topic grew since)
 // counts 0.
-func DueLag(offsets []kafka.PartitionOffsets, committed map[int32]int64, dueEnd map[int32]int64) int64 {
+func DueLag(offsets []kafka.PartitionOffsets, committed map[int32]int64, dueEnd map[int32]kafka.TimedOffset) int64 {
 	var lag int64
 	for _, o := range offsets {
-		end, ok := dueEnd[o.Partition]
+		at, ok := dueEnd[o.Partition]
 		if !ok {
 			continue
 		}
+		end := at.Offset
 		if end < 0 || end > o.End {
 			end = o.End
 		}
@@ -123,4 +125,26 @@ func DueLag(offsets []kafka.PartitionOffsets, committed map[int32]int64, dueEnd 
 		}
 	}
 	return lag
+}
+
+// EarliestWaiting is the earliest time a record of a retry tier that the group has yet to read
+// and that is not yet due can come due: the timestamp of the first record not surely due (dueEnd),
+// plus the tier's shortest delay (earliest). A retry record is written when its delay starts and
+// a partition's timestamps grow with its offsets, so no waiting record of the partition can come
+// due before. ok is false when no record waits: every partition's records are due or read.
+func EarliestWaiting(offsets []kafka.PartitionOffsets, committed map[int32]int64, dueEnd map[int32]kafka.TimedOffset, earliest time.Duration) (at time.Time, ok bool) {
+	for _, o := range offsets {
+		d, known := dueEnd[o.Partition]
+		if !known || d.Offset < 0 || d.Offset >= o.End || d.Timestamp < 0 {
+			continue
+		}
+		if c, read := committed[o.Partition]; read && c >= o.End {
+			continue
+		}
+		t := time.UnixMilli(d.Timestamp).Add(earliest)
+		if !ok || t.Before(at) {
+			at, ok = t, true
+		}
+	}
+	return at, ok
 }

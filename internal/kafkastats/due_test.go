@@ -40,7 +40,7 @@ func TestDueOffsetsReadEveryTierAtItsOwnDelayInOneRound(t *testing.T) {
 	get := func(member, topic string, latest time.Duration) map[int32]int64 {
 		got, _, err := d.Get(ctx, fake, "conn", member, map[string]time.Duration{topic: latest}, interval)
 		g.Expect(err).NotTo(HaveOccurred())
-		return got[topic]
+		return offsetsOnly(got[topic])
 	}
 	g.Expect(get("a", "slow", 10*time.Minute)).To(Equal(map[int32]int64{0: 0}), "none due yet")
 	g.Expect(get("b", "fast", time.Minute)).To(Equal(map[int32]int64{0: 0}))
@@ -72,7 +72,57 @@ func TestDueLag(t *testing.T) {
 		{"a partition not read counts 0", offsets([2]int64{0, 10}, [2]int64{0, 5}), nil, map[int32]int64{0: -1}, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			NewWithT(t).Expect(DueLag(tc.offsets, tc.committed, tc.dueEnd)).To(Equal(tc.want))
+			NewWithT(t).Expect(DueLag(tc.offsets, tc.committed, timed(tc.dueEnd))).To(Equal(tc.want))
+		})
+	}
+}
+
+func offsetsOnly(ps map[int32]kafka.TimedOffset) map[int32]int64 {
+	out := make(map[int32]int64, len(ps))
+	for p, o := range ps {
+		out[p] = o.Offset
+	}
+	return out
+}
+
+// timed gives each offset a timestamp: the offset in seconds after liveNow (-1 for none).
+func timed(ps map[int32]int64) map[int32]kafka.TimedOffset {
+	out := make(map[int32]kafka.TimedOffset, len(ps))
+	for p, o := range ps {
+		ts := int64(-1)
+		if o >= 0 {
+			ts = liveNow.Add(time.Duration(o) * time.Second).UnixMilli()
+		}
+		out[p] = kafka.TimedOffset{Offset: o, Timestamp: ts}
+	}
+	return out
+}
+
+// The earliest a waiting record can come due: the first record not surely due's timestamp plus the
+// tier's shortest delay, over the partitions where something waits for the group.
+func TestEarliestWaiting(t *testing.T) {
+	const earliest = time.Minute
+	at := func(s int) time.Time { return liveNow.Add(time.Duration(s)*time.Second + earliest) }
+	for _, tc := range []struct {
+		name      string
+		offsets   []kafka.PartitionOffsets
+		committed map[int32]int64
+		dueEnd    map[int32]int64
+		want      time.Time
+		ok        bool
+	}{
+		{"all due", offsets([2]int64{0, 10}), nil, map[int32]int64{0: -1}, time.Time{}, false},
+		{"one waits from offset 6", offsets([2]int64{0, 10}), map[int32]int64{0: 4}, map[int32]int64{0: 6}, at(6), true},
+		{"the earliest of two partitions", offsets([2]int64{0, 10}, [2]int64{0, 10}), nil, map[int32]int64{0: 7, 1: 3}, at(3), true},
+		{"read to the end: nothing waits", offsets([2]int64{0, 10}), map[int32]int64{0: 10}, map[int32]int64{0: 6}, time.Time{}, false},
+		{"a due end at the end: nothing waits", offsets([2]int64{0, 10}), nil, map[int32]int64{0: 10}, time.Time{}, false},
+		{"a partition not read is passed over", offsets([2]int64{0, 10}, [2]int64{0, 10}), nil, map[int32]int64{1: 5}, at(5), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, ok := EarliestWaiting(tc.offsets, tc.committed, timed(tc.dueEnd), earliest)
+			g.Expect(ok).To(Equal(tc.ok))
+			g.Expect(got.Equal(tc.want)).To(BeTrue(), "got %s, want %s", got, tc.want)
 		})
 	}
 }

@@ -9,26 +9,28 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/retryops/retry-operator/internal/kafka"
 )
 
 // OffsetsAfter implements Admin: one ListOffsets request carrying every partition with its topic's
 // own timestamp, which franz-go splits by partition leader (kadm's ListOffsetsAfterMilli takes one
 // timestamp for all topics, which would cost a round per distinct time).
-func (a *kadmAdmin) OffsetsAfter(ctx context.Context, after map[string]time.Time) (map[string]map[int32]int64, error) {
+func (a *kadmAdmin) OffsetsAfter(ctx context.Context, after map[string]time.Time) (map[string]map[int32]kafka.TimedOffset, error) {
 	topics := make([]string, 0, len(after))
 	for t := range after {
 		topics = append(topics, t)
 	}
 	slices.Sort(topics)
 	if len(topics) == 0 {
-		return map[string]map[int32]int64{}, nil
+		return map[string]map[int32]kafka.TimedOffset{}, nil
 	}
 	ctx, c, done, err := a.begin(ctx, "list offsets by time of topics "+describeNames(topics))
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	return await(ctx, c, func() (map[string]map[int32]int64, error) {
+	return await(ctx, c, func() (map[string]map[int32]kafka.TimedOffset, error) {
 		resp, err := a.metadata(ctx, topics)
 		if err != nil {
 			return nil, c.fail(ctx, err)
@@ -37,7 +39,7 @@ func (a *kadmAdmin) OffsetsAfter(ctx context.Context, after map[string]time.Time
 		if err != nil {
 			return nil, c.fail(ctx, err)
 		}
-		out := make(map[string]map[int32]int64, len(metas))
+		out := make(map[string]map[int32]kafka.TimedOffset, len(metas))
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.ReplicaID = -1
 		for _, t := range topics {
@@ -45,7 +47,7 @@ func (a *kadmAdmin) OffsetsAfter(ctx context.Context, after map[string]time.Time
 			if !ok {
 				continue
 			}
-			out[t] = make(map[int32]int64, len(m.partitions))
+			out[t] = make(map[int32]kafka.TimedOffset, len(m.partitions))
 			rt := kmsg.NewListOffsetsRequestTopic()
 			rt.Topic = t
 			for _, p := range m.partitions {
@@ -72,7 +74,12 @@ func (a *kadmAdmin) OffsetsAfter(ctx context.Context, after map[string]time.Time
 						return nil, c.fail(ctx, fmt.Errorf("topic %q partition %d offset by time: %w", rt.Topic, rp.Partition, err))
 					}
 					if ps, ok := out[rt.Topic]; ok {
-						ps[rp.Partition] = rp.Offset
+						// A broker answers -1 with timestamp -1 when no record is that recent.
+						ts := rp.Timestamp
+						if rp.Offset < 0 {
+							ts = -1
+						}
+						ps[rp.Partition] = kafka.TimedOffset{Offset: rp.Offset, Timestamp: ts}
 					}
 				}
 			}

@@ -40,9 +40,11 @@ func TestOffsetsAfterEachTopicAtItsOwnTime(t *testing.T) {
 		"missing": t0,
 	})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(got).To(gomega.Equal(map[string]map[int32]int64{
-		"a": {0: 2, 1: -1},
-		"b": {0: 1},
-	}))
+	ms := func(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
+	none := kafka.TimedOffset{Offset: -1, Timestamp: -1}
+	g.Expect(got).To(gomega.Equal(map[string]map[int32]kafka.TimedOffset{
+		"a": {0: {Offset: 2, Timestamp: ms(2 * time.Second)}, 1: none},
+		"b": {0: {Offset: 1, Timestamp: ms(20 * time.Second)}},
+	}), "each offset with the timestamp of its record")
 	g.Expect(rc.get(kmsg.ListOffsets)).To(gomega.Equal(1), "one ListOffsets request for every topic, each at its own time")
 }

@@ -27,5 +27,8 @@ func TestFakeOffsetsAfter(t *testing.T) {
 
 	got, err := f.OffsetsAfter(ctx, map[string]time.Time{"a": t0.Add(90 * time.Second), "missing": t0})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(got).To(Equal(map[string]map[int32]int64{"a": {0: 2, 1: -1}}))
+	g.Expect(got).To(Equal(map[string]map[int32]kafka.TimedOffset{"a": {
+		0: {Offset: 2, Timestamp: t0.Add(2 * time.Minute).UnixMilli()},
+		1: {Offset: -1, Timestamp: -1},
+	}}))
 }
