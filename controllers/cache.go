@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -43,11 +44,12 @@ func CacheOptions(namespaces []string) cache.Options {
 	opts := cache.Options{
 		ReaderFailOnMissingInformer: true,
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}:      {Label: managed},
-			&appsv1.Deployment{}:     {Label: managed},
-			&corev1.ServiceAccount{}: {Label: managed},
-			&rbacv1.Role{}:           {Label: managed},
-			&rbacv1.RoleBinding{}:    {Label: managed},
+			&corev1.ConfigMap{}:                      {Label: managed},
+			&appsv1.Deployment{}:                     {Label: managed},
+			&corev1.ServiceAccount{}:                 {Label: managed},
+			&rbacv1.Role{}:                           {Label: managed},
+			&rbacv1.RoleBinding{}:                    {Label: managed},
+			&autoscalingv2.HorizontalPodAutoscaler{}: {Label: managed},
 		},
 	}
 	if len(namespaces) > 0 {

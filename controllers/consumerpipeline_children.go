@@ -40,6 +40,7 @@ func (r *ConsumerPipelineReconciler) reconcileChildren(ctx context.Context, s *p
 		{"Access", r.reconcileAccess},
 		{"Identity", r.reconcileIdentity},
 		{"ConfigMap", r.reconcileConfigMap},
+		{"Autoscaling", r.reconcileAutoscaling},
 		{"Deployment", r.reconcileDeployment},
 		{"Circuit", r.readCircuit},
 	}, &s.deploymentProblems); err != nil {
@@ -61,6 +62,7 @@ func (r *ConsumerPipelineReconciler) renderInputs(s *pipelineScope) *render.Inpu
 		DispatcherImage:         r.DispatcherImage,
 		RuleLabels:              r.RuleLabels,
 		CircuitReportInterval:   r.CircuitReportInterval,
+		Idle:                    s.autoscaling != nil && s.autoscaling.Idle,
 	}
 	if r.Policies != nil {
 		// Compiled when the policy was read (readPolicy): a cache hit, not a compile.

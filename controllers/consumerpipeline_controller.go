@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,8 +40,14 @@ type ConsumerPipelineReconciler struct {
 	// CircuitReportInterval is how often consumers repeat a circuit report that is not Closed
 	// (DefaultCircuitReportInterval when zero); three intervals make a report stale.
 	CircuitReportInterval time.Duration
-	// APIReader reads uncached (the stored spec.template, strictly decoded); nil skips that check.
+	// APIReader reads uncached (the stored spec.template, strictly decoded; ScaledObjects); nil
+	// skips that check.
 	APIReader client.Reader
+	// Autoscaler and KEDAPrometheusAddress are Options'.
+	Autoscaler            string
+	KEDAPrometheusAddress string
+
+	keda *kindServed
 
 	templates templateChecks
 }
@@ -115,6 +122,11 @@ type pipelineScope struct {
 	identityMissing bool
 	// circuit is the fold of the consumers' circuit reports; nil when they were not read.
 	circuit            *circuitstate.Summary
+	// autoscaling is status.autoscaling (consumerpipeline_autoscaling.go), from the previous status
+	// until the Autoscaling step runs; wakeAfter, when not zero, is when an idle pipeline must be
+	// looked at again to wake.
+	autoscaling *v1.PipelineAutoscalingStatus
+	wakeAfter   time.Duration
 	deploymentProblems problems
 	alertProblems      problems
 }
@@ -158,6 +170,7 @@ func newPipelineScope(p *v1.ConsumerPipeline, d kafkaspec.Defaults) *pipelineSco
 		s.draining = slices.Clone(t.DrainingRetries)
 		s.deadLetter = t.DeadLetter
 	}
+	s.autoscaling = p.Status.Autoscaling.DeepCopy()
 	return s
 }
 
@@ -184,6 +197,9 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 			after := r.Kafka.Offsets.UntilNextRound(s.connKey, r.RefreshInterval)
 			if c := r.circuitRequeue(s); c > 0 && c < after {
 				after = c
+			}
+			if s.wakeAfter > 0 && s.wakeAfter < after {
+				after = s.wakeAfter
 			}
 			return after
 		})
@@ -312,6 +328,7 @@ func (r *ConsumerPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1.ConsumerPipeline{}, handler.EnqueueRequestsFromMapFunc(r.otherPipelinesSharing), builder.WithPredicates(createdOrDeleted())).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&appsv1.Deployment{}).
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{})

@@ -35,6 +35,10 @@ type pipelineLive struct {
 	// dueLag is consumerLag plus the tier records already due and the draining tiers' backlog; nil
 	// when the due offsets could not be read (status keeps its value) or the source does not exist.
 	dueLag *int64
+	// earliestRead is set when the due offsets were read; earliestDue is then the earliest time a
+	// record waiting in a retry tier can come due (kafkastats.EarliestWaiting), nil when none waits.
+	earliestRead bool
+	earliestDue  *time.Time
 
 	// withheld is true when the pipeline may not read its source or join its group (the claim
 	// policy): its status shows no figure of them, not even the previous ones.
@@ -109,8 +113,9 @@ func (r *ConsumerPipelineReconciler) readDueLag(ctx context.Context, s *pipeline
 		return
 	}
 	latest := make(map[string]time.Duration, len(s.tiers))
+	earliest := make(map[string]time.Duration, len(s.tiers))
 	for _, t := range s.tiers {
-		latest[t.Name] = t.Latest.Duration
+		latest[t.Name], earliest[t.Name] = t.Latest.Duration, t.Earliest.Duration
 	}
 	ask := make(map[string]time.Duration, len(s.retries))
 	for _, t := range s.retries {
@@ -128,8 +133,13 @@ func (r *ConsumerPipelineReconciler) readDueLag(ctx context.Context, s *pipeline
 		}
 		for name := range ask {
 			due += kafkastats.DueLag(offsets[name], commits[name], ends[name])
+			if at, ok := kafkastats.EarliestWaiting(offsets[name], commits[name], ends[name], earliest[name]); ok &&
+				(s.live.earliestDue == nil || at.Before(*s.live.earliestDue)) {
+				s.live.earliestDue = &at
+			}
 		}
 	}
+	s.live.earliestRead = true
 	for _, t := range s.retries {
 		if _, ok := ask[t.Name]; !ok {
 			due += s.live.tierBacklog[t.Name]

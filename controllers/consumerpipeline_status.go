@@ -32,6 +32,7 @@ func pipelineStatus(s *pipelineScope) v1.ConsumerPipelineStatus {
 	setPipelineDeployment(&st, p.Generation, s.deployment, s.deploymentProblems)
 	setPipelineDeploymentKafka(&st, s)
 	setPipelineCircuit(&st, s)
+	st.Autoscaling = s.autoscaling
 	setPipelineReady(&st, p.Generation)
 	setPipelineStalled(&st, p.Generation, s.allProblems())
 	return st

@@ -26,6 +26,8 @@ package controllers
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=core,resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=list;watch
 
@@ -121,6 +123,13 @@ type Options struct {
 	// Closed; a report not repeated for three intervals is stale (DefaultCircuitReportInterval when
 	// zero).
 	CircuitReportInterval time.Duration
+	// Autoscaler is the kind of autoscaler made for spec.autoscaling: AutoscalerAuto (a KEDA
+	// ScaledObject when its kind is served, else an HPA; the default when empty), AutoscalerHPA or
+	// AutoscalerKEDA.
+	Autoscaler string
+	// KEDAPrometheusAddress is the Prometheus server a ScaledObject's trigger queries for the due
+	// lag (the operator's own gauge, scraped from it); no ScaledObject is made without it.
+	KEDAPrometheusAddress string
 	// WatchNamespaces, when not empty, are the only namespaces whose resources and children the
 	// operator sees (--watch-namespaces); give the manager CacheOptions of the same namespaces.
 	WatchNamespaces []string
@@ -287,6 +296,9 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 			DispatcherImage:       opts.DispatcherImage,
 			APIReader:             mgr.GetAPIReader(),
 			CircuitReportInterval: opts.CircuitReportInterval,
+			Autoscaler:            opts.Autoscaler,
+			KEDAPrometheusAddress: opts.KEDAPrometheusAddress,
+			keda:                  &kindServed{mapper: mgr.GetRESTMapper(), gvk: ScaledObjectGVK},
 		},
 		action: &DeadLetterActionReconciler{
 			topicReconciler: topics("deadletteraction-controller"),

@@ -59,6 +59,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.StringVar(&o.controllers.OperatorNamespace, "operator-namespace", envOr("POD_NAMESPACE", controllers.DefaultOperatorNamespace),
 		"The manager's own namespace (env POD_NAMESPACE), which holds the topic ledger: the record of the topics the operator created or adopted for each resource. Tenants must not be able to write ConfigMaps there.")
 	fs.DurationVar(&o.controllers.StatusRefreshInterval, "status-refresh-interval", 30*time.Second, "How often live figures (DLQ counts, consumer lag) are refreshed.")
+	fs.StringVar(&o.controllers.Autoscaler, "autoscaler", controllers.AutoscalerAuto, "The autoscaler made for a pipeline's spec.autoscaling: auto (a KEDA ScaledObject when KEDA is installed, else an HPA on the external metric the manager serves), hpa or keda.")
 	fs.DurationVar(&o.controllers.CircuitReportInterval, "circuit-report-interval", controllers.DefaultCircuitReportInterval, "How often consumers repeat a circuit breaker report that is not Closed; a report not repeated for three intervals is ignored.")
 	fs.StringVar(&o.controllers.DispatcherImage, "dispatcher-image", controllers.DefaultDispatcherImage, "Image of the dispatcher that serves sink-mode ConsumerPipelines.")
 	fs.Func("alert-rule-labels", "Comma-separated key=value labels added to every PrometheusRule and alert ConfigMap, such as the label your Prometheus Operator's ruleSelector matches (release=prometheus).", func(v string) error {
@@ -96,6 +97,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	}
 	if o.controllers.StatusRefreshInterval < time.Second {
 		return nil, fmt.Errorf("--status-refresh-interval must be at least 1s, got %s", o.controllers.StatusRefreshInterval)
+	}
+	switch o.controllers.Autoscaler {
+	case controllers.AutoscalerAuto, controllers.AutoscalerHPA, controllers.AutoscalerKEDA:
+	default:
+		return nil, fmt.Errorf("--autoscaler must be auto, hpa or keda, got %q", o.controllers.Autoscaler)
 	}
 	if o.controllers.CircuitReportInterval < time.Second {
 		return nil, fmt.Errorf("--circuit-report-interval must be at least 1s, got %s", o.controllers.CircuitReportInterval)

@@ -265,15 +265,22 @@ func AlertRules(in *Inputs) (RuleFile, error) {
 		})
 	}
 	if Replicas(p) > 0 {
+		down, while := "(sum("+dp(metrics.Ready)+") or vector(0)) < 1", fmt.Sprintf("although spec.replicas is %d", Replicas(p))
+		if a := AutoscalingOf(p, 0); a != nil && a.ScaleToZero {
+			// A pipeline that may scale to zero runs no pod while nothing is due: only a due lag
+			// without a ready consumer is down.
+			down += " and on() " + op(opmetrics.ConsumerPipelineDueLag) + " > 0"
+			while = "although records are due"
+		}
 		rules = append(rules, Rule{
 			Alert:  AlertDispatcherDown,
-			Expr:   "(sum(" + dp(metrics.Ready) + ") or vector(0)) < 1",
+			Expr:   down,
 			For:    PromDuration(DispatcherDownFor),
 			Labels: labels(SeverityCritical),
 			Annotations: map[string]string{
 				"summary": "No consumer of " + what + " is ready",
-				"description": fmt.Sprintf("No consumer pod of %s has reported ready (%s) for %s although spec.replicas is %d: its records are not being consumed. Check the pods and their logs: %s; kubectl logs -n %s deployment/%s.",
-					what, metrics.Ready, PromDuration(DispatcherDownFor), Replicas(p), podsCmd, ns, DeploymentName(p)),
+				"description": fmt.Sprintf("No consumer pod of %s has reported ready (%s) for %s %s: its records are not being consumed. Check the pods and their logs: %s; kubectl logs -n %s deployment/%s.",
+					what, metrics.Ready, PromDuration(DispatcherDownFor), while, podsCmd, ns, DeploymentName(p)),
 			},
 		}, Rule{
 			Alert:  AlertDeadLettersStuck,

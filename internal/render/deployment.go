@@ -140,7 +140,7 @@ func Deployment(in *Inputs, configHash string) (*appsv1.Deployment, error) {
 			Labels:    pipelineLabels(p, "consumer"),
 		},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(Replicas(p)),
+			Replicas: ptr.To(deploymentReplicas(in)),
 			Selector: &metav1.LabelSelector{MatchLabels: SelectorLabels(p)},
 			Template: tmpl,
 		},
@@ -459,4 +459,12 @@ func addsSysAdmin(c *corev1.Capabilities) bool {
 		}
 	}
 	return false
+}
+
+// deploymentReplicas are the Deployment's replicas: spec.replicas, or 0 while the pipeline idles.
+func deploymentReplicas(in *Inputs) int32 {
+	if in.Idle {
+		return 0
+	}
+	return Replicas(in.Pipeline)
 }

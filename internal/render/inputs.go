@@ -54,6 +54,10 @@ type Inputs struct {
 	// CircuitReportInterval is how often consumers repeat a circuit breaker report that is not
 	// Closed (config circuitReport.interval); zero leaves the dispatcher's default (30s).
 	CircuitReportInterval time.Duration
+	// Idle is set while a pipeline that may scale to zero (spec.autoscaling.minReplicas 0) has
+	// nothing due: its Deployment runs no pod, whatever spec.replicas says (the autoscaler keeps it
+	// at 1 at least).
+	Idle bool
 }
 
 // SpecError is a problem with the resources' specs that only a change to them can fix. The
