@@ -1,6 +1,7 @@
 package render_test
 
 import (
+	"k8s.io/utils/ptr"
 	"regexp"
 	"slices"
 	"sort"
@@ -102,6 +103,13 @@ func renderedRuleFiles(t *testing.T) map[string]render.RuleFile {
 		}
 		files["pipeline: "+tc.name] = f
 	}
+	zero := sinkURIInputs(t)
+	zero.Pipeline.Spec.Autoscaling = &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 4}
+	f, err := render.AlertRules(zero)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["pipeline: may scale to zero"] = f
 	for name, d := range map[string]*v1.DeadLetterQueue{"defaults": defaultDLQ(), "custom": sinkRefSecretsInputs(t).DLQ} {
 		f, err := render.DeadLetterQueueAlertRules(&render.DeadLetterQueueInputs{DLQ: d})
 		if err != nil {
