@@ -579,7 +579,7 @@ type ConsumerPipelineStatus struct {
 // +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.consumerLag`
 // +kubebuilder:printcolumn:name="Retrying",type=integer,JSONPath=`.status.retryBacklog`
 // +kubebuilder:printcolumn:name="Due",type=integer,JSONPath=`.status.dueLag`,priority=1
-// +kubebuilder:printcolumn:name="Wakes",type=date,JSONPath=`.status.autoscaling.wakeTime`,priority=1
+// +kubebuilder:printcolumn:name="Wakes",type=string,JSONPath=`.status.autoscaling.wakeTime`,priority=1
 // +kubebuilder:printcolumn:name="DLQ Msgs",type=integer,JSONPath=`.status.deadLetterMessages`
 // +kubebuilder:printcolumn:name="Circuit",type=string,JSONPath=`.status.circuit`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
