@@ -73,6 +73,9 @@ const (
 	// DefaultOperatorNamespace is Options.OperatorNamespace when empty: the namespace config/default
 	// installs the manager in.
 	DefaultOperatorNamespace = "retry-operator-system"
+	// DefaultKEDAPrometheusAddress is Options.KEDAPrometheusAddress when empty: the Service the
+	// Prometheus Operator makes for its Prometheus servers, in kube-prometheus' namespace.
+	DefaultKEDAPrometheusAddress = "http://prometheus-operated.monitoring.svc:9090"
 	// maxErrorBackoff caps the work queue's backoff after errors (Kafka unreachable, say), so that
 	// recovery is noticed quickly; the resync interval caps it further when shorter.
 	maxErrorBackoff = 5 * time.Minute
@@ -90,6 +93,10 @@ type Options struct {
 	// DispatcherImage is the image of the dispatcher that serves sink-mode pipelines
 	// (DefaultDispatcherImage when empty).
 	DispatcherImage string
+	// KEDAPrometheusAddress is the Prometheus server (http or https URL) the ScaledObjects query for
+	// a pipeline's due lag when KEDA is installed; it must scrape the operator's metrics
+	// (DefaultKEDAPrometheusAddress when empty).
+	KEDAPrometheusAddress string
 	// AlertRuleLabels are extra labels on the PrometheusRules and alert ConfigMaps, such as the label
 	// a Prometheus Operator's ruleSelector matches (release: prometheus).
 	AlertRuleLabels map[string]string
@@ -216,6 +223,9 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 	}
 	if opts.DispatcherImage == "" {
 		opts.DispatcherImage = DefaultDispatcherImage
+	}
+	if opts.KEDAPrometheusAddress == "" {
+		opts.KEDAPrometheusAddress = DefaultKEDAPrometheusAddress
 	}
 	// The operator's gauges, served by the manager's metrics endpoint. Registering again on the same
 	// registry (several managers in one process, as in tests) reuses the collectors.
