@@ -89,7 +89,7 @@ func TestExternalMetricsAPI(t *testing.T) {
 		Certs: &dlqapi.CertManager{Client: c, Namespace: envtestutil.OperatorNamespace, SecretName: "retry-operator-deadletters-api-tls",
 			Service: devenv.DeadLettersAPIService},
 		Storage: &dlqapi.Storage{Queues: &dlqapi.ClientQueues{Reader: c, Secrets: c, Ledger: &kafkaspec.Ledger{Reader: c, Namespace: envtestutil.OperatorNamespace}}},
-		Groups: []dlqapi.Group{&extmetrics.Group{Storage: &extmetrics.Storage{Reader: mgr.GetClient(), Clock: clocktesting.NewFakePassiveClock(now)}}},
+		Groups:  []dlqapi.Group{&extmetrics.Group{Storage: &extmetrics.Storage{Reader: mgr.GetClient(), Clock: clocktesting.NewFakePassiveClock(now)}}},
 	}))).To(Succeed())
 	mctx, stop := context.WithCancel(logf.IntoContext(ctx, testr.New(t)))
 	done := make(chan error, 1)
@@ -120,8 +120,11 @@ func TestExternalMetricsAPI(t *testing.T) {
 		NewWithT(t).Expect(c.Status().Update(ctx, p)).To(Succeed())
 		NewWithT(t).Eventually(ctx, func() (int64, error) {
 			list, err := emclient.NewForConfigOrDie(env.Config).NamespacedMetrics(ns).List(extmetrics.Metric, orders)
-			if err != nil || len(list.Items) != 1 {
-				return 0, fmt.Errorf("%v, %d items", err, len(list.Items))
+			if err != nil {
+				return 0, err
+			}
+			if len(list.Items) != 1 {
+				return 0, fmt.Errorf("%d items", len(list.Items))
 			}
 			return list.Items[0].Value.Value(), nil
 		}).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Equal(int64(4321)))

@@ -46,8 +46,6 @@ var (
 	_ rest.SingularNameProvider = &Storage{}
 )
 
-var groupResource = emv1beta1.Resource(Metric)
-
 // New implements rest.Storage.
 func (s *Storage) New() runtime.Object { return &emv1beta1.ExternalMetricValue{} }
 
