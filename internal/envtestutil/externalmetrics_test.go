@@ -69,19 +69,19 @@ func (s *stubExternalMetrics) set(value int64, metricLabels map[string]string) {
 
 func (s *stubExternalMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimSuffix(r.URL.Path, "/")
-	switch {
-	case path == "/apis":
+	switch path {
+	case "/apis":
 		writeJSON(w, &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{stubGroup()}})
-	case path == "/apis/"+externalMetricsGroup:
+	case "/apis/" + externalMetricsGroup:
 		g := stubGroup()
 		g.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
 		writeJSON(w, &g)
-	case path == "/apis/"+externalMetricsGV:
+	case "/apis/" + externalMetricsGV:
 		writeJSON(w, &metav1.APIResourceList{
 			TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: externalMetricsGV,
 			APIResources: []metav1.APIResource{{Name: s.metric, Namespaced: true, Kind: "ExternalMetricValueList", Verbs: metav1.Verbs{"get"}}},
 		})
-	case path == "/apis/"+externalMetricsGV+"/namespaces/"+s.namespace+"/"+s.metric:
+	case "/apis/" + externalMetricsGV + "/namespaces/" + s.namespace + "/" + s.metric:
 		sel, err := labels.Parse(r.URL.Query().Get("labelSelector"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -137,7 +137,7 @@ func serveExternalMetrics(ctx context.Context, env *envtestutil.Env, s *stubExte
 		srv.Close()
 		return nil, fmt.Errorf("the stub's Service: %w", err)
 	}
-	as := apiService(int64(port))
+	as := apiService(port)
 	if err := env.Client.Create(ctx, as); err != nil {
 		srv.Close()
 		return nil, fmt.Errorf("the stub's APIService: %w", err)
