@@ -120,7 +120,7 @@ func (r *ConsumerPipelineReconciler) reconcileAutoscaling(ctx context.Context, s
 		return err
 	}
 	r.decideIdle(ctx, s, a)
-	st.Message = autoscalingMessage(s.p, a, st)
+	st.Message = autoscalingMessage(s.p, a, st, s.autoscalerTrouble)
 	return nil
 }
 
@@ -153,7 +153,23 @@ func (r *ConsumerPipelineReconciler) applyHPA(ctx context.Context, s *pipelineSc
 	if applied {
 		ctrl.LoggerFrom(ctx).Info("Applied HorizontalPodAutoscaler", "consumerPipeline", klog.KObj(s.p), "horizontalPodAutoscaler", hpa.Name)
 	}
+	if cur, ok := live.(*autoscalingv2.HorizontalPodAutoscaler); ok {
+		s.autoscalerTrouble = hpaTrouble(cur)
+	}
 	return nil
+}
+
+// hpaTrouble is what keeps an HPA from scaling, from its conditions (AbleToScale or ScalingActive
+// False: the metric cannot be read, the scale subresource cannot be), in words; empty when nothing.
+func hpaTrouble(h *autoscalingv2.HorizontalPodAutoscaler) string {
+	for _, t := range []autoscalingv2.HorizontalPodAutoscalerConditionType{autoscalingv2.AbleToScale, autoscalingv2.ScalingActive} {
+		for _, c := range h.Status.Conditions {
+			if c.Type == t && c.Status == corev1.ConditionFalse && c.Reason != "ScalingDisabled" {
+				return fmt.Sprintf("the HorizontalPodAutoscaler cannot scale (%s %s: %s)", c.Type, c.Reason, truncate(c.Message, 300))
+			}
+		}
+	}
+	return ""
 }
 
 // applyScaledObject applies the KEDA ScaledObject of the pipeline. ScaledObjects are not cached
@@ -279,11 +295,14 @@ func formatCount(n *int64) string {
 }
 
 // autoscalingMessage says what the autoscaler does, in words.
-func autoscalingMessage(p *v1.ConsumerPipeline, a *render.Autoscaling, st *v1.PipelineAutoscalingStatus) string {
+func autoscalingMessage(p *v1.ConsumerPipeline, a *render.Autoscaling, st *v1.PipelineAutoscalingStatus, trouble string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s scales the pipeline between %d and %d pods, one per %d records due", st.Kind, st.Name, a.Min, a.Max, a.Target)
 	if m := a.CapMessage(p); m != "" {
 		b.WriteString("; " + m)
+	}
+	if trouble != "" {
+		b.WriteString("; " + trouble)
 	}
 	if a.ScaleToZero {
 		fmt.Fprintf(&b, "; at 0 pods after %s with nothing due", a.ScaleDownStabilization)

@@ -56,6 +56,23 @@ func TestPipelineAutoscalingMakesAnHPAOnThePipeline(t *testing.T) {
 		return d.Spec.Replicas, err
 	}, wait, poll).Should(Equal(ptr.To[int32](2)))
 
+	// What keeps the HPA from scaling shows in status.autoscaling (here: no external metrics API).
+	g.Eventually(func() error {
+		if _, err := getter(hpa)(); err != nil {
+			return err
+		}
+		hpa.Status.Conditions = []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.ScalingActive, Status: "False",
+			Reason: "FailedGetExternalMetric", Message: "the HPA was unable to compute the replica count", LastTransitionTime: metav1.Now()}}
+		return env.Client.Status().Update(ctx, hpa)
+	}, wait, poll).Should(Succeed())
+	g.Eventually(func() (string, error) {
+		_, err := getter(p)()
+		if p.Status.Autoscaling == nil {
+			return "", err
+		}
+		return p.Status.Autoscaling.Message, err
+	}, wait, poll).Should(ContainSubstring("the HorizontalPodAutoscaler cannot scale (ScalingActive FailedGetExternalMetric: the HPA was unable to compute the replica count)"))
+
 	g.Eventually(func() error {
 		if _, err := getter(p)(); err != nil {
 			return err

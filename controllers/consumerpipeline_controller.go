@@ -125,8 +125,10 @@ type pipelineScope struct {
 	// autoscaling is status.autoscaling (consumerpipeline_autoscaling.go), from the previous status
 	// until the Autoscaling step runs; wakeAfter, when not zero, is when an idle pipeline must be
 	// looked at again to wake.
-	autoscaling        *v1.PipelineAutoscalingStatus
-	wakeAfter          time.Duration
+	autoscaling *v1.PipelineAutoscalingStatus
+	wakeAfter   time.Duration
+	// autoscalerTrouble is what the HPA's conditions say keeps it from scaling; empty when nothing.
+	autoscalerTrouble  string
 	deploymentProblems problems
 	alertProblems      problems
 }

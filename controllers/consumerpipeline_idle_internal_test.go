@@ -121,5 +121,5 @@ func TestPipelineIdlesAtZeroAndWakesBeforeTheEarliestDueRetry(t *testing.T) {
 	g.Expect(idleNow()).To(BeFalse(), "a source record is due")
 	g.Expect(event()).To(And(HavePrefix("Normal Woke"), ContainSubstring("due lag 1")))
 	g.Expect(event()).To(BeEmpty())
-	g.Expect(strings.Contains(autoscalingMessage(p, render.AutoscalingOf(p, 2), p.Status.Autoscaling), "at 0 pods after 2m0s with nothing due")).To(BeTrue())
+	g.Expect(strings.Contains(autoscalingMessage(p, render.AutoscalingOf(p, 2), p.Status.Autoscaling, ""), "at 0 pods after 2m0s with nothing due")).To(BeTrue())
 }
