@@ -99,7 +99,7 @@ func (r *ConsumerPipelineReconciler) reconcileAutoscaling(ctx context.Context, s
 		st.Partitions = &a.Partitions
 	}
 	if prev := s.p.Status.Autoscaling; prev != nil {
-		st.Idle, st.LastActiveTime, st.WakeTime = prev.Idle, prev.LastActiveTime, prev.WakeTime
+		st.State, st.LastActiveTime, st.WakeTime = prev.State, prev.LastActiveTime, prev.WakeTime
 	}
 	s.autoscaling = st
 	st.Kind = v1.AutoscalerHPA
@@ -242,9 +242,9 @@ func (r *ConsumerPipelineReconciler) removeAutoscalers(ctx context.Context, s *p
 // consumer stays for a window even if what it woke for is delivered between two refreshes.
 func (r *ConsumerPipelineReconciler) decideIdle(ctx context.Context, s *pipelineScope, a *render.Autoscaling) {
 	st := s.autoscaling
-	wasIdle := st.Idle
+	wasIdle := st.IsIdle()
 	if !a.ScaleToZero {
-		st.Idle, st.LastActiveTime, st.WakeTime = false, nil, nil
+		st.State, st.LastActiveTime, st.WakeTime = v1.AutoscalingActive, nil, nil
 		return
 	}
 	now := r.Clock.Now()
@@ -264,12 +264,16 @@ func (r *ConsumerPipelineReconciler) decideIdle(ctx context.Context, s *pipeline
 		st.LastActiveTime = &metav1.Time{Time: now.Truncate(time.Second)}
 	}
 	quiet := now.Sub(st.LastActiveTime.Time)
-	st.Idle = !active && !woken && quiet >= a.ScaleDownStabilization && (st.WakeTime == nil || now.Before(st.WakeTime.Time))
-	if st.Idle && st.WakeTime != nil {
+	idle := !active && !woken && quiet >= a.ScaleDownStabilization && (st.WakeTime == nil || now.Before(st.WakeTime.Time))
+	st.State = v1.AutoscalingActive
+	if idle {
+		st.State = v1.AutoscalingIdle
+	}
+	if idle && st.WakeTime != nil {
 		s.wakeAfter = st.WakeTime.Sub(now)
 	}
 	switch {
-	case st.Idle && !wasIdle:
+	case idle && !wasIdle:
 		wakes := "when records arrive"
 		if st.WakeTime != nil {
 			wakes = "at " + st.WakeTime.UTC().Format(time.RFC3339) + " (before the earliest waiting retry is due) or when records arrive"
@@ -277,7 +281,7 @@ func (r *ConsumerPipelineReconciler) decideIdle(ctx context.Context, s *pipeline
 		ctrl.LoggerFrom(ctx).Info("Scaling consumers to zero: nothing due", "consumerPipeline", klog.KObj(s.p), "quietFor", quiet.String(), "wakeTime", st.WakeTime)
 		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventScaledToZero, "Autoscale",
 			"Nothing due for %s: consumers scaled to 0; they start again %s", quiet.Round(time.Second), wakes)
-	case !st.Idle && wasIdle:
+	case !idle && wasIdle:
 		why := "records are due (due lag " + formatCount(dueLag) + ")"
 		if woken {
 			why = "a waiting retry comes due at " + st.WakeTime.Add(a.WakeLead).UTC().Format(time.RFC3339)
@@ -306,7 +310,7 @@ func autoscalingMessage(p *v1.ConsumerPipeline, a *render.Autoscaling, st *v1.Pi
 	}
 	if a.ScaleToZero {
 		fmt.Fprintf(&b, "; at 0 pods after %s with nothing due", a.ScaleDownStabilization)
-		if st.Idle {
+		if st.IsIdle() {
 			b.WriteString(" (now idle")
 			if st.WakeTime != nil {
 				b.WriteString(", wakes at " + st.WakeTime.UTC().Format(time.RFC3339))

@@ -44,7 +44,7 @@ func TestPipelineAutoscalingMakesAnHPAOnThePipeline(t *testing.T) {
 		return p.Status.Autoscaling, err
 	}, wait, poll).Should(And(Not(BeNil()), WithTransform(func(a *v1.PipelineAutoscalingStatus) v1.PipelineAutoscalingStatus { return *a },
 		And(HaveField("Kind", v1.AutoscalerHPA), HaveField("Name", hpa.Name), HaveField("MinReplicas", int32(1)), HaveField("MaxReplicas", int32(2)),
-			HaveField("Partitions", ptr.To[int32](2)), HaveField("Idle", false),
+			HaveField("Partitions", ptr.To[int32](2)), HaveField("State", v1.AutoscalingActive),
 			HaveField("Message", ContainSubstring("maxReplicas 10 lowered to 2, the partition count"))))))
 
 	// The HPA writes spec.replicas through the scale subresource; the Deployment follows, the HPA is

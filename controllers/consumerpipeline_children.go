@@ -62,7 +62,7 @@ func (r *ConsumerPipelineReconciler) renderInputs(s *pipelineScope) *render.Inpu
 		DispatcherImage:         r.DispatcherImage,
 		RuleLabels:              r.RuleLabels,
 		CircuitReportInterval:   r.CircuitReportInterval,
-		Idle:                    s.autoscaling != nil && s.autoscaling.Idle,
+		Idle:                    s.autoscaling.IsIdle(),
 	}
 	if r.Policies != nil {
 		// Compiled when the policy was read (readPolicy): a cache hit, not a compile.

@@ -63,8 +63,8 @@ func TestPipelineIdlesAtZeroAndWakesBeforeTheEarliestDueRetry(t *testing.T) {
 		r.decideIdle(ctx, s, render.AutoscalingOf(p, 2))
 		p.Status.DueLag = s.live.dueLag
 		p.Status.Autoscaling = s.autoscaling
-		g.Expect(r.renderInputs(s).Idle).To(Equal(s.autoscaling.Idle))
-		return s.autoscaling.Idle, s.wakeAfter
+		g.Expect(r.renderInputs(s).Idle).To(Equal(s.autoscaling.IsIdle()))
+		return s.autoscaling.IsIdle(), s.wakeAfter
 	}
 	event := func() string {
 		select {

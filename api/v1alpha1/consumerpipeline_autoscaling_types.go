@@ -20,6 +20,7 @@ type PipelineAutoscaling struct {
 	// status.autoscaling says so.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
+	// +required
 	MaxReplicas int32 `json:"maxReplicas"`
 
 	// targetDueLagPerReplica is the due lag one consumer pod is expected to work off: the autoscaler
@@ -58,6 +59,21 @@ const (
 	AutoscalerKEDA AutoscalerKind = "ScaledObject"
 )
 
+// AutoscalingState says whether a pipeline that may scale to zero runs its consumers.
+// +kubebuilder:validation:Enum=Active;Idle
+type AutoscalingState string
+
+const (
+	// AutoscalingActive: the consumers run, as many as the autoscaler asks.
+	AutoscalingActive AutoscalingState = "Active"
+	// AutoscalingIdle: nothing is due, the consumer Deployment runs no pod until wakeTime or until
+	// records arrive.
+	AutoscalingIdle AutoscalingState = "Idle"
+)
+
+// IsIdle reports whether the pipeline runs no pod because nothing is due.
+func (s *PipelineAutoscalingStatus) IsIdle() bool { return s != nil && s.State == AutoscalingIdle }
+
 // PipelineAutoscalingStatus is what the operator's autoscaling of a pipeline does.
 type PipelineAutoscalingStatus struct {
 	// kind is the kind of the autoscaler the operator made.
@@ -69,10 +85,11 @@ type PipelineAutoscalingStatus struct {
 	// +optional
 	Name string `json:"name,omitempty"`
 
-	// minReplicas and maxReplicas are the bounds the autoscaler was given: maxReplicas at most the
-	// partition count, and minReplicas at least 1 (scaling to zero is the operator's: see idle).
+	// minReplicas is the fewest pods the autoscaler was given: at least 1 (scaling to zero is the
+	// operator's: see state).
 	// +optional
 	MinReplicas int32 `json:"minReplicas,omitempty"`
+	// maxReplicas is the most pods the autoscaler was given: at most the partition count.
 	// +optional
 	MaxReplicas int32 `json:"maxReplicas,omitempty"`
 
@@ -81,9 +98,10 @@ type PipelineAutoscalingStatus struct {
 	// +optional
 	Partitions *int32 `json:"partitions,omitempty"`
 
-	// idle is true while a pipeline with minReplicas 0 runs no pod because nothing is due.
+	// state is Idle while a pipeline with minReplicas 0 runs no pod because nothing is due, else
+	// Active.
 	// +optional
-	Idle bool `json:"idle,omitempty"`
+	State AutoscalingState `json:"state,omitempty"`
 
 	// lastActiveTime is the last refresh that found work due (or, for a pipeline that never
 	// had any, when autoscaling started).
