@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 )
@@ -115,11 +117,21 @@ func TestBurstScalesToMaxAndBack(t *testing.T) {
 	t.Cleanup(w.stop)
 
 	applied := time.Now()
-	one := func(s scaleSample) bool { return s.spec == 1 && s.deployment == 1 && s.ready == 1 && s.running == 1 && s.dueLag == 0 }
+	one := func(s scaleSample) bool {
+		return s.spec == 1 && s.deployment == 1 && s.ready == 1 && s.running == 1 && s.dueLag == 0
+	}
 	w.await(g, applied, 2*time.Minute, "one ready pod with nothing due", one)
+	// The operator's HPA, named in status.
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
 	g.Eventually(func() error {
-		return stack.Env.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: c.ns + "-dispatcher"}, hpa)
+		p := &v1.ConsumerPipeline{}
+		if err := stack.Env.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: c.ns}, p); err != nil {
+			return err
+		}
+		if p.Status.Autoscaling == nil || p.Status.Autoscaling.Kind != v1.AutoscalerHPA {
+			return fmt.Errorf("status.autoscaling %+v", p.Status.Autoscaling)
+		}
+		return stack.Env.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: p.Status.Autoscaling.Name}, hpa)
 	}, time.Minute, 100*time.Millisecond).Should(Succeed())
 	g.Expect(hpa.Spec.MaxReplicas).To(Equal(int32(burstMax)))
 
