@@ -2,10 +2,10 @@ package controllers
 
 import (
 	"context"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"

@@ -33,13 +33,9 @@ const (
 	AutoscalerKEDA = "keda"
 )
 
-// ScaledObjectGVK is KEDA's ScaledObject.
-var ScaledObjectGVK = schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}
-
 const (
-	reasonAutoscalerUnavailable = "AutoscalerUnavailable"
-	eventScaledToZero           = "ScaledToZero"
-	eventWoke                   = "Woke"
+	eventScaledToZero = "ScaledToZero"
+	eventWoke         = "Woke"
 	// kedaLookupInterval is how long the answer to "is KEDA's ScaledObject served?" is kept.
 	kedaLookupInterval = time.Minute
 )
@@ -106,17 +102,21 @@ func (r *ConsumerPipelineReconciler) reconcileAutoscaling(ctx context.Context, s
 		st.Idle, st.LastActiveTime, st.WakeTime = prev.Idle, prev.LastActiveTime, prev.WakeTime
 	}
 	s.autoscaling = st
+	st.Kind = v1.AutoscalerHPA
 	if keda {
 		st.Kind = v1.AutoscalerKEDA
+	}
+	// The other kind goes first: KEDA's webhook refuses a ScaledObject while an HPA it does not own
+	// scales the same pipeline.
+	if err := r.removeAutoscalers(ctx, s, st.Kind); err != nil {
+		return err
+	}
+	if keda {
 		err = r.applyScaledObject(ctx, s, a)
 	} else {
-		st.Kind = v1.AutoscalerHPA
 		err = r.applyHPA(ctx, s, a)
 	}
 	if err != nil {
-		return err
-	}
-	if err := r.removeAutoscalers(ctx, s, st.Kind); err != nil {
 		return err
 	}
 	r.decideIdle(ctx, s, a)
@@ -137,7 +137,7 @@ func (r *ConsumerPipelineReconciler) useKEDA() (bool, error) {
 	}
 	served, err := r.keda.get(r.Clock.Now())
 	if err != nil {
-		return false, fmt.Errorf("looking up %s: %w", ScaledObjectGVK.GroupKind(), err)
+		return false, fmt.Errorf("looking up %s: %w", render.ScaledObjectGVK.GroupKind(), err)
 	}
 	return served, nil
 }
@@ -159,17 +159,11 @@ func (r *ConsumerPipelineReconciler) applyHPA(ctx context.Context, s *pipelineSc
 // applyScaledObject applies the KEDA ScaledObject of the pipeline. ScaledObjects are not cached
 // (the kind may come and go): the live one is read from the API server to compare.
 func (r *ConsumerPipelineReconciler) applyScaledObject(ctx context.Context, s *pipelineScope, a *render.Autoscaling) error {
-	if r.KEDAPrometheusAddress == "" {
-		s.deploymentProblems.add(&problem{Reason: reasonAutoscalerUnavailable, Kind: problemUser, Message: "spec.autoscaling needs a KEDA ScaledObject " +
-			"(KEDA is installed) but the manager has no --keda-prometheus-address: the ScaledObject's trigger reads the due lag from Prometheus; " +
-			"set it, or run the manager with --autoscaler=hpa"})
-		return nil
-	}
 	so := render.ScaledObject(s.p, a, r.KEDAPrometheusAddress)
 	var live client.Object
 	if r.APIReader != nil {
 		cur := &unstructured.Unstructured{}
-		cur.SetGroupVersionKind(ScaledObjectGVK)
+		cur.SetGroupVersionKind(render.ScaledObjectGVK)
 		switch err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(so), cur); {
 		case err == nil:
 			live = cur
@@ -190,7 +184,7 @@ func (r *ConsumerPipelineReconciler) applyScaledObject(ctx context.Context, s *p
 // removeAutoscalers deletes the autoscalers of the pipeline other than keep ("" for all) that it
 // controls.
 func (r *ConsumerPipelineReconciler) removeAutoscalers(ctx context.Context, s *pipelineScope, keep v1.AutoscalerKind) error {
-	name := render.DeploymentName(s.p)
+	name := render.AutoscalerName(s.p)
 	key := client.ObjectKey{Namespace: s.p.Namespace, Name: name}
 	if keep != v1.AutoscalerHPA {
 		hpa := &autoscalingv2.HorizontalPodAutoscaler{}
@@ -205,7 +199,7 @@ func (r *ConsumerPipelineReconciler) removeAutoscalers(ctx context.Context, s *p
 	}
 	if keep != v1.AutoscalerKEDA && s.p.Status.Autoscaling != nil && s.p.Status.Autoscaling.Kind == v1.AutoscalerKEDA && r.APIReader != nil {
 		so := &unstructured.Unstructured{}
-		so.SetGroupVersionKind(ScaledObjectGVK)
+		so.SetGroupVersionKind(render.ScaledObjectGVK)
 		err := r.APIReader.Get(ctx, key, so)
 		switch {
 		case err == nil && metav1.IsControlledBy(so, s.p):

@@ -121,12 +121,12 @@ type pipelineScope struct {
 	defaultConn     *render.DefaultConnection
 	identityMissing bool
 	// circuit is the fold of the consumers' circuit reports; nil when they were not read.
-	circuit            *circuitstate.Summary
+	circuit *circuitstate.Summary
 	// autoscaling is status.autoscaling (consumerpipeline_autoscaling.go), from the previous status
 	// until the Autoscaling step runs; wakeAfter, when not zero, is when an idle pipeline must be
 	// looked at again to wake.
-	autoscaling *v1.PipelineAutoscalingStatus
-	wakeAfter   time.Duration
+	autoscaling        *v1.PipelineAutoscalingStatus
+	wakeAfter          time.Duration
 	deploymentProblems problems
 	alertProblems      problems
 }
@@ -198,9 +198,6 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 			if c := r.circuitRequeue(s); c > 0 && c < after {
 				after = c
 			}
-			if s.wakeAfter > 0 && s.wakeAfter < after {
-				after = s.wakeAfter
-			}
 			return after
 		})
 		// While tiers drain, or wait for the consumers' rollout to be deleted, the pipeline is looked
@@ -211,6 +208,10 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 		}
 		if reterr == nil && result.IsZero() {
 			result.RequeueAfter = resyncWhileStalled(kafkaspec.SecretNames(s.p.Spec.Kafka), r.RefreshInterval)
+		}
+		// An idle pipeline wakes at its wake time whatever else the reconcile found.
+		if reterr == nil && s.wakeAfter > 0 && (result.RequeueAfter <= 0 || s.wakeAfter < result.RequeueAfter) {
+			result.RequeueAfter = s.wakeAfter
 		}
 	}()
 	// A problem ends the topic steps and goes on TopicsReady.

@@ -95,7 +95,7 @@ func TestPipelineIdlesAtZeroAndWakesBeforeTheEarliestDueRetry(t *testing.T) {
 	at(2 * time.Minute)
 	idle, wakeAfter := step()
 	g.Expect(idle).To(BeTrue(), "quiet for the window, the retry due in 9m")
-	g.Expect(wakeAfter).To(Equal(9*time.Minute - lead), "requeued for the wake time")
+	g.Expect(wakeAfter).To(Equal(9*time.Minute-lead), "requeued for the wake time")
 	g.Expect(event()).To(And(HavePrefix("Normal ScaledToZero"), ContainSubstring("2026-11-26T10:10:30Z")))
 
 	at(11*time.Minute - lead - time.Second)

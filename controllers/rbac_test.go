@@ -132,6 +132,8 @@ func TestManagerRoleHasNoWildcards(t *testing.T) {
 		"rbac.authorization.k8s.io/roles":                "create,get,list,patch,watch",
 		"rbac.authorization.k8s.io/rolebindings":         "create,get,list,patch,watch",
 		"monitoring.coreos.com/prometheusrules":          "create,get,list,patch,watch",
+		"autoscaling/horizontalpodautoscalers":           "create,delete,get,list,patch,watch",
+		"keda.sh/scaledobjects":                          "create,delete,get,patch",
 		"apiextensions.k8s.io/customresourcedefinitions": "list,watch",
 	}
 	for k, v := range want {

@@ -58,6 +58,7 @@ import (
 	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 	"github.com/retryops/retry-operator/internal/policy"
+	"github.com/retryops/retry-operator/internal/render"
 	"github.com/retryops/retry-operator/internal/retry"
 	"github.com/retryops/retry-operator/internal/ruleapi"
 )
@@ -75,6 +76,9 @@ const (
 	// DefaultOperatorNamespace is Options.OperatorNamespace when empty: the namespace config/default
 	// installs the manager in.
 	DefaultOperatorNamespace = "retry-operator-system"
+	// DefaultKEDAPrometheusAddress is Options.KEDAPrometheusAddress when empty: the Service the
+	// Prometheus Operator makes for its Prometheus servers, in kube-prometheus' namespace.
+	DefaultKEDAPrometheusAddress = "http://prometheus-operated.monitoring.svc:9090"
 	// maxErrorBackoff caps the work queue's backoff after errors (Kafka unreachable, say), so that
 	// recovery is noticed quickly; the resync interval caps it further when shorter.
 	maxErrorBackoff = 5 * time.Minute
@@ -92,6 +96,10 @@ type Options struct {
 	// DispatcherImage is the image of the dispatcher that serves sink-mode pipelines
 	// (DefaultDispatcherImage when empty).
 	DispatcherImage string
+	// KEDAPrometheusAddress is the Prometheus server (http or https URL) the ScaledObjects query for
+	// a pipeline's due lag when KEDA is installed; it must scrape the operator's metrics
+	// (DefaultKEDAPrometheusAddress when empty).
+	KEDAPrometheusAddress string
 	// AlertRuleLabels are extra labels on the PrometheusRules and alert ConfigMaps, such as the label
 	// a Prometheus Operator's ruleSelector matches (release: prometheus).
 	AlertRuleLabels map[string]string
@@ -127,9 +135,6 @@ type Options struct {
 	// ScaledObject when its kind is served, else an HPA; the default when empty), AutoscalerHPA or
 	// AutoscalerKEDA.
 	Autoscaler string
-	// KEDAPrometheusAddress is the Prometheus server a ScaledObject's trigger queries for the due
-	// lag (the operator's own gauge, scraped from it); no ScaledObject is made without it.
-	KEDAPrometheusAddress string
 	// WatchNamespaces, when not empty, are the only namespaces whose resources and children the
 	// operator sees (--watch-namespaces); give the manager CacheOptions of the same namespaces.
 	WatchNamespaces []string
@@ -226,6 +231,9 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 	if opts.DispatcherImage == "" {
 		opts.DispatcherImage = DefaultDispatcherImage
 	}
+	if opts.KEDAPrometheusAddress == "" {
+		opts.KEDAPrometheusAddress = DefaultKEDAPrometheusAddress
+	}
 	// The operator's gauges, served by the manager's metrics endpoint. Registering again on the same
 	// registry (several managers in one process, as in tests) reuses the collectors.
 	metrics, err := opmetrics.Register(ctrlmetrics.Registry)
@@ -298,7 +306,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 			CircuitReportInterval: opts.CircuitReportInterval,
 			Autoscaler:            opts.Autoscaler,
 			KEDAPrometheusAddress: opts.KEDAPrometheusAddress,
-			keda:                  &kindServed{mapper: mgr.GetRESTMapper(), gvk: ScaledObjectGVK},
+			keda:                  &kindServed{mapper: mgr.GetRESTMapper(), gvk: render.ScaledObjectGVK},
 		},
 		action: &DeadLetterActionReconciler{
 			topicReconciler: topics("deadletteraction-controller"),

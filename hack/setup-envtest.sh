@@ -5,8 +5,9 @@
 #   hack/setup-envtest.sh [--print-path] [--with-controller-manager]
 #
 # --with-controller-manager adds controller-manager (hack/controller-manager): Kubernetes' garbage
-# collector, Deployment, ReplicaSet, namespace and clusterrole-aggregation controllers, without the
-# rest of kube-controller-manager; built again when hack/controller-manager/main.go changes.
+# collector, Deployment, ReplicaSet, namespace, clusterrole-aggregation and horizontal pod autoscaler
+# controllers, without the rest of kube-controller-manager; built again when
+# hack/controller-manager/main.go changes.
 #
 # kube-apiserver and controller-manager come from k8s.io/kubernetes, which `go install` refuses
 # because of its replace directives; they are built inside a throwaway module that requires

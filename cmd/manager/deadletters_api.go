@@ -9,17 +9,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retryops/retry-operator/internal/dlqapi"
+	"github.com/retryops/retry-operator/internal/extmetrics"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
 // deadLettersAPIFlags configure the deadletters aggregated API server (internal/dlqapi), which
-// every replica runs, leader or not.
+// every replica runs, leader or not, and which serves external.metrics.k8s.io too
+// (internal/extmetrics: the pipelines' due lag for their HorizontalPodAutoscalers).
 type deadLettersAPIFlags struct {
-	bindAddress string
-	certDir     string
-	service     string
-	secret      string
-	apiService  string
+	bindAddress   string
+	certDir       string
+	service       string
+	secret        string
+	apiService    string
+	extAPIService string
 }
 
 func (d *deadLettersAPIFlags) bind(fs *flag.FlagSet) {
@@ -28,6 +31,7 @@ func (d *deadLettersAPIFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&d.service, "deadletters-api-service", "retry-operator-deadletters-api", "Name of the Service (in --operator-namespace) the APIService points at: the self-managed certificate is for <service>.<namespace>.svc.")
 	fs.StringVar(&d.secret, "deadletters-api-secret", "retry-operator-deadletters-api-tls", "Name of the Secret (in --operator-namespace) holding the self-managed serving certificate.")
 	fs.StringVar(&d.apiService, "deadletters-api-apiservice", dlqapi.APIServiceName, "APIService whose caBundle the manager writes with the self-managed certificate's CA; \"-\" writes none.")
+	fs.StringVar(&d.extAPIService, "external-metrics-apiservice", dlqapi.ExternalMetricsAPIServiceName, "APIService of external.metrics.k8s.io (config/external-metrics, opt-in) whose caBundle the manager writes too, only when it points at --deadletters-api-service; \"-\" writes none.")
 }
 
 // addDeadLettersAPI adds the deadletters API server to mgr, unless it is disabled.
@@ -52,6 +56,7 @@ func addDeadLettersAPI(mgr ctrl.Manager, cfg *rest.Config, o *options) error {
 			},
 			Kafka: o.controllers.Kafka,
 		},
+		Groups: []dlqapi.Group{&extmetrics.Group{Storage: &extmetrics.Storage{Reader: mgr.GetClient(), Namespaces: o.controllers.WatchNamespaces}}},
 	}
 	if d.certDir == "" {
 		// Uncached: the Secret is read once at start, never watched.
@@ -59,7 +64,8 @@ func addDeadLettersAPI(mgr ctrl.Manager, cfg *rest.Config, o *options) error {
 		if err != nil {
 			return fmt.Errorf("deadletters API client: %w", err)
 		}
-		opts.Certs = &dlqapi.CertManager{Client: c, Namespace: o.controllers.OperatorNamespace, SecretName: d.secret, Service: d.service, APIService: d.apiService}
+		opts.Certs = &dlqapi.CertManager{Client: c, Namespace: o.controllers.OperatorNamespace, SecretName: d.secret, Service: d.service, APIService: d.apiService,
+			ExternalMetricsAPIService: d.extAPIService}
 	}
 	if err := mgr.Add(dlqapi.NewServer(opts)); err != nil {
 		return fmt.Errorf("adding the deadletters API: %w", err)

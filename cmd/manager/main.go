@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -67,6 +68,15 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		o.controllers.AlertRuleLabels = labels
 		return err
 	})
+	o.controllers.KEDAPrometheusAddress = controllers.DefaultKEDAPrometheusAddress
+	fs.Func("keda-prometheus-address", "Prometheus server (http or https URL) that the KEDA ScaledObjects of autoscaled ConsumerPipelines query for their due lag, when KEDA is installed; it must scrape the operator's metrics "+
+		"(default "+controllers.DefaultKEDAPrometheusAddress+").", func(v string) error {
+		if err := validPrometheusAddress(v); err != nil {
+			return err
+		}
+		o.controllers.KEDAPrometheusAddress = v
+		return nil
+	})
 	fs.Func("kafka-bootstrap-servers", "Comma-separated host:port list of the operator-wide default Kafka cluster (env KAFKA_BOOTSTRAP_SERVERS).", func(v string) error {
 		o.controllers.DefaultBootstrapServers = splitList(v)
 		return nil
@@ -113,6 +123,16 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	o.controllers.KafkaTenancy = o.kafka.tenancy
 	o.controllers.KafkaConsumerSecret = o.kafka.consumerSecret
 	return o, nil
+}
+
+// validPrometheusAddress checks that v is an absolute http or https URL, which KEDA's prometheus
+// scaler needs: it appends the query API's path to it.
+func validPrometheusAddress(v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("--keda-prometheus-address %q: want an http or https URL such as %s", v, controllers.DefaultKEDAPrometheusAddress)
+	}
+	return nil
 }
 
 // flagGiven reports whether the flag name was set on the command line.

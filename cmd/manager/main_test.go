@@ -234,7 +234,7 @@ func TestWatchNamespacesFlag(t *testing.T) {
 	g.Expect(opts.DefaultNamespaces).To(HaveKey("team-a"))
 	g.Expect(opts.DefaultNamespaces).To(HaveKey("team-b"))
 	g.Expect(opts.ReaderFailOnMissingInformer).To(BeTrue())
-	g.Expect(opts.ByObject).To(HaveLen(5))
+	g.Expect(opts.ByObject).To(HaveLen(6))
 	for obj, by := range opts.ByObject {
 		g.Expect(by.Label.String()).To(Equal("app.kubernetes.io/managed-by=retry-operator"), "%T", obj)
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/retryops/retry-operator/internal/dlqapi"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
@@ -33,14 +34,30 @@ func RegisterDeadLettersAPI(ctx context.Context, c client.Client, port int32) er
 	if err := c.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("the deadletters API Service: %w", err)
 	}
-	as := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]any{"name": "v1alpha1.deadletters.retryops.dev"},
-		"spec": map[string]any{"group": "deadletters.retryops.dev", "version": "v1alpha1", "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-			"service": map[string]any{"namespace": envtestutil.OperatorNamespace, "name": DeadLettersAPIService, "port": int64(port)}},
-	}}
-	if err := c.Create(ctx, as); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.Create(ctx, localAPIService(dlqapi.APIServiceName, "deadletters.retryops.dev", "v1alpha1", 1000, 15, port)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("the deadletters APIService: %w", err)
 	}
 	return nil
+}
+
+// RegisterExternalMetricsAPI registers external.metrics.k8s.io on the local control plane, served
+// by the same manager as the deadletters API (call RegisterDeadLettersAPI first: it makes the
+// Service), so that the controller-manager's HorizontalPodAutoscaler controller reads the pipelines'
+// due lag. The manager writes its CA into this APIService too, when it starts.
+func RegisterExternalMetricsAPI(ctx context.Context, c client.Client, port int32) error {
+	// The priorities of metrics-server's and KEDA's registrations.
+	if err := c.Create(ctx, localAPIService(dlqapi.ExternalMetricsAPIServiceName, "external.metrics.k8s.io", "v1beta1", 100, 100, port)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("the external metrics APIService: %w", err)
+	}
+	return nil
+}
+
+// localAPIService is an APIService of group and version served through DeadLettersAPIService.
+func localAPIService(name, group, version string, groupPriority, versionPriority int64, port int32) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{"group": group, "version": version, "groupPriorityMinimum": groupPriority, "versionPriority": versionPriority,
+			"service": map[string]any{"namespace": envtestutil.OperatorNamespace, "name": DeadLettersAPIService, "port": int64(port)}},
+	}}
 }

@@ -228,6 +228,10 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 	if err := RegisterDeadLettersAPI(ctx, env.Client, int32(port)); err != nil {
 		return s, err
 	}
+	// The same manager serves the due lag to the controller-manager's HPA controller.
+	if err := RegisterExternalMetricsAPI(ctx, env.Client, int32(port)); err != nil {
+		return s, err
+	}
 	args := append([]string{
 		"--deadletters-api-bind-address=127.0.0.1:" + dlqAPIPort,
 		"--kafka-bootstrap-servers=" + s.Bootstrap,

@@ -43,7 +43,8 @@ spec:
 // TestStackShowsTheTenantsView: on the make dev stack, a user bound to the built-in edit role in the
 // demo namespace (kubectl --as) may create a RetryPolicy and list dead letters (the ClusterRoles
 // config/rbac aggregates into edit, aggregated by the controller manager), and the API server refuses
-// their DeadLetterAction whose requestedBy names someone else (config/admission's policy).
+// their DeadLetterAction whose requestedBy names someone else (config/admission's policy); and the
+// manager serves external.metrics.k8s.io through the aggregator.
 func TestStackShowsTheTenantsView(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
@@ -93,4 +94,9 @@ func TestStackShowsTheTenantsView(t *testing.T) {
 	}, time.Minute, 250*time.Millisecond).Should(MatchError(ContainSubstring("ValidatingAdmissionPolicy")))
 	t.Logf("refused: %s", refused)
 	g.Expect(refused).To(ContainSubstring("spec.requestedBy must be the user creating the action, " + user + ", not someone-else"))
+
+	// The manager serves the pipelines' due lag to the HPA controller (RegisterExternalMetricsAPI).
+	g.Eventually(func() (string, error) {
+		return stack.Kubectl(nil, "get", "--raw", "/apis/external.metrics.k8s.io/v1beta1/namespaces/"+ns+"/retryops_consumerpipeline_due_lag")
+	}, time.Minute, 250*time.Millisecond).Should(ContainSubstring(`"kind":"ExternalMetricValueList"`))
 }

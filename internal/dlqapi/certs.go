@@ -18,6 +18,11 @@ import (
 // APIServiceName is the name of the APIService that registers the deadletters API.
 const APIServiceName = "v1alpha1.deadletters.retryops.dev"
 
+// ExternalMetricsAPIServiceName is the name of the APIService that registers
+// external.metrics.k8s.io (config/external-metrics, opt-in: KEDA and prometheus-adapter register
+// it too, and one server per cluster serves it).
+const ExternalMetricsAPIServiceName = "v1beta1.external.metrics.k8s.io"
+
 // CertManager keeps the serving certificate of the deadletters API in a Secret, so that every
 // replica serves the same one, and writes its CA into the APIService's caBundle.
 type CertManager struct {
@@ -29,6 +34,10 @@ type CertManager struct {
 	Namespace, SecretName, Service string
 	// APIService is the APIService to patch (default APIServiceName); "-" patches none.
 	APIService string
+	// ExternalMetricsAPIService is an APIService the same server may serve (default
+	// ExternalMetricsAPIServiceName; "-" none): its caBundle is written only when it points at
+	// Service in Namespace, never when another server (KEDA, prometheus-adapter) has it.
+	ExternalMetricsAPIService string
 }
 
 // CertPair is a serving certificate (with its CA appended), its key and the CA.
@@ -57,6 +66,9 @@ func (m *CertManager) Ensure(ctx context.Context) (CertPair, error) {
 		return CertPair{}, fmt.Errorf("serving certificate (Secret %s/%s): %w", m.Namespace, m.SecretName, err)
 	}
 	if err := m.patchCABundle(ctx, pair.CA); err != nil {
+		return CertPair{}, err
+	}
+	if err := m.patchExternalMetricsCABundle(ctx, pair.CA); err != nil {
 		return CertPair{}, err
 	}
 	return pair, nil
@@ -108,10 +120,7 @@ func (m *CertManager) patchCABundle(ctx context.Context, ca []byte) error {
 	if name == "" {
 		name = APIServiceName
 	}
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion("apiregistration.k8s.io/v1")
-	u.SetKind("APIService")
-	u.SetName(name)
+	u := apiService(name)
 	patch := fmt.Appendf(nil, `{"spec":{"caBundle":%q}}`, encodeB64(ca))
 	err := m.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch))
 	if apierrors.IsNotFound(err) {
@@ -121,4 +130,48 @@ func (m *CertManager) patchCABundle(ctx context.Context, ca []byte) error {
 		return fmt.Errorf("writing the CA bundle into APIService %s: %w", name, err)
 	}
 	return nil
+}
+
+// patchExternalMetricsCABundle writes ca into the external metrics APIService when it points at
+// this server's Service; one that is missing or points elsewhere is left alone.
+func (m *CertManager) patchExternalMetricsCABundle(ctx context.Context, ca []byte) error {
+	name := m.ExternalMetricsAPIService
+	if name == "-" {
+		return nil
+	}
+	if name == "" {
+		name = ExternalMetricsAPIServiceName
+	}
+	u := apiService(name)
+	err := m.Client.Get(ctx, client.ObjectKey{Name: name}, u)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading APIService %s: %w", name, err)
+	}
+	ns, _, _ := unstructured.NestedString(u.Object, "spec", "service", "namespace")
+	svc, _, _ := unstructured.NestedString(u.Object, "spec", "service", "name")
+	if ns != m.Namespace || svc != m.Service {
+		return nil
+	}
+	if current, _, _ := unstructured.NestedString(u.Object, "spec", "caBundle"); current == encodeB64(ca) {
+		return nil
+	}
+	// The resourceVersion makes the patch fail rather than write into an APIService that another
+	// server took over since the read.
+	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"spec":{"caBundle":%q}}`, u.GetResourceVersion(), encodeB64(ca))
+	if err := m.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("writing the CA bundle into APIService %s: %w", name, err)
+	}
+	return nil
+}
+
+// apiService is an empty APIService named name.
+func apiService(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("apiregistration.k8s.io/v1")
+	u.SetKind("APIService")
+	u.SetName(name)
+	return u
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	registryrest "k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/utils/clock"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -44,6 +47,22 @@ type Options struct {
 	Storage *Storage
 	// Clock times the backoff of a server that stopped (default the real clock).
 	Clock clock.WithTicker
+	// Groups are other API groups served beside deadletters, with the same certificate,
+	// authentication and authorization (internal/extmetrics: external.metrics.k8s.io).
+	Groups []Group
+}
+
+// Group is another API group the server installs; this package knows nothing of what it serves.
+type Group interface {
+	// APIGroupInfo is the group, its versions and their storage.
+	APIGroupInfo() *genericapiserver.APIGroupInfo
+	// Scheme holds the group's kinds (the OpenAPI names of its types).
+	Scheme() *runtime.Scheme
+	// OpenAPIDefinitions are the schemas of its kinds.
+	OpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition
+	// Handler wraps the server's handler, after authentication and authorization: it may answer
+	// requests of the group that no route matches.
+	Handler(next http.Handler) http.Handler
 }
 
 // Server is the deadletters API server, a manager Runnable that runs on every replica.
@@ -152,10 +171,15 @@ func (s *Server) build(ctx context.Context) (srv *genericapiserver.GenericAPISer
 
 	cfg := genericapiserver.NewConfig(Codecs)
 	cfg.EffectiveVersion = utilcompatibility.DefaultBuildEffectiveVersion()
-	namer := openapinamer.NewDefinitionNamer(Scheme)
-	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openAPIDefinitions, namer)
+	schemes, defs := []*runtime.Scheme{Scheme}, openAPIDefinitions
+	for _, g := range o.Groups {
+		schemes = append(schemes, g.Scheme())
+		defs = mergeDefinitions(defs, g.OpenAPIDefinitions)
+	}
+	namer := openapinamer.NewDefinitionNamer(schemes...)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(defs, namer)
 	cfg.OpenAPIConfig.Info.Title, cfg.OpenAPIConfig.Info.Version = "retry-operator deadletters", "v1alpha1"
-	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openAPIDefinitions, namer)
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(defs, namer)
 	cfg.OpenAPIV3Config.Info.Title, cfg.OpenAPIV3Config.Info.Version = "retry-operator deadletters", "v1alpha1"
 	if err := serving.WithLoopback().ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
 		return nil, cleanup, err
@@ -165,6 +189,12 @@ func (s *Server) build(ctx context.Context) (srv *genericapiserver.GenericAPISer
 	}
 	if err := authz.ApplyTo(&cfg.Authorization); err != nil {
 		return nil, cleanup, err
+	}
+	cfg.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
+		for _, g := range o.Groups {
+			h = g.Handler(h)
+		}
+		return genericapiserver.DefaultBuildHandlerChain(h, c)
 	}
 	// No metrics of the generic server: the manager has its own endpoint.
 	cfg.EnableMetrics = false
@@ -178,7 +208,23 @@ func (s *Server) build(ctx context.Context) (srv *genericapiserver.GenericAPISer
 	if err := srv.InstallAPIGroup(&group); err != nil {
 		return nil, cleanup, err
 	}
+	for _, g := range o.Groups {
+		if err := srv.InstallAPIGroup(g.APIGroupInfo()); err != nil {
+			return nil, cleanup, err
+		}
+	}
 	return srv, cleanup, nil
+}
+
+// mergeDefinitions returns the definitions of a and b.
+func mergeDefinitions(a, b common.GetOpenAPIDefinitions) common.GetOpenAPIDefinitions {
+	return func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+		defs := a(ref)
+		for k, v := range b(ref) {
+			defs[k] = v
+		}
+		return defs
+	}
 }
 
 // writeKubeconfig writes cfg as a kubeconfig file, for the delegating options (which read one).

@@ -11,8 +11,8 @@ import (
 )
 
 // ControllerManager is a controller-manager process (hack/controller-manager) running against an Env, so that owner
-// reference garbage collection, Deployment rollouts (ReplicaSets, Pods) and ClusterRole aggregation work as in a
-// cluster.
+// reference garbage collection, Deployment rollouts (ReplicaSets, Pods), ClusterRole aggregation and
+// HorizontalPodAutoscalers work as in a cluster.
 type ControllerManager struct {
 	cmd  *exec.Cmd
 	done chan error
@@ -20,10 +20,15 @@ type ControllerManager struct {
 	LogPath string
 }
 
+// HPASyncPeriod is the horizontal pod autoscaler's sync period on the local stack: short, so that a
+// pipeline scales within seconds of its due lag changing (kube-controller-manager's default is 15s).
+const HPASyncPeriod = 2 * time.Second
+
 // StartControllerManager starts controller-manager (hack/controller-manager, built by
 // hack/setup-envtest.sh --with-controller-manager): Kubernetes' garbage collector, Deployment,
-// ReplicaSet, namespace and clusterrole-aggregation controllers. Pods are not scheduled (there is no
-// kubelet); see internal/devenv for the local pod runner.
+// ReplicaSet, namespace, clusterrole-aggregation and horizontal pod autoscaler controllers, the
+// latter evaluating every HPA each HPASyncPeriod. Pods are not scheduled (there is no kubelet); see
+// internal/devenv for the local pod runner.
 func (e *Env) StartControllerManager() (*ControllerManager, error) {
 	bin := filepath.Join(e.AssetsDir, "controller-manager")
 	if _, err := os.Stat(bin); err != nil {
@@ -37,6 +42,7 @@ func (e *Env) StartControllerManager() (*ControllerManager, error) {
 	cmd := exec.Command(bin,
 		"--kubeconfig="+e.Kubeconfig,
 		"--concurrent-gc-syncs=5",
+		"--horizontal-pod-autoscaler-sync-period="+HPASyncPeriod.String(),
 		"--v=1",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -45,7 +45,7 @@ func ExternalMetricLabels(pipeline string) map[string]string {
 // the bounds made effective (maxReplicas at most the partition count, minReplicas at least 1:
 // scaling to zero is the operator's).
 type Autoscaling struct {
-	// Name is the autoscaler's name (the Deployment's).
+	// Name is the autoscaler's name: the Deployment's, hashed down to 63 characters (AutoscalerName).
 	Name string
 	// Min and Max are the autoscaler's bounds; Min >= 1, Max >= Min.
 	Min, Max int32
@@ -70,7 +70,7 @@ func AutoscalingOf(p *v1.ConsumerPipeline, partitions int32) *Autoscaling {
 		return nil
 	}
 	a := &Autoscaling{
-		Name: DeploymentName(p), Min: DefaultAutoscalingMinReplicas, Max: max(s.MaxReplicas, 1),
+		Name: AutoscalerName(p), Min: DefaultAutoscalingMinReplicas, Max: max(s.MaxReplicas, 1),
 		Target: DefaultTargetDueLagPerReplica, ScaleDownStabilization: DefaultScaleDownStabilization, WakeLead: DefaultWakeLead,
 		Partitions: partitions,
 	}

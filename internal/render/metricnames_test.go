@@ -1,12 +1,13 @@
 package render_test
 
 import (
-	"k8s.io/utils/ptr"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"k8s.io/utils/ptr"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	dmetrics "github.com/retryops/retry-operator/internal/dispatcher/metrics"
