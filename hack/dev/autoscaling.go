@@ -15,8 +15,8 @@ import (
 )
 
 // The demo's autoscaled pipeline: bursts of records on a source of its own, a sink that takes
-// burstsCost a record, and a 30s first retry, so that the live view shows it scale up on its due lag,
-// back down, to zero, and awake again before its retries are due.
+// burstsCost a record, and a 90s first retry, so that the live view shows it scale up on its due lag,
+// back down, to zero while its retries wait, and awake again before they are due.
 const (
 	burstsTopic = demoNamespace + ".bursts"
 	// burstsSize records every burstsEvery ask for 4 pods (500 due records each, 4 partitions).
@@ -26,14 +26,15 @@ const (
 )
 
 // burstsManifest is the bursts pipeline and its policy (topic, sink address): minReplicas 0, at most
-// 4 pods, one per 500 due records; 10% of records fail once and come back 30s later.
+// 4 pods, one per 500 due records; 10% of records fail once and come back 90s later, long after the
+// 20s of nothing due that idle the pipeline.
 const burstsManifest = `# Written by make dev (hack/dev): a pipeline that scales on its due lag, to zero and back.
 apiVersion: retry.retryops.dev/v1alpha1
 kind: RetryPolicy
 metadata: {name: bursts}
 spec:
   maxAttempts: 3
-  backoff: {initialDelay: 30s, multiplier: "2", maxDelay: 60s, jitter: {mode: None}}
+  backoff: {initialDelay: 90s, multiplier: "2", maxDelay: 180s, jitter: {mode: None}}
   classification:
     defaultAction: DeadLetter
     rules:
@@ -47,9 +48,9 @@ spec:
   source: {topic: %s, create: {partitions: 4, existingTopic: Adopt}}
   retryPolicyRef: {name: bursts}
   deadLetterQueueRef: {name: chatbot-dlq}
-  delivery: {ordering: Unordered, maxInFlight: 4}
+  delivery: {ordering: Unordered, maxInFlight: 2}
   sink: {uri: "http://%s/bursts"}
-  autoscaling: {minReplicas: 0, maxReplicas: 4, targetDueLagPerReplica: 500, scaleDownStabilization: 30s, wakeLead: 15s}
+  autoscaling: {minReplicas: 0, maxReplicas: 4, targetDueLagPerReplica: 500, scaleDownStabilization: 20s, wakeLead: 15s}
 `
 
 // burstsSink is the bursts pipeline's sink: every record takes burstsCost, and one in ten fails once
