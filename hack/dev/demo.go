@@ -24,7 +24,8 @@ const (
 
 // writeDemo writes, under dir/demo, a kustomization of config/samples for the demo: every sample in
 // the demo namespace, the chat pipeline delivering to the demo sink at sinkAddr (/tasks), the audit
-// pipeline (auditManifest) on chat's source delivering to the audit sink there (/audit), and the documents
+// pipeline (auditManifest) on chat's source delivering to the audit sink there (/audit), the bursts
+// pipeline (burstsManifest, autoscaled) delivering to the bursts sink there (/bursts), and the documents
 // pipeline (library mode: its image is yours, which no local process can run) scaled to 0. It returns
 // the kustomization's directory.
 func writeDemo(dir, sinkAddr string) (string, error) {
@@ -44,6 +45,7 @@ namespace: ` + demoNamespace + `
 resources:
 - ` + samples + `
 - audit.yaml
+- bursts.yaml
 patches:
 - target: {kind: ConsumerPipeline, name: chat}
   patch: |-
@@ -95,6 +97,9 @@ patches:
     spec: {source: {create: {existingTopic: Adopt}}}
 `
 	if err := os.WriteFile(filepath.Join(demo, "audit.yaml"), []byte(fmt.Sprintf(auditManifest, demoTopic, sinkAddr)), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(demo, "bursts.yaml"), []byte(fmt.Sprintf(burstsManifest, burstsTopic, sinkAddr)), 0o644); err != nil {
 		return "", err
 	}
 	return demo, os.WriteFile(filepath.Join(demo, "kustomization.yaml"), []byte(k), 0o644)

@@ -14,26 +14,7 @@ import (
 // queue and leaves the source's creation to chat, and every name the claim policy checks starts
 // with the demo namespace.
 func TestDemoHasTwoPipelinesOnOneSource(t *testing.T) {
-	dir, err := writeDemo(t.TempDir(), "127.0.0.1:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("kubectl", "kustomize", dir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v\n%s", err, out)
-	}
-	objs := map[string]*unstructured.Unstructured{}
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(out)), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			break
-		}
-		if u.GetNamespace() != demoNamespace {
-			t.Errorf("%s %s is in namespace %q", u.GetKind(), u.GetName(), u.GetNamespace())
-		}
-		objs[u.GetKind()+"/"+u.GetName()] = u
-	}
+	objs := renderDemo(t)
 	str := func(kind, name string, path ...string) string {
 		u := objs[kind+"/"+name]
 		if u == nil {
@@ -62,4 +43,31 @@ func TestDemoHasTwoPipelinesOnOneSource(t *testing.T) {
 	if _, has, _ := unstructured.NestedMap(objs["ConsumerPipeline/audit"].Object, "spec", "source", "create"); has {
 		t.Error("audit has source.create: it should read the topic chat creates")
 	}
+}
+
+// renderDemo renders the demo's kustomization as `make dev` applies it (sink address
+// 127.0.0.1:1), keyed <kind>/<name>, and fails on an object outside the demo namespace.
+func renderDemo(t *testing.T) map[string]*unstructured.Unstructured {
+	t.Helper()
+	dir, err := writeDemo(t.TempDir(), "127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("kubectl", "kustomize", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v\n%s", err, out)
+	}
+	objs := map[string]*unstructured.Unstructured{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(out)), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			break
+		}
+		if u.GetNamespace() != demoNamespace {
+			t.Errorf("%s %s is in namespace %q", u.GetKind(), u.GetName(), u.GetNamespace())
+		}
+		objs[u.GetKind()+"/"+u.GetName()] = u
+	}
+	return objs
 }

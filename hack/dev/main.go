@@ -6,7 +6,9 @@
 // delivering to a demo HTTP sink that fails a share of records transiently and a share permanently,
 // adds a second pipeline on its source (audit: its own group, policy, tiers and sink, fan-out),
 // produces records to that source topic, binds the user jane@example.com to edit in that namespace
-// (a tenant, for kubectl --as), and shows `kubectl get retryops` live. The control plane has what
+// (a tenant, for kubectl --as), adds a pipeline that scales on its due lag (bursts: minReplicas 0,
+// fed a burst of records every few minutes), and shows `kubectl get retryops` live with each
+// autoscaled pipeline's pods, due lag and wake time. The control plane has what
 // config/default installs for a shared cluster's tenants (devenv.StackOptions.SharedCluster). Ctrl-C
 // stops everything it started, and nothing else.
 //
@@ -125,11 +127,12 @@ func run(o options) error {
 	}
 
 	step("Serving the demo sinks on http://%s: /tasks for chat (5%% of records fail for good, 20%% fail twice first), "+
-		"/audit for audit (4%% fail for good, 20%% fail once, 2%% three times)", o.sinkAddr)
-	sink, audit := devenv.DefaultDemoSink(), auditSink()
+		"/audit for audit (4%% fail for good, 20%% fail once, 2%% three times), /bursts for bursts (%s a record, 10%% fail once)", o.sinkAddr, burstsCost)
+	sink, audit, bursts := devenv.DefaultDemoSink(), auditSink(), burstsSink()
 	mux := http.NewServeMux()
 	mux.Handle("/tasks", sink)
 	mux.Handle("/audit", audit)
+	mux.Handle("/bursts", bursts)
 	srv := &http.Server{Addr: o.sinkAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -140,7 +143,7 @@ func run(o options) error {
 
 	step("Applying the samples (config/samples) in namespace %s: pipeline chat delivers to the demo sink; "+
 		"pipeline audit, its own group, policy and tiers, reads chat's source too (fan-out) and shares its queue; "+
-		"documents (library mode, your own image) is scaled to 0", demoNamespace)
+		"documents (library mode, your own image) is scaled to 0; bursts scales on its due lag, from 0 to 4 pods", demoNamespace)
 	demoDir, err := writeDemo(o.dir, o.sinkAddr)
 	if err != nil {
 		return err
@@ -164,6 +167,9 @@ func run(o options) error {
 		}
 	}()
 
+	step("Producing %d records to %s every %s: bursts scales up on its due lag, back down, to 0 pods, and wakes before its retries are due", burstsSize, burstsTopic, burstsEvery)
+	go produceBursts(prodCtx, stack)
+
 	var refusal atomic.Pointer[string]
 	go demoActions(prodCtx, kubeconfig, &refusal)
 
@@ -178,10 +184,10 @@ func run(o options) error {
 			tenant += "\n" + *r
 		}
 		auditDelays := audit.FirstRetryDelays()
-		fmt.Printf("\033[H\033[2J%s   demo sinks: chat %d requests, %d records delivered; audit %d requests, %d records delivered   (KUBECONFIG=%s)\n"+
-			"first retries: chat %d, delays %s; audit %d, delays %s (each record retried at its own jittered due time)\n%s\n\n%s",
-			time.Now().Format(time.TimeOnly), sink.Requests(), sink.Succeeded(), audit.Requests(), audit.Succeeded(), kubeconfig,
-			len(delays), devenv.Deciles(delays), len(auditDelays), devenv.Deciles(auditDelays), tenant, out)
+		fmt.Printf("\033[H\033[2J%s   demo sinks: chat %d requests, %d records delivered; audit %d requests, %d records delivered; bursts %d requests, %d records delivered   (KUBECONFIG=%s)\n"+
+			"first retries: chat %d, delays %s; audit %d, delays %s (each record retried at its own jittered due time)\n%s\n\n%s\n%s",
+			time.Now().Format(time.TimeOnly), sink.Requests(), sink.Succeeded(), audit.Requests(), audit.Succeeded(), bursts.Requests(), bursts.Succeeded(), kubeconfig,
+			len(delays), devenv.Deciles(delays), len(auditDelays), devenv.Deciles(auditDelays), tenant, out, autoscalingView(kubeconfig, demoNamespace, time.Now()))
 		select {
 		case <-ctx.Done():
 			fmt.Println()

@@ -22,8 +22,12 @@ type DemoSink struct {
 	Permanent func(n int) bool
 	// Transient tells how many deliveries of a record fail (503) before one succeeds.
 	Transient func(n int) int
-	// Clock stamps each delivery. Defaults to the real clock.
+	// Clock stamps each delivery and, when it can wait (a clock.Clock), times Cost. Defaults to the
+	// real clock.
 	Clock clock.PassiveClock
+	// Cost is how long the sink takes to answer each delivery: a sink whose work takes time, so that
+	// a burst of records lasts long enough for an autoscaler to act on it.
+	Cost time.Duration
 
 	mu       sync.Mutex
 	down     bool
@@ -55,6 +59,17 @@ func (s *DemoSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := s.Clock
 	if c == nil {
 		c = clock.RealClock{}
+	}
+	if s.Cost > 0 {
+		waiter, ok := c.(clock.Clock)
+		if !ok {
+			waiter = clock.RealClock{}
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-waiter.After(s.Cost):
+		}
 	}
 	now := c.Now()
 	s.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/retryops/retry-operator/internal/devenv"
@@ -72,4 +73,28 @@ func TestFirstRetryDelays(t *testing.T) {
 	if got := devenv.Deciles([]time.Duration{time.Second, 2 * time.Second, 3 * time.Second}); got != "p10 1s, p50 2s, p90 3s" {
 		t.Errorf("Deciles = %q", got)
 	}
+}
+
+// TestDemoSinkCost: with a cost, a delivery is answered (and stamped) only once the cost has
+// passed on the sink's clock.
+func TestDemoSinkCost(t *testing.T) {
+	g := NewWithT(t)
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	s := &devenv.DemoSink{Clock: clk, Cost: 20 * time.Millisecond}
+	w := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req := httptest.NewRequest(http.MethodPost, "/", nil)
+		req.Header.Set("Kafka-Key", devenv.DemoKey(1))
+		s.ServeHTTP(w, req)
+	}()
+	g.Eventually(clk.HasWaiters).Should(BeTrue())
+	g.Consistently(done, 50*time.Millisecond).ShouldNot(BeClosed(), "answered before its cost passed")
+	g.Expect(s.Requests()).To(BeZero())
+	clk.Step(20 * time.Millisecond)
+	g.Eventually(done).Should(BeClosed())
+	g.Expect(w.Code).To(Equal(http.StatusOK))
+	g.Expect(s.Attempts(devenv.DemoKey(1))).To(Equal([]time.Time{start.Add(20 * time.Millisecond)}))
 }
