@@ -128,10 +128,10 @@ func autoscalingLine(p *v1.ConsumerPipeline, now time.Time) string {
 		return line + ", no autoscaler yet, due lag " + due
 	}
 	switch {
-	case a.Idle && a.WakeTime != nil:
+	case a.IsIdle() && a.WakeTime != nil:
 		line += fmt.Sprintf(" (idle: nothing due; wakes at %s, in %s, before a waiting retry is due)",
 			a.WakeTime.Format(time.TimeOnly), a.WakeTime.Sub(now).Round(time.Second))
-	case a.Idle:
+	case a.IsIdle():
 		line += " (idle: nothing due; wakes when records arrive)"
 	default:
 		line += fmt.Sprintf(" of %d wanted", ptr.Deref(p.Spec.Replicas, 1))

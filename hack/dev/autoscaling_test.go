@@ -75,10 +75,10 @@ func TestAutoscalingLine(t *testing.T) {
 			"autoscaling bursts: 2 pods of 3 wanted, due lag 1234 (500 per pod), HorizontalPodAutoscaler bursts-dispatcher 1..4 (capped at 4 partitions), may scale to 0"},
 		{"idle until a retry is due", pipeline(func(p *v1.ConsumerPipeline) {
 			p.Status.Replicas, p.Status.DueLag = 0, ptr.To[int64](0)
-			p.Status.Autoscaling.Idle, p.Status.Autoscaling.WakeTime = true, &metav1.Time{Time: now.Add(25 * time.Second)}
+			p.Status.Autoscaling.State, p.Status.Autoscaling.WakeTime = v1.AutoscalingIdle, &metav1.Time{Time: now.Add(25 * time.Second)}
 		}), "autoscaling bursts: 0 pods (idle: nothing due; wakes at 12:00:25, in 25s, before a waiting retry is due), due lag 0 (500 per pod), HorizontalPodAutoscaler bursts-dispatcher 1..4 (capped at 4 partitions), may scale to 0"},
 		{"idle until records arrive", pipeline(func(p *v1.ConsumerPipeline) {
-			p.Status.Replicas, p.Status.DueLag, p.Status.Autoscaling.Idle = 0, ptr.To[int64](0), true
+			p.Status.Replicas, p.Status.DueLag, p.Status.Autoscaling.State = 0, ptr.To[int64](0), v1.AutoscalingIdle
 			p.Status.Autoscaling.Partitions = nil
 		}), "autoscaling bursts: 0 pods (idle: nothing due; wakes when records arrive), due lag 0 (500 per pod), HorizontalPodAutoscaler bursts-dispatcher 1..4, may scale to 0"},
 		{"no autoscaler yet", pipeline(func(p *v1.ConsumerPipeline) { p.Status.Autoscaling, p.Status.DueLag = nil, nil }),

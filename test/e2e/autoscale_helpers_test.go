@@ -106,7 +106,7 @@ func watchScale(stack *devenv.Stack, ns string, period time.Duration) *scaleWatc
 		s.spec = ptr.Deref(p.Spec.Replicas, 1)
 		s.dueLag = ptr.Deref(p.Status.DueLag, -1)
 		if a := p.Status.Autoscaling; a != nil {
-			s.idle = a.Idle
+			s.idle = a.IsIdle()
 			if a.WakeTime != nil {
 				s.wakeTime = a.WakeTime.Time
 			}
