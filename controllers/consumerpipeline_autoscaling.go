@@ -99,7 +99,7 @@ func (r *ConsumerPipelineReconciler) reconcileAutoscaling(ctx context.Context, s
 		st.Partitions = &a.Partitions
 	}
 	if prev := s.p.Status.Autoscaling; prev != nil {
-		st.State, st.LastActiveTime, st.WakeTime = prev.State, prev.LastActiveTime, prev.WakeTime
+		st.State, st.LastActiveTime, st.WakeTime, st.LastScaleTime = prev.State, prev.LastActiveTime, prev.WakeTime, prev.LastScaleTime
 	}
 	s.autoscaling = st
 	st.Kind = v1.AutoscalerHPA

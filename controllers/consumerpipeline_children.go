@@ -3,12 +3,14 @@ package controllers
 import (
 	"context"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -138,6 +140,12 @@ func (r *ConsumerPipelineReconciler) reconcileDeployment(ctx context.Context, s 
 		s.deploymentProblems.add(&problem{Reason: reasonWaitingForTopics, Kind: problemWaiting,
 			Message: "the Deployment is created once the topics are ready, so that consumers never start without their retry topics"})
 		return nil
+	}
+	if live != nil && s.autoscaling != nil && ptr.Deref(cur.Spec.Replicas, 1) != ptr.Deref(d.Spec.Replicas, 1) {
+		s.autoscaling.LastScaleTime = &metav1.Time{Time: r.Clock.Now().Truncate(time.Second)}
+	}
+	if s.autoscaling != nil && s.autoscaling.LastScaleTime != nil && r.Clock.Now().Sub(s.autoscaling.LastScaleTime.Time) < scalingGrace {
+		s.scaling = true
 	}
 	got, applied, err := apply.Owned(ctx, r.Client, s.p, d, live)
 	if err != nil {

@@ -127,6 +127,9 @@ type pipelineScope struct {
 	// looked at again to wake.
 	autoscaling *v1.PipelineAutoscalingStatus
 	wakeAfter   time.Duration
+	// scaling is set when the operator changed the Deployment's replicas for the autoscaler less
+	// than scalingGrace ago (setPipelineDeploymentScaling).
+	scaling bool
 	// autoscalerTrouble is what the HPA's conditions say keeps it from scaling; empty when nothing.
 	autoscalerTrouble  string
 	deploymentProblems problems

@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,7 @@ func pipelineStatus(s *pipelineScope) v1.ConsumerPipelineStatus {
 	setPipelineTopicsReady(&st, p.Generation, s.topicProblems, pipelineTopicsMessage(st.Topics))
 	setPipelineAlertsReady(&st, p.Generation, s.alertProblems, s.alertsMessage)
 	setPipelineDeployment(&st, p.Generation, s.deployment, s.deploymentProblems)
+	setPipelineDeploymentScaling(&st, s)
 	setPipelineDeploymentKafka(&st, s)
 	setPipelineCircuit(&st, s)
 	st.Autoscaling = s.autoscaling
@@ -125,6 +127,8 @@ const (
 	reasonProgressing = "Progressing"
 	// reasonUnavailable: the rollout is complete but fewer pods than wanted are ready.
 	reasonUnavailable = "Unavailable"
+	// reasonScaling: an autoscaled pipeline's pod count is changing; pods not ready yet are expected.
+	reasonScaling = "Scaling"
 	// reasonProgressDeadlineExceeded: the Deployment controller gave up waiting for the rollout
 	// (spec.progressDeadlineSeconds).
 	reasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
@@ -198,4 +202,25 @@ func deploymentReadyCondition(d *appsv1.Deployment, generation int64) metav1.Con
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, reasonAvailable, fmt.Sprintf("Deployment %s: %d of %d pods ready", d.Name, ds.ReadyReplicas, want)
 	}
 	return c
+}
+
+// scalingGrace is how long after the operator changed an autoscaled pipeline's replicas its pods
+// not yet ready count as a scale in progress rather than a problem.
+const scalingGrace = 3 * time.Minute
+
+// setPipelineDeploymentScaling keeps DeploymentReady True, reason Scaling, while an autoscaled
+// pipeline's Deployment is being scaled (s.scaling) and only its pod count, not its template, is
+// changing: a scale up or a wake from zero is normal progress, not a reason for Ready to go False
+// with a Warning event. A rollout (old pods left), pods that cannot be created and a progress
+// deadline passed are reported as always, and so are pods still not ready scalingGrace after.
+func setPipelineDeploymentScaling(st *v1.ConsumerPipelineStatus, s *pipelineScope) {
+	d := s.deployment
+	c := meta.FindStatusCondition(st.Conditions, v1.ConditionDeploymentReady)
+	if !s.scaling || d == nil || c == nil || c.Status != metav1.ConditionFalse || len(s.deploymentProblems) > 0 ||
+		(c.Reason != reasonProgressing && c.Reason != reasonUnavailable) || d.Status.Replicas > d.Status.UpdatedReplicas {
+		return
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1.ConditionDeploymentReady, Status: metav1.ConditionTrue,
+		ObservedGeneration: s.p.Generation, Reason: reasonScaling,
+		Message: fmt.Sprintf("Deployment %s is scaling to %d pods, %d ready", d.Name, ptr.Deref(d.Spec.Replicas, 1), d.Status.ReadyReplicas)})
 }

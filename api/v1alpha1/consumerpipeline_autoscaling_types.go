@@ -108,6 +108,12 @@ type PipelineAutoscalingStatus struct {
 	// +optional
 	LastActiveTime *metav1.Time `json:"lastActiveTime,omitempty"`
 
+	// lastScaleTime is when the operator last changed the consumer Deployment's replicas (the
+	// autoscaler's decision, a scale to zero, a wake). For a few minutes after it, pods not yet
+	// ready are a scale in progress, not a problem: DeploymentReady stays True, reason Scaling.
+	// +optional
+	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
+
 	// wakeTime is, while idle, when the consumer starts again at the latest: wakeLead before the
 	// earliest time a record waiting in a retry tier can come due. Unset when no record waits (then
 	// the next source record wakes it, within a refresh interval).

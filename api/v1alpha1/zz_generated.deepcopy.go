@@ -1040,6 +1040,10 @@ func (in *PipelineAutoscalingStatus) DeepCopyInto(out *PipelineAutoscalingStatus
 		in, out := &in.LastActiveTime, &out.LastActiveTime
 		*out = (*in).DeepCopy()
 	}
+	if in.LastScaleTime != nil {
+		in, out := &in.LastScaleTime, &out.LastScaleTime
+		*out = (*in).DeepCopy()
+	}
 	if in.WakeTime != nil {
 		in, out := &in.WakeTime, &out.WakeTime
 		*out = (*in).DeepCopy()
