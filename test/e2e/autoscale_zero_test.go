@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kgo"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -128,6 +129,21 @@ func TestScaleToZeroWakesBeforeRetriesAreDue(t *testing.T) {
 	p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: c.ns, Namespace: c.ns}}
 	g.Expect(stack.Env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
 	t.Logf("status.autoscaling.message: %s", p.Status.Autoscaling.Message)
+
+	// Idling and waking are normal progress: Normal events only, never a Warning.
+	evs := &eventsv1.EventList{}
+	g.Expect(stack.Env.Client.List(ctx, evs, client.InNamespace(c.ns))).To(Succeed())
+	reasons := map[string]int{}
+	for _, e := range evs.Items {
+		if e.Regarding.Kind != "ConsumerPipeline" {
+			continue
+		}
+		reasons[e.Type+" "+e.Reason]++
+		g.Expect(e.Type).NotTo(Equal("Warning"), "a Warning event for normal progress: %s %s", e.Reason, e.Note)
+	}
+	g.Expect(reasons).To(HaveKey("Normal ScaledToZero"))
+	g.Expect(reasons).To(HaveKey("Normal Woke"))
+	t.Logf("the pipeline's events: %v", reasons)
 }
 
 // zeroTier waits for zeroCase's pipeline to have its one retry tier and returns its topic.
