@@ -139,7 +139,7 @@ func autoscalerFailed(s *pipelineScope, err error) {
 	if err == nil {
 		return
 	}
-	err = fmt.Errorf("Autoscaling: %w", err)
+	err = fmt.Errorf("autoscaler: %w", err)
 	s.deploymentProblems.add(&problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err,
 		Message: truncate(err.Error(), maxConditionMessage)})
 }
