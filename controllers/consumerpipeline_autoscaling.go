@@ -84,44 +84,64 @@ func (s *pipelineScope) largestPartitions() int32 {
 // reconcileAutoscaling makes the pipeline's autoscaler (spec.autoscaling): a KEDA ScaledObject or an
 // HPA, both on the pipeline's scale subresource, and removes the other kind; without
 // spec.autoscaling it removes both. With minReplicas 0 it then decides whether the pipeline idles at
-// zero pods (decideIdle), which the Deployment step renders.
+// zero pods (decideIdle), which the Deployment step renders. A failure with the autoscaler is a
+// transient problem, not the end of the steps: the Deployment step must still run, so that an idle
+// pipeline wakes and spec.replicas is followed.
 func (r *ConsumerPipelineReconciler) reconcileAutoscaling(ctx context.Context, s *pipelineScope) error {
 	a := render.AutoscalingOf(s.p, s.largestPartitions())
 	if a == nil || s.claimRefused != nil {
-		return r.removeAutoscalers(ctx, s, "")
+		if s.autoscaling != nil {
+			// Kept (for the kind left to delete) only until the removal succeeds; never idle.
+			s.autoscaling.State, s.autoscaling.LastActiveTime, s.autoscaling.WakeTime = v1.AutoscalingActive, nil, nil
+		}
+		autoscalerFailed(s, r.removeAutoscalers(ctx, s, ""))
+		return nil
 	}
-	keda, err := r.useKEDA()
-	if err != nil {
-		return err
-	}
+	prev := s.p.Status.Autoscaling
 	st := &v1.PipelineAutoscalingStatus{Name: a.Name, MinReplicas: a.Min, MaxReplicas: a.Max}
 	if a.Capped {
 		st.Partitions = &a.Partitions
 	}
-	if prev := s.p.Status.Autoscaling; prev != nil {
-		st.State, st.LastActiveTime, st.WakeTime, st.LastScaleTime = prev.State, prev.LastActiveTime, prev.WakeTime, prev.LastScaleTime
+	if prev != nil {
+		st.Kind, st.State, st.LastActiveTime, st.WakeTime, st.LastScaleTime = prev.Kind, prev.State, prev.LastActiveTime, prev.WakeTime, prev.LastScaleTime
 	}
 	s.autoscaling = st
-	st.Kind = v1.AutoscalerHPA
-	if keda {
-		st.Kind = v1.AutoscalerKEDA
+	keda, err := r.useKEDA()
+	if err == nil {
+		st.Kind = v1.AutoscalerHPA
+		if keda {
+			st.Kind = v1.AutoscalerKEDA
+		}
+		err = r.applyAutoscaler(ctx, s, a, keda)
 	}
-	// The other kind goes first: KEDA's webhook refuses a ScaledObject while an HPA it does not own
-	// scales the same pipeline.
-	if err := r.removeAutoscalers(ctx, s, st.Kind); err != nil {
-		return err
-	}
-	if keda {
-		err = r.applyScaledObject(ctx, s, a)
-	} else {
-		err = r.applyHPA(ctx, s, a)
-	}
-	if err != nil {
-		return err
-	}
+	autoscalerFailed(s, err)
 	r.decideIdle(ctx, s, a)
 	st.Message = autoscalingMessage(s.p, a, st, s.autoscalerTrouble)
 	return nil
+}
+
+// applyAutoscaler removes the autoscaler of the other kind, then applies the one wanted. The other
+// kind goes first: KEDA's webhook refuses a ScaledObject while an HPA it does not own scales the
+// same pipeline.
+func (r *ConsumerPipelineReconciler) applyAutoscaler(ctx context.Context, s *pipelineScope, a *render.Autoscaling, keda bool) error {
+	if err := r.removeAutoscalers(ctx, s, s.autoscaling.Kind); err != nil {
+		return err
+	}
+	if keda {
+		return r.applyScaledObject(ctx, s, a)
+	}
+	return r.applyHPA(ctx, s, a)
+}
+
+// autoscalerFailed records err, a failure to apply or remove the autoscaler, as a transient problem
+// of DeploymentReady (the work queue retries with backoff).
+func autoscalerFailed(s *pipelineScope, err error) {
+	if err == nil {
+		return
+	}
+	err = fmt.Errorf("autoscaler: %w", err)
+	s.deploymentProblems.add(&problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err,
+		Message: truncate(err.Error(), maxConditionMessage)})
 }
 
 // useKEDA says which kind of autoscaler to make (the manager's --autoscaler).
@@ -248,7 +268,9 @@ func (r *ConsumerPipelineReconciler) decideIdle(ctx context.Context, s *pipeline
 		return
 	}
 	now := r.Clock.Now()
-	dueLag := s.p.Status.DueLag
+	// Figures not read by this reconcile (a topic step's problem, a failed read) are unknown, not
+	// the stale value in status: asleep on them, source records would wait as long as the problem.
+	var dueLag *int64
 	if s.live.lagRead {
 		dueLag = s.live.dueLag
 	}

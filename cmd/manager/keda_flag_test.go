@@ -29,4 +29,8 @@ func TestKEDAPrometheusAddressFlag(t *testing.T) {
 		_, err = parse("--keda-prometheus-address=" + v)
 		g.Expect(err).To(MatchError(ContainSubstring("--keda-prometheus-address")), "%q was accepted", v)
 	}
+	// The address is copied into every autoscaled pipeline's ScaledObject, which its namespace's
+	// users read: credentials in it would be every tenant's.
+	_, err = parse("--keda-prometheus-address=https://keda:s3cret@thanos.example.com")
+	g.Expect(err).To(MatchError(ContainSubstring("credentials")))
 }

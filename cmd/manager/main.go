@@ -126,9 +126,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 }
 
 // validPrometheusAddress checks that v is an absolute http or https URL, which KEDA's prometheus
-// scaler needs: it appends the query API's path to it.
+// scaler needs: it appends the query API's path to it. It carries no credentials: it is copied into
+// every autoscaled pipeline's ScaledObject, which that namespace's users read.
 func validPrometheusAddress(v string) error {
 	u, err := url.Parse(v)
+	if err == nil && u.User != nil {
+		return errors.New("--keda-prometheus-address: no credentials in the address, which every autoscaled pipeline's ScaledObject repeats to its namespace's users")
+	}
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		return fmt.Errorf("--keda-prometheus-address %q: want an http or https URL such as %s", v, controllers.DefaultKEDAPrometheusAddress)
 	}

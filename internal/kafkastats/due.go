@@ -132,13 +132,19 @@ func DueLag(offsets []kafka.PartitionOffsets, committed map[int32]int64, dueEnd 
 // plus the tier's shortest delay (earliest). A retry record is written when its delay starts and
 // a partition's timestamps grow with its offsets, so no waiting record of the partition can come
 // due before. ok is false when no record waits: every partition's records are due or read.
+//
+// offsets and dueEnd come from separate batched rounds, up to a refresh apart: a record dueEnd found
+// past the end offsets knows, or on a partition they do not know yet, waits all the same.
 func EarliestWaiting(offsets []kafka.PartitionOffsets, committed map[int32]int64, dueEnd map[int32]kafka.TimedOffset, earliest time.Duration) (at time.Time, ok bool) {
+	ends := make(map[int32]int64, len(offsets))
 	for _, o := range offsets {
-		d, known := dueEnd[o.Partition]
-		if !known || d.Offset < 0 || d.Offset >= o.End || d.Timestamp < 0 {
+		ends[o.Partition] = o.End
+	}
+	for p, d := range dueEnd {
+		if d.Offset < 0 || d.Timestamp < 0 {
 			continue
 		}
-		if c, read := committed[o.Partition]; read && c >= o.End {
+		if c, read := committed[p]; read && c >= max(ends[p], d.Offset+1) {
 			continue
 		}
 		t := time.UnixMilli(d.Timestamp).Add(earliest)

@@ -115,12 +115,21 @@ func TestEarliestWaiting(t *testing.T) {
 		{"one waits from offset 6", offsets([2]int64{0, 10}), map[int32]int64{0: 4}, map[int32]int64{0: 6}, at(6), true},
 		{"the earliest of two partitions", offsets([2]int64{0, 10}, [2]int64{0, 10}), nil, map[int32]int64{0: 7, 1: 3}, at(3), true},
 		{"read to the end: nothing waits", offsets([2]int64{0, 10}), map[int32]int64{0: 10}, map[int32]int64{0: 6}, time.Time{}, false},
-		{"a due end at the end: nothing waits", offsets([2]int64{0, 10}), nil, map[int32]int64{0: 10}, time.Time{}, false},
+		{"a due end at the end without a record: nothing waits", offsets([2]int64{0, 10}), nil, nil, time.Time{}, false},
+		// The offsets are read in their own batched round, up to a refresh apart from the due
+		// offsets': a record the due read found past the end they know still waits.
+		{"a due end past offsets read earlier", offsets([2]int64{0, 10}), map[int32]int64{0: 10}, map[int32]int64{0: 10}, at(10), true},
+		{"a partition the offsets do not know yet", offsets([2]int64{0, 10}), map[int32]int64{0: 10}, map[int32]int64{0: -1, 1: 2}, at(2), true},
+		{"read past a due end the offsets do not know", offsets([2]int64{0, 10}), map[int32]int64{0: 11}, map[int32]int64{0: 10}, time.Time{}, false},
 		{"a partition not read is passed over", offsets([2]int64{0, 10}, [2]int64{0, 10}), nil, map[int32]int64{1: 5}, at(5), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			got, ok := EarliestWaiting(tc.offsets, tc.committed, timed(tc.dueEnd), earliest)
+			dueEnd := timed(tc.dueEnd)
+			if tc.dueEnd == nil {
+				dueEnd = map[int32]kafka.TimedOffset{0: {Offset: 10, Timestamp: -1}}
+			}
+			got, ok := EarliestWaiting(tc.offsets, tc.committed, dueEnd, earliest)
 			g.Expect(ok).To(Equal(tc.ok))
 			g.Expect(got.Equal(tc.want)).To(BeTrue(), "got %s, want %s", got, tc.want)
 		})

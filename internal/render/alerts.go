@@ -266,11 +266,15 @@ func AlertRules(in *Inputs) (RuleFile, error) {
 	}
 	if Replicas(p) > 0 {
 		down, while := "(sum("+dp(metrics.Ready)+") or vector(0)) < 1", fmt.Sprintf("although spec.replicas is %d", Replicas(p))
-		if a := AutoscalingOf(p, 0); a != nil && a.ScaleToZero {
+		switch a := AutoscalingOf(p, 0); {
+		case a != nil && a.ScaleToZero:
 			// A pipeline that may scale to zero runs no pod while nothing is due: only a due lag
 			// without a ready consumer is down.
 			down += " and on() " + op(opmetrics.ConsumerPipelineDueLag) + " > 0"
 			while = "although records are due"
+		case a != nil:
+			// Not spec.replicas, which the autoscaler changes: each scale would rewrite the rules.
+			while = fmt.Sprintf("although spec.autoscaling.minReplicas is %d", a.Min)
 		}
 		rules = append(rules, Rule{
 			Alert:  AlertDispatcherDown,

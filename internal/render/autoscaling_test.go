@@ -80,3 +80,18 @@ func TestHorizontalPodAutoscalerOfAPipelineWithALongName(t *testing.T) {
 	g.Expect(render.ExternalMetricLabels(p.Name)).To(Equal(map[string]string{"consumerpipeline": v}))
 	g.Expect(h.Spec.ScaleTargetRef.Name).To(Equal(p.Name))
 }
+
+// An autoscaler changes spec.replicas all day: the rules of an autoscaled pipeline must not follow
+// it, or each scale would rewrite its PrometheusRule and alert ConfigMap.
+func TestAlertRulesOfAnAutoscaledPipelineDoNotChangeWhenItScales(t *testing.T) {
+	g := NewWithT(t)
+	in := sinkURIInputs(t)
+	in.Pipeline.Spec.Autoscaling = &v1.PipelineAutoscaling{MaxReplicas: 8}
+	rules := func(replicas int32) render.RuleFile {
+		in.Pipeline.Spec.Replicas = ptr.To(replicas)
+		f, err := render.AlertRules(in)
+		g.Expect(err).NotTo(HaveOccurred())
+		return f
+	}
+	g.Expect(rules(5)).To(Equal(rules(2)))
+}
