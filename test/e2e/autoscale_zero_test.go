@@ -130,12 +130,17 @@ func TestScaleToZeroWakesBeforeRetriesAreDue(t *testing.T) {
 	g.Expect(stack.Env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
 	t.Logf("status.autoscaling.message: %s", p.Status.Autoscaling.Message)
 
-	// Idling and waking are normal progress: Normal events only, never a Warning.
+	// Idling and waking are normal progress: Normal events only, never a Warning, from the first
+	// idle on (before it, the pipeline's start may wait for its queue's topic).
 	evs := &eventsv1.EventList{}
 	g.Expect(stack.Env.Client.List(ctx, evs, client.InNamespace(c.ns))).To(Succeed())
 	reasons := map[string]int{}
 	for _, e := range evs.Items {
-		if e.Regarding.Kind != "ConsumerPipeline" {
+		last := e.EventTime.Time
+		if e.Series != nil {
+			last = e.Series.LastObservedTime.Time
+		}
+		if e.Regarding.Kind != "ConsumerPipeline" || last.Before(first.at) {
 			continue
 		}
 		reasons[e.Type+" "+e.Reason]++
