@@ -113,12 +113,9 @@ func (m *CertManager) create(ctx context.Context) (CertPair, error) {
 // patchCABundle writes ca into the APIService (a missing APIService is not an error: it may be
 // installed later, and the next start patches it).
 func (m *CertManager) patchCABundle(ctx context.Context, ca []byte) error {
-	name := m.APIService
-	if name == "-" {
+	name, ok := apiServiceNamed(m.APIService, APIServiceName)
+	if !ok {
 		return nil
-	}
-	if name == "" {
-		name = APIServiceName
 	}
 	u := apiService(name)
 	patch := fmt.Appendf(nil, `{"spec":{"caBundle":%q}}`, encodeB64(ca))
@@ -135,12 +132,9 @@ func (m *CertManager) patchCABundle(ctx context.Context, ca []byte) error {
 // patchExternalMetricsCABundle writes ca into the external metrics APIService when it points at
 // this server's Service; one that is missing or points elsewhere is left alone.
 func (m *CertManager) patchExternalMetricsCABundle(ctx context.Context, ca []byte) error {
-	name := m.ExternalMetricsAPIService
-	if name == "-" {
+	name, ok := apiServiceNamed(m.ExternalMetricsAPIService, ExternalMetricsAPIServiceName)
+	if !ok {
 		return nil
-	}
-	if name == "" {
-		name = ExternalMetricsAPIServiceName
 	}
 	u := apiService(name)
 	err := m.Client.Get(ctx, client.ObjectKey{Name: name}, u)
@@ -174,4 +168,15 @@ func apiService(name string) *unstructured.Unstructured {
 	u.SetKind("APIService")
 	u.SetName(name)
 	return u
+}
+
+// apiServiceNamed resolves an APIService flag: empty is def, "-" is none (ok false).
+func apiServiceNamed(flag, def string) (name string, ok bool) {
+	switch flag {
+	case "-":
+		return "", false
+	case "":
+		return def, true
+	}
+	return flag, true
 }

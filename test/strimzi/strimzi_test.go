@@ -8,12 +8,8 @@
 package strimzi_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -24,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retryops/retry-operator/internal/envtestutil"
@@ -117,25 +112,14 @@ func crdDir(t *testing.T) string {
 	return crds
 }
 
-func repoPath(elem ...string) string {
-	return filepath.Join(append([]string{envtestutil.RepoRoot()}, elem...)...)
-}
+func repoPath(elem ...string) string { return envtestutil.RepoPath(elem...) }
 
 // decode decodes YAML documents.
 func decode(t *testing.T, what string, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
+	objs, err := envtestutil.DecodeObjects(data)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 	return objs
 }
