@@ -150,6 +150,17 @@ func pipelineOwner(key types.NamespacedName) string { return "ConsumerPipeline/"
 var pipelineStatusWriter = statusWriter[*v1.ConsumerPipeline]{
 	conditions: func(p *v1.ConsumerPipeline) []metav1.Condition { return p.Status.Conditions },
 	logKey:     "consumerPipeline", ready: "Pipeline is ready", notReady: "Pipeline is not ready", action: "Reconcile",
+	quiet:      scalingOnly,
+}
+
+// scalingOnly is true when Ready stays True and only the pod count moved (reasons Available and
+// Scaling): an autoscaled pipeline scales all day, and each step is no news (ScaledToZero and Woke
+// say what matters).
+func scalingOnly(before, after *metav1.Condition) bool {
+	steady := func(c *metav1.Condition) bool {
+		return c != nil && c.Status == metav1.ConditionTrue && (c.Reason == reasonAvailable || c.Reason == reasonScaling)
+	}
+	return steady(before) && steady(after) && (before.Reason == reasonScaling || after.Reason == reasonScaling)
 }
 
 // Reconcile brings one pipeline's topics in line with its spec and policy and refreshes its status.

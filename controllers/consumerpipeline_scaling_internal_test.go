@@ -51,3 +51,17 @@ func TestSetPipelineDeploymentScaling(t *testing.T) {
 		})
 	}
 }
+
+// Scaling steps of a pipeline that stays Ready are no event; a Ready that changes otherwise is.
+func TestScalingOnlyIsQuiet(t *testing.T) {
+	g := NewWithT(t)
+	c := func(status metav1.ConditionStatus, reason string) *metav1.Condition {
+		return &metav1.Condition{Type: v1.ConditionReady, Status: status, Reason: reason}
+	}
+	g.Expect(scalingOnly(c(metav1.ConditionTrue, reasonAvailable), c(metav1.ConditionTrue, reasonScaling))).To(BeTrue())
+	g.Expect(scalingOnly(c(metav1.ConditionTrue, reasonScaling), c(metav1.ConditionTrue, reasonAvailable))).To(BeTrue())
+	g.Expect(scalingOnly(c(metav1.ConditionTrue, reasonScaling), c(metav1.ConditionTrue, reasonScaling))).To(BeTrue())
+	g.Expect(scalingOnly(c(metav1.ConditionTrue, reasonAvailable), c(metav1.ConditionTrue, reasonAvailable))).To(BeFalse(), "a message change of a pipeline not scaling is news")
+	g.Expect(scalingOnly(c(metav1.ConditionFalse, reasonUnavailable), c(metav1.ConditionTrue, reasonScaling))).To(BeFalse(), "ready again")
+	g.Expect(scalingOnly(nil, c(metav1.ConditionTrue, reasonScaling))).To(BeFalse(), "ready for the first time")
+}

@@ -198,6 +198,8 @@ func deploymentReadyCondition(d *appsv1.Deployment, generation int64) metav1.Con
 		c.Reason, c.Message = reasonUnavailable, fmt.Sprintf("Deployment %s: %d of %d pods ready", d.Name, ds.ReadyReplicas, want)
 	case want == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, reasonAvailable, fmt.Sprintf("Deployment %s is scaled to 0 replicas", d.Name)
+	case ds.ReadyReplicas > want:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, reasonAvailable, fmt.Sprintf("Deployment %s: %d pods ready, scaling down to %d", d.Name, ds.ReadyReplicas, want)
 	default:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, reasonAvailable, fmt.Sprintf("Deployment %s: %d of %d pods ready", d.Name, ds.ReadyReplicas, want)
 	}

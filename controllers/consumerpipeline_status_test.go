@@ -266,6 +266,9 @@ func TestDeploymentReadyCondition(t *testing.T) {
 		"replicas unset means one": {
 			deployment(nil, 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1}),
 			metav1.ConditionTrue, reasonAvailable, "1 of 1 pods ready"},
+		"scaling down": {
+			deployment(ptr.To[int32](1), 3, appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 4, UpdatedReplicas: 4, ReadyReplicas: 4}),
+			metav1.ConditionTrue, reasonAvailable, "4 pods ready, scaling down to 1"},
 		"scaled to zero": {
 			deployment(ptr.To[int32](0), 4, appsv1.DeploymentStatus{ObservedGeneration: 4}),
 			metav1.ConditionTrue, reasonAvailable, "scaled to 0 replicas"},

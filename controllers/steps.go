@@ -307,6 +307,9 @@ type statusWriter[O client.Object] struct {
 	ready, notReady string
 	// action is the events' action.
 	action string
+	// quiet, when set, says which changes of a True Ready are not worth an event (the log still
+	// has them).
+	quiet func(before, after *metav1.Condition) bool
 }
 
 // patch writes the status set gives obj (optimistic.PatchStatus) and, when that changed Ready
@@ -326,6 +329,9 @@ func (w statusWriter[O]) patch(ctx context.Context, c client.Client, rec recorde
 	log := ctrl.LoggerFrom(ctx)
 	if ready.Status == metav1.ConditionTrue {
 		log.Info(w.ready, append([]any{w.logKey, klog.KObj(obj)}, kv...)...)
+		if w.quiet != nil && w.quiet(meta.FindStatusCondition(before, v1.ConditionReady), ready) {
+			return before, ready, nil
+		}
 		if note == "" {
 			note = ready.Message
 		}
