@@ -150,7 +150,7 @@ func pipelineOwner(key types.NamespacedName) string { return "ConsumerPipeline/"
 var pipelineStatusWriter = statusWriter[*v1.ConsumerPipeline]{
 	conditions: func(p *v1.ConsumerPipeline) []metav1.Condition { return p.Status.Conditions },
 	logKey:     "consumerPipeline", ready: "Pipeline is ready", notReady: "Pipeline is not ready", action: "Reconcile",
-	quiet:      scalingOnly,
+	quiet: scalingOnly,
 }
 
 // scalingOnly is true when Ready stays True and only the pod count moved (reasons Available and
