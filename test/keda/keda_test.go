@@ -13,13 +13,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"testing"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,44 +28,18 @@ const script = "hack/update-keda-crds.sh"
 // namespaces are where the tests put pipelines and ScaledObjects.
 var namespaces = []string{"shop", "team-a-payments"}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.env != nil {
-		_ = shared.env.Stop()
-	}
-	os.Exit(code)
+func TestMain(m *testing.M) { shared.Main(m) }
+
+// shared is the package's one control plane, with the pinned release's CRDs and the namespaces.
+var shared = envtestutil.Shared{
+	CRDDirs: func(t testing.TB) []string { return []string{crdDir(t)} },
+	Setup:   envtestutil.CreateNamespaces(namespaces...),
 }
 
-// shared is the package's one control plane, with the project's CRDs, the pinned release's and the
-// namespaces.
-var shared struct {
-	once sync.Once
-	env  *envtestutil.Env
-	err  error
-}
-
-func sharedEnv(t *testing.T) *envtestutil.Env {
-	t.Helper()
-	crds := crdDir(t)
-	shared.once.Do(func() {
-		if shared.env, shared.err = envtestutil.Start(crds); shared.err != nil {
-			return
-		}
-		for _, ns := range namespaces {
-			if err := shared.env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				shared.err = err
-				return
-			}
-		}
-	})
-	if shared.err != nil {
-		t.Fatal(shared.err)
-	}
-	return shared.env
-}
+func sharedEnv(t *testing.T) *envtestutil.Env { return shared.Env(t) }
 
 // pinnedVersion returns the KEDA release the script pins.
-func pinnedVersion(t *testing.T) string {
+func pinnedVersion(t testing.TB) string {
 	t.Helper()
 	data, err := os.ReadFile(repoPath(script))
 	if err != nil {
@@ -82,7 +53,7 @@ func pinnedVersion(t *testing.T) string {
 }
 
 // crdDir is the directory of the pinned release's CRDs.
-func crdDir(t *testing.T) string {
+func crdDir(t testing.TB) string {
 	t.Helper()
 	version := pinnedVersion(t)
 	dir := repoPath("test", "keda", "testdata", version)

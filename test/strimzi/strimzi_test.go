@@ -12,13 +12,10 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,45 +29,18 @@ const (
 	namespace = "kafka"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.env != nil {
-		_ = shared.env.Stop()
-	}
-	os.Exit(code)
+func TestMain(m *testing.M) { shared.Main(m) }
+
+// shared is the package's one control plane, with the pinned release's CRDs and the namespaces.
+var shared = envtestutil.Shared{
+	CRDDirs: func(t testing.TB) []string { return []string{crdDir(t)} },
+	Setup:   envtestutil.CreateNamespaces(namespace, "retry-operator-system"),
 }
 
-// shared is the package's one control plane, with the pinned release's CRDs and the namespaces the
-// script creates objects in.
-var shared struct {
-	once sync.Once
-	env  *envtestutil.Env
-	err  error
-}
-
-func sharedEnv(t *testing.T) *envtestutil.Env {
-	t.Helper()
-	crds := crdDir(t)
-	shared.once.Do(func() {
-		if shared.env, shared.err = envtestutil.Start(crds); shared.err != nil {
-			return
-		}
-		for _, ns := range []string{namespace, "retry-operator-system"} {
-			err := shared.env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				shared.err = err
-				return
-			}
-		}
-	})
-	if shared.err != nil {
-		t.Fatal(shared.err)
-	}
-	return shared.env
-}
+func sharedEnv(t *testing.T) *envtestutil.Env { return shared.Env(t) }
 
 // scriptText returns the script.
-func scriptText(t *testing.T) string {
+func scriptText(t testing.TB) string {
 	t.Helper()
 	data, err := os.ReadFile(repoPath(script))
 	if err != nil {
@@ -80,7 +50,7 @@ func scriptText(t *testing.T) string {
 }
 
 // scriptRuns fails unless the script has line, as a whole line (leading blanks aside).
-func scriptRuns(t *testing.T, line string) {
+func scriptRuns(t testing.TB, line string) {
 	t.Helper()
 	for l := range strings.SplitSeq(scriptText(t), "\n") {
 		if strings.TrimSpace(l) == line {
@@ -91,7 +61,7 @@ func scriptRuns(t *testing.T, line string) {
 }
 
 // pinnedVersion returns the Strimzi release the script installs by default.
-func pinnedVersion(t *testing.T) string {
+func pinnedVersion(t testing.TB) string {
 	t.Helper()
 	m := regexp.MustCompile(`(?m)^STRIMZI_VERSION=\$\{STRIMZI_VERSION:-(\d+\.\d+\.\d+)\}$`).FindStringSubmatch(scriptText(t))
 	if m == nil {
@@ -102,7 +72,7 @@ func pinnedVersion(t *testing.T) string {
 }
 
 // crdDir is the directory of the pinned release's CRDs.
-func crdDir(t *testing.T) string {
+func crdDir(t testing.TB) string {
 	t.Helper()
 	version := pinnedVersion(t)
 	crds := repoPath("test", "strimzi", "testdata", version)
