@@ -8,8 +8,10 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
 // actions prints the namespace's actions newest first in every format.
@@ -19,19 +21,19 @@ func TestActionsTable(t *testing.T) {
 	ctx := context.Background()
 	namespaceWithQueue(t, e, "tables", "orders-dlq")
 	var newest time.Time
-	for _, a := range []*v1.DeadLetterAction{
-		{ObjectMeta: metav1.ObjectMeta{Name: "replay-1"}, Spec: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: v1.DeadLetterReplay, RequestedBy: "alice"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "resolve-1"}, Spec: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: v1.DeadLetterResolve, RequestedBy: "bob", Note: "fixed, OPS-1"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "purge-1"}, Spec: v1.DeadLetterActionSpec{Queue: "other-dlq", Action: v1.DeadLetterPurge, RequestedBy: "alice", Mode: v1.ActionModeDryRun,
-			Selector: &v1.DeadLetterSelector{Before: &metav1.Time{Time: testNow}}}},
-	} {
-		a.Namespace = "tables"
-		g.Expect(e.Client.Create(ctx, a)).To(Succeed())
-		if a.Name == "replay-1" {
-			a.Status = v1.DeadLetterActionStatus{Phase: v1.ActionSucceeded, Matched: 10, Done: 9, Skipped: 1, Progress: "9/10"}
-			g.Expect(e.Client.Status().Update(ctx, a)).To(Succeed())
+	// The table orders actions of the same age by name: the three are made again until the API
+	// server stamped them within one second (a second boundary between them reorders the table).
+	for try := 0; ; try++ {
+		newest = createActions(t, e)
+		if sameSecond(t, e) || try == 9 {
+			break
 		}
-		newest = a.CreationTimestamp.Time
+		g.Expect(e.Client.DeleteAllOf(ctx, &v1.DeadLetterAction{}, client.InNamespace("tables"))).To(Succeed())
+		g.Eventually(func() (int, error) {
+			l := &v1.DeadLetterActionList{}
+			err := e.Client.List(ctx, l, client.InNamespace("tables"))
+			return len(l.Items), err
+		}, 10*time.Second, 50*time.Millisecond).Should(BeZero())
 	}
 	now := newest.Add(5*time.Minute + 30*time.Second)
 	run := func(args ...string) string {
@@ -124,4 +126,39 @@ pipeline,stats/orders,1200
 	g.Expect(run("-o", "json")).To(And(ContainSubstring(`"growthPerMinute": 2,`), ContainSubstring(`"oldestPending": "2026-11-23T09:00:00Z",`),
 		ContainSubstring(`"pending": 340,`)))
 	g.Expect(run("-o", "yaml")).To(ContainSubstring("messages: 1200\n"))
+}
+
+// createActions makes TestActionsTable's three actions in namespace tables and returns the newest's
+// creation time.
+func createActions(t *testing.T, e *envtestutil.Env) time.Time {
+	g := NewWithT(t)
+	ctx := context.Background()
+	var newest time.Time
+	for _, a := range []*v1.DeadLetterAction{
+		{ObjectMeta: metav1.ObjectMeta{Name: "replay-1"}, Spec: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: v1.DeadLetterReplay, RequestedBy: "alice"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "resolve-1"}, Spec: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: v1.DeadLetterResolve, RequestedBy: "bob", Note: "fixed, OPS-1"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "purge-1"}, Spec: v1.DeadLetterActionSpec{Queue: "other-dlq", Action: v1.DeadLetterPurge, RequestedBy: "alice", Mode: v1.ActionModeDryRun,
+			Selector: &v1.DeadLetterSelector{Before: &metav1.Time{Time: testNow}}}},
+	} {
+		a.Namespace = "tables"
+		g.Expect(e.Client.Create(ctx, a)).To(Succeed())
+		if a.Name == "replay-1" {
+			a.Status = v1.DeadLetterActionStatus{Phase: v1.ActionSucceeded, Matched: 10, Done: 9, Skipped: 1, Progress: "9/10"}
+			g.Expect(e.Client.Status().Update(ctx, a)).To(Succeed())
+		}
+		newest = a.CreationTimestamp.Time
+	}
+	return newest
+}
+
+// sameSecond reports whether the actions of namespace tables were all created in one second.
+func sameSecond(t *testing.T, e *envtestutil.Env) bool {
+	l := &v1.DeadLetterActionList{}
+	NewWithT(t).Expect(e.Client.List(context.Background(), l, client.InNamespace("tables"))).To(Succeed())
+	for _, a := range l.Items {
+		if !a.CreationTimestamp.Equal(&l.Items[0].CreationTimestamp) {
+			return false
+		}
+	}
+	return true
 }
