@@ -1,0 +1,91 @@
+-- Argo CD health of a ConsumerPipeline (retry.retryops.dev) from the conditions the operator writes.
+-- States and reasons: docs/argocd.md. Tested by test/argocd with the cases of health_test.yaml.
+-- An autoscaled pipeline idle at zero pods is Healthy, as a KEDA ScaledObject at zero is.
+
+-- Messages longer than this are cut. Argo CD's argocd-cm sandbox has no string library unless
+-- useOpenLibs is set; there the message stays whole (the operator bounds it to 1024 bytes).
+local maxMessage = 512
+
+local function bounded(msg)
+  if msg == nil then
+    return ""
+  end
+  if string == nil or #msg <= maxMessage then
+    return msg
+  end
+  local cut = maxMessage
+  -- Never end inside a UTF-8 sequence: back off over continuation bytes.
+  while cut > 0 and string.byte(msg, cut + 1) ~= nil and string.byte(msg, cut + 1) >= 128 and string.byte(msg, cut + 1) < 192 do
+    cut = cut - 1
+  end
+  return string.sub(msg, 1, cut) .. "..."
+end
+
+local function health(status, message)
+  return {status = status, message = bounded(message)}
+end
+
+local function condition(conditionType)
+  if obj.status == nil or obj.status.conditions == nil then
+    return nil
+  end
+  for _, c in ipairs(obj.status.conditions) do
+    if c.type == conditionType then
+      return c
+    end
+  end
+  return nil
+end
+
+-- Ready False with one of these reasons waits for something that comes by itself (a rollout, a
+-- topic, a referenced object, another action, a sink probed after its circuit opened); any other
+-- reason needs a look.
+local inProgress = {
+  Reconciling = true, Deleting = true, Progressing = true, Scaling = true,
+  WaitingForReferences = true, WaitingForTopics = true, SourceTopicMissing = true,
+  ReferenceNotFound = true, WaitingForAction = true, Running = true, RunInterrupted = true,
+  CircuitHalfOpen = true,
+}
+
+if obj.metadata.deletionTimestamp ~= nil then
+  local ready = condition("Ready")
+  if ready ~= nil and ready.reason == "Deleting" then
+    return health("Progressing", ready.message)
+  end
+  local msg = "Pending deletion"
+  if obj.metadata.finalizers ~= nil and #obj.metadata.finalizers > 0 then
+    msg = msg .. "; blocked by finalizers: " .. table.concat(obj.metadata.finalizers, ", ")
+  end
+  return health("Progressing", msg)
+end
+
+local generation = obj.metadata.generation
+local function behind(observed)
+  return generation ~= nil and (observed == nil or observed < generation)
+end
+
+if obj.status == nil or obj.status.conditions == nil or #obj.status.conditions == 0 then
+  return health("Progressing", "Waiting for the operator to reconcile the " .. obj.kind)
+end
+local ready = condition("Ready")
+if ready == nil then
+  return health("Progressing", "Waiting for the Ready condition of the " .. obj.kind)
+end
+if behind(obj.status.observedGeneration) or behind(ready.observedGeneration) then
+  return health("Progressing", "Waiting for the operator to observe generation " .. tostring(generation))
+end
+
+local stalled = condition("Stalled")
+if stalled ~= nil and stalled.status == "True" then
+  return health("Degraded", stalled.message)
+end
+if ready.status == "True" then
+  if obj.status.autoscaling ~= nil and obj.status.autoscaling.state == "Idle" then
+    return health("Healthy", "Idle: " .. (obj.status.autoscaling.message or ready.message))
+  end
+  return health("Healthy", ready.message)
+end
+if ready.status == "False" and not inProgress[ready.reason] then
+  return health("Degraded", ready.message)
+end
+return health("Progressing", ready.message)
