@@ -188,3 +188,32 @@ func TestTheDashboardShowsSeed003(t *testing.T) {
 		t.Errorf("variables %v, want %v", vars, want)
 	}
 }
+
+// TestTheDocumentationShowsEveryPanel keeps docs/dashboard.md in step: a section per panel, with
+// its queries as the dashboard runs them and what to do when it is red.
+func TestTheDocumentationShowsEveryPanel(t *testing.T) {
+	b, err := os.ReadFile("../../docs/dashboard.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, p := range dashboard.Panels() {
+		i := strings.Index(doc, "\n### "+p.Title+"\n")
+		if i < 0 {
+			t.Errorf("docs/dashboard.md has no section %q", p.Title)
+			continue
+		}
+		section := doc[i+1:]
+		if j := strings.Index(section[4:], "\n#"); j >= 0 {
+			section = section[:j+4]
+		}
+		for _, q := range p.Queries {
+			if !strings.Contains(section, "\n"+q.Expr+"\n") {
+				t.Errorf("docs/dashboard.md's section %q lacks the query %s", p.Title, q.Expr)
+			}
+		}
+		if !strings.Contains(section, "**When it is red:**") {
+			t.Errorf("docs/dashboard.md's section %q does not say what to do when it is red", p.Title)
+		}
+	}
+}
