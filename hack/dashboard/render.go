@@ -156,8 +156,11 @@ func (c *promClient) now() (time.Time, error) {
 			Result []any `json:"result"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil || len(raw.Data.Result) != 2 {
-		return time.Time{}, fmt.Errorf("time(): unexpected answer (%v)", err)
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		return time.Time{}, fmt.Errorf("time(): %w", err)
+	}
+	if len(raw.Data.Result) != 2 {
+		return time.Time{}, fmt.Errorf("time(): unexpected result %v", raw.Data.Result)
 	}
 	ts, ok := raw.Data.Result[0].(float64)
 	if !ok {

@@ -145,7 +145,7 @@ func drawTimeSeries(c *canvas, p panelData, b box, start, end time.Time) {
 	xOf := func(t time.Time) float64 {
 		return plot.x + float64(t.Sub(start))/float64(end.Sub(start))*plot.w
 	}
-	for i := 0; i <= 4; i++ {
+	for i := range 5 {
 		v := lo + (hi-lo)*float64(i)/4
 		yy := yOf(v)
 		c.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ECEDEE"/>`+"\n", plot.x, yy, plot.x+plot.w, yy)
