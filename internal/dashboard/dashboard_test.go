@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
+	sdk "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+
 	"github.com/retryops/retry-operator/internal/dashboard"
 	"github.com/retryops/retry-operator/internal/promcheck"
 )
@@ -215,5 +218,26 @@ func TestTheDocumentationShowsEveryPanel(t *testing.T) {
 		if !strings.Contains(section, "**When it is red:**") {
 			t.Errorf("docs/dashboard.md's section %q does not say what to do when it is red", p.Title)
 		}
+	}
+}
+
+// TestTheJSONReadsBackIntoGrafanasModel reads the file into the SDK's dashboard model (panels and
+// queries as their plugin types) and writes it back unchanged: nothing in it is unknown to the model.
+func TestTheJSONReadsBackIntoGrafanasModel(t *testing.T) {
+	plugins.RegisterDefaultPlugins()
+	b, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d sdk.Dashboard //nolint:staticcheck // the classic model the generator writes (internal/dashboard.Build)
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("%s does not read as a Grafana dashboard: %v", dashboardFile, err)
+	}
+	again, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(append(again, '\n'), b) {
+		t.Errorf("%s changes when read and written back", dashboardFile)
 	}
 }
