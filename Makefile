@@ -45,6 +45,10 @@ manifests: controller-gen ## Generate CRDs into config/crd/bases and the Cluster
 generate: controller-gen ## Generate deepcopy methods.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
+.PHONY: dashboard
+dashboard: ## Generate the Grafana dashboard (internal/dashboard) into config/grafana.
+	go run ./hack/dashboard generate
+
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
 	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
@@ -54,10 +58,10 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: verify
-verify: manifests generate ## Fail when generated files are stale, gofmt would change a file, or go vet complains.
+verify: manifests generate dashboard ## Fail when generated files are stale, gofmt would change a file, or go vet complains.
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
-	  echo "generated files are stale: run 'make manifests generate' and commit:"; git status --porcelain -- api config; git --no-pager diff --stat -- api config; exit 1; fi
+	  echo "generated files are stale: run 'make manifests generate dashboard' and commit:"; git status --porcelain -- api config; git --no-pager diff --stat -- api config; exit 1; fi
 	go vet ./...
 
 .PHONY: lint

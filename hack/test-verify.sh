@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves that `make verify` catches what it promises to catch: in a throwaway worktree of HEAD it
-# (1) changes an API type without regenerating, (2) leaves a file unformatted, (3) adds code go vet
-# rejects, and expects `make verify` to fail each time with the matching message.
+# (1) changes an API type (or the Grafana dashboard's code) without regenerating, (2) leaves a file
+# unformatted, (3) adds code go vet rejects, and expects `make verify` to fail each time with the matching message.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -32,6 +32,9 @@ expect_failure "an API type changed without regenerating the CRDs" "generated fi
 
 sed -i 's|^type RetryPolicySpec struct {|type RetryPolicySpec struct {\n\t// extraField is new.\n\tExtraField string `json:"extraField,omitempty"`|' api/v1alpha1/retrypolicy_types.go
 expect_failure "a field was added without regenerating deepcopy and CRDs" "generated files are stale"
+
+sed -i 's|Title:       "Retry rate per pipeline"|Title:       "Retries per pipeline"|' internal/dashboard/panels.go
+expect_failure "the dashboard's code changed without regenerating config/grafana" "generated files are stale"
 
 printf 'package controllers\nfunc   badlyFormatted() {}\n' > controllers/zz_unformatted.go
 expect_failure "a file is not gofmt-formatted" "gofmt would change"

@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/opmetrics"
+	"github.com/retryops/retry-operator/internal/promcheck"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -151,17 +152,13 @@ func TestScaledObjectNamesFitALabelValue(t *testing.T) {
 func TestDueLagQuerySelectsOnlyItsPipeline(t *testing.T) {
 	g := NewWithT(t)
 	query := render.DueLagQuery("shop", "chat")
-	g.Expect(metricNames(query)).To(Equal([]string{opmetrics.ConsumerPipelineDueLag}))
+	g.Expect(promcheck.MetricNames(query)).To(Equal([]string{opmetrics.ConsumerPipelineDueLag}))
 	g.Expect(opmetrics.Exported(opmetrics.ConsumerPipelineDueLag)).To(BeTrue())
-	sels := reSelector.FindAllStringSubmatch(query, -1)
+	sels := promcheck.Selectors(query)
 	g.Expect(sels).To(HaveLen(1))
-	labels, ok := labelsOf(sels[0][1])
+	labels, ok := promcheck.LabelsOf(sels[0].Metric)
 	g.Expect(ok).To(BeTrue())
-	var used []string
-	for _, m := range reMatcher.FindAllStringSubmatch(sels[0][2], -1) {
-		used = append(used, m[1])
-	}
-	slices.Sort(used)
+	used := slices.Sorted(slices.Values(sels[0].Labels))
 	g.Expect(used).To(Equal([]string{opmetrics.LabelConsumerPipeline, opmetrics.LabelNamespace}))
 	g.Expect(labels).To(ContainElements(used))
 
