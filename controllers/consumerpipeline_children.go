@@ -63,6 +63,7 @@ func (r *ConsumerPipelineReconciler) renderInputs(s *pipelineScope) *render.Inpu
 		Default:                 s.defaultConn,
 		DispatcherImage:         r.DispatcherImage,
 		RuleLabels:              r.RuleLabels,
+		RunbookBaseURL:          r.RunbookBaseURL,
 		CircuitReportInterval:   r.CircuitReportInterval,
 		Idle:                    s.autoscaling.IsIdle(),
 	}

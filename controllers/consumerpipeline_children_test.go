@@ -128,6 +128,9 @@ func TestPipelineChildrenAreAppliedWithOwnerReferences(t *testing.T) {
 	g.Expect(alerts.Labels).To(HaveKeyWithValue(render.LabelAlertRules, "true"))
 	g.Expect(alerts.Data).To(HaveKey(render.RuleFileKey(p.Namespace, p.Name, "consumerpipeline")))
 	g.Expect(dlqAlerts.Data).To(HaveKey(render.RuleFileKey(p.Namespace, dlq.Name, "deadletterqueue")))
+	// The runbook base URL reaches both kinds' rules (--alert-runbook-base-url).
+	g.Expect(alerts.Data[render.RuleFileKey(p.Namespace, p.Name, "consumerpipeline")]).To(ContainSubstring("runbook_url: " + testRunbookBaseURL + "#consumerlaghigh"))
+	g.Expect(dlqAlerts.Data[render.RuleFileKey(p.Namespace, dlq.Name, "deadletterqueue")]).To(ContainSubstring("runbook_url: " + testRunbookBaseURL + "#deadletterqueuesizeescalation"))
 
 	// Status: topics and alerts ready; the Deployment never rolls out here (no Deployment
 	// controller), so DeploymentReady, and with it Ready, say it is progressing.

@@ -29,7 +29,7 @@ import (
 // on, so that they are in place while the brokers are unreachable. A problem (a name taken by
 // another owner) makes Ready False without stopping the other steps.
 func (r *DeadLetterQueueReconciler) reconcileAlerts(ctx context.Context, s *dlqScope) error {
-	in := &render.DeadLetterQueueInputs{DLQ: s.dlq, RuleLabels: r.RuleLabels}
+	in := &render.DeadLetterQueueInputs{DLQ: s.dlq, RuleLabels: r.RuleLabels, RunbookBaseURL: r.RunbookBaseURL}
 	_, err := r.Rules.Apply(ctx, r.Client, s.dlq, ruleapi.Rules{
 		Rule:      func() (*unstructured.Unstructured, error) { return render.DeadLetterQueuePrometheusRule(in) },
 		ConfigMap: func() (*corev1.ConfigMap, error) { return render.DeadLetterQueueAlertConfigMap(in) },

@@ -103,6 +103,9 @@ type Options struct {
 	// AlertRuleLabels are extra labels on the PrometheusRules and alert ConfigMaps, such as the label
 	// a Prometheus Operator's ruleSelector matches (release: prometheus).
 	AlertRuleLabels map[string]string
+	// AlertRunbookBaseURL is the runbooks' page the rules' runbook_url annotations point into
+	// (render.DefaultRunbookBaseURL when empty).
+	AlertRunbookBaseURL string
 	// DefaultBootstrapServers is the operator-wide Kafka connection used by resources whose spec.kafka
 	// names no bootstrap servers.
 	DefaultBootstrapServers []string
@@ -186,6 +189,8 @@ type topicReconciler struct {
 	Controller controller.Options
 	// RuleLabels are extra labels on the alert rule objects.
 	RuleLabels map[string]string
+	// RunbookBaseURL is the runbooks' page of the rules' runbook_url annotations.
+	RunbookBaseURL string
 	// Rules knows whether PrometheusRule is served.
 	Rules *ruleapi.API
 	// Policies compiles RetryPolicies once per generation, shared with the RetryPolicy reconciler;
@@ -279,6 +284,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 			RefreshInterval: opts.StatusRefreshInterval,
 			DeletionTimeout: opts.DeletionTimeout,
 			RuleLabels:      opts.AlertRuleLabels,
+			RunbookBaseURL:  opts.AlertRunbookBaseURL,
 			Rules:           rules,
 			Controller: controller.Options{
 				MaxConcurrentReconciles: opts.MaxConcurrentReconciles,

@@ -47,6 +47,9 @@ const (
 	deletionTimeout       = 4 * time.Second
 )
 
+// testRunbookBaseURL is the suite manager's --alert-runbook-base-url.
+const testRunbookBaseURL = "https://runbooks.test/retry"
+
 // benchmarkLabel marks the objects of the scale test and benchmark, which run their own manager:
 // the suite manager does not see them.
 const benchmarkLabel = "test.retry.retryops.dev/scale"
@@ -98,6 +101,7 @@ func runSuite(m *testing.M) int {
 		Kafka:                   franz.NewFactory(franz.WithRequestTimeout(kafkaRequestTimeout)),
 		DefaultBootstrapServers: broker.ListenAddrs(),
 		DeletionTimeout:         deletionTimeout,
+		AlertRunbookBaseURL:     testRunbookBaseURL,
 		CircuitReportInterval:   circuitReportInterval,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)

@@ -92,7 +92,12 @@ type DeadLetterRetention struct {
 	MaxMessages *int64 `json:"maxMessages,omitempty"`
 }
 
-// DeadLetterAlerts are the thresholds of a dead letter queue's alerts.
+// DeadLetterAlerts are the thresholds of a dead letter queue's alerts. maxMessages, maxGrowthPerMinute
+// and maxOldestAge raise the warning and critical tiers; escalateMessages and escalateOldestAge raise
+// the third tier (severity critical with the label escalation: engineering-lead), so each must be
+// beyond the warning threshold it escalates.
+// +kubebuilder:validation:XValidation:rule="!has(self.escalateMessages) || !has(self.maxMessages) || self.escalateMessages > self.maxMessages",message="alerts.escalateMessages must be more than alerts.maxMessages (500 by default): the engineering-lead tier escalates the warning"
+// +kubebuilder:validation:XValidation:rule="!has(self.escalateOldestAge) || !has(self.maxOldestAge) || duration(self.escalateOldestAge) > duration(self.maxOldestAge)",message="alerts.escalateOldestAge must be longer than alerts.maxOldestAge (24h by default): the engineering-lead tier escalates the warning"
 type DeadLetterAlerts struct {
 	// maxMessages alerts when the queue holds more dead letters than this for maxMessagesFor.
 	// Defaults to 500.
@@ -129,6 +134,22 @@ type DeadLetterAlerts struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
 	// +optional
 	MaxOldestAge *metav1.Duration `json:"maxOldestAge,omitempty"`
+
+	// escalateMessages escalates to the engineering lead when the queue holds more dead letters than
+	// this for maxMessagesFor. Must be more than maxMessages. Defaults to 1000, or to twice
+	// maxMessages when maxMessages is 1000 or more (no API default, so that a queue whose maxMessages
+	// is already 1000 or more stays valid).
+	// +kubebuilder:validation:Minimum=2
+	// +optional
+	EscalateMessages *int64 `json:"escalateMessages,omitempty"`
+
+	// escalateOldestAge escalates to the engineering lead when the oldest pending dead letter is
+	// older than this, such as 168h (7 days; durations have no day unit). Must be longer than
+	// maxOldestAge. Defaults to 168h, or to twice maxOldestAge when maxOldestAge is 168h or more.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +optional
+	EscalateOldestAge *metav1.Duration `json:"escalateOldestAge,omitempty"`
 }
 
 // DeadLetterQueueStatus is the live state of a dead letter queue.

@@ -29,6 +29,7 @@ import (
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
+	"github.com/retryops/retry-operator/internal/render"
 )
 
 // options are the manager's command-line settings.
@@ -67,6 +68,15 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		labels, err := parseLabels(v)
 		o.controllers.AlertRuleLabels = labels
 		return err
+	})
+	o.controllers.AlertRunbookBaseURL = render.DefaultRunbookBaseURL
+	fs.Func("alert-runbook-base-url", "Page of the runbooks that every alert rule's runbook_url annotation points into, followed by #<alert name in lower case> "+
+		"(default "+render.DefaultRunbookBaseURL+"); a copy of docs/runbooks.md where your team keeps its own.", func(v string) error {
+		if err := render.ValidRunbookBaseURL(v); err != nil {
+			return err
+		}
+		o.controllers.AlertRunbookBaseURL = v
+		return nil
 	})
 	o.controllers.KEDAPrometheusAddress = controllers.DefaultKEDAPrometheusAddress
 	fs.Func("keda-prometheus-address", "Prometheus server (http or https URL) that the KEDA ScaledObjects of autoscaled ConsumerPipelines query for their due lag, when KEDA is installed; it must scrape the operator's metrics "+

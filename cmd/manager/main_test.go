@@ -158,6 +158,20 @@ func TestFlagsAlertRuleLabels(t *testing.T) {
 	}
 }
 
+func TestFlagsAlertRunbookBaseURL(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.controllers.AlertRunbookBaseURL).To(Equal("https://github.com/retryops/retry-operator/blob/main/docs/runbooks.md"))
+	o, err = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--alert-runbook-base-url=https://wiki.example.com/retry/runbooks"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.controllers.AlertRunbookBaseURL).To(Equal("https://wiki.example.com/retry/runbooks"))
+	for _, bad := range []string{"wiki.example.com/runbooks", "ftp://example.com/r", "https://example.com/r.md#top", "/docs/runbooks.md"} {
+		_, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--alert-runbook-base-url=" + bad})
+		g.Expect(err).To(HaveOccurred(), bad)
+	}
+}
+
 func TestKafkaTenancyFlags(t *testing.T) {
 	dir := t.TempDir()
 	pwFile := dir + "/password"

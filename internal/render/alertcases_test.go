@@ -180,20 +180,23 @@ func dlqAlertCases(t *testing.T, d *v1.DeadLetterQueue) map[string]alertCase {
 			}},
 		}}
 	}
-	oldest := func() alertCase {
-		f := render.OldestMessageFor
-		iv := interval(f)
+	// oldest evaluates every quarter of f, however long: promtool evaluates from the epoch to the
+	// crossing, and a week at one evaluation a minute takes half a minute per scenario. The series
+	// keep a sample a minute, within Prometheus's lookback.
+	oldest := func(age, f time.Duration) alertCase {
+		ev := max(f/4, 15*time.Second)
+		iv := min(ev, time.Minute)
 		const ts = 60 // the oldest dead letter's timestamp: one minute after the test's epoch
-		crossing := th.MaxOldestAge + ts*time.Second
-		at := crossing + f + 2*iv
+		crossing := age + ts*time.Second
+		at := crossing + f + 2*ev
 		n := samples(at, iv)
 		m := opmetrics.DeadLetterQueueOldestMessageTimestamp
-		return alertCase{interval: iv, scenarios: []scenario{
-			{name: "fires when older than the limit for its duration", at: at, fires: true, value: (at - ts*time.Second).Seconds(),
+		return alertCase{interval: iv, evaluation: ev, scenarios: []scenario{
+			{name: "fires when older than the limit for its duration", at: at, fires: true, value: (at.Truncate(ev) - ts*time.Second).Seconds(),
 				series: []promSeries{series(m, scope, constant(ts, n))}},
 			{name: "silent at exactly the limit", at: crossing,
 				series: []promSeries{series(m, scope, constant(ts, n))}},
-			{name: "silent when older than the limit for less than its duration", at: crossing + f - iv,
+			{name: "silent when older than the limit for less than its duration", at: crossing + f - ev,
 				series: []promSeries{series(m, scope, constant(ts, n))}},
 			{name: "silent on a zero timestamp", at: at,
 				series: []promSeries{series(m, scope, constant(0, n))}},
@@ -206,7 +209,11 @@ func dlqAlertCases(t *testing.T, d *v1.DeadLetterQueue) map[string]alertCase {
 	return map[string]alertCase{
 		render.AlertDeadLetterQueueSize:          thresholdCase(opmetrics.DeadLetterQueueMessages, scope, opmetrics.LabelDeadLetterQueue, float64(th.MaxMessages), th.MaxMessagesFor),
 		render.AlertDeadLetterQueueGrowth:        growth(),
-		render.AlertDeadLetterQueueOldestMessage: oldest(),
+		render.AlertDeadLetterQueueOldestMessage: oldest(th.MaxOldestAge, render.OldestMessageFor),
+		// The third tier: the same measures at the escalation thresholds, so the cases prove it fires
+		// above them and not at them (nor at the warning thresholds below them).
+		render.AlertDeadLetterQueueSizeEscalation:          thresholdCase(opmetrics.DeadLetterQueueMessages, scope, opmetrics.LabelDeadLetterQueue, float64(th.EscalateMessages), th.MaxMessagesFor),
+		render.AlertDeadLetterQueueOldestMessageEscalation: oldest(th.EscalateOldestAge, render.OldestMessageEscalationFor),
 	}
 }
 

@@ -121,66 +121,6 @@ func PromDuration(d time.Duration) string {
 	return b.String()
 }
 
-func durOr(d *metav1.Duration, def time.Duration) time.Duration {
-	if d == nil || d.Duration <= 0 {
-		return def
-	}
-	return d.Duration
-}
-
-// PipelineThresholds are a pipeline's alert thresholds with the defaults applied.
-type PipelineThresholds struct {
-	MaxConsumerLag  int64
-	MaxRetryBacklog int64
-	For             time.Duration
-}
-
-// PipelineAlertThresholds returns spec.alerts of p with the defaults (1000, 1000, 5m) for unset fields.
-func PipelineAlertThresholds(p *v1.ConsumerPipeline) PipelineThresholds {
-	t := PipelineThresholds{MaxConsumerLag: DefaultMaxConsumerLag, MaxRetryBacklog: DefaultMaxRetryBacklog, For: DefaultPipelineAlertFor}
-	if a := p.Spec.Alerts; a != nil {
-		if a.MaxConsumerLag != nil {
-			t.MaxConsumerLag = *a.MaxConsumerLag
-		}
-		if a.MaxRetryBacklog != nil {
-			t.MaxRetryBacklog = *a.MaxRetryBacklog
-		}
-		t.For = durOr(a.For, t.For)
-	}
-	return t
-}
-
-// DeadLetterQueueThresholds are a DLQ's alert thresholds with the defaults applied.
-type DeadLetterQueueThresholds struct {
-	MaxMessages        int64
-	MaxMessagesFor     time.Duration
-	MaxGrowthPerMinute int64
-	MaxGrowthFor       time.Duration
-	MaxOldestAge       time.Duration
-}
-
-// DeadLetterQueueAlertThresholds returns spec.alerts of d with the defaults (500 for 1h, 12 per
-// minute for 10m, 24h) for unset fields.
-func DeadLetterQueueAlertThresholds(d *v1.DeadLetterQueue) DeadLetterQueueThresholds {
-	t := DeadLetterQueueThresholds{
-		MaxMessages: DefaultDLQMaxMessages, MaxMessagesFor: DefaultDLQMaxMessagesFor,
-		MaxGrowthPerMinute: DefaultDLQMaxGrowthPerMin, MaxGrowthFor: DefaultDLQMaxGrowthFor,
-		MaxOldestAge: DefaultDLQMaxOldestAge,
-	}
-	if a := d.Spec.Alerts; a != nil {
-		if a.MaxMessages != nil {
-			t.MaxMessages = *a.MaxMessages
-		}
-		if a.MaxGrowthPerMinute != nil {
-			t.MaxGrowthPerMinute = int64(*a.MaxGrowthPerMinute)
-		}
-		t.MaxMessagesFor = durOr(a.MaxMessagesFor, t.MaxMessagesFor)
-		t.MaxGrowthFor = durOr(a.MaxGrowthFor, t.MaxGrowthFor)
-		t.MaxOldestAge = durOr(a.MaxOldestAge, t.MaxOldestAge)
-	}
-	return t
-}
-
 // AlertRules renders the pipeline's alert rules, one group:
 //
 //   - ConsumerLagHigh (warning): the operator's consumer-lag gauge above spec.alerts.maxConsumerLag for
@@ -198,8 +138,9 @@ func DeadLetterQueueAlertThresholds(d *v1.DeadLetterQueue) DeadLetterQueueThresh
 //     stripped to its context headers, for DeadLettersStuckFor: nothing past it is committed on its
 //     partition; only when replicas > 0.
 //
-// The operator's gauges are aggregated with max by (namespace, consumerpipeline) so that two operator
-// replicas exporting during a leader hand-over raise one alert. Every selector is scoped to the
+// Severities come from AlertTiers and every rule has a runbook_url (RunbookURL). The operator's
+// gauges are aggregated with max by (namespace, consumerpipeline) so that two operator replicas
+// exporting during a leader hand-over raise one alert. Every selector is scoped to the
 // pipeline's namespace and name.
 func AlertRules(in *Inputs) (RuleFile, error) {
 	if err := in.check(); err != nil {
@@ -209,8 +150,8 @@ func AlertRules(in *Inputs) (RuleFile, error) {
 	ns, name := p.Namespace, p.Name
 	th := PipelineAlertThresholds(p)
 	forStr := PromDuration(th.For)
-	labels := func(severity string) map[string]string {
-		return map[string]string{"severity": severity, opmetrics.LabelNamespace: ns, opmetrics.LabelConsumerPipeline: name}
+	labels := func() map[string]string {
+		return map[string]string{opmetrics.LabelNamespace: ns, opmetrics.LabelConsumerPipeline: name}
 	}
 	op := func(metric string) string {
 		return "max by (namespace, consumerpipeline) (" +
@@ -227,7 +168,7 @@ func AlertRules(in *Inputs) (RuleFile, error) {
 		Alert:  AlertConsumerLagHigh,
 		Expr:   op(opmetrics.ConsumerPipelineConsumerLag) + " > " + strconv.FormatInt(th.MaxConsumerLag, 10),
 		For:    forStr,
-		Labels: labels(SeverityWarning),
+		Labels: labels(),
 		Annotations: map[string]string{
 			"summary": what + " is falling behind its source topic",
 			"description": fmt.Sprintf("The consumer group of %s has had more than %d unconsumed records on topic %s for %s (now {{ $value | humanize }}). Check the consumers and the sink: %s -o wide; %s.",
@@ -243,7 +184,7 @@ func AlertRules(in *Inputs) (RuleFile, error) {
 			Alert:  AlertRetryBacklogHigh,
 			Expr:   op(opmetrics.ConsumerPipelineRetryBacklog) + " > " + strconv.FormatInt(th.MaxRetryBacklog, 10),
 			For:    forStr,
-			Labels: labels(SeverityWarning),
+			Labels: labels(),
 			Annotations: map[string]string{
 				"summary": what + " has a large retry backlog",
 				"description": fmt.Sprintf("More than %d records of %s have been waiting in its retry tiers for %s (now {{ $value | humanize }}): deliveries keep failing. Check the sink and the dead letters: %s -o wide; kubectl get deadletterqueue %s -n %s -o yaml.",
@@ -256,7 +197,7 @@ func AlertRules(in *Inputs) (RuleFile, error) {
 			Alert:  AlertCircuitOpen,
 			Expr:   "max by (namespace, pipeline) (" + dp(metrics.CircuitState) + ") > " + strconv.Itoa(metrics.CircuitClosed),
 			For:    PromDuration(CircuitOpenFor),
-			Labels: labels(SeverityWarning),
+			Labels: labels(),
 			Annotations: map[string]string{
 				"summary": "The circuit breaker of " + what + " is open",
 				"description": fmt.Sprintf("A consumer of %s has had its circuit breaker open or half-open for %s: the sink fails most deliveries, so consumption is paused rather than spending attempts. Check the sink: kubectl describe consumerpipeline %s -n %s.",
@@ -280,7 +221,7 @@ func AlertRules(in *Inputs) (RuleFile, error) {
 			Alert:  AlertDispatcherDown,
 			Expr:   down,
 			For:    PromDuration(DispatcherDownFor),
-			Labels: labels(SeverityCritical),
+			Labels: labels(),
 			Annotations: map[string]string{
 				"summary": "No consumer of " + what + " is ready",
 				"description": fmt.Sprintf("No consumer pod of %s has reported ready (%s) for %s %s: its records are not being consumed. Check the pods and their logs: %s; kubectl logs -n %s deployment/%s.",
@@ -290,13 +231,16 @@ func AlertRules(in *Inputs) (RuleFile, error) {
 			Alert:  AlertDeadLettersStuck,
 			Expr:   "max by (namespace) (" + dp(metrics.StuckDeadLetters) + ") > 0",
 			For:    PromDuration(DeadLettersStuckFor),
-			Labels: labels(SeverityCritical),
+			Labels: labels(),
 			Annotations: map[string]string{
 				"summary": "Dead letters of " + what + " cannot be written",
 				"description": fmt.Sprintf("A consumer of %s has held {{ $value | humanize }} record(s) for %s whose dead-letter write to topic %s failed even stripped to its context headers (is the topic there, and may the consumer write to it?): nothing past them is committed on their partitions, and the pod is not ready. The pod's log names topic, partition, offset and the broker's error: %s; kubectl logs -n %s deployment/%s.",
 					what, PromDuration(DeadLettersStuckFor), in.DLQ.Spec.Topic.Name, podsCmd, ns, DeploymentName(p)),
 			},
 		})
+	}
+	for i := range rules {
+		rules[i] = annotate(in.RunbookBaseURL, rules[i])
 	}
 	return RuleFile{Groups: []RuleGroup{{Name: "retryops.consumerpipeline." + ns + "." + name, Rules: rules}}}, nil
 }
@@ -307,6 +251,8 @@ type DeadLetterQueueInputs struct {
 	DLQ *v1.DeadLetterQueue
 	// RuleLabels are extra labels on the PrometheusRule and the alert ConfigMap (see Inputs).
 	RuleLabels map[string]string
+	// RunbookBaseURL is the runbooks' page (see Inputs).
+	RunbookBaseURL string
 }
 
 // DeadLetterQueueAlertRules renders a DeadLetterQueue's alert rules, one group, from the operator's
@@ -321,6 +267,11 @@ type DeadLetterQueueInputs struct {
 //   - DeadLetterQueueOldestMessage (warning): the oldest dead letter older than maxOldestAge for
 //     OldestMessageFor. The timestamp gauge is absent while the queue is empty, and a zero value is
 //     ignored.
+//   - DeadLetterQueueSizeEscalation and DeadLetterQueueOldestMessageEscalation (critical, escalation
+//     engineering-lead): the same two measures past escalateMessages (for maxMessagesFor) and
+//     escalateOldestAge (for OldestMessageEscalationFor).
+//
+// Severities and the escalation label come from AlertTiers; every rule has a runbook_url.
 func DeadLetterQueueAlertRules(in *DeadLetterQueueInputs) (RuleFile, error) {
 	if in == nil || in.DLQ == nil {
 		return RuleFile{}, fmt.Errorf("render: DeadLetterQueueInputs.DLQ is required")
@@ -328,8 +279,8 @@ func DeadLetterQueueAlertRules(in *DeadLetterQueueInputs) (RuleFile, error) {
 	d := in.DLQ
 	ns, name := d.Namespace, d.Name
 	th := DeadLetterQueueAlertThresholds(d)
-	labels := func(severity string) map[string]string {
-		return map[string]string{"severity": severity, opmetrics.LabelNamespace: ns, opmetrics.LabelDeadLetterQueue: name}
+	labels := func() map[string]string {
+		return map[string]string{opmetrics.LabelNamespace: ns, opmetrics.LabelDeadLetterQueue: name}
 	}
 	sel := func(metric string) string {
 		return selector(metric, opmetrics.LabelNamespace, ns, opmetrics.LabelDeadLetterQueue, name)
@@ -346,7 +297,7 @@ func DeadLetterQueueAlertRules(in *DeadLetterQueueInputs) (RuleFile, error) {
 		Alert:  AlertDeadLetterQueueSize,
 		Expr:   by + sel(opmetrics.DeadLetterQueueMessages) + ") > " + strconv.FormatInt(th.MaxMessages, 10),
 		For:    PromDuration(th.MaxMessagesFor),
-		Labels: labels(SeverityWarning),
+		Labels: labels(),
 		Annotations: map[string]string{
 			"summary": fmt.Sprintf("%s holds more than %d dead letters", what, th.MaxMessages),
 			"description": fmt.Sprintf("%s (topic %s) has held more than %d dead letters for %s (now {{ $value | humanize }}). Inspect them (reasons, pipelines), then replay or purge: %s.",
@@ -356,7 +307,7 @@ func DeadLetterQueueAlertRules(in *DeadLetterQueueInputs) (RuleFile, error) {
 		Alert:  AlertDeadLetterQueueGrowth,
 		Expr:   by + "deriv(" + sel(opmetrics.DeadLetterQueueMessages) + "[" + PromDuration(window) + "])) * 60 > " + strconv.FormatInt(th.MaxGrowthPerMinute, 10),
 		For:    PromDuration(th.MaxGrowthFor),
-		Labels: labels(SeverityCritical),
+		Labels: labels(),
 		Annotations: map[string]string{
 			"summary": "Dead letters are arriving fast in " + what,
 			"description": fmt.Sprintf("%s (topic %s) has grown by more than %d dead letters per minute for %s (now {{ $value | humanize }} per minute). Find the failing pipelines and reasons: %s.",
@@ -366,13 +317,36 @@ func DeadLetterQueueAlertRules(in *DeadLetterQueueInputs) (RuleFile, error) {
 		Alert:  AlertDeadLetterQueueOldestMessage,
 		Expr:   "time() - min by (namespace, deadletterqueue) (" + sel(opmetrics.DeadLetterQueueOldestMessageTimestamp) + " > 0) > " + strconv.FormatInt(int64(th.MaxOldestAge/time.Second), 10),
 		For:    PromDuration(OldestMessageFor),
-		Labels: labels(SeverityWarning),
+		Labels: labels(),
 		Annotations: map[string]string{
 			"summary": fmt.Sprintf("%s has dead letters older than %s", what, PromDuration(th.MaxOldestAge)),
 			"description": fmt.Sprintf("The oldest dead letter in %s (topic %s) is {{ $value | humanizeDuration }} old, more than %s: nobody is handling the queue. Replay or purge it: %s.",
 				what, topic, PromDuration(th.MaxOldestAge), inspect),
 		},
+	}, {
+		Alert:  AlertDeadLetterQueueSizeEscalation,
+		Expr:   by + sel(opmetrics.DeadLetterQueueMessages) + ") > " + strconv.FormatInt(th.EscalateMessages, 10),
+		For:    PromDuration(th.MaxMessagesFor),
+		Labels: labels(),
+		Annotations: map[string]string{
+			"summary": fmt.Sprintf("%s holds more than %d dead letters: escalate to the engineering lead", what, th.EscalateMessages),
+			"description": fmt.Sprintf("%s (topic %s) has held more than %d dead letters for %s (now {{ $value | humanize }}), past spec.alerts.escalateMessages: declare an incident, find the failing pipelines and reasons, then replay or purge: %s.",
+				what, topic, th.EscalateMessages, PromDuration(th.MaxMessagesFor), inspect),
+		},
+	}, {
+		Alert:  AlertDeadLetterQueueOldestMessageEscalation,
+		Expr:   "time() - min by (namespace, deadletterqueue) (" + sel(opmetrics.DeadLetterQueueOldestMessageTimestamp) + " > 0) > " + strconv.FormatInt(int64(th.EscalateOldestAge/time.Second), 10),
+		For:    PromDuration(OldestMessageEscalationFor),
+		Labels: labels(),
+		Annotations: map[string]string{
+			"summary": fmt.Sprintf("%s has dead letters older than %s: escalate to the engineering lead", what, PromDuration(th.EscalateOldestAge)),
+			"description": fmt.Sprintf("The oldest pending dead letter in %s (topic %s) is {{ $value | humanizeDuration }} old, past spec.alerts.escalateOldestAge (%s): the warning went unanswered. Declare an incident and decide its fate (replay, resolve or purge): %s.",
+				what, topic, PromDuration(th.EscalateOldestAge), inspect),
+		},
 	}}
+	for i := range rules {
+		rules[i] = annotate(in.RunbookBaseURL, rules[i])
+	}
 	return RuleFile{Groups: []RuleGroup{{Name: "retryops.deadletterqueue." + ns + "." + name, Rules: rules}}}, nil
 }
 

@@ -51,6 +51,9 @@ type Inputs struct {
 	// RuleLabels are extra labels on the PrometheusRule and the alert ConfigMap, such as the label a
 	// Prometheus Operator's ruleSelector matches (release: prometheus). Optional.
 	RuleLabels map[string]string
+	// RunbookBaseURL is the page of the runbooks whose sections the rules' runbook_url annotations
+	// point at (--alert-runbook-base-url); empty means DefaultRunbookBaseURL.
+	RunbookBaseURL string
 	// CircuitReportInterval is how often consumers repeat a circuit breaker report that is not
 	// Closed (config circuitReport.interval); zero leaves the dispatcher's default (30s).
 	CircuitReportInterval time.Duration

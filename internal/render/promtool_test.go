@@ -110,8 +110,10 @@ type scenario struct {
 
 // alertCase is how one alert is exercised: the series and evaluation interval and the scenarios.
 type alertCase struct {
-	interval  time.Duration
-	scenarios []scenario
+	interval time.Duration
+	// evaluation is the rules' evaluation interval when it differs from the series' interval.
+	evaluation time.Duration
+	scenarios  []scenario
 }
 
 // testRules checks a rendered rule file with promtool and unit-tests every alert in it with cases,
@@ -148,7 +150,11 @@ func promtoolRules(t *testing.T, f render.RuleFile, cases map[string]alertCase, 
 				t.Errorf("alert %s has no promtool test cases", r.Alert)
 				continue
 			}
-			file := promTestFile{RuleFiles: []string{"rules.yaml"}, EvaluationInterval: render.PromDuration(c.interval)}
+			ev := c.interval
+			if c.evaluation != 0 {
+				ev = c.evaluation
+			}
+			file := promTestFile{RuleFiles: []string{"rules.yaml"}, EvaluationInterval: render.PromDuration(ev)}
 			for _, s := range c.scenarios {
 				exp := []promExpAlert{}
 				if s.fires {
@@ -242,7 +248,8 @@ func TestPipelineAlertRulesWithPromtool(t *testing.T) {
 }
 
 func TestDeadLetterQueueAlertRulesWithPromtool(t *testing.T) {
-	all := []string{render.AlertDeadLetterQueueSize, render.AlertDeadLetterQueueGrowth, render.AlertDeadLetterQueueOldestMessage}
+	all := []string{render.AlertDeadLetterQueueSize, render.AlertDeadLetterQueueGrowth, render.AlertDeadLetterQueueOldestMessage,
+		render.AlertDeadLetterQueueSizeEscalation, render.AlertDeadLetterQueueOldestMessageEscalation}
 	for _, tc := range []struct {
 		name string
 		dlq  func(*testing.T) *v1.DeadLetterQueue
@@ -253,6 +260,12 @@ func TestDeadLetterQueueAlertRulesWithPromtool(t *testing.T) {
 			d := defaultDLQ()
 			d.Spec.StatusRefreshInterval = pdur(5 * time.Minute)
 			d.Spec.Alerts = &v1.DeadLetterAlerts{MaxGrowthPerMinute: ptr.To[int32](1), MaxGrowthFor: pdur(20 * time.Minute)}
+			return d
+		}},
+		{"custom escalation thresholds", func(*testing.T) *v1.DeadLetterQueue {
+			d := defaultDLQ()
+			d.Spec.Alerts = &v1.DeadLetterAlerts{MaxMessages: ptr.To[int64](20), MaxMessagesFor: pdur(10 * time.Minute), EscalateMessages: ptr.To[int64](200),
+				MaxOldestAge: pdur(time.Hour), EscalateOldestAge: pdur(3 * time.Hour)}
 			return d
 		}},
 	} {
