@@ -1,0 +1,111 @@
+package helm
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// helmLabels are the labels Helm charts add by convention (the release, the chart's version,
+// Helm): left out of the comparison, in labels and selectors alike.
+var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
+
+// TestChartDeploysWhatKustomizeDeploys renders the chart with its defaults (and with
+// watchNamespaces) and the matching kustomize base, and compares the objects: the same kinds, names
+// and namespaces, and the same content. The allowed differences:
+//   - the chart creates no Namespace: `helm install --create-namespace` does, as Helm's convention is;
+//   - the chart's labels: kustomize's are a subset of each object's (and pod template's) labels, and
+//     the labels of helmLabels are left out of selectors;
+//   - helm.sh/resource-policy: keep on the CRDs (crds.keep);
+//   - kustomize sets a namespace on the admission policies and their bindings, which are
+//     cluster-scoped (its list of cluster-scoped kinds lacks them); the API server ignores it.
+func TestChartDeploysWhatKustomizeDeploys(t *testing.T) {
+	watch := filepath.Join(t.TempDir(), "watch.yaml")
+	if err := os.WriteFile(watch, []byte("watchNamespaces: [team-a, team-b]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, base string
+		values     []string
+	}{
+		{"defaults and config/default", "config/default", nil},
+		{"watchNamespaces and config/watch-namespaces", "config/watch-namespaces", []string{watch}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eachHelm(t, func(t *testing.T, helm string) {
+				_, chartObjs := render(t, helm, tc.values...)
+				var want []*unstructured.Unstructured
+				for _, u := range kustomize(t, tc.base) {
+					switch u.GetKind() {
+					case "Namespace":
+						continue
+					case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+						u.SetNamespace("")
+					}
+					want = append(want, u)
+				}
+				NewWithT(t).Expect(keys(chartObjs)).To(Equal(keys(want)), "the chart's objects and %s's", tc.base)
+				got := map[string]*unstructured.Unstructured{}
+				for _, u := range chartObjs {
+					got[key(u)] = u
+				}
+				for _, w := range want {
+					compare(t, w, got[key(w)])
+				}
+			})
+		})
+	}
+}
+
+// compare fails the test when the chart's object c differs from kustomize's k beyond the allowed
+// differences.
+func compare(t *testing.T, k, c *unstructured.Unstructured) {
+	t.Helper()
+	k, c = k.DeepCopy(), c.DeepCopy()
+	for _, path := range [][]string{{"metadata"}, {"spec", "template", "metadata"}} {
+		kl, _, _ := unstructured.NestedStringMap(k.Object, append(path, "labels")...)
+		cl, _, _ := unstructured.NestedStringMap(c.Object, append(path, "labels")...)
+		for name, v := range kl {
+			if cl[name] != v {
+				t.Errorf("%s: label %s=%q at %v, the chart's %q", key(k), name, v, path, cl[name])
+			}
+		}
+		unstructured.RemoveNestedField(k.Object, append(path, "labels")...)
+		unstructured.RemoveNestedField(c.Object, append(path, "labels")...)
+	}
+	if ann := c.GetAnnotations(); ann != nil {
+		delete(ann, "helm.sh/resource-policy")
+		c.SetAnnotations(ann)
+		if len(ann) == 0 {
+			unstructured.RemoveNestedField(c.Object, "metadata", "annotations")
+		}
+	}
+	for _, sel := range [][]string{{"spec", "selector", "matchLabels"}, {"spec", "selector"}, {"spec", "podSelector", "matchLabels"}} {
+		m, found, err := unstructured.NestedStringMap(c.Object, sel...)
+		if !found || err != nil {
+			continue
+		}
+		m = maps.Clone(m)
+		for _, l := range helmLabels {
+			delete(m, l)
+		}
+		if err := unstructured.SetNestedStringMap(c.Object, m, sel...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As YAML, so that a difference shows where it is.
+	kYAML, err := yaml.Marshal(k.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cYAML, err := yaml.Marshal(c.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	NewWithT(t).Expect(string(cYAML)).To(Equal(string(kYAML)), "%s: the chart's object and kustomize's", key(k))
+}
