@@ -77,7 +77,6 @@ func run(t *testing.T, stdin []byte, bin string, args ...string) []byte {
 
 func runErr(stdin []byte, bin string, args ...string) ([]byte, error) {
 	cmd := exec.Command(bin, args...)
-	cmd.Dir = envtestutil.RepoRoot()
 	// helm's caches and configuration stay out of the user's home.
 	home, err := os.MkdirTemp("", "retryops-helm-home-")
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
@@ -56,6 +57,12 @@ func TestHelmInstallRunsTheChartsManager(t *testing.T) {
 	defer broker.Close()
 	bootstrap := broker.ListenAddrs()[0]
 
+	logFile, err := os.Create(filepath.Join(dir, "runner.log"))
+	g.Expect(err).NotTo(HaveOccurred())
+	log := zap.New(zap.WriteTo(logFile))
+	// controller-runtime's own log (envtest, clients) goes with the runners'.
+	ctrllog.SetLogger(log)
+
 	// The aggregation layer as `make dev` has it: the manager serves the deadletters API.
 	env, err := envtestutil.StartAggregated()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -67,9 +74,6 @@ func TestHelmInstallRunsTheChartsManager(t *testing.T) {
 	out, err := env.Kubectl(nil, append([]string{"delete", "crd", "--wait"}, crdNames...)...)
 	g.Expect(err).NotTo(HaveOccurred(), out)
 
-	logFile, err := os.Create(filepath.Join(dir, "runner.log"))
-	g.Expect(err).NotTo(HaveOccurred())
-	log := zap.New(zap.WriteTo(logFile))
 	managers := &devenv.Runner{
 		Client: env.Client, Config: env.Config, Dir: filepath.Join(dir, "manager-pods"), Log: log.WithName("managers"),
 		Images:     map[string]string{"ghcr.io/retryops/retry-operator": bin["manager"]},
