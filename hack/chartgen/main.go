@@ -95,14 +95,18 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	texts := make([][]byte, len(outs))
+	for i, o := range outs {
+		if texts[i], err = render(*repo, o); err != nil {
+			fail(fmt.Errorf("%s: %w", o.path, err))
+		}
+	}
+	// A CRD removed from config/crd/bases leaves the chart too.
 	if err := os.RemoveAll(filepath.Join(*repo, chart, "templates/crds")); err != nil {
 		fail(err)
 	}
-	for _, o := range outs {
-		text, err := render(*repo, o)
-		if err != nil {
-			fail(fmt.Errorf("%s: %w", o.path, err))
-		}
+	for i, o := range outs {
+		text := texts[i]
 		path := filepath.Join(*repo, o.path)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			fail(err)

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -107,5 +108,18 @@ func compare(t *testing.T, k, c *unstructured.Unstructured) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	NewWithT(t).Expect(string(cYAML)).To(Equal(string(kYAML)), "%s: the chart's object and kustomize's", key(k))
+	if string(cYAML) != string(kYAML) {
+		t.Errorf("%s: the chart's object differs from kustomize's:\n%s", key(k), firstDifference(string(kYAML), string(cYAML)))
+	}
+}
+
+// firstDifference shows the lines around the first line where a and b differ.
+func firstDifference(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	i := 0
+	for i < len(al) && i < len(bl) && al[i] == bl[i] {
+		i++
+	}
+	from := max(0, i-6)
+	return "kustomize:\n" + strings.Join(al[from:min(len(al), i+3)], "\n") + "\nchart:\n" + strings.Join(bl[from:min(len(bl), i+3)], "\n")
 }
