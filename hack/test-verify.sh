@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves that `make verify` catches what it promises to catch: in a throwaway worktree of HEAD it
-# (1) changes an API type without regenerating, (2) leaves a file unformatted, (3) adds code go vet
-# rejects, and expects `make verify` to fail each time with the matching message.
+# (1) changes an API type without regenerating, or edits the chart's generated copy of a CRD, (2)
+# leaves a file unformatted, (3) adds code go vet rejects, and expects `make verify` to fail each time with the matching message.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -32,6 +32,9 @@ expect_failure "an API type changed without regenerating the CRDs" "generated fi
 
 sed -i 's|^type RetryPolicySpec struct {|type RetryPolicySpec struct {\n\t// extraField is new.\n\tExtraField string `json:"extraField,omitempty"`|' api/v1alpha1/retrypolicy_types.go
 expect_failure "a field was added without regenerating deepcopy and CRDs" "generated files are stale"
+
+sed -i 's|maxAttempts is the number of deliveries in all|maxAttempts counts every delivery|' charts/retry-operator/templates/crds/retrypolicies.yaml
+expect_failure "the chart's copy of a CRD was edited instead of regenerated (hack/chartgen)" "generated files are stale"
 
 printf 'package controllers\nfunc   badlyFormatted() {}\n' > controllers/zz_unformatted.go
 expect_failure "a file is not gofmt-formatted" "gofmt would change"
