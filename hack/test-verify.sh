@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Proves that `make verify` catches what it promises to catch: in a throwaway worktree of HEAD it
 # (1) changes an API type without regenerating, or edits the chart's generated copy of a CRD, (2)
-# leaves a file unformatted, (3) adds code go vet rejects, and expects `make verify` to fail each time with the matching message.
+# leaves a file unformatted, (3) adds code go vet rejects, and expects `make verify` to fail each
+# time with the matching message.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
