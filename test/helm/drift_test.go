@@ -10,15 +10,18 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
 // helmLabels are the labels Helm charts add by convention (the release, the chart's version,
 // Helm): left out of the comparison, in labels and selectors alike.
 var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
 
-// TestChartDeploysWhatKustomizeDeploys renders the chart with its defaults (and with
-// watchNamespaces) and the matching kustomize base, and compares the objects: the same kinds, names
-// and namespaces, and the same content. The allowed differences:
+// TestChartDeploysWhatKustomizeDeploys renders the chart with its defaults, with watchNamespaces,
+// and with its opt-in parts, and the matching kustomize bases (config/default, with the
+// NetworkPolicy its comment offers; config/watch-namespaces; config/external-metrics), and compares
+// the objects: the same kinds, names and namespaces, and the same content. The allowed differences:
 //   - the chart creates no Namespace: `helm install --create-namespace` does, as Helm's convention is;
 //   - the chart's labels: kustomize's are a subset of each object's (and pod template's) labels, and
 //     the labels of helmLabels are left out of selectors;
@@ -26,22 +29,34 @@ var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.ku
 //   - kustomize sets a namespace on the admission policies and their bindings, which are
 //     cluster-scoped (its list of cluster-scoped kinds lacks them); the API server ignores it.
 func TestChartDeploysWhatKustomizeDeploys(t *testing.T) {
-	watch := filepath.Join(t.TempDir(), "watch.yaml")
-	if err := os.WriteFile(watch, []byte("watchNamespaces: [team-a, team-b]\n"), 0o600); err != nil {
-		t.Fatal(err)
+	values := func(name, text string) string {
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
 	}
 	for _, tc := range []struct {
-		name, base string
-		values     []string
+		name   string
+		bases  []string
+		values []string
 	}{
-		{"defaults and config/default", "config/default", nil},
-		{"watchNamespaces and config/watch-namespaces", "config/watch-namespaces", []string{watch}},
+		{"defaults and config/default", []string{envtestutil.RepoPath("config", "default")}, nil},
+		{"watchNamespaces and config/watch-namespaces", []string{envtestutil.RepoPath("config", "watch-namespaces")},
+			[]string{values("watch.yaml", "watchNamespaces: [team-a, team-b]\n")}},
+		{"networkPolicy and externalMetrics and config/network-policy and config/external-metrics",
+			[]string{withNetworkPolicy(t), envtestutil.RepoPath("config", "external-metrics")},
+			[]string{values("opt-in.yaml", "metrics: {networkPolicy: {enabled: true}}\nexternalMetrics: {enabled: true}\n")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eachHelm(t, func(t *testing.T, helm string) {
 				_, chartObjs := render(t, helm, tc.values...)
+				var kustomized []*unstructured.Unstructured
+				for _, base := range tc.bases {
+					kustomized = append(kustomized, kustomize(t, base)...)
+				}
 				var want []*unstructured.Unstructured
-				for _, u := range kustomize(t, tc.base) {
+				for _, u := range kustomized {
 					switch u.GetKind() {
 					case "Namespace":
 						continue
@@ -50,7 +65,7 @@ func TestChartDeploysWhatKustomizeDeploys(t *testing.T) {
 					}
 					want = append(want, u)
 				}
-				NewWithT(t).Expect(keys(chartObjs)).To(Equal(keys(want)), "the chart's objects and %s's", tc.base)
+				NewWithT(t).Expect(keys(chartObjs)).To(Equal(keys(want)), "the chart's objects and %v's", tc.bases)
 				got := map[string]*unstructured.Unstructured{}
 				for _, u := range chartObjs {
 					got[key(u)] = u
@@ -122,4 +137,28 @@ func firstDifference(a, b string) string {
 	}
 	from := max(0, i-6)
 	return "kustomize:\n" + strings.Join(al[from:min(len(al), i+3)], "\n") + "\nchart:\n" + strings.Join(bl[from:min(len(bl), i+3)], "\n")
+}
+
+// withNetworkPolicy copies config/ into a temporary directory with the commented `#- ../network-policy`
+// of config/default/kustomization.yaml uncommented, as its comment tells a user to do, and returns
+// the copy's config/default.
+func withNetworkPolicy(t *testing.T) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "config")
+	if err := os.CopyFS(dst, os.DirFS(envtestutil.RepoPath("config"))); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dst, "default", "kustomization.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const commented = "\n#- ../network-policy\n"
+	if !strings.Contains(string(data), commented) {
+		t.Fatalf("config/default/kustomization.yaml no longer has the commented `#- ../network-policy`:\n%s", data)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), commented, "\n- ../network-policy\n", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dst, "default")
 }

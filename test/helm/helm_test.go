@@ -137,10 +137,10 @@ func kubectl(t *testing.T) string {
 
 func fileExists(path string) bool { _, err := os.Stat(path); return err == nil }
 
-// kustomize builds a directory of config/ with the real kubectl.
+// kustomize builds the kustomization in dir with the real kubectl.
 func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	out := run(t, nil, kubectl(t), "kustomize", envtestutil.RepoPath(dir))
+	out := run(t, nil, kubectl(t), "kustomize", dir)
 	objs, err := envtestutil.DecodeObjects(out)
 	if err != nil {
 		t.Fatal(err)
