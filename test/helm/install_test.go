@@ -36,21 +36,24 @@ const (
 var crdNames = []string{"retrypolicies.retry.retryops.dev", "deadletterqueues.retry.retryops.dev",
 	"consumerpipelines.retry.retryops.dev", "deadletteractions.retry.retryops.dev"}
 
-// TestHelmInstallRunsTheChartsManager installs the chart with Helm 4 on a local control plane (with
+// TestHelmInstallRunsTheChartsManager installs the chart with each helm major on a local control plane (with
 // the controller manager, so that the chart's Deployment gets a ReplicaSet and a Pod) and runs that
 // Pod as a local process, as `make dev` runs the dispatchers: the manager binary with the Pod's
 // arguments, environment and ServiceAccount token, so with exactly the chart's RBAC. The manager
 // reconciles a pipeline to Ready and its dispatchers deliver records from an in-process kfake to an
 // httptest sink. Then `helm upgrade` with a log level rolls the manager out to a process with
-// --zap-log-level=debug, and `helm uninstall` removes the release but keeps the CRDs and the
-// resources.
+// --zap-log-level=debug, which reconciles a change of the pipeline, and `helm uninstall` removes the
+// release but keeps the CRDs and the resources.
 func TestHelmInstallRunsTheChartsManager(t *testing.T) {
+	bin := buildBinaries(t, filepath.Join(t.TempDir(), "bin"))
+	eachHelm(t, func(t *testing.T, helm string) { installUpgradeUninstall(t, helm, bin) })
+}
+
+func installUpgradeUninstall(t *testing.T, helm string, bin map[string]string) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	helm := helmMajors(t)["helm4"]
 	dir := t.TempDir()
-	bin := buildBinaries(t, filepath.Join(dir, "bin"))
 
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -99,7 +102,8 @@ func TestHelmInstallRunsTheChartsManager(t *testing.T) {
 	helmArgs := []string{"--kubeconfig", env.Kubeconfig, "--namespace", namespace}
 	installed := run(t, nil, helm, append([]string{"install", release, chartDir, "--values", filepath.Join("testdata", "install.yaml"),
 		"--set", "kafka.bootstrapServers=" + bootstrap}, helmArgs...)...)
-	t.Logf("helm install %s %s: %s", release, chartDir, firstLines(installed, 4))
+	version := strings.TrimSpace(string(run(t, nil, helm, "version", "--short")))
+	t.Logf("helm install %s %s (helm %s): %s", release, chartDir, version, firstLines(installed, 4))
 
 	pod := waitForManager(t, env.Client, managers, "")
 	t.Logf("the manager runs from the chart's Deployment: pod %s, %s %s", pod, bin["manager"], strings.Join(managers.Args(pod), " "))
@@ -125,6 +129,18 @@ func TestHelmInstallRunsTheChartsManager(t *testing.T) {
 	newPod := waitForManager(t, env.Client, managers, "--zap-log-level=debug")
 	g.Expect(newPod).NotTo(Equal(pod), "the upgrade rolled the manager out")
 	t.Logf("the upgraded Deployment's new pod %s runs %s", newPod, strings.Join(managers.Args(newPod), " "))
+	out, err = env.Kubectl(nil, "-n", demoNamespace, "patch", "consumerpipeline", pipeline.Name, "--type=merge", "-p", `{"spec":{"replicas":2}}`)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(pipeline), pipeline)).To(Succeed())
+		ready := meta.FindStatusCondition(pipeline.Status.Conditions, v1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(ready.ObservedGeneration).To(Equal(pipeline.Generation))
+		g.Expect(dispatchers.Running()).To(HaveLen(2))
+	}, 3*time.Minute, 250*time.Millisecond).Should(Succeed(), "the upgraded manager did not reconcile the pipeline's new replicas")
+	t.Logf("the upgraded manager reconciled ConsumerPipeline %s/%s to 2 replicas (generation %d): %v",
+		demoNamespace, pipeline.Name, pipeline.Generation, dispatchers.Running())
 
 	uninstalled := run(t, nil, helm, append([]string{"uninstall", release}, helmArgs...)...)
 	t.Logf("helm uninstall %s: %s", release, firstLines(uninstalled, 8))
