@@ -106,6 +106,12 @@ func (e *runError) Error() string { return e.cmd + ": " + e.err.Error() + "\n" +
 // render is `helm template` of the chart as release in namespace with the values files.
 func render(t *testing.T, helm string, values ...string) ([]byte, []*unstructured.Unstructured) {
 	t.Helper()
+	return renderAs(t, helm, release, namespace, values...)
+}
+
+// renderAs is render with another release name and namespace.
+func renderAs(t *testing.T, helm, release, namespace string, values ...string) ([]byte, []*unstructured.Unstructured) {
+	t.Helper()
 	args := []string{"template", release, chartDir, "--namespace", namespace}
 	for _, v := range values {
 		args = append(args, "--values", v)
