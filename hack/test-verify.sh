@@ -34,8 +34,11 @@ expect_failure "an API type changed without regenerating the CRDs" "generated fi
 sed -i 's|^type RetryPolicySpec struct {|type RetryPolicySpec struct {\n\t// extraField is new.\n\tExtraField string `json:"extraField,omitempty"`|' api/v1alpha1/retrypolicy_types.go
 expect_failure "a field was added without regenerating deepcopy and CRDs" "generated files are stale"
 
+# Committed: verify regenerates the file, so an uncommitted edit would just be undone.
 sed -i 's|maxAttempts is the number of deliveries in all|maxAttempts counts every delivery|' charts/retry-operator/templates/crds/retrypolicies.yaml
+git -c user.name=test-verify -c user.email=test-verify@example.invalid commit -qam "a generated file edited by hand"
 expect_failure "the chart's copy of a CRD was edited instead of regenerated (hack/chartgen)" "generated files are stale"
+git reset -q --hard HEAD~1
 
 printf 'package controllers\nfunc   badlyFormatted() {}\n' > controllers/zz_unformatted.go
 expect_failure "a file is not gofmt-formatted" "gofmt would change"
