@@ -38,8 +38,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs into config/crd/bases and the ClusterRole into config/rbac.
+manifests: controller-gen ## Generate CRDs into config/crd/bases and the ClusterRole into config/rbac, and the chart's copies of them (hack/chartgen).
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=false paths="./api/v1alpha1/...;./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	go run ./hack/chartgen
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy methods.
@@ -60,8 +61,8 @@ vet: ## Run go vet.
 .PHONY: verify
 verify: manifests generate dashboard ## Fail when generated files are stale, gofmt would change a file, or go vet complains.
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
-	  echo "generated files are stale: run 'make manifests generate dashboard' and commit:"; git status --porcelain -- api config; git --no-pager diff --stat -- api config; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- api config charts)" ]; then \
+	  echo "generated files are stale: run 'make manifests generate dashboard' and commit:"; git status --porcelain -- api config charts; git --no-pager diff --stat -- api config charts; exit 1; fi
 	go vet ./...
 
 .PHONY: lint
@@ -78,6 +79,7 @@ setup-envtest: ## Build (first time) the envtest binaries and print their direct
 test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, controller-manager) if needed, then run every test; RACE_PKGS under the race detector.
 	hack/setup-prometheus.sh >/dev/null
 	hack/setup-chromium.sh >/dev/null
+	hack/setup-helm.sh >/dev/null
 	@assets=$$(hack/setup-envtest.sh --print-path --with-controller-manager) && \
 	  race=$$(go list $(RACE_PKGS)) && \
 	  rest=$$(go list ./... | grep -vxF -f <(echo "$$race")) && \
@@ -130,6 +132,10 @@ uninstall: ## Remove the CRDs from the cluster of the current kubeconfig.
 deploy: manifests ## Deploy the operator to the cluster of the current kubeconfig.
 	cd config/manager && kubectl kustomize . >/dev/null
 	kubectl apply --server-side -k config/default
+
+.PHONY: setup-helm
+setup-helm: ## Build (first time) helm 4 and helm 3 and print their directory (the chart's tests run both).
+	hack/setup-helm.sh --print-path
 
 ##@ Tools
 

@@ -57,6 +57,15 @@ type Runner struct {
 	RestartBackoff time.Duration
 	// Clock paces the runner and stamps its processes. Defaults to the real clock.
 	Clock clock.WithTicker
+	// Selector selects the Pods the runner runs. Defaults to ManagedByLabel.
+	Selector labels.Selector
+	// HealthFlag, when set, is for programs that take their listen addresses as flags rather than
+	// from a config file (the manager): this flag (a name without dashes) and each of ListenFlags is
+	// set to a free port on 127.0.0.1, so that processes of several Pods or tests never collide, and
+	// the readiness probe the runner reports is HealthFlag's.
+	HealthFlag string
+	// ListenFlags are the other listen-address flags of HealthFlag's programs.
+	ListenFlags []string
 
 	mu    sync.Mutex
 	procs map[string]*proc // by namespace/name
@@ -72,6 +81,7 @@ type proc struct {
 	done       chan struct{}
 	healthURL  string
 	baseURL    string
+	args       []string
 	exitErr    error
 	unrunnable bool
 	// setup is why the container could not be created (a volume that cannot be mounted: reason
@@ -141,11 +151,25 @@ func (r *Runner) HealthAddress(key string) string {
 	return ""
 }
 
+// Args returns the arguments the runner gave the process of the Pod namespace/name, or nil when none
+// runs.
+func (r *Runner) Args(key string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.procs[key]; p != nil && p.cmd != nil {
+		return append([]string(nil), p.args...)
+	}
+	return nil
+}
+
 func (r *Runner) sync(ctx context.Context) error {
 	pods := &corev1.PodList{}
-	sel, err := labels.Parse(ManagedByLabel)
-	if err != nil {
-		return err
+	sel := r.Selector
+	if sel == nil {
+		var err error
+		if sel, err = labels.Parse(ManagedByLabel); err != nil {
+			return err
+		}
 	}
 	if err := r.Client.List(ctx, pods, client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return err
@@ -268,13 +292,22 @@ func (r *Runner) launch(ctx context.Context, pod *corev1.Pod) *proc {
 	}
 	p.baseURL = "http://127.0.0.1:" + health
 	p.healthURL = p.baseURL + "/readyz"
+	// As a kubelet: $(VAR) in the command and arguments from the container's environment.
+	p.args = expandArgs(append(append([]string(nil), c.Command[min(1, len(c.Command)):]...), c.Args...), env)
+	if r.HealthFlag != "" {
+		ports := map[string]string{r.HealthFlag: health}
+		for _, f := range r.ListenFlags {
+			ports[f] = freePort()
+		}
+		p.args = setListenFlags(p.args, ports)
+	}
 	logFile, err := createLog(dir)
 	if err != nil {
 		p.exitErr = err
 		close(p.done)
 		return p
 	}
-	cmd := exec.Command(bin, append(append([]string(nil), c.Command[min(1, len(c.Command)):]...), c.Args...)...)
+	cmd := exec.Command(bin, p.args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -1,0 +1,95 @@
+{{/* The chart's name, for the app.kubernetes.io/name label. */}}
+{{- define "retry-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The prefix of every object's name: the release name when it contains the chart's name, else
+<release>-<chart>. A release named retry-operator gives config/default's names (its namePrefix).
+*/}}
+{{- define "retry-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The standard labels of every object. */}}
+{{- define "retry-operator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "retry-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: retry-operator
+{{- end }}
+
+{{/* What selects the manager's pods (config/manager's labels, and the release). */}}
+{{- define "retry-operator.selectorLabels" -}}
+control-plane: controller-manager
+app.kubernetes.io/name: {{ include "retry-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The manager's ServiceAccount. */}}
+{{- define "retry-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (printf "%s-controller-manager" (include "retry-operator.fullname" .)) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The subject every binding of the manager's roles names. */}}
+{{- define "retry-operator.subject" -}}
+- kind: ServiceAccount
+  name: {{ include "retry-operator.serviceAccountName" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end }}
+
+{{/* image: repository@digest when a digest is set, else repository:tag (tag default appVersion). */}}
+{{- define "retry-operator.image" -}}
+{{- $img := index . 0 }}{{- $root := index . 1 }}
+{{- if $img.digest }}
+{{- if not (regexMatch "^sha256:[0-9a-f]{64}$" $img.digest) }}
+{{- fail (printf "image digest %q: want sha256:<64 hex digits>" $img.digest) }}
+{{- end }}
+{{- printf "%s@%s" $img.repository $img.digest }}
+{{- else }}
+{{- $tag := default $root.Chart.AppVersion $img.tag | toString }}
+{{- if eq $tag "latest" }}{{ fail "image tag latest: pin a release tag or a digest" }}{{ end }}
+{{- printf "%s:%s" $img.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/*
+The memory limit in bytes: a Kubernetes quantity with a binary (Ki, Mi, Gi, Ti) or decimal (k, M, G,
+T) suffix, or plain bytes; "" when there is no limit.
+*/}}
+{{- define "retry-operator.memoryBytes" -}}
+{{- $q := toString (dig "limits" "memory" "" .Values.resources) }}
+{{- if $q }}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 }}
+{{- $m := regexFind "^[0-9]+" $q }}
+{{- $suffix := trimPrefix $m $q }}
+{{- if or (not $m) (and $suffix (not (hasKey $units $suffix))) }}
+{{- fail (printf "resources.limits.memory %q: want an integer with a suffix Ki, Mi, Gi, Ti, k, M, G or T" $q) }}
+{{- end }}
+{{- if $suffix }}{{ mul (int64 $m) (get $units $suffix) }}{{ else }}{{ int64 $m }}{{ end }}
+{{- end }}
+{{- end }}
+
+{{/* Where the Kafka Secrets are mounted in the manager's container. */}}
+{{- define "retry-operator.kafkaTLSDir" -}}/etc/retry-operator/kafka-tls{{- end }}
+{{- define "retry-operator.kafkaSASLDir" -}}/etc/retry-operator/kafka-sasl{{- end }}
+{{- define "retry-operator.apiCertDir" -}}/etc/retry-operator/deadletters-api-tls{{- end }}
+
+{{/* The deadletters API's Service and the cert-manager Certificate's Secret. */}}
+{{- define "retry-operator.apiService" -}}{{ include "retry-operator.fullname" . }}-deadletters-api{{- end }}
+{{- define "retry-operator.apiCertSecret" -}}{{ include "retry-operator.fullname" . }}-deadletters-api-cert{{- end }}
