@@ -37,6 +37,7 @@ expect_failure "a field was added without regenerating deepcopy and CRDs" "gener
 sed -i 's|Title:       "Retry rate per pipeline"|Title:       "Retries per pipeline"|' internal/dashboard/panels.go
 expect_failure "the dashboard's code changed without regenerating config/grafana" "generated files are stale"
 
+git checkout -q -- . # the cases above leave their edits: this one must fail on its own
 # Committed: verify regenerates the file, so an uncommitted edit would just be undone.
 sed -i 's|maxAttempts is the number of deliveries in all|maxAttempts counts every delivery|' charts/retry-operator/templates/crds/retrypolicies.yaml
 git -c user.name=test-verify -c user.email=test-verify@example.invalid commit -qam "a generated file edited by hand"
