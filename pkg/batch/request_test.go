@@ -80,7 +80,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != MediaType {
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != MediaType {
 		t.Fatalf("answer %s %q", resp.Status, resp.Header.Get("Content-Type"))
 	}
 	for i := range recs {
