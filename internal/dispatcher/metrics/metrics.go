@@ -35,12 +35,26 @@ type Metrics struct {
 	KafkaFailures [3]prometheus.Counter
 	KafkaFailing  [3]prometheus.Gauge
 
+	// Batches is indexed by batch result: BatchSuccess, BatchPartial, BatchFailure.
+	Batches       [3]prometheus.Counter
+	BatchSize     prometheus.Observer
+	BatchDuration prometheus.Observer
+
 	lag         *prometheus.GaugeVec
 	deadLetters *prometheus.CounterVec
 }
 
 // KafkaReasons are the reason label values of KafkaFailures and KafkaFailing, by index.
 var KafkaReasons = [3]string{KafkaReasonAuthentication, KafkaReasonTLS, KafkaReasonAuthorization}
+
+// Indexes of Metrics.Batches.
+const (
+	BatchSuccess = iota
+	BatchPartial
+	BatchFailure
+)
+
+var batchSizeBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}
 
 var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 
@@ -113,7 +127,22 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 		Help: "1 while a Kafka connection failure of that reason persists; the dispatcher is not ready meanwhile.",
 	}, []string{LabelPipeline, LabelReason})
 
-	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics, stuck, redeliveries, kafkaFailures, kafkaFailing} {
+	batches := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: BatchesTotal,
+		Help: "Batches delivered to the sink (delivery.batch), by result: success (every record), partial, failure (none).",
+	}, []string{LabelPipeline, LabelResult})
+	batchSize := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    BatchSize,
+		Help:    "Records in one batch delivered to the sink.",
+		Buckets: batchSizeBuckets,
+	}, []string{LabelPipeline})
+	batchDuration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    BatchDurationSeconds,
+		Help:    "Time one batch delivery to the sink took.",
+		Buckets: durationBuckets,
+	}, []string{LabelPipeline})
+
+	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics, stuck, redeliveries, kafkaFailures, kafkaFailing, batches, batchSize, batchDuration} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -148,6 +177,11 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 		m.KafkaFailures[i] = kafkaFailures.WithLabelValues(pipeline, r)
 		m.KafkaFailing[i] = kafkaFailing.WithLabelValues(pipeline, r)
 	}
+	for i, r := range [3]string{ResultSuccess, ResultPartial, ResultFailure} {
+		m.Batches[i] = batches.WithLabelValues(pipeline, r)
+	}
+	m.BatchSize = batchSize.WithLabelValues(pipeline)
+	m.BatchDuration = batchDuration.WithLabelValues(pipeline)
 	for _, r := range []string{"non_retriable_error", "max_retries_exceeded", "deadline_exceeded", "undeliverable", "malformed"} {
 		m.deadLetters.WithLabelValues(pipeline, r)
 	}

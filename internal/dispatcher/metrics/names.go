@@ -71,6 +71,14 @@ const (
 	// dispatcher is not ready while any is 1, and reports it to the operator (the pipeline's
 	// DeploymentReady condition).
 	KafkaConnectionFailing = "retryops_dispatcher_kafka_connection_failing"
+	// BatchesTotal counts batches delivered (delivery.batch), by result: success (every record
+	// succeeded), partial (some did), failure (none did) (counter; labels pipeline, result). The
+	// records of a batch are counted one by one in RecordsTotal and DeliveryAttemptsTotal as well.
+	BatchesTotal = "retryops_dispatcher_batches_total"
+	// BatchSize is the number of records of a batch delivered (histogram; label pipeline).
+	BatchSize = "retryops_dispatcher_batch_size"
+	// BatchDurationSeconds is the time one batch delivery took (histogram; label pipeline).
+	BatchDurationSeconds = "retryops_dispatcher_batch_duration_seconds"
 )
 
 // Label names.
@@ -98,6 +106,10 @@ const (
 	ResultSuccess = "success"
 	ResultFailure = "failure"
 )
+
+// ResultPartial is the result of a batch some records of which succeeded (BatchesTotal, which
+// also takes ResultSuccess and ResultFailure).
+const ResultPartial = "partial"
 
 // Values of the reason label of KafkaConnectionFailuresTotal and KafkaConnectionFailing.
 const (
@@ -150,6 +162,9 @@ var All = []Desc{
 	{RedeliveriesTotal, "counter", []string{LabelPipeline}},
 	{KafkaConnectionFailuresTotal, "counter", []string{LabelPipeline, LabelReason}},
 	{KafkaConnectionFailing, "gauge", []string{LabelPipeline, LabelReason}},
+	{BatchesTotal, "counter", []string{LabelPipeline, LabelResult}},
+	{BatchSize, "histogram", []string{LabelPipeline}},
+	{BatchDurationSeconds, "histogram", []string{LabelPipeline}},
 }
 
 // Exported reports whether name is a metric the data plane exports, accepting a histogram's

@@ -1,0 +1,221 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
+	"github.com/retryops/retry-operator/internal/retry"
+	"github.com/retryops/retry-operator/pkg/batch"
+)
+
+// Batch delivery (delivery.batch with Options.BatchHandler). The scheduler starts records as it
+// does one at a time (the same checks, slots and breaker permits) but adds them to the batch being
+// filled (e.pend) instead of handing each to a worker. The batch is sent when it holds batchMax
+// records, when the next record would take it past batchBytes (a record larger than batchBytes
+// goes in a batch of its own), when maxInFlight records are started (nothing more can join), or
+// batchWait after its first record on the engine's clock (the scheduler's timer). A worker then
+// delivers it under one attempt timeout and finishes each record with its own Result, as a
+// record delivered alone is finished.
+//
+// Ordered mode: a source partition's next record may start while the partition's only records in
+// flight are in the batch being filled (canStartLocked: inFlight == batched), so a batch holds a
+// partition's records consecutive and in offset order; once the batch is sent, nothing more of the
+// partition starts until every one of them finished, so a partition has at most one batch in
+// flight, as it has one record in flight without batching.
+
+// missingResult is the Result of a record the batch handler returned no result for: a failure
+// classified as an HTTP 502 would be, never a success.
+var missingResult = Result{Outcome: retry.Outcome{HTTPStatus: 502, ErrorType: batch.ErrorTypeResultMissing,
+	Message: "the batch response has no result for this record"}}
+
+// batchAddLocked adds a started record to the batch being filled, sending the batch first when the
+// record would take it past batchBytes, and after when it is full.
+func (e *Engine) batchAddLocked(it *item, now time.Time) {
+	size := deliveredSize(it)
+	if len(e.pend) > 0 && e.pendBytes+size > e.batchBytes {
+		e.flushBatchLocked()
+	}
+	if len(e.pend) == 0 {
+		e.pendSince = now
+	}
+	e.pend = append(e.pend, it)
+	e.pendBytes += size
+	it.part.batched++
+	if len(e.pend) >= e.batchMax || e.pendBytes >= e.batchBytes {
+		e.flushBatchLocked()
+	}
+}
+
+// batchDueLocked sends the batch being filled when no record can join it any more or its wait is
+// over, else returns wake moved to when its wait ends.
+func (e *Engine) batchDueLocked(now, wake time.Time) time.Time {
+	if len(e.pend) == 0 {
+		return wake
+	}
+	due := e.pendSince.Add(e.batchWait)
+	if e.active >= e.maxInFlight || !now.Before(due) {
+		e.flushBatchLocked()
+		return wake
+	}
+	return earliest(wake, due)
+}
+
+// flushBatchLocked hands the batch being filled to a worker.
+func (e *Engine) flushBatchLocked() {
+	if len(e.pend) == 0 {
+		return
+	}
+	b := e.pend
+	e.pend, e.pendBytes = nil, 0
+	for _, it := range b {
+		it.part.batched = 0
+	}
+	if e.idle.Add(-1) < 0 {
+		e.idle.Add(1)
+		e.workers.Add(1)
+		go e.worker()
+	}
+	e.work <- job{batch: b} // never blocks: every job holds at least one of maxInFlight records
+}
+
+// deliveredSize is what a record puts in a batch: its key, value and delivered headers.
+func deliveredSize(it *item) int64 {
+	n := int64(len(it.view.Key) + len(it.view.Value))
+	for _, h := range it.view.Headers {
+		n += int64(len(h.Key) + len(h.Value))
+	}
+	return n
+}
+
+// processBatchSafe is processBatch with no panic escaping: as processSafe does for one record,
+// every record of the batch not yet finished is dead-lettered with error type Panic.
+func (e *Engine) processBatchSafe(b []*item) (next *item) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		next = nil
+		e.m.Panics.Inc()
+		msg := fmt.Sprint(v)
+		if len(msg) > maxPanicMessage {
+			msg = msg[:maxPanicMessage] + "..."
+		}
+		e.log.Error("Processing a batch panicked; dead-lettering its records not yet finished", "records", len(b),
+			"panic", msg, "stack", string(debug.Stack()))
+		for _, it := range b {
+			e.busyEnd(it)
+			e.mu.Lock()
+			settled := it.fate != fateUnsettled
+			e.mu.Unlock()
+			if settled {
+				continue
+			}
+			attempts := min(max(it.attempt, 0), e.maxAttempts())
+			e.deadLetter(it, &failure{reason: headers.ReasonUndeliverable, errorType: headers.ErrorTypePanic, message: "panic: " + msg,
+				at: e.clock.Now()}, attempts)
+		}
+	}()
+	return e.processBatch(b)
+}
+
+// processBatch delivers a batch under one attempt timeout and finishes each record with its own
+// Result (missingResult for one the handler left out). It returns the next item for this worker.
+func (e *Engine) processBatch(b []*item) *item {
+	starts := make([]time.Time, len(b))
+	ds := make([]*Delivery, len(b))
+	for i, it := range b {
+		starts[i] = e.begin(it)
+		ds[i] = &it.d
+	}
+	ctx, cancel := batchContext(b)
+	if e.attemptTimeout > 0 {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithTimeout(ctx, e.attemptTimeout)
+		defer c2()
+	}
+	t0 := e.clock.Now()
+	res := e.batchH.DeliverBatch(ctx, ds)
+	for _, it := range b {
+		e.busyEnd(it)
+	}
+	cancel()
+	now := e.clock.Now()
+	e.m.BatchSize.Observe(float64(len(b)))
+	e.m.BatchDuration.Observe(now.Sub(t0).Seconds())
+	ok := 0
+	for i := range b {
+		if i < len(res) && res[i].Success {
+			ok++
+		}
+	}
+	switch ok {
+	case len(b):
+		e.m.Batches[metrics.BatchSuccess].Inc()
+	case 0:
+		e.m.Batches[metrics.BatchFailure].Inc()
+	default:
+		e.m.Batches[metrics.BatchPartial].Inc()
+	}
+	var next *item
+	for i, it := range b {
+		r := missingResult
+		if i < len(res) {
+			r = res[i]
+		}
+		n := e.finish(it, r, starts[i], now)
+		switch {
+		case n == nil:
+		case next == nil:
+			next = n
+		default:
+			e.mu.Lock()
+			e.dispatchLocked(n, nil)
+			e.mu.Unlock()
+		}
+	}
+	return next
+}
+
+// batchContext is the context of a batch's delivery: it ends once every partition of the batch
+// was forgotten (or the stop abandons every delivery), not when one of them was, so that a
+// revocation does not fail the records of the partitions kept.
+func batchContext(b []*item) (context.Context, context.CancelFunc) {
+	first := b[0].part
+	same := true
+	for _, it := range b[1:] {
+		if it.part != first {
+			same = false
+			break
+		}
+	}
+	if same {
+		return context.WithCancel(first.ctx)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	seen := map[*partState]bool{}
+	for _, it := range b {
+		seen[it.part] = true
+	}
+	var left atomic.Int32
+	left.Store(int32(len(seen)))
+	stops := make([]func() bool, 0, len(seen))
+	for ps := range seen {
+		stops = append(stops, context.AfterFunc(ps.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		}))
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
