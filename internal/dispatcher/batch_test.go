@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +25,8 @@ import (
 type sentBatch struct {
 	values   []string
 	attempts []int32
-	parts    []string
+	parts    []string // consumed topic/partition
+	offsets  []int64  // consumed offsets
 	at       time.Time
 }
 
@@ -38,7 +40,7 @@ type batchHandler struct {
 	calls   chan sentBatch
 
 	mu              sync.Mutex
-	inFlight        map[string]int // per source partition
+	inFlight        map[string]int // batches in flight per source partition
 	maxInFlightPart int
 }
 
@@ -57,9 +59,10 @@ func (h *batchHandler) DeliverBatch(_ context.Context, ds []*dispatcher.Delivery
 	for _, d := range ds {
 		sb.values = append(sb.values, string(d.Record.Value))
 		sb.attempts = append(sb.attempts, d.Attempt)
-		p := d.Record.Topic + "/" + string(rune('0'+d.Record.Partition))
+		p := d.Consumed.Topic + "/" + strconv.Itoa(int(d.Consumed.Partition))
 		sb.parts = append(sb.parts, p)
-		if !seen[p] {
+		sb.offsets = append(sb.offsets, d.Consumed.Offset)
+		if !seen[p] && !strings.Contains(p, ".retry.") { // a retry tier is never ordered
 			seen[p] = true
 			h.inFlight[p]++
 			h.maxInFlightPart = max(h.maxInFlightPart, h.inFlight[p])
