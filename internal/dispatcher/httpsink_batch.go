@@ -1,0 +1,140 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/internal/retry"
+	"github.com/retryops/retry-operator/pkg/batch"
+)
+
+// DeliverBatch implements BatchHandler: one POST of the batch document (pkg/batch), a result per
+// record read from the answer. A record the answer does not say succeeded never succeeds.
+func (s *HTTPSink) DeliverBatch(ctx context.Context, ds []*Delivery) []Result {
+	out := make([]Result, len(ds))
+	if len(ds) == 0 {
+		return out
+	}
+	recs := make([]batch.Record, len(ds))
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = strconv.Itoa(i)
+		recs[i] = batchRecord(ids[i], d)
+	}
+	var body bytes.Buffer
+	if err := batch.EncodeRequest(&body, recs); err != nil {
+		return fill(out, Result{Undeliverable: true, Outcome: retry.Outcome{ErrorType: headers.ErrorTypeUndeliverable, Message: err.Error()}})
+	}
+	n := body.Len()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, &body)
+	if err != nil {
+		return fill(out, Result{Undeliverable: true, Outcome: retry.Outcome{ErrorType: headers.ErrorTypeUndeliverable, Message: err.Error()}})
+	}
+	req.Header.Set("Content-Type", batch.MediaType)
+	noReplay(req, n)
+	resp, err := s.rt.RoundTrip(req)
+	if err != nil {
+		return fill(out, transportResult(ctx, err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fill(out, batchStatusResult(s.statusOutcome(resp), len(ds)))
+	}
+	limit := batch.ResponseLimit(len(ds))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		// The answer broke off: as a broken connection, not as an invalid answer.
+		return fill(out, transportResult(ctx, err))
+	}
+	if int64(len(raw)) <= limit {
+		readBody(resp.Body, maxDrain, 0, nil)
+	}
+	results, _, err := batch.ParseResponseStats(bytes.NewReader(raw), ids, limit)
+	if err != nil {
+		var be *batch.Error
+		o := retry.Outcome{HTTPStatus: http.StatusBadGateway, ErrorType: batch.ErrorTypeResponseInvalid, Message: err.Error()}
+		if errors.As(err, &be) {
+			o.ErrorType, o.Message = be.Type, be.Message
+		}
+		return fill(out, Result{Outcome: o})
+	}
+	for i, id := range ids {
+		r, ok := results[id]
+		switch {
+		case !ok:
+			out[i] = Result{Outcome: retry.Outcome{HTTPStatus: http.StatusBadGateway, ErrorType: batch.ErrorTypeResultMissing,
+				Message: "the batch response has no result for this record"}}
+		case r.Status == batch.StatusSuccess:
+			out[i] = Result{Success: true}
+		default:
+			out[i] = recordResult(r)
+		}
+	}
+	return out
+}
+
+// recordResult is the Result of a record's failure, as a single answer with its status, error
+// type, message and Retry-After would give.
+func recordResult(r batch.Result) Result {
+	msg := r.Message
+	if msg == "" && r.HTTPStatus != 0 {
+		msg = strconv.Itoa(r.HTTPStatus) + " " + http.StatusText(r.HTTPStatus)
+	}
+	return failureResult(retry.Outcome{HTTPStatus: r.HTTPStatus, ErrorType: r.ErrorType, Message: msg, RetryAfter: r.RetryAfter})
+}
+
+// batchStatusResult is every record's Result of a non-2xx answer to the whole batch. A 415 refuses
+// the batch document's media type, and a 413 of several records the request's size: neither says
+// a record could never be processed alone, so the policy classifies them rather than dead-letter
+// the batch as undeliverable. A 413 of a single record is what it is for a single delivery.
+func batchStatusResult(o retry.Outcome, n int) Result {
+	switch {
+	case o.HTTPStatus == http.StatusUnsupportedMediaType,
+		o.HTTPStatus == http.StatusRequestEntityTooLarge && n > 1:
+		return Result{Outcome: o}
+	}
+	return failureResult(o)
+}
+
+func fill(out []Result, r Result) []Result {
+	for i := range out {
+		out[i] = r
+	}
+	return out
+}
+
+// batchRecord is d as a record of the batch document: what a single delivery sends in its headers.
+func batchRecord(id string, d *Delivery) batch.Record {
+	r := d.Record
+	br := batch.Record{
+		ID:             id,
+		IdempotencyKey: d.IdempotencyKey,
+		Attempt:        d.Attempt,
+		Topic:          r.Topic,
+		Partition:      r.Partition,
+		Offset:         r.Offset,
+		Timestamp:      r.Timestamp,
+		RawKey:         r.Key,
+		RawValue:       r.Value,
+		ReplayOf:       d.ReplayOf,
+	}
+	if d.ReplayOf != "" {
+		br.ReplayCount = int32(min(d.ReplayCount, 1<<31-1))
+	}
+	if !d.FirstFailure.IsZero() {
+		t := d.FirstFailure
+		br.FirstFailure = &t
+	}
+	if len(r.Headers) > 0 {
+		br.Headers = make([]batch.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			br.Headers[i] = batch.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return br
+}
