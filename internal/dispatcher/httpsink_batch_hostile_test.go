@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retryops/retry-operator/internal/dispatcher"
 	"github.com/retryops/retry-operator/internal/retry"
 	"github.com/retryops/retry-operator/pkg/batch"
 )
@@ -134,5 +135,26 @@ func TestDeliverBatchBrokenConnection(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeliverBatchNotResent: a batch the sink read on a reused connection and never answered is a
+// transport failure of every record, not a second copy net/http sends by itself.
+func TestDeliverBatchNotResent(t *testing.T) {
+	srv := newDropSecond(t)
+	sink := dispatcher.NewHTTPSink("http://"+srv.ln.Addr().String(), 1)
+	first := sink.DeliverBatch(context.Background(), batchDeliveries(2)) // 204: no document
+	for i, res := range first {
+		if res.Success || res.Outcome.ErrorType != batch.ErrorTypeResponseInvalid {
+			t.Errorf("first batch, record %d: %+v, want %s", i, res, batch.ErrorTypeResponseInvalid)
+		}
+	}
+	for i, res := range sink.DeliverBatch(context.Background(), batchDeliveries(2)) {
+		if res.Success || res.Outcome.Transport == retry.TransportNone {
+			t.Errorf("second batch, record %d: %+v, want a transport failure", i, res)
+		}
+	}
+	if n := srv.count(""); n != 2 {
+		t.Errorf("the sink read %d batch requests, want 2 (no silent resend)", n)
 	}
 }
