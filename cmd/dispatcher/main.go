@@ -57,10 +57,11 @@ func run(getenv func(string) string) int {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	sink := dispatcher.NewHTTPSink(cfg.Sink.URL, int(cfg.Delivery.MaxInFlight))
 	opts := dispatcher.Options{
-		Config:     cfg,
-		Handler:    sink,
-		Logger:     log,
-		Registerer: reg,
+		Config:       cfg,
+		Handler:      sink,
+		BatchHandler: batchHandler(cfg, sink),
+		Logger:       log,
+		Registerer:   reg,
 	}
 	// The circuit breaker's state goes to the operator when the config asks (internal/circuitstate).
 	reporter := dispatcher.CircuitReporter(&opts, getenv)
