@@ -264,7 +264,7 @@ func runBatchThroughput(tb testing.TB, nSingle, nBatch, partitions int, reverse 
 // batches of 100 (delivery.batch, the HTTP sink's batch POST), and a bare franz-go loop posting the
 // same batches. Targets: ratio_batch/single >= 5, ratio_batch/bare >= 0.9.
 func BenchmarkBatchThroughput(b *testing.B) {
-	const nSingle, nBatch, partitions = 2000, 20000, 4
+	const nSingle, nBatch, partitions = 2000, 40000, 4
 	var sum batchThroughput
 	for i := range b.N {
 		r := runBatchThroughput(b, nSingle, nBatch, partitions, i%2 == 1)
