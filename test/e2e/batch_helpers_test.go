@@ -124,10 +124,21 @@ type btSink struct {
 	requests, wholeFailed int
 	sizes                 []int
 	errs                  []string
+	// next is, per source partition, the offset after the last first attempt: Ordered mode
+	// delivers a partition's first attempts in offset order, within and across batches.
+	next map[int32]int64
+}
+
+// firstAttempt checks that a first attempt of partition p at offset o follows the previous one.
+func (s *btSink) firstAttempt(p int32, o int64) {
+	if o < s.next[p] {
+		s.errs = append(s.errs, fmt.Sprintf("partition %d: offset %d delivered after offset %d", p, o, s.next[p]-1))
+	}
+	s.next[p] = o + 1
 }
 
 func newBTSink(batched bool) *btSink {
-	return &btSink{batched: batched, calls: map[string][]btCall{}, wholes: map[string]int{}}
+	return &btSink{batched: batched, calls: map[string][]btCall{}, wholes: map[string]int{}, next: map[int32]int64{}}
 }
 
 func (s *btSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -144,6 +155,11 @@ func (s *btSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.errs = append(s.errs, fmt.Sprintf("unexpected request: key %q, Content-Type %q", key, r.Header.Get("Content-Type")))
 			w.WriteHeader(http.StatusBadRequest)
 			return
+		}
+		if attempt == 1 {
+			p, _ := strconv.ParseInt(r.Header.Get(headers.HTTPKafkaPartition), 10, 32)
+			o, _ := strconv.ParseInt(r.Header.Get(headers.HTTPKafkaOffset), 10, 64)
+			s.firstAttempt(int32(p), o)
 		}
 		status, ra := btAnswer(btKindOf(n), attempt)
 		if status == 0 {
@@ -185,6 +201,9 @@ func (s *btSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			s.errs = append(s.errs, fmt.Sprintf("unexpected key %q", key))
 			continue
+		}
+		if rec.Attempt == 1 {
+			s.firstAttempt(rec.Partition, rec.Offset)
 		}
 		if whole {
 			s.wholes[key]++
