@@ -92,15 +92,25 @@ func deliveredSize(it *item) int64 {
 	return n
 }
 
+// batchProgress is how far processBatch got: the records it handed to finish (whose fate is
+// decided, even if its write is still pending) and the next item settling them dispatched.
+type batchProgress struct {
+	finished int
+	next     *item
+}
+
 // processBatchSafe is processBatch with no panic escaping: as processSafe does for one record,
-// every record of the batch not yet finished is dead-lettered with error type Panic.
+// every record of the batch not finished and not settled is dead-lettered with error type Panic. One
+// already finished keeps its fate (its retry or dead-letter write may still be pending: a second
+// write would duplicate it), and the next item it dispatched is still delivered.
 func (e *Engine) processBatchSafe(b []*item) (next *item) {
+	var pr batchProgress
 	defer func() {
 		v := recover()
 		if v == nil {
 			return
 		}
-		next = nil
+		next = pr.next
 		e.m.Panics.Inc()
 		msg := fmt.Sprint(v)
 		if len(msg) > maxPanicMessage {
@@ -108,7 +118,7 @@ func (e *Engine) processBatchSafe(b []*item) (next *item) {
 		}
 		e.log.Error("Processing a batch panicked; dead-lettering its records not yet finished", "records", len(b),
 			"panic", msg, "stack", string(debug.Stack()))
-		for _, it := range b {
+		for _, it := range b[pr.finished:] {
 			e.busyEnd(it)
 			e.mu.Lock()
 			settled := it.fate != fateUnsettled
@@ -121,12 +131,12 @@ func (e *Engine) processBatchSafe(b []*item) (next *item) {
 				at: e.clock.Now()}, attempts)
 		}
 	}()
-	return e.processBatch(b)
+	return e.processBatch(b, &pr)
 }
 
 // processBatch delivers a batch under one attempt timeout and finishes each record with its own
 // Result (missingResult for one the handler left out). It returns the next item for this worker.
-func (e *Engine) processBatch(b []*item) *item {
+func (e *Engine) processBatch(b []*item, pr *batchProgress) *item {
 	starts := make([]time.Time, len(b))
 	ds := make([]*Delivery, len(b))
 	for i, it := range b {
@@ -162,24 +172,24 @@ func (e *Engine) processBatch(b []*item) *item {
 	default:
 		e.m.Batches[metrics.BatchPartial].Inc()
 	}
-	var next *item
 	for i, it := range b {
 		r := missingResult
 		if i < len(res) {
 			r = res[i]
 		}
 		n := e.finish(it, r, starts[i], now)
+		pr.finished = i + 1
 		switch {
 		case n == nil:
-		case next == nil:
-			next = n
+		case pr.next == nil:
+			pr.next = n
 		default:
 			e.mu.Lock()
 			e.dispatchLocked(n, nil)
 			e.mu.Unlock()
 		}
 	}
-	return next
+	return pr.next
 }
 
 // batchContext is the context of a batch's delivery: it ends once every partition of the batch
