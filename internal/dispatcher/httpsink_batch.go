@@ -42,8 +42,18 @@ func (s *HTTPSink) DeliverBatch(ctx context.Context, ds []*Delivery) []Result {
 		return fill(out, transportResult(ctx, err))
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusRequestEntityTooLarge && len(ds) > 1 {
+		// The sink refused the request's size and processed none of it: the halves are sent in
+		// order, down to records alone, so that each gets what it would get alone.
+		readBody(resp.Body, maxDrain, 0, nil)
+		_ = resp.Body.Close()
+		h := len(ds) / 2
+		copy(out, s.DeliverBatch(ctx, ds[:h]))
+		copy(out[h:], s.DeliverBatch(ctx, ds[h:]))
+		return out
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fill(out, batchStatusResult(s.statusOutcome(resp), len(ds)))
+		return fill(out, batchStatusResult(s.statusOutcome(resp)))
 	}
 	limit := batch.ResponseLimit(len(ds))
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
@@ -89,13 +99,10 @@ func recordResult(r batch.Result) Result {
 }
 
 // batchStatusResult is every record's Result of a non-2xx answer to the whole batch. A 415 refuses
-// the batch document's media type, and a 413 of several records the request's size: neither says
-// a record could never be processed alone, so the policy classifies them rather than dead-letter
-// the batch as undeliverable. A 413 of a single record is what it is for a single delivery.
-func batchStatusResult(o retry.Outcome, n int) Result {
-	switch {
-	case o.HTTPStatus == http.StatusUnsupportedMediaType,
-		o.HTTPStatus == http.StatusRequestEntityTooLarge && n > 1:
+// the batch document's media type: it says nothing of a record alone, so the policy classifies it
+// rather than dead-letter the batch as undeliverable. (A 413 of several records is split above.)
+func batchStatusResult(o retry.Outcome) Result {
+	if o.HTTPStatus == http.StatusUnsupportedMediaType {
 		return Result{Outcome: o}
 	}
 	return failureResult(o)

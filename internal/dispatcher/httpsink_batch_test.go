@@ -181,8 +181,8 @@ func TestDeliverBatchRecordResults(t *testing.T) {
 }
 
 // TestDeliverBatchWholeAnswer: a non-2xx answer to the batch gives every record what a single
-// delivery gets from it; but a 415 (the batch document's media type) and a 413 of several records
-// (the request's size) say nothing of a record alone, so they are classified, not undeliverable.
+// delivery gets from it; but a 415 (the batch document's media type) says nothing of a record
+// alone, so it is classified, not undeliverable.
 func TestDeliverBatchWholeAnswer(t *testing.T) {
 	cases := []struct {
 		a             answer
@@ -192,7 +192,7 @@ func TestDeliverBatchWholeAnswer(t *testing.T) {
 		{a: answer{status: 503, errorType: "Throttled", message: "busy", retryAfter: 12}, n: 3},
 		{a: answer{status: 400, message: "bad"}, n: 2},
 		{a: answer{status: 413}, n: 1, undeliverable: true},
-		{a: answer{status: 413}, n: 3},
+		{a: answer{status: 413}, n: 3, undeliverable: true}, // split down to records alone, each refused
 		{a: answer{status: 415}, n: 2},
 	}
 	for _, c := range cases {
