@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -57,12 +58,66 @@ func (r *Record) Value() []byte { return r.RawValue }
 
 type plainRecord Record
 
-// MarshalJSON implements json.Marshaler, writing the timestamp as TimestampLayout.
+// recordWire is a record as written: its times as TimestampLayout, which, unlike time.Time's JSON,
+// takes any year (a Kafka timestamp is whatever a producer chose; one past 9999 must not fail the
+// whole batch).
+type recordWire struct {
+	plainRecord
+	Timestamp    string  `json:"timestamp"`
+	FirstFailure *string `json:"firstFailure,omitempty"`
+}
+
+// MarshalJSON implements json.Marshaler, writing the times as TimestampLayout.
 func (r Record) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		plainRecord
-		Timestamp string `json:"timestamp"`
-	}{plainRecord(r), r.Timestamp.UTC().Format(TimestampLayout)})
+	w := recordWire{plainRecord: plainRecord(r), Timestamp: r.Timestamp.UTC().Format(TimestampLayout)}
+	if r.FirstFailure != nil {
+		ff := r.FirstFailure.UTC().Format(TimestampLayout)
+		w.FirstFailure = &ff
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON implements json.Unmarshaler, reading the times MarshalJSON writes.
+func (r *Record) UnmarshalJSON(data []byte) error {
+	var w recordWire
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*r = Record(w.plainRecord)
+	var err error
+	if r.Timestamp, err = parseTime(w.Timestamp); err != nil {
+		return err
+	}
+	if w.FirstFailure != nil {
+		ff, err := parseTime(*w.FirstFailure)
+		if err != nil {
+			return err
+		}
+		r.FirstFailure = &ff
+	}
+	return nil
+}
+
+// parseTime reads an RFC 3339 time, or one whose year has more than four digits or a sign (as
+// time.Format writes a year outside 0-9999); "" is the zero time.
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err == nil || len(s) < 2 {
+		return t, err
+	}
+	i := strings.IndexByte(s[1:], '-') + 1
+	year, yerr := strconv.Atoi(s[:max(i, 0)])
+	if i <= 0 || yerr != nil {
+		return t, err
+	}
+	rest, rerr := time.Parse(time.RFC3339Nano, "2000"+s[i:]) // a leap year: 02-29 reads
+	if rerr != nil {
+		return t, err
+	}
+	return time.Date(year, rest.Month(), rest.Day(), rest.Hour(), rest.Minute(), rest.Second(), rest.Nanosecond(), rest.Location()), nil
 }
 
 // EncodeRequest writes the request document of recs to w. The caller sets each record's ID and
