@@ -5,13 +5,23 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/retry"
 	"github.com/retryops/retry-operator/pkg/batch"
 )
+
+// batchSeq numbers batch requests, from a random start so that a restarted dispatcher does not
+// reuse its predecessor's ids either.
+var batchSeq = func() *atomic.Uint64 {
+	var n atomic.Uint64
+	n.Store(rand.Uint64() >> 1)
+	return &n
+}()
 
 // DeliverBatch implements BatchHandler: one POST of the batch document (pkg/batch), a result per
 // record read from the answer. A record the answer does not say succeeded never succeeds.
@@ -22,8 +32,11 @@ func (s *HTTPSink) DeliverBatch(ctx context.Context, ds []*Delivery) []Result {
 	}
 	recs := make([]batch.Record, len(ds))
 	ids := make([]string, len(ds))
+	// Ids unique to this request: an answer to another request (a sink or proxy mixing answers up)
+	// names ids not in this one, so it acknowledges none of its records.
+	prefix := strconv.FormatUint(batchSeq.Add(1), 36) + "."
 	for i, d := range ds {
-		ids[i] = strconv.Itoa(i)
+		ids[i] = prefix + strconv.Itoa(i)
 		recs[i] = batchRecord(ids[i], d)
 	}
 	var body bytes.Buffer

@@ -41,8 +41,8 @@ func TestDeliverBatchHostileAnswers(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			sink := batchSink(t, func(w http.ResponseWriter, _ *http.Request) {
-				_, _ = io.WriteString(w, c.body)
+			sink := batchSink(t, func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.WriteString(w, echoIDs(t, r, c.body))
 			})
 			got := sink.DeliverBatch(context.Background(), batchDeliveries(3))
 			if len(got) != 3 {

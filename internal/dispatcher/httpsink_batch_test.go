@@ -107,7 +107,7 @@ func TestDeliverBatchRequest(t *testing.T) {
 	}
 	for i, rec := range got.Records {
 		d := ds[i]
-		if rec.ID != strconv.Itoa(i) || rec.IdempotencyKey != d.IdempotencyKey || rec.Attempt != d.Attempt ||
+		if !strings.HasSuffix(rec.ID, "."+strconv.Itoa(i)) || rec.IdempotencyKey != d.IdempotencyKey || rec.Attempt != d.Attempt ||
 			rec.Topic != "t" || rec.Partition != 2 || rec.Offset != d.Record.Offset || !rec.Timestamp.Equal(batchTS) {
 			t.Errorf("record %d: %+v, want the delivery's id, key, attempt and original coordinates", i, rec)
 		}
@@ -156,9 +156,9 @@ func TestDeliverBatchRecordResults(t *testing.T) {
 	}
 	// Record len(answers)+1 is not mentioned.
 	body := `{"version":"retryops.dev/batch/v1","results":[` + strings.Join(results, ",") + `]}`
-	sink := batchSink(t, func(w http.ResponseWriter, _ *http.Request) {
+	sink := batchSink(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", batch.MediaType)
-		_, _ = io.WriteString(w, body)
+		_, _ = io.WriteString(w, echoIDs(t, r, body))
 	})
 	got := sink.DeliverBatch(context.Background(), batchDeliveries(len(answers)+2))
 	if len(got) != len(answers)+2 {

@@ -8,13 +8,15 @@
 // One POST with Content-Type [MediaType] and the body
 //
 //	{"version": "retryops.dev/batch/v1", "records": [
-//	  {"id": "0", "idempotencyKey": "orders/3/1042", "attempt": 1,
+//	  {"id": "k3x9.0", "idempotencyKey": "orders/3/1042", "attempt": 1,
 //	   "topic": "orders", "partition": 3, "offset": 1042, "timestamp": "2025-01-02T03:04:05.678Z",
 //	   "key": {"text": "customer-7"}, "value": {"base64": "AAEC"},
 //	   "headers": [{"key": "trace", "text": "abc"}]}
 //	]}
 //
-// A record's id is its index in the batch, unique in the request. Its topic, partition, offset and
+// A record's id is opaque, unique in the request and not reused by another request (the dispatcher
+// writes "<request>.<index>"): the sink echoes it, so an answer to another request acknowledges
+// nothing. Its topic, partition, offset and
 // timestamp are the ORIGINAL coordinates, as a single delivery's headers give them. A key, a value or
 // a header value is {"text": ...} when it is valid UTF-8, else {"base64": ...}; a key or value that
 // is absent is null. In Ordered mode the sink must process the records in list order.
@@ -24,8 +26,8 @@
 // A 2xx answer with the body
 //
 //	{"version": "retryops.dev/batch/v1", "results": [
-//	  {"id": "0", "status": "success"},
-//	  {"id": "1", "status": "failure", "httpStatus": 503, "errorType": "Throttled",
+//	  {"id": "k3x9.0", "status": "success"},
+//	  {"id": "k3x9.1", "status": "failure", "httpStatus": 503, "errorType": "Throttled",
 //	   "message": "slow down", "retryAfter": 30}
 //	]}
 //

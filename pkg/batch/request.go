@@ -23,7 +23,8 @@ const TimestampLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // Record is one record of a batch request.
 type Record struct {
-	// ID addresses the record's result in the response: its index in the batch, as a string.
+	// ID addresses the record's result in the response: opaque, unique in the request and not
+	// reused by another request.
 	ID string `json:"id"`
 	// IdempotencyKey is the record's stable id, the same on every attempt and on a replay:
 	// "<topic>/<partition>/<offset>" of the original record.
