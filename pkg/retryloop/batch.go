@@ -44,8 +44,9 @@ func BatchInfo(ctx context.Context, i int) (DeliveryInfo, bool) {
 }
 
 // NewBatch builds a loop that delivers records in batches to h. The batches are bounded by the
-// config's delivery.batch (maxRecords, maxBytes, maxWait); a config without delivery.batch gets
-// its defaults (100 records, 1 MiB, 50ms), since calling NewBatch is the opt-in. delivery.maxInFlight
+// config's delivery.batch (maxRecords, maxBytes: here the records' keys, values and headers,
+// maxWait); a config without delivery.batch gets its defaults (100 records, 1 MiB, 50ms), since
+// calling NewBatch is the opt-in. delivery.maxInFlight
 // counts records, so at its default of 100 only one batch of 100 is in flight: raise it to
 // maxRecords times the batches wanted at once. Otherwise as New.
 func NewBatch(cfg *Config, h BatchHandler, opts ...Option) (*Loop, error) {
