@@ -40,7 +40,7 @@ func TestEncodedSizeBoundsTheEncoding(t *testing.T) {
 	recs := append(sampleRecords(),
 		Record{ID: "x.1", Topic: "t", Timestamp: big, FirstFailure: &big, RawValue: Bytes(`<a href="x">&amp;</a>` + "\u2028\u2029\\\t\x01\x7f")},
 		Record{ID: "x.2", Offset: -1, Attempt: 1 << 30, RawKey: Bytes{0xff, 0xfe, 0xfd, 0xfc}, RawValue: Bytes(strings.Repeat("é\"", 100)),
-			Headers: []Header{{Key: "k\xff<", Value: []byte("v\u2028")}, {Key: "", Value: []byte{}}, {Key: "b", Value: []byte{0x80}}},
+			Headers:       []Header{{Key: "k\xff<", Value: []byte("v\u2028")}, {Key: "", Value: []byte{}}, {Key: "b", Value: []byte{0x80}}},
 			DeliveredFrom: "orders-retry-1/2/3", ReplayOf: "dlq/0/1", ReplayCount: 7},
 		Record{ID: "x.3\n", RawValue: Bytes("line\nline\n")},
 	)
