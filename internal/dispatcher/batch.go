@@ -33,15 +33,34 @@ import (
 var missingResult = Result{Outcome: retry.Outcome{HTTPStatus: 502, ErrorType: batch.ErrorTypeResultMissing,
 	Message: "the batch response has no result for this record"}}
 
+// BatchSizer is implemented by a BatchHandler whose request for a batch is larger than its
+// records' keys, values and headers (the HTTP sink's JSON document: escapes, base64, the fields
+// of each record): delivery.batch.maxBytes then bounds the requests it sends.
+type BatchSizer interface {
+	// BatchOverhead is the bytes of a request besides its records.
+	BatchOverhead() int64
+	// BatchRecordSize is at least the bytes d takes in a request.
+	BatchRecordSize(d *Delivery) int64
+}
+
+// newDelivery is the Delivery of a started item.
+func newDelivery(it *item) Delivery {
+	return Delivery{Record: it.view, Consumed: it.rec, Attempt: it.attempt, IdempotencyKey: it.idempotencyKey(), FirstFailure: it.firstFailure,
+		ReplayOf: it.replayOf, ReplayCount: it.replayCount}
+}
+
 // batchAddLocked adds a started record to the batch being filled, sending the batch first when the
 // record would take it past batchBytes, and after when it is full.
 func (e *Engine) batchAddLocked(it *item, now time.Time) {
-	size := deliveredSize(it)
+	size := e.batchRecordSize(it)
 	if len(e.pend) > 0 && e.pendBytes+size > e.batchBytes {
 		e.flushBatchLocked()
 	}
 	if len(e.pend) == 0 {
 		e.pendSince = now
+		if e.batchSizer != nil {
+			e.pendBytes = e.batchSizer.BatchOverhead()
+		}
 	}
 	e.pend = append(e.pend, it)
 	e.pendBytes += size
@@ -83,8 +102,13 @@ func (e *Engine) flushBatchLocked() {
 	e.work <- job{batch: b} // never blocks: every job holds at least one of maxInFlight records
 }
 
-// deliveredSize is what a record puts in a batch: its key, value and delivered headers.
-func deliveredSize(it *item) int64 {
+// batchRecordSize is what a record puts in a batch: what the handler's BatchSizer says, else its
+// key, value and delivered headers.
+func (e *Engine) batchRecordSize(it *item) int64 {
+	if e.batchSizer != nil {
+		it.d = newDelivery(it) // begin sets it again, the same
+		return e.batchSizer.BatchRecordSize(&it.d)
+	}
 	n := int64(len(it.view.Key) + len(it.view.Value))
 	for _, h := range it.view.Headers {
 		n += int64(len(h.Key) + len(h.Value))
@@ -149,6 +173,7 @@ func (e *Engine) processBatch(b []*item, pr *batchProgress) *item {
 		ctx, c2 = context.WithTimeout(ctx, e.attemptTimeout)
 		defer c2()
 	}
+	ctx = withAnswerReport(ctx, e.answerProblems)
 	t0 := e.clock.Now()
 	res := e.batchH.DeliverBatch(ctx, ds)
 	for _, it := range b {
@@ -190,6 +215,20 @@ func (e *Engine) processBatch(b []*item, pr *batchProgress) *item {
 		}
 	}
 	return pr.next
+}
+
+// answerProblems counts and logs what the sink's answer to a batch got wrong: counts, never the
+// ids or messages, so that a hostile answer cannot flood the log.
+func (e *Engine) answerProblems(records int, p answerProblems) {
+	args := make([]any, 0, 2+2*len(p))
+	args = append(args, "records", records)
+	for i, n := range p {
+		if n > 0 {
+			e.m.AnswerProblems[i].Add(float64(n))
+			args = append(args, metrics.AnswerProblems[i], n)
+		}
+	}
+	e.log.Warn("The sink's answer to a batch was wrong; the records concerned were not acknowledged", args...)
 }
 
 // batchContext is the context of a batch's delivery: it ends once every partition of the batch

@@ -103,6 +103,8 @@ type Engine struct {
 	pol       *retry.Compiled
 	handler   Handler
 	batchH    BatchHandler
+	// batchSizer is batchH when it sizes its requests (BatchSizer).
+	batchSizer BatchSizer
 	log       *slog.Logger
 	m         *metrics.Metrics
 	registry  *prometheus.Registry
@@ -243,6 +245,9 @@ func New(o Options) (*Engine, error) {
 	e.cond = sync.NewCond(&e.mu)
 	if e.batchH == nil {
 		e.batchMax = 0
+	}
+	if bs, ok := e.batchH.(BatchSizer); ok {
+		e.batchSizer = bs
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
