@@ -119,7 +119,8 @@ func (e *Engine) batchRecordSize(it *item) int64 {
 // batchProgress is how far processBatch got: the records it handed to finish (whose fate is
 // decided, even if its write is still pending) and the next item settling them dispatched.
 type batchProgress struct {
-	finished int
+	items    []*item // the records sent, once processBatch chose them
+	finished int     // of items
 	next     *item
 }
 
@@ -128,7 +129,7 @@ type batchProgress struct {
 // already finished keeps its fate (its retry or dead-letter write may still be pending: a second
 // write would duplicate it), and the next item it dispatched is still delivered.
 func (e *Engine) processBatchSafe(b []*item) (next *item) {
-	var pr batchProgress
+	pr := batchProgress{items: b}
 	defer func() {
 		v := recover()
 		if v == nil {
@@ -140,9 +141,9 @@ func (e *Engine) processBatchSafe(b []*item) (next *item) {
 		if len(msg) > maxPanicMessage {
 			msg = msg[:maxPanicMessage] + "..."
 		}
-		e.log.Error("Processing a batch panicked; dead-lettering its records not yet finished", "records", len(b),
+		e.log.Error("Processing a batch panicked; dead-lettering its records not yet finished", "records", len(pr.items),
 			"panic", msg, "stack", string(debug.Stack()))
-		for _, it := range b[pr.finished:] {
+		for _, it := range pr.items[pr.finished:] {
 			e.busyEnd(it)
 			e.mu.Lock()
 			settled := it.fate != fateUnsettled
@@ -161,6 +162,10 @@ func (e *Engine) processBatchSafe(b []*item) (next *item) {
 // processBatch delivers a batch under one attempt timeout and finishes each record with its own
 // Result (missingResult for one the handler left out). It returns the next item for this worker.
 func (e *Engine) processBatch(b []*item, pr *batchProgress) *item {
+	b = e.unsendable(b, pr)
+	if len(b) == 0 {
+		return nil
+	}
 	starts := make([]time.Time, len(b))
 	ds := make([]*Delivery, len(b))
 	for i, it := range b {
@@ -217,6 +222,46 @@ func (e *Engine) processBatch(b []*item, pr *batchProgress) *item {
 	return pr.next
 }
 
+// unsendable takes out of a batch about to be sent the records that would not be sent alone at
+// this moment, having waited for the batch to fill: a record of a partition being revoked is
+// abandoned (its next owner delivers it), and one past the policy's deadline is dead-lettered
+// deadline_exceeded, as the scheduler does at start. It returns the records to send.
+func (e *Engine) unsendable(b []*item, pr *batchProgress) []*item {
+	now := e.clock.Now()
+	var send, revoked, expired []*item
+	e.mu.Lock()
+	for _, it := range b {
+		switch {
+		case it.part.revoking || it.part.ctx.Err() != nil:
+			revoked = append(revoked, it)
+		case e.pol.Expired(it.srcTime, now):
+			expired = append(expired, it)
+		default:
+			send = append(send, it)
+		}
+	}
+	e.mu.Unlock()
+	if len(send) == len(b) {
+		return b
+	}
+	pr.items = send
+	for _, it := range revoked {
+		if it.allowed {
+			e.breaker.Record(true) // the permit back: the sink was not asked
+		}
+		e.settle(it, fateAbandoned, nil)
+	}
+	for _, it := range expired {
+		if it.allowed {
+			e.breaker.Record(true)
+		}
+		e.deadLetter(it, &failure{reason: headers.ReasonDeadlineExceeded, errorType: headers.ErrorTypeDeadlineExceeded, at: now,
+			message: "the record is past its deadline (" + e.pol.Policy().Deadline.String() + " after " + headers.FormatTime(it.srcTime) +
+				") while waiting for its batch to fill"}, it.attempt-1)
+	}
+	return send
+}
+
 // answerProblems counts and logs what the sink's answer to a batch got wrong: counts, never the
 // ids or messages, so that a hostile answer cannot flood the log.
 func (e *Engine) answerProblems(records int, p answerProblems) {
@@ -227,6 +272,11 @@ func (e *Engine) answerProblems(records int, p answerProblems) {
 			e.m.AnswerProblems[i].Add(float64(n))
 			args = append(args, metrics.AnswerProblems[i], n)
 		}
+	}
+	if p[metrics.AnswerNotSupported] > 0 {
+		// Every batch will fail until someone fixes the sink or the pipeline.
+		e.log.Error("The sink refused a batch with 415: it does not take batch documents; its records are retried", args...)
+		return
 	}
 	e.log.Warn("The sink's answer to a batch was wrong; the records concerned were not acknowledged", args...)
 }

@@ -99,20 +99,20 @@ type settings struct {
 // holds each part.
 type Engine struct {
 	settings
-	cfg       *config.Config
-	pol       *retry.Compiled
-	handler   Handler
-	batchH    BatchHandler
+	cfg     *config.Config
+	pol     *retry.Compiled
+	handler Handler
+	batchH  BatchHandler
 	// batchSizer is batchH when it sizes its requests (BatchSizer).
 	batchSizer BatchSizer
-	log       *slog.Logger
-	m         *metrics.Metrics
-	registry  *prometheus.Registry
-	clock     clock.Clock
-	rng       retry.Rand
-	breaker   *retry.Breaker
-	onCircuit func(from, to retry.State)
-	onKafka   func(*circuitstate.KafkaProblem)
+	log        *slog.Logger
+	m          *metrics.Metrics
+	registry   *prometheus.Registry
+	clock      clock.Clock
+	rng        retry.Rand
+	breaker    *retry.Breaker
+	onCircuit  func(from, to retry.State)
+	onKafka    func(*circuitstate.KafkaProblem)
 
 	// Kafka clients (clients.go).
 	cl      *kgo.Client

@@ -67,7 +67,13 @@ func (s *HTTPSink) DeliverBatch(ctx context.Context, ds []*Delivery) []Result {
 		return out
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fill(out, batchStatusResult(s.statusOutcome(resp)))
+		r := batchStatusResult(s.statusOutcome(resp))
+		if r.Outcome.ErrorType == batch.ErrorTypeNotSupported {
+			var p answerProblems
+			p[metrics.AnswerNotSupported] = 1
+			reportAnswer(ctx, len(ds), p)
+		}
+		return fill(out, r)
 	}
 	limit := batch.ResponseLimit(len(ds))
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
@@ -147,11 +153,14 @@ func recordResult(r batch.Result) Result {
 }
 
 // batchStatusResult is every record's Result of a non-2xx answer to the whole batch. A 415 refuses
-// the batch document's media type: it says nothing of a record alone, so the policy classifies it
-// rather than dead-letter the batch as undeliverable. (A 413 of several records is split above.)
+// the batch document's media type: the sink takes no batches, which says nothing of a record
+// alone, so every record is retried (BatchNotSupported) whatever the policy says of a 4xx, and
+// waits in the tiers for the sink or the pipeline to be fixed. (A 413 of several records is split
+// above.)
 func batchStatusResult(o retry.Outcome) Result {
 	if o.HTTPStatus == http.StatusUnsupportedMediaType {
-		return Result{Outcome: o}
+		o.ErrorType = batch.ErrorTypeNotSupported
+		return Result{Outcome: o, Force: retry.ActionRetry}
 	}
 	return failureResult(o)
 }

@@ -40,7 +40,7 @@ type Metrics struct {
 	BatchSize     prometheus.Observer
 	BatchDuration prometheus.Observer
 	// AnswerProblems is indexed by AnswerProblems' order.
-	AnswerProblems [7]prometheus.Counter
+	AnswerProblems [8]prometheus.Counter
 
 	lag         *prometheus.GaugeVec
 	deadLetters *prometheus.CounterVec
@@ -51,8 +51,8 @@ var KafkaReasons = [3]string{KafkaReasonAuthentication, KafkaReasonTLS, KafkaRea
 
 // AnswerProblems are the problem label values of Metrics.AnswerProblems, by index (the Answer*
 // constants).
-var AnswerProblems = [7]string{ProblemUnknownID, ProblemDuplicateID, ProblemConflictingID, ProblemInvalidStatus,
-	ProblemInvalidResult, ProblemTooLarge, ProblemInvalid}
+var AnswerProblems = [8]string{ProblemUnknownID, ProblemDuplicateID, ProblemConflictingID, ProblemInvalidStatus,
+	ProblemInvalidResult, ProblemTooLarge, ProblemInvalid, ProblemNotSupported}
 
 // Indexes of Metrics.AnswerProblems.
 const (
@@ -63,6 +63,7 @@ const (
 	AnswerInvalidResult
 	AnswerTooLarge
 	AnswerInvalid
+	AnswerNotSupported
 )
 
 // Indexes of Metrics.Batches.

@@ -84,7 +84,8 @@ const (
 	// repeated word for word (duplicate_id) or disagreeing (conflicting_id, counted once per
 	// record), with an httpStatus dropped (invalid_status) or a status neither success nor failure
 	// (invalid_result); whole answers over the size limit (too_large) or not a document of the
-	// version sent (invalid). None of them acknowledges a record.
+	// version sent (invalid), or a 415 refusing batches (not_supported). None of them acknowledges
+	// a record.
 	BatchAnswerProblemsTotal = "retryops_dispatcher_batch_answer_problems_total"
 )
 
@@ -128,6 +129,7 @@ const (
 	ProblemInvalidResult = "invalid_result"
 	ProblemTooLarge      = "too_large"
 	ProblemInvalid       = "invalid"
+	ProblemNotSupported  = "not_supported"
 )
 
 // Values of the reason label of KafkaConnectionFailuresTotal and KafkaConnectionFailing.
