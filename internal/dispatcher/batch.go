@@ -106,7 +106,7 @@ func (e *Engine) flushBatchLocked() {
 // key, value and delivered headers.
 func (e *Engine) batchRecordSize(it *item) int64 {
 	if e.batchSizer != nil {
-		it.d = newDelivery(it) // begin sets it again, the same
+		it.d = newDelivery(it) // begin keeps it
 		return e.batchSizer.BatchRecordSize(&it.d)
 	}
 	n := int64(len(it.view.Key) + len(it.view.Value))
@@ -230,7 +230,13 @@ func (e *Engine) unsendable(b []*item, pr *batchProgress) []*item {
 	now := e.clock.Now()
 	var send, revoked, expired []*item
 	e.mu.Lock()
-	for _, it := range b {
+	for i, it := range b {
+		if send == nil && !it.part.revoking && it.part.ctx.Err() == nil && !e.pol.Expired(it.srcTime, now) {
+			continue // no slice until a record is taken out
+		}
+		if send == nil {
+			send = append(make([]*item, 0, len(b)), b[:i]...)
+		}
 		switch {
 		case it.part.revoking || it.part.ctx.Err() != nil:
 			revoked = append(revoked, it)
@@ -241,7 +247,7 @@ func (e *Engine) unsendable(b []*item, pr *batchProgress) []*item {
 		}
 	}
 	e.mu.Unlock()
-	if len(send) == len(b) {
+	if send == nil {
 		return b
 	}
 	pr.items = send

@@ -72,7 +72,7 @@ func bytesSize(b []byte) int {
 // bytesFieldsSize is the bytes of "text":"..." or "base64":"...".
 func bytesFieldsSize(b []byte) int {
 	if utf8.Valid(b) {
-		return len(`"text":`) + stringSize(string(b))
+		return len(`"text":`) + jsonSize(b, utf8.DecodeRune) // string(b) would copy a large value
 	}
 	return len(`"base64":""`) + base64.StdEncoding.EncodedLen(len(b))
 }
@@ -80,7 +80,9 @@ func bytesFieldsSize(b []byte) int {
 // stringSize is the bytes of s as a JSON string encoding/json writes: quoted, with <, > and &,
 // U+2028, U+2029 and every invalid byte written as six bytes, a quote and a backslash as two and
 // any other control character counted as six.
-func stringSize(s string) int {
+func stringSize(s string) int { return jsonSize(s, utf8.DecodeRuneInString) }
+
+func jsonSize[S string | []byte](s S, decode func(S) (rune, int)) int {
 	n := 2
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -96,7 +98,7 @@ func stringSize(s string) int {
 			i++
 			continue
 		}
-		r, w := utf8.DecodeRuneInString(s[i:])
+		r, w := decode(s[i:])
 		switch {
 		case r == utf8.RuneError && w == 1, r == '\u2028', r == '\u2029':
 			n += 6
