@@ -78,8 +78,10 @@ func TestBatchHostileAnswersThroughTheEngine(t *testing.T) {
 			},
 			a: hostileFate{"dlq", batch.ErrorTypeInvalidStatus}, b: hostileFate{where: "delivered"}},
 		{name: "a 415 refusing batches, under a policy dead-lettering 4xx", problem: metrics.ProblemNotSupported,
-			answer: func(w http.ResponseWriter, _ []string) { http.Error(w, "no batches here", http.StatusUnsupportedMediaType) },
-			a:      hostileFate{"tier", batch.ErrorTypeNotSupported}, b: hostileFate{"tier", batch.ErrorTypeNotSupported}},
+			answer: func(w http.ResponseWriter, _ []string) {
+				http.Error(w, "no batches here", http.StatusUnsupportedMediaType)
+			},
+			a: hostileFate{"tier", batch.ErrorTypeNotSupported}, b: hostileFate{"tier", batch.ErrorTypeNotSupported}},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

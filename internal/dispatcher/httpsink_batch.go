@@ -227,10 +227,8 @@ func batchRecordHead(id string, d *Delivery) batch.Record {
 		t := d.FirstFailure
 		br.FirstFailure = &t
 	}
-	switch c := d.Consumed; {
-	case c == nil || c == r:
-		br.DeliveredFrom = d.IdempotencyKey
-	default:
+	br.DeliveredFrom = d.IdempotencyKey
+	if c := d.Consumed; c != nil && c != r {
 		br.DeliveredFrom = headers.IdempotencyKey(c.Topic, c.Partition, c.Offset)
 	}
 	return br
