@@ -230,6 +230,13 @@ type Delivery struct {
 	// retryops.dev/batch/v1 document) and the sink answers a result per record; each record then gets
 	// the fate it would get alone (delivered, retried at its own due time, dead-lettered with its own
 	// reason). Absent: one request per record.
+	// maxInFlight counts records, not batches: with the default maxInFlight 100 and maxRecords 100,
+	// one batch is in flight at a time; set maxInFlight to maxRecords times the batches wanted in
+	// flight. The policy's attemptTimeout covers a whole batch (one request), so it must fit
+	// maxRecords records. A record whose deadline passes while it waits for its batch to fill is
+	// dead-lettered (deadline_exceeded) without being sent. A sink answering a batch with 415
+	// does not take batches: every record is retried (error type BatchNotSupported) whatever the
+	// policy says of a 4xx, waiting in the tiers until the sink or this field is fixed.
 	// +optional
 	Batch *DeliveryBatch `json:"batch,omitempty"`
 }
@@ -243,7 +250,8 @@ type DeliveryBatch struct {
 	// +optional
 	MaxRecords *int32 `json:"maxRecords,omitempty"`
 
-	// maxBytes bounds the records' keys, values and headers in one batch (a single record larger
+	// maxBytes bounds the body of one batch request as sent: the JSON document, with each
+	// record's escaped or base64 key, value and headers and its fields (a single record larger
 	// than it goes alone). Defaults to 1Mi; at most 16Mi.
 	// +kubebuilder:validation:XValidation:rule="quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('16Mi')) <= 0",message="delivery.batch.maxBytes must be more than 0 and at most 16Mi"
 	// +optional

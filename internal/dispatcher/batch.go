@@ -33,15 +33,34 @@ import (
 var missingResult = Result{Outcome: retry.Outcome{HTTPStatus: 502, ErrorType: batch.ErrorTypeResultMissing,
 	Message: "the batch response has no result for this record"}}
 
+// BatchSizer is implemented by a BatchHandler whose request for a batch is larger than its
+// records' keys, values and headers (the HTTP sink's JSON document: escapes, base64, the fields
+// of each record): delivery.batch.maxBytes then bounds the requests it sends.
+type BatchSizer interface {
+	// BatchOverhead is the bytes of a request besides its records.
+	BatchOverhead() int64
+	// BatchRecordSize is at least the bytes d takes in a request.
+	BatchRecordSize(d *Delivery) int64
+}
+
+// newDelivery is the Delivery of a started item.
+func newDelivery(it *item) Delivery {
+	return Delivery{Record: it.view, Consumed: it.rec, Attempt: it.attempt, IdempotencyKey: it.idempotencyKey(), FirstFailure: it.firstFailure,
+		ReplayOf: it.replayOf, ReplayCount: it.replayCount}
+}
+
 // batchAddLocked adds a started record to the batch being filled, sending the batch first when the
 // record would take it past batchBytes, and after when it is full.
 func (e *Engine) batchAddLocked(it *item, now time.Time) {
-	size := deliveredSize(it)
+	size := e.batchRecordSize(it)
 	if len(e.pend) > 0 && e.pendBytes+size > e.batchBytes {
 		e.flushBatchLocked()
 	}
 	if len(e.pend) == 0 {
 		e.pendSince = now
+		if e.batchSizer != nil {
+			e.pendBytes = e.batchSizer.BatchOverhead()
+		}
 	}
 	e.pend = append(e.pend, it)
 	e.pendBytes += size
@@ -83,8 +102,13 @@ func (e *Engine) flushBatchLocked() {
 	e.work <- job{batch: b} // never blocks: every job holds at least one of maxInFlight records
 }
 
-// deliveredSize is what a record puts in a batch: its key, value and delivered headers.
-func deliveredSize(it *item) int64 {
+// batchRecordSize is what a record puts in a batch: what the handler's BatchSizer says, else its
+// key, value and delivered headers.
+func (e *Engine) batchRecordSize(it *item) int64 {
+	if e.batchSizer != nil {
+		it.d = newDelivery(it) // begin keeps it
+		return e.batchSizer.BatchRecordSize(&it.d)
+	}
 	n := int64(len(it.view.Key) + len(it.view.Value))
 	for _, h := range it.view.Headers {
 		n += int64(len(h.Key) + len(h.Value))
@@ -95,7 +119,8 @@ func deliveredSize(it *item) int64 {
 // batchProgress is how far processBatch got: the records it handed to finish (whose fate is
 // decided, even if its write is still pending) and the next item settling them dispatched.
 type batchProgress struct {
-	finished int
+	items    []*item // the records sent, once processBatch chose them
+	finished int     // of items
 	next     *item
 }
 
@@ -104,7 +129,7 @@ type batchProgress struct {
 // already finished keeps its fate (its retry or dead-letter write may still be pending: a second
 // write would duplicate it), and the next item it dispatched is still delivered.
 func (e *Engine) processBatchSafe(b []*item) (next *item) {
-	var pr batchProgress
+	pr := batchProgress{items: b}
 	defer func() {
 		v := recover()
 		if v == nil {
@@ -116,9 +141,9 @@ func (e *Engine) processBatchSafe(b []*item) (next *item) {
 		if len(msg) > maxPanicMessage {
 			msg = msg[:maxPanicMessage] + "..."
 		}
-		e.log.Error("Processing a batch panicked; dead-lettering its records not yet finished", "records", len(b),
+		e.log.Error("Processing a batch panicked; dead-lettering its records not yet finished", "records", len(pr.items),
 			"panic", msg, "stack", string(debug.Stack()))
-		for _, it := range b[pr.finished:] {
+		for _, it := range pr.items[pr.finished:] {
 			e.busyEnd(it)
 			e.mu.Lock()
 			settled := it.fate != fateUnsettled
@@ -137,6 +162,10 @@ func (e *Engine) processBatchSafe(b []*item) (next *item) {
 // processBatch delivers a batch under one attempt timeout and finishes each record with its own
 // Result (missingResult for one the handler left out). It returns the next item for this worker.
 func (e *Engine) processBatch(b []*item, pr *batchProgress) *item {
+	b = e.unsendable(b, pr)
+	if len(b) == 0 {
+		return nil
+	}
 	starts := make([]time.Time, len(b))
 	ds := make([]*Delivery, len(b))
 	for i, it := range b {
@@ -149,6 +178,7 @@ func (e *Engine) processBatch(b []*item, pr *batchProgress) *item {
 		ctx, c2 = context.WithTimeout(ctx, e.attemptTimeout)
 		defer c2()
 	}
+	ctx = withAnswerReport(ctx, e.answerProblems)
 	t0 := e.clock.Now()
 	res := e.batchH.DeliverBatch(ctx, ds)
 	for _, it := range b {
@@ -190,6 +220,71 @@ func (e *Engine) processBatch(b []*item, pr *batchProgress) *item {
 		}
 	}
 	return pr.next
+}
+
+// unsendable takes out of a batch about to be sent the records that would not be sent alone at
+// this moment, having waited for the batch to fill: a record of a partition being revoked is
+// abandoned (its next owner delivers it), and one past the policy's deadline is dead-lettered
+// deadline_exceeded, as the scheduler does at start. It returns the records to send.
+func (e *Engine) unsendable(b []*item, pr *batchProgress) []*item {
+	now := e.clock.Now()
+	var send, revoked, expired []*item
+	e.mu.Lock()
+	for i, it := range b {
+		if send == nil && !it.part.revoking && it.part.ctx.Err() == nil && !e.pol.Expired(it.srcTime, now) {
+			continue // no slice until a record is taken out
+		}
+		if send == nil {
+			send = append(make([]*item, 0, len(b)), b[:i]...)
+		}
+		switch {
+		case it.part.revoking || it.part.ctx.Err() != nil:
+			revoked = append(revoked, it)
+		case e.pol.Expired(it.srcTime, now):
+			expired = append(expired, it)
+		default:
+			send = append(send, it)
+		}
+	}
+	e.mu.Unlock()
+	if send == nil {
+		return b
+	}
+	pr.items = send
+	for _, it := range revoked {
+		if it.allowed {
+			e.breaker.Record(true) // the permit back: the sink was not asked
+		}
+		e.settle(it, fateAbandoned, nil)
+	}
+	for _, it := range expired {
+		if it.allowed {
+			e.breaker.Record(true)
+		}
+		e.deadLetter(it, &failure{reason: headers.ReasonDeadlineExceeded, errorType: headers.ErrorTypeDeadlineExceeded, at: now,
+			message: "the record is past its deadline (" + e.pol.Policy().Deadline.String() + " after " + headers.FormatTime(it.srcTime) +
+				") while waiting for its batch to fill"}, it.attempt-1)
+	}
+	return send
+}
+
+// answerProblems counts and logs what the sink's answer to a batch got wrong: counts, never the
+// ids or messages, so that a hostile answer cannot flood the log.
+func (e *Engine) answerProblems(records int, p answerProblems) {
+	args := make([]any, 0, 2+2*len(p))
+	args = append(args, "records", records)
+	for i, n := range p {
+		if n > 0 {
+			e.m.AnswerProblems[i].Add(float64(n))
+			args = append(args, metrics.AnswerProblems[i], n)
+		}
+	}
+	if p[metrics.AnswerNotSupported] > 0 {
+		// Every batch will fail until someone fixes the sink or the pipeline.
+		e.log.Error("The sink refused a batch with 415: it does not take batch documents; its records are retried", args...)
+		return
+	}
+	e.log.Warn("The sink's answer to a batch was wrong; the records concerned were not acknowledged", args...)
 }
 
 // batchContext is the context of a batch's delivery: it ends once every partition of the batch

@@ -108,8 +108,9 @@ func (e *Engine) begin(it *item) time.Time {
 	if !it.due.IsZero() {
 		e.m.RetryLateness.Observe(start.Sub(it.due).Seconds())
 	}
-	it.d = Delivery{Record: it.view, Consumed: it.rec, Attempt: it.attempt, IdempotencyKey: it.idempotencyKey(), FirstFailure: it.firstFailure,
-		ReplayOf: it.replayOf, ReplayCount: it.replayCount}
+	if it.d.Record == nil { // else batchRecordSize built it
+		it.d = newDelivery(it)
+	}
 	e.busyStart(it, start)
 	return start
 }

@@ -99,18 +99,20 @@ type settings struct {
 // holds each part.
 type Engine struct {
 	settings
-	cfg       *config.Config
-	pol       *retry.Compiled
-	handler   Handler
-	batchH    BatchHandler
-	log       *slog.Logger
-	m         *metrics.Metrics
-	registry  *prometheus.Registry
-	clock     clock.Clock
-	rng       retry.Rand
-	breaker   *retry.Breaker
-	onCircuit func(from, to retry.State)
-	onKafka   func(*circuitstate.KafkaProblem)
+	cfg     *config.Config
+	pol     *retry.Compiled
+	handler Handler
+	batchH  BatchHandler
+	// batchSizer is batchH when it sizes its requests (BatchSizer).
+	batchSizer BatchSizer
+	log        *slog.Logger
+	m          *metrics.Metrics
+	registry   *prometheus.Registry
+	clock      clock.Clock
+	rng        retry.Rand
+	breaker    *retry.Breaker
+	onCircuit  func(from, to retry.State)
+	onKafka    func(*circuitstate.KafkaProblem)
 
 	// Kafka clients (clients.go).
 	cl      *kgo.Client
@@ -243,6 +245,9 @@ func New(o Options) (*Engine, error) {
 	e.cond = sync.NewCond(&e.mu)
 	if e.batchH == nil {
 		e.batchMax = 0
+	}
+	if bs, ok := e.batchH.(BatchSizer); ok {
+		e.batchSizer = bs
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

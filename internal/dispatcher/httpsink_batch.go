@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
 	"github.com/retryops/retry-operator/internal/retry"
 	"github.com/retryops/retry-operator/pkg/batch"
 )
@@ -66,7 +67,13 @@ func (s *HTTPSink) DeliverBatch(ctx context.Context, ds []*Delivery) []Result {
 		return out
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fill(out, batchStatusResult(s.statusOutcome(resp)))
+		r := batchStatusResult(s.statusOutcome(resp))
+		if r.Outcome.ErrorType == batch.ErrorTypeNotSupported {
+			var p answerProblems
+			p[metrics.AnswerNotSupported] = 1
+			reportAnswer(ctx, len(ds), p)
+		}
+		return fill(out, r)
 	}
 	limit := batch.ResponseLimit(len(ds))
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
@@ -77,14 +84,30 @@ func (s *HTTPSink) DeliverBatch(ctx context.Context, ds []*Delivery) []Result {
 	if int64(len(raw)) <= limit {
 		readBody(resp.Body, maxDrain, 0, nil)
 	}
-	results, _, err := batch.ParseResponseStats(bytes.NewReader(raw), ids, limit)
+	results, st, err := batch.ParseResponseStats(bytes.NewReader(raw), ids, limit)
 	if err != nil {
 		var be *batch.Error
 		o := retry.Outcome{HTTPStatus: http.StatusBadGateway, ErrorType: batch.ErrorTypeResponseInvalid, Message: err.Error()}
 		if errors.As(err, &be) {
 			o.ErrorType, o.Message = be.Type, be.Message
 		}
+		var p answerProblems
+		if o.ErrorType == batch.ErrorTypeResponseTooLarge {
+			p[metrics.AnswerTooLarge] = 1
+		} else {
+			p[metrics.AnswerInvalid] = 1
+		}
+		reportAnswer(ctx, len(ds), p)
 		return fill(out, Result{Outcome: o})
+	}
+	if st.Problems() {
+		var p answerProblems
+		p[metrics.AnswerUnknownID] = st.Unknown
+		p[metrics.AnswerDuplicateID] = st.Duplicates
+		p[metrics.AnswerConflictingID] = st.Conflicts
+		p[metrics.AnswerInvalidStatus] = st.InvalidStatus
+		p[metrics.AnswerInvalidResult] = st.InvalidResult
+		reportAnswer(ctx, len(ds), p)
 	}
 	for i, id := range ids {
 		r, ok := results[id]
@@ -101,6 +124,24 @@ func (s *HTTPSink) DeliverBatch(ctx context.Context, ds []*Delivery) []Result {
 	return out
 }
 
+// answerProblems counts what an answer to a batch got wrong, indexed as metrics.AnswerProblems.
+type answerProblems [len(metrics.AnswerProblems)]int
+
+type answerReportKey struct{}
+
+// withAnswerReport makes the batch handlers of this package report to f what the answers to the
+// batch delivered under ctx got wrong: the engine counts and logs it, so that a sink answering
+// badly shows before records pile up in the tiers.
+func withAnswerReport(ctx context.Context, f func(records int, p answerProblems)) context.Context {
+	return context.WithValue(ctx, answerReportKey{}, f)
+}
+
+func reportAnswer(ctx context.Context, records int, p answerProblems) {
+	if f, ok := ctx.Value(answerReportKey{}).(func(int, answerProblems)); ok {
+		f(records, p)
+	}
+}
+
 // recordResult is the Result of a record's failure, as a single answer with its status, error
 // type, message and Retry-After would give.
 func recordResult(r batch.Result) Result {
@@ -112,11 +153,14 @@ func recordResult(r batch.Result) Result {
 }
 
 // batchStatusResult is every record's Result of a non-2xx answer to the whole batch. A 415 refuses
-// the batch document's media type: it says nothing of a record alone, so the policy classifies it
-// rather than dead-letter the batch as undeliverable. (A 413 of several records is split above.)
+// the batch document's media type: the sink takes no batches, which says nothing of a record
+// alone, so every record is retried (BatchNotSupported) whatever the policy says of a 4xx, and
+// waits in the tiers for the sink or the pipeline to be fixed. (A 413 of several records is split
+// above.)
 func batchStatusResult(o retry.Outcome) Result {
 	if o.HTTPStatus == http.StatusUnsupportedMediaType {
-		return Result{Outcome: o}
+		o.ErrorType = batch.ErrorTypeNotSupported
+		return Result{Outcome: o, Force: retry.ActionRetry}
 	}
 	return failureResult(o)
 }
@@ -128,8 +172,41 @@ func fill(out []Result, r Result) []Result {
 	return out
 }
 
+// maxBatchIDBytes bounds a record id DeliverBatch writes: a base-36 uint64, a dot and an index.
+const maxBatchIDBytes = 13 + 1 + 20
+
+var _ BatchSizer = (*HTTPSink)(nil)
+
+// BatchOverhead implements BatchSizer.
+func (s *HTTPSink) BatchOverhead() int64 { return int64(batch.RequestOverhead) }
+
+// BatchRecordSize implements BatchSizer: an upper bound of d's bytes in the batch document.
+func (s *HTTPSink) BatchRecordSize(d *Delivery) int64 {
+	br := batchRecordHead("", d)
+	n := br.EncodedSize() + maxBatchIDBytes
+	for i, h := range d.Record.Headers {
+		n += batch.HeaderSize(h.Key, h.Value)
+		if i > 0 {
+			n++
+		}
+	}
+	return int64(n)
+}
+
 // batchRecord is d as a record of the batch document: what a single delivery sends in its headers.
 func batchRecord(id string, d *Delivery) batch.Record {
+	br := batchRecordHead(id, d)
+	if hs := d.Record.Headers; len(hs) > 0 {
+		br.Headers = make([]batch.Header, len(hs))
+		for i, h := range hs {
+			br.Headers[i] = batch.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return br
+}
+
+// batchRecordHead is batchRecord without the record's headers.
+func batchRecordHead(id string, d *Delivery) batch.Record {
 	r := d.Record
 	br := batch.Record{
 		ID:             id,
@@ -150,11 +227,9 @@ func batchRecord(id string, d *Delivery) batch.Record {
 		t := d.FirstFailure
 		br.FirstFailure = &t
 	}
-	if len(r.Headers) > 0 {
-		br.Headers = make([]batch.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			br.Headers[i] = batch.Header{Key: h.Key, Value: h.Value}
-		}
+	br.DeliveredFrom = d.IdempotencyKey
+	if c := d.Consumed; c != nil && c != r {
+		br.DeliveredFrom = headers.IdempotencyKey(c.Topic, c.Partition, c.Offset)
 	}
 	return br
 }

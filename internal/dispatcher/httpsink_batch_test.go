@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/retryops/retry-operator/internal/dispatcher"
+	"github.com/retryops/retry-operator/internal/retry"
 	"github.com/retryops/retry-operator/pkg/batch"
 )
 
@@ -182,18 +183,19 @@ func TestDeliverBatchRecordResults(t *testing.T) {
 
 // TestDeliverBatchWholeAnswer: a non-2xx answer to the batch gives every record what a single
 // delivery gets from it; but a 415 (the batch document's media type) says nothing of a record
-// alone, so it is classified, not undeliverable.
+// alone: every record is retried as BatchNotSupported, whatever the policy says of a 4xx.
 func TestDeliverBatchWholeAnswer(t *testing.T) {
 	cases := []struct {
 		a             answer
 		n             int
 		undeliverable bool
+		notSupported  bool
 	}{
 		{a: answer{status: 503, errorType: "Throttled", message: "busy", retryAfter: 12}, n: 3},
 		{a: answer{status: 400, message: "bad"}, n: 2},
 		{a: answer{status: 413}, n: 1, undeliverable: true},
 		{a: answer{status: 413}, n: 3, undeliverable: true}, // split down to records alone, each refused
-		{a: answer{status: 415}, n: 2},
+		{a: answer{status: 415}, n: 2, notSupported: true},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%d of %d", c.a.status, c.n), func(t *testing.T) {
@@ -211,6 +213,10 @@ func TestDeliverBatchWholeAnswer(t *testing.T) {
 			if !c.undeliverable {
 				want.Undeliverable = false
 				want.Outcome.ErrorType = c.a.errorType
+			}
+			if c.notSupported {
+				want.Outcome.ErrorType = batch.ErrorTypeNotSupported
+				want.Force = retry.ActionRetry
 			}
 			got := sink.DeliverBatch(context.Background(), batchDeliveries(c.n))
 			if len(got) != c.n {

@@ -10,6 +10,7 @@
 //	{"version": "retryops.dev/batch/v1", "records": [
 //	  {"id": "k3x9.0", "idempotencyKey": "orders/3/1042", "attempt": 1,
 //	   "topic": "orders", "partition": 3, "offset": 1042, "timestamp": "2025-01-02T03:04:05.678Z",
+//	   "deliveredFrom": "orders/3/1042",
 //	   "key": {"text": "customer-7"}, "value": {"base64": "AAEC"},
 //	   "headers": [{"key": "trace", "text": "abc"}]}
 //	]}
@@ -17,7 +18,9 @@
 // A record's id is opaque, unique in the request and not reused by another request (the dispatcher
 // writes "<request>.<index>"): the sink echoes it, so an answer to another request acknowledges
 // nothing. Its topic, partition, offset and
-// timestamp are the ORIGINAL coordinates, as a single delivery's headers give them. A key, a value or
+// timestamp are the ORIGINAL coordinates, as a single delivery's headers give them; deliveredFrom
+// is "<topic>/<partition>/<offset>" of the record consumed (a retry tier's record on a retry), as
+// a single delivery's Retryops-Delivered-From header gives it. A key, a value or
 // a header value is {"text": ...} when it is valid UTF-8, else {"base64": ...}; a key or value that
 // is absent is null. In Ordered mode the sink must process the records in list order.
 //

@@ -22,6 +22,12 @@ const (
 	// 2xx on a failure; it is dropped and the record fails.
 	ErrorTypeInvalidStatus = "InvalidStatus"
 
+	// ErrorTypeNotSupported: the sink answered a batch request 415, it does not take batch
+	// documents. Every record of the batch is retried through the tiers whatever the policy says
+	// of a 415, so that records wait for the sink (or the pipeline's delivery.batch) to be fixed
+	// instead of being dead-lettered as if each were refused.
+	ErrorTypeNotSupported = "BatchNotSupported"
+
 	// ErrorTypeRequestTooLarge: ParseRequest read a body larger than its limit (answer 413).
 	ErrorTypeRequestTooLarge = "BatchRequestTooLarge"
 	// ErrorTypeUnsupportedMediaType: the request is not of MediaType (answer 415).

@@ -49,6 +49,10 @@ type Record struct {
 	ReplayOf string `json:"replayOf,omitempty"`
 	// ReplayCount is how many times the record has been replayed, with ReplayOf.
 	ReplayCount int32 `json:"replayCount,omitempty"`
+	// DeliveredFrom is "<topic>/<partition>/<offset>" of the record consumed: a retry tier's record
+	// on a retry, the original record otherwise (then equal to IdempotencyKey). A single delivery
+	// sends it as the Retryops-Delivered-From header.
+	DeliveredFrom string `json:"deliveredFrom,omitempty"`
 }
 
 // Key returns the record's key, nil when it has none.

@@ -19,7 +19,7 @@ func sampleRecords() []Record {
 			Headers: []Header{{Key: "trace", Value: []byte("abc")}, {Key: "bin", Value: []byte{0xff, 0}}, {Key: "nil"}}},
 		{ID: "1", IdempotencyKey: "orders/3/1043", Attempt: 4, Topic: "orders", Partition: 3, Offset: 1043,
 			Timestamp: time.Date(2025, 1, 2, 3, 4, 6, 0, time.UTC), RawKey: nil, RawValue: Bytes{0x00, 0xc3, 0x28},
-			FirstFailure: &ff, ReplayOf: "orders-dlq/0/7", ReplayCount: 2},
+			FirstFailure: &ff, ReplayOf: "orders-dlq/0/7", ReplayCount: 2, DeliveredFrom: "orders-retry-1/0/9"},
 		{ID: "2", IdempotencyKey: "orders/0/1", Attempt: 1, Topic: "orders", Offset: 1,
 			Timestamp: time.Date(2025, 1, 2, 3, 4, 7, 0, time.UTC), RawKey: Bytes{}, RawValue: Bytes{}},
 	}
@@ -32,7 +32,7 @@ func TestEncodeRequestWritesTextOrBase64(t *testing.T) {
 	}
 	for _, want := range []string{`"version":"retryops.dev/batch/v1"`, `"key":{"text":"customer-7"}`, `"value":{"base64":"AMMo"}`,
 		`"key":null`, `{"key":"bin","base64":"/wA="}`, `{"key":"nil"}`, `"timestamp":"2025-01-02T03:04:05.678Z"`,
-		`"timestamp":"2025-01-02T03:04:06.000Z"`, `"replayOf":"orders-dlq/0/7"`} {
+		`"timestamp":"2025-01-02T03:04:06.000Z"`, `"replayOf":"orders-dlq/0/7"`, `"deliveredFrom":"orders-retry-1/0/9"`} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("request lacks %s:\n%s", want, buf.String())
 		}

@@ -106,13 +106,24 @@ type responseWire struct {
 	Results []resultWire `json:"results"`
 }
 
-// Stats counts what ParseResponseStats set aside.
+// Stats counts what ParseResponseStats found wrong in a response it read.
 type Stats struct {
 	// Unknown is the number of results whose id is not in the request (ignored).
 	Unknown int
+	// Duplicates is the number of results repeating an earlier one for the same record word for
+	// word (ignored).
+	Duplicates int
 	// Conflicts is the number of records with results that disagree.
 	Conflicts int
+	// InvalidStatus is the number of results whose httpStatus was dropped (outside 100-599, not a
+	// number, or not matching the result's status).
+	InvalidStatus int
+	// InvalidResult is the number of results whose status is neither success nor failure.
+	InvalidResult int
 }
+
+// Problems reports whether the response had anything wrong.
+func (s Stats) Problems() bool { return s != Stats{} }
 
 // ParseResponse reads the body of a 2xx answer to a request with the given ids (see
 // ParseResponseStats).
@@ -126,7 +137,7 @@ func ParseResponse(r io.Reader, ids []string, limit int64) (map[string]Result, e
 // a record the sink did not say succeeded:
 //   - a body over limit is an *Error ErrorTypeResponseTooLarge, invalid JSON or another version an
 //     *Error ErrorTypeResponseInvalid: the whole batch fails;
-//   - a result whose id is not in ids is ignored (counted);
+//   - a result whose id is not in ids is ignored;
 //   - a record with several results fails with ErrorTypeResultConflict unless they all agree;
 //   - an httpStatus outside 100-599 (or not a number), 2xx on a failure or not 2xx on a success is
 //     dropped and the record fails with ErrorTypeInvalidStatus;
@@ -134,7 +145,8 @@ func ParseResponse(r io.Reader, ids []string, limit int64) (map[string]Result, e
 //   - error types and messages are cut (MaxErrorTypeBytes, MaxMessageBytes), control characters
 //     replaced; a retryAfter that is not a positive number of seconds nor duration is absent.
 //
-// A record absent from the map was not mentioned: the caller fails it with ErrorTypeResultMissing.
+// Stats counts each of these but the whole-batch failures. A record absent from the map was not
+// mentioned: the caller fails it with ErrorTypeResultMissing.
 func ParseResponseStats(r io.Reader, ids []string, limit int64) (map[string]Result, Stats, error) {
 	var st Stats
 	body, err := io.ReadAll(io.LimitReader(r, limit+1))
@@ -158,10 +170,16 @@ func ParseResponseStats(r io.Reader, ids []string, limit int64) (map[string]Resu
 	out := make(map[string]Result, len(ids))
 	conflict := make(map[string]bool)
 	for i := range doc.Results {
-		res := normalise(&doc.Results[i])
+		res, bad := normalise(&doc.Results[i])
 		if _, ok := known[res.ID]; !ok {
 			st.Unknown++
 			continue
+		}
+		switch bad {
+		case badStatus:
+			st.InvalidStatus++
+		case badResult:
+			st.InvalidResult++
 		}
 		if conflict[res.ID] {
 			continue
@@ -170,7 +188,9 @@ func ParseResponseStats(r io.Reader, ids []string, limit int64) (map[string]Resu
 		switch {
 		case !seen:
 			out[res.ID] = res
-		case prev != res:
+		case prev == res:
+			st.Duplicates++
+		default:
 			conflict[res.ID] = true
 			st.Conflicts++
 			out[res.ID] = Result{ID: res.ID, Status: StatusFailure, ErrorType: ErrorTypeResultConflict,
@@ -180,22 +200,29 @@ func ParseResponseStats(r io.Reader, ids []string, limit int64) (map[string]Resu
 	return out, st, nil
 }
 
+// What normalise found wrong in a result.
+const (
+	badNone = iota
+	badStatus
+	badResult
+)
+
 // normalise makes a result as read one the dispatcher can act on, never a success the sink did not
-// state plainly.
-func normalise(w *resultWire) Result {
-	res := Result{ID: w.ID, Status: Status(w.Status)}
+// state plainly; bad says what it had to correct.
+func normalise(w *resultWire) (res Result, bad int) {
+	res = Result{ID: w.ID, Status: Status(w.Status)}
 	status, statusOK := httpStatus(w.HTTPStatus)
 	switch res.Status {
 	case StatusSuccess:
 		if !statusOK || (status != 0 && (status < 200 || status > 299)) {
 			return Result{ID: w.ID, Status: StatusFailure, ErrorType: ErrorTypeInvalidStatus,
-				Message: "a success with httpStatus " + clean(string(w.HTTPStatus), 64)}
+				Message: "a success with httpStatus " + clean(string(w.HTTPStatus), 64)}, badStatus
 		}
-		return res
+		return res, badNone
 	case StatusFailure:
 	default:
 		return Result{ID: w.ID, Status: StatusFailure, ErrorType: ErrorTypeResponseInvalid,
-			Message: "unknown status " + strconv.Quote(clean(w.Status, 64))}
+			Message: "unknown status " + strconv.Quote(clean(w.Status, 64))}, badResult
 	}
 	res.ErrorType = clean(w.ErrorType, MaxErrorTypeBytes)
 	res.Message = clean(w.Message, MaxMessageBytes)
@@ -203,10 +230,10 @@ func normalise(w *resultWire) Result {
 	if !statusOK || (status >= 200 && status <= 299) {
 		res.ErrorType = ErrorTypeInvalidStatus
 		res.Message = clean(fmt.Sprintf("httpStatus %s dropped; %s: %s", w.HTTPStatus, w.ErrorType, w.Message), MaxMessageBytes)
-		return res
+		return res, badStatus
 	}
 	res.HTTPStatus = status
-	return res
+	return res, badNone
 }
 
 // httpStatus reads an httpStatus: 0 and true when absent, false when not an integer in 100-599.

@@ -39,6 +39,8 @@ type Metrics struct {
 	Batches       [3]prometheus.Counter
 	BatchSize     prometheus.Observer
 	BatchDuration prometheus.Observer
+	// AnswerProblems is indexed by AnswerProblems' order.
+	AnswerProblems [8]prometheus.Counter
 
 	lag         *prometheus.GaugeVec
 	deadLetters *prometheus.CounterVec
@@ -46,6 +48,23 @@ type Metrics struct {
 
 // KafkaReasons are the reason label values of KafkaFailures and KafkaFailing, by index.
 var KafkaReasons = [3]string{KafkaReasonAuthentication, KafkaReasonTLS, KafkaReasonAuthorization}
+
+// AnswerProblems are the problem label values of Metrics.AnswerProblems, by index (the Answer*
+// constants).
+var AnswerProblems = [8]string{ProblemUnknownID, ProblemDuplicateID, ProblemConflictingID, ProblemInvalidStatus,
+	ProblemInvalidResult, ProblemTooLarge, ProblemInvalid, ProblemNotSupported}
+
+// Indexes of Metrics.AnswerProblems.
+const (
+	AnswerUnknownID = iota
+	AnswerDuplicateID
+	AnswerConflictingID
+	AnswerInvalidStatus
+	AnswerInvalidResult
+	AnswerTooLarge
+	AnswerInvalid
+	AnswerNotSupported
+)
 
 // Indexes of Metrics.Batches.
 const (
@@ -142,7 +161,12 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 		Buckets: durationBuckets,
 	}, []string{LabelPipeline})
 
-	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics, stuck, redeliveries, kafkaFailures, kafkaFailing, batches, batchSize, batchDuration} {
+	answerProblems := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: BatchAnswerProblemsTotal,
+		Help: "What the sink's answers to batches got wrong, by problem; none of them acknowledges a record.",
+	}, []string{LabelPipeline, LabelProblem})
+
+	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics, stuck, redeliveries, kafkaFailures, kafkaFailing, batches, batchSize, batchDuration, answerProblems} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -182,6 +206,9 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 	}
 	m.BatchSize = batchSize.WithLabelValues(pipeline)
 	m.BatchDuration = batchDuration.WithLabelValues(pipeline)
+	for i, p := range AnswerProblems {
+		m.AnswerProblems[i] = answerProblems.WithLabelValues(pipeline, p)
+	}
 	for _, r := range []string{"non_retriable_error", "max_retries_exceeded", "deadline_exceeded", "undeliverable", "malformed"} {
 		m.deadLetters.WithLabelValues(pipeline, r)
 	}

@@ -79,6 +79,14 @@ const (
 	BatchSize = "retryops_dispatcher_batch_size"
 	// BatchDurationSeconds is the time one batch delivery took (histogram; label pipeline).
 	BatchDurationSeconds = "retryops_dispatcher_batch_duration_seconds"
+	// BatchAnswerProblemsTotal counts what the sink's answers to batches got wrong, by problem
+	// (counter; labels pipeline, problem): results for ids not in the request (unknown_id),
+	// repeated word for word (duplicate_id) or disagreeing (conflicting_id, counted once per
+	// record), with an httpStatus dropped (invalid_status) or a status neither success nor failure
+	// (invalid_result); whole answers over the size limit (too_large) or not a document of the
+	// version sent (invalid), or a 415 refusing batches (not_supported). None of them acknowledges
+	// a record.
+	BatchAnswerProblemsTotal = "retryops_dispatcher_batch_answer_problems_total"
 )
 
 // Label names.
@@ -91,6 +99,7 @@ const (
 	LabelPartition = "partition"
 	LabelReason    = "reason"
 	LabelKind      = "kind"
+	LabelProblem   = "problem"
 )
 
 // Values of the outcome label of RecordsTotal.
@@ -110,6 +119,18 @@ const (
 // ResultPartial is the result of a batch some records of which succeeded (BatchesTotal, which
 // also takes ResultSuccess and ResultFailure).
 const ResultPartial = "partial"
+
+// Values of the problem label of BatchAnswerProblemsTotal.
+const (
+	ProblemUnknownID     = "unknown_id"
+	ProblemDuplicateID   = "duplicate_id"
+	ProblemConflictingID = "conflicting_id"
+	ProblemInvalidStatus = "invalid_status"
+	ProblemInvalidResult = "invalid_result"
+	ProblemTooLarge      = "too_large"
+	ProblemInvalid       = "invalid"
+	ProblemNotSupported  = "not_supported"
+)
 
 // Values of the reason label of KafkaConnectionFailuresTotal and KafkaConnectionFailing.
 const (
@@ -165,6 +186,7 @@ var All = []Desc{
 	{BatchesTotal, "counter", []string{LabelPipeline, LabelResult}},
 	{BatchSize, "histogram", []string{LabelPipeline}},
 	{BatchDurationSeconds, "histogram", []string{LabelPipeline}},
+	{BatchAnswerProblemsTotal, "counter", []string{LabelPipeline, LabelProblem}},
 }
 
 // Exported reports whether name is a metric the data plane exports, accepting a histogram's
