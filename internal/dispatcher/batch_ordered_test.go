@@ -3,9 +3,11 @@ package dispatcher_test
 import (
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kgo"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -70,5 +72,37 @@ func TestBatchOrdered(t *testing.T) {
 	}
 	if multi == 0 {
 		t.Error("no batch held more than one record")
+	}
+}
+
+// TestBatchOrderedBytesFlushKeepsOneBatch: in Ordered mode, a partition's record that would take
+// the batch being filled past maxBytes waits for that batch to finish; it does not start a second
+// batch of its partition, which another worker would send while the first is still in flight.
+func TestBatchOrderedBytesFlushKeepsOneBatch(t *testing.T) {
+	p := newPipeline(t, "batchorderedbytes", 1, simplePolicy(2, time.Second), nil)
+	batchConfig(p, 100, 10, 0) // each record is 4 bytes: dd and ee fit, ff would make 12
+	fc := clocktesting.NewFakeClock(time.Now())
+	gate := make(chan struct{})
+	h := newBatchHandler(fc, nil)
+	h.release = func() { <-gate }
+	dt.Produce(t, p.prod, sourceRecords(p, "dd", "ee", "ff")...)
+	start(t, dispatcher.Options{Config: p.cfg, Handler: h, BatchHandler: h, Clock: fc})
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(open) // before the engine's stop
+
+	if got := strings.Join(received(t, h.calls, "the first batch").values, ","); got != "dd,ee" {
+		t.Fatalf("first batch %s, want dd,ee", got)
+	}
+	gomega.NewWithT(t).Consistently(h.calls).WithTimeout(300*time.Millisecond).ShouldNot(gomega.Receive(),
+		"a second batch of the partition sent while its first is in flight")
+	open()
+	if got := strings.Join(received(t, h.calls, "the second batch").values, ","); got != "ff" {
+		t.Errorf("second batch %s, want ff", got)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.maxInFlightPart != 1 {
+		t.Errorf("at most %d batches of the partition in flight, want 1", h.maxInFlightPart)
 	}
 }

@@ -201,7 +201,8 @@ func TestBatchMaxRecordsAndBytes(t *testing.T) {
 	batchConfig(p, 3, 10, 10*time.Second) // each record below is 2 or 4 bytes (key and value)
 	fc := clocktesting.NewFakeClock(time.Now().Truncate(time.Millisecond))
 	h := newBatchHandler(fc, nil)
-	start(t, dispatcher.Options{Config: p.cfg, Handler: h, BatchHandler: h, Clock: fc})
+	reg := prometheus.NewRegistry()
+	start(t, dispatcher.Options{Config: p.cfg, Handler: h, BatchHandler: h, Clock: fc, Registerer: reg})
 
 	dt.Produce(t, p.prod, sourceRecords(p, "a", "b", "c", "dd", "ee", "ff", "g")...)
 	// a,b,c: full at 3 records (6 bytes); dd,ee: 8 bytes, ff would make 12; ff,g: 6 bytes, sent
@@ -212,6 +213,10 @@ func TestBatchMaxRecordsAndBytes(t *testing.T) {
 	if got := strings.Join(received(t, h.calls, "the second batch").values, ","); got != "dd,ee" {
 		t.Errorf("second batch %s, want dd,ee (maxBytes 10)", got)
 	}
+	// Ordered: ff waits for dd,ee to finish before its batch starts filling.
+	dt.Eventually(t, 20*time.Second, func() bool {
+		return p.committed(t, p.cfg.Topics.Source, 0) == 5 && dt.Gauge(reg, metrics.InFlight) == 2
+	}, "dd,ee finished, ff and g waiting in the batch")
 	fc.Step(10 * time.Second)
 	if got := strings.Join(received(t, h.calls, "the third batch").values, ","); got != "ff,g" {
 		t.Errorf("third batch %s, want ff,g", got)

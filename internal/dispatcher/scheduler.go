@@ -61,6 +61,12 @@ func (e *Engine) scheduleTo(next **item) {
 					if sinkBlocked {
 						break
 					}
+					if e.batchMax > 0 && e.ordered && ps.tier == 0 && ps.batched > 0 && e.pendBytes+e.batchRecordSize(it) > e.batchBytes {
+						// Past maxBytes, it would start a second batch of its partition while the
+						// first is in flight: it waits for that one to finish.
+						e.flushBatchLocked()
+						break
+					}
 					if e.breaker != nil {
 						if !e.breaker.Allow() {
 							sinkBlocked = true
