@@ -236,7 +236,9 @@ type Delivery struct {
 	// maxRecords records. A record whose deadline passes while it waits for its batch to fill is
 	// dead-lettered (deadline_exceeded) without being sent. A sink answering a batch with 415
 	// does not take batches: every record is retried (error type BatchNotSupported) whatever the
-	// policy says of a 4xx, waiting in the tiers until the sink or this field is fixed.
+	// policy says of a 4xx, waiting in the tiers for the sink or this field to be fixed, up to the
+	// policy's maxAttempts and deadline (then dead-lettered max_retries_exceeded or
+	// deadline_exceeded).
 	// +optional
 	Batch *DeliveryBatch `json:"batch,omitempty"`
 }

@@ -155,8 +155,8 @@ func recordResult(r batch.Result) Result {
 // batchStatusResult is every record's Result of a non-2xx answer to the whole batch. A 415 refuses
 // the batch document's media type: the sink takes no batches, which says nothing of a record
 // alone, so every record is retried (BatchNotSupported) whatever the policy says of a 4xx, and
-// waits in the tiers for the sink or the pipeline to be fixed. (A 413 of several records is split
-// above.)
+// waits in the tiers for the sink or the pipeline to be fixed (up to maxAttempts and the deadline,
+// as any retry). (A 413 of several records is split above.)
 func batchStatusResult(o retry.Outcome) Result {
 	if o.HTTPStatus == http.StatusUnsupportedMediaType {
 		o.ErrorType = batch.ErrorTypeNotSupported

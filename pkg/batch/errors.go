@@ -24,8 +24,9 @@ const (
 
 	// ErrorTypeNotSupported: the sink answered a batch request 415, it does not take batch
 	// documents. Every record of the batch is retried through the tiers whatever the policy says
-	// of a 415, so that records wait for the sink (or the pipeline's delivery.batch) to be fixed
-	// instead of being dead-lettered as if each were refused.
+	// of a 415, so that records wait for the sink (or the pipeline's delivery.batch) to be fixed,
+	// up to the policy's maxAttempts and deadline, instead of being dead-lettered as if each were
+	// refused.
 	ErrorTypeNotSupported = "BatchNotSupported"
 
 	// ErrorTypeRequestTooLarge: ParseRequest read a body larger than its limit (answer 413).

@@ -29,7 +29,8 @@ import (
 // BatchInfo(ctx, i) tells record i's attempt and idempotency key. In Ordered mode a partition's
 // records are consecutive and in offset order, and must be processed in that order. The context is
 // cancelled at the policy's attemptTimeout, which covers the whole batch. A panic fails every
-// record with error type Panic, as a Handler's panic fails its record.
+// record with error type Panic, as a Handler's panic fails its record. It may be called from
+// several goroutines at once, one batch each, up to maxInFlight records in all.
 type BatchHandler func(ctx context.Context, records []*kgo.Record) []error
 
 type batchInfoKey struct{}

@@ -287,8 +287,10 @@ type Batch struct {
 	// maxRecords is the most records in one batch (1-1000). Defaults to 100.
 	// +optional
 	MaxRecords int32 `json:"maxRecords,omitempty"`
-	// maxBytes bounds the keys, values and headers of a batch's records (a single record larger
-	// than it goes alone). Defaults to 1 MiB; at most 16 MiB.
+	// maxBytes bounds a batch request's body as the HTTP sink sends it (its BatchSizer), or the
+	// keys, values and headers of a batch's records for a batch handler that does not size its
+	// requests (library mode); a single record larger than it goes alone. Defaults to 1 MiB; at
+	// most 16 MiB.
 	// +optional
 	MaxBytes int64 `json:"maxBytes,omitempty"`
 	// maxWait is the longest a record waits for its batch to fill. Defaults to 50ms; at most 10s.
