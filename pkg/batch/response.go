@@ -3,6 +3,7 @@ package batch
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -265,7 +266,10 @@ func retryAfter(raw json.RawMessage) time.Duration {
 		}
 		secs = d.Seconds()
 	default:
-		if json.Unmarshal(raw, &secs) != nil {
+		// ParseFloat, not json.Unmarshal: a number past float64 (1e400) is ±Inf and capped, as a
+		// single delivery's Retry-After is, not ignored.
+		var err error
+		if secs, err = strconv.ParseFloat(string(raw), 64); err != nil && !errors.Is(err, strconv.ErrRange) {
 			return 0
 		}
 	}
