@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
@@ -145,7 +147,17 @@ func reportAnswer(ctx context.Context, records int, p answerProblems) {
 // recordResult is the Result of a record's failure, as a single answer with its status, error
 // type, message and Retry-After would give.
 func recordResult(r batch.Result) Result {
+	// As a single answer's body is read: its first maxMessageRead bytes, trimmed (the policy's
+	// messagePatterns must match the same text).
 	msg := r.Message
+	if len(msg) > maxMessageRead {
+		n := maxMessageRead
+		for n > 0 && !utf8.RuneStart(msg[n]) {
+			n--
+		}
+		msg = msg[:n]
+	}
+	msg = strings.TrimSpace(msg)
 	if msg == "" && r.HTTPStatus != 0 {
 		msg = strconv.Itoa(r.HTTPStatus) + " " + http.StatusText(r.HTTPStatus)
 	}

@@ -140,6 +140,8 @@ func TestDeliverBatchRecordResults(t *testing.T) {
 		{status: 415},
 		{status: 422, errorType: "ValidationError", message: "bad field"},
 		{status: 429, retryAfter: 5},
+		// A single delivery's message is the body's first 1 KiB: a pattern past it must not match.
+		{status: 400, errorType: "Invalid", message: strings.Repeat("x", 2000) + " matched only past 1 KiB"},
 	}
 	results := []string{`{"id":"0","status":"success"}`}
 	for i, a := range answers {
