@@ -53,7 +53,7 @@ func TestBatchHostileAnswersThroughTheEngine(t *testing.T) {
 			answer: func(w http.ResponseWriter, ids []string) {
 				write200(w, doc(ok(ids[0]), `{"id":"`+ids[0]+`","status":"failure","httpStatus":500}`, ok(ids[1])))
 			},
-			a: hostileFate{"dlq", batch.ErrorTypeResultConflict}, b: hostileFate{where: "delivered"}},
+			a: hostileFate{"tier", batch.ErrorTypeResultConflict}, b: hostileFate{where: "delivered"}},
 		{name: "a huge body", problem: metrics.ProblemTooLarge,
 			answer: func(w http.ResponseWriter, ids []string) {
 				write200(w, doc(ok(ids[0]), ok(ids[1]), `{"id":"pad","status":"success","message":"`+strings.Repeat("x", 2<<20)+`"}`))
@@ -71,12 +71,12 @@ func TestBatchHostileAnswersThroughTheEngine(t *testing.T) {
 			answer: func(w http.ResponseWriter, ids []string) {
 				write200(w, doc(`{"id":"`+ids[0]+`","status":"failure","httpStatus":999}`, ok(ids[1])))
 			},
-			a: hostileFate{"dlq", batch.ErrorTypeInvalidStatus}, b: hostileFate{where: "delivered"}},
+			a: hostileFate{"tier", batch.ErrorTypeInvalidStatus}, b: hostileFate{where: "delivered"}},
 		{name: "a success with a 5xx status", problem: metrics.ProblemInvalidStatus,
 			answer: func(w http.ResponseWriter, ids []string) {
 				write200(w, doc(`{"id":"`+ids[0]+`","status":"success","httpStatus":503}`, ok(ids[1])))
 			},
-			a: hostileFate{"dlq", batch.ErrorTypeInvalidStatus}, b: hostileFate{where: "delivered"}},
+			a: hostileFate{"tier", batch.ErrorTypeInvalidStatus}, b: hostileFate{where: "delivered"}},
 		{name: "a 415 refusing batches, under a policy dead-lettering 4xx", problem: metrics.ProblemNotSupported,
 			answer: func(w http.ResponseWriter, _ []string) {
 				http.Error(w, "no batches here", http.StatusUnsupportedMediaType)

@@ -158,10 +158,25 @@ func recordResult(r batch.Result) Result {
 		msg = msg[:n]
 	}
 	msg = strings.TrimSpace(msg)
+	if r.HTTPStatus == 0 && sinkProtocolError(r.ErrorType) {
+		// The sink's answer for this record is itself wrong (results that disagree, an unknown
+		// status, a status that is no HTTP status): classified as a bad answer to the whole batch
+		// is, a 502, not by the policy's default.
+		r.HTTPStatus = http.StatusBadGateway
+	}
 	if msg == "" && r.HTTPStatus != 0 {
 		msg = strconv.Itoa(r.HTTPStatus) + " " + http.StatusText(r.HTTPStatus)
 	}
 	return failureResult(retry.Outcome{HTTPStatus: r.HTTPStatus, ErrorType: r.ErrorType, Message: msg, RetryAfter: r.RetryAfter})
+}
+
+// sinkProtocolError tells the error types pkg/batch gives a record whose result broke the contract.
+func sinkProtocolError(errorType string) bool {
+	switch errorType {
+	case batch.ErrorTypeResultConflict, batch.ErrorTypeResponseInvalid, batch.ErrorTypeInvalidStatus:
+		return true
+	}
+	return false
 }
 
 // batchStatusResult is every record's Result of a non-2xx answer to the whole batch. A 415 refuses
