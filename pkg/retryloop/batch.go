@@ -61,7 +61,9 @@ func NewBatch(cfg *Config, h BatchHandler, opts ...Option) (*Loop, error) {
 		}
 	}
 	if cfg.Delivery.Batch == nil {
-		cfg.Delivery.Batch = &config.Batch{} // its defaults, filled by Default
+		c := *cfg                          // the caller's config stays as it was
+		c.Delivery.Batch = &config.Batch{} // its defaults, filled by Default
+		cfg = &c
 	}
 	return newLoop(cfg, nil, h, opts)
 }

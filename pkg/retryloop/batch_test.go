@@ -250,6 +250,7 @@ func TestNewBatchConfig(t *testing.T) {
 	g.Expect(b).NotTo(BeNil())
 	g.Expect([]any{b.MaxRecords, b.MaxBytes, b.MaxWait.Duration}).To(Equal([]any{
 		int32(config.DefaultBatchMaxRecords), int64(config.DefaultBatchMaxBytes), config.DefaultBatchMaxWait}))
+	g.Expect(cfg.Delivery.Batch).To(BeNil(), "NewBatch changed the caller's config")
 
 	cfg.Delivery.Batch = &config.Batch{MaxRecords: config.MaxBatchRecords + 1}
 	_, err = retryloop.NewBatch(cfg, none, retryloop.WithoutHTTP())
