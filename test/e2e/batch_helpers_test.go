@@ -280,7 +280,7 @@ spec:
     - {name: server-errors, action: Retry, httpStatuses: ["500-599"]}
   attemptTimeout: 5s
 `)
-	for _, p := range [][3]string{{"batched", batchedURL, "\n    batch: {maxRecords: 100}"}, {"single", singleURL, ""}} {
+	for _, p := range [][3]string{{"batched", batchedURL, "\n    maxInFlight: 300\n    batch: {maxRecords: 100}"}, {"single", singleURL, ""}} {
 		b.WriteString(`---
 apiVersion: retry.retryops.dev/v1alpha1
 kind: DeadLetterQueue
