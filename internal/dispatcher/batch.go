@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
 	"github.com/retryops/retry-operator/internal/retry"
@@ -27,6 +28,21 @@ import (
 // partition's records consecutive and in offset order; once the batch is sent, nothing more of the
 // partition starts until every one of them finished, so a partition has at most one batch in
 // flight, as it has one record in flight without batching.
+
+// batchSettings are delivery.batch's bounds, defaults filled; batchMax 0 without it.
+func batchSettings(b *config.Batch) (batchMax int, batchBytes int64, batchWait time.Duration) {
+	if b == nil {
+		return 0, 0, 0
+	}
+	batchMax, batchBytes = int(b.MaxRecords), b.MaxBytes
+	if batchMax < 1 {
+		batchMax = config.DefaultBatchMaxRecords
+	}
+	if batchBytes < 1 {
+		batchBytes = config.DefaultBatchMaxBytes
+	}
+	return batchMax, batchBytes, config.Dur(b.MaxWait, config.DefaultBatchMaxWait)
+}
 
 // missingResult is the Result of a record the batch handler returned no result for: a failure
 // classified as an HTTP 502 would be, never a success.

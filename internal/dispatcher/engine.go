@@ -364,17 +364,7 @@ func newSettings(cfg *config.Config, pol *retry.Compiled) (settings, error) {
 		s.tierLatest = append(s.tierLatest, config.MaxDrainingDelay)
 		s.tierEarliest = append(s.tierEarliest, 0)
 	}
-	if b := cfg.Delivery.Batch; b != nil {
-		s.batchMax = int(b.MaxRecords)
-		if s.batchMax < 1 {
-			s.batchMax = config.DefaultBatchMaxRecords
-		}
-		s.batchBytes = b.MaxBytes
-		if s.batchBytes < 1 {
-			s.batchBytes = config.DefaultBatchMaxBytes
-		}
-		s.batchWait = config.Dur(b.MaxWait, config.DefaultBatchMaxWait)
-	}
+	s.batchMax, s.batchBytes, s.batchWait = batchSettings(cfg.Delivery.Batch)
 	s.lookAheadRecords = s.maxBuffered
 	s.lookAheadBytes = max(minLookAheadBytes, 4*s.maxRecordBytes)
 	return s, nil
