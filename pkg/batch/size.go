@@ -71,10 +71,47 @@ func bytesSize(b []byte) int {
 
 // bytesFieldsSize is the bytes of "text":"..." or "base64":"...".
 func bytesFieldsSize(b []byte) int {
-	if utf8.Valid(b) {
-		return len(`"text":`) + jsonSize(b, utf8.DecodeRune) // string(b) would copy a large value
+	// One pass: the size as text, given up at the first invalid byte (string(b) would copy a
+	// large value).
+	if n, valid := textSize(b); valid {
+		return len(`"text":`) + n
 	}
 	return len(`"base64":""`) + base64.StdEncoding.EncodedLen(len(b))
+}
+
+// textSize is jsonSize of valid UTF-8 b, and false at b's first invalid byte.
+func textSize(b []byte) (int, bool) {
+	n := 2
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			n += asciiSize(c)
+			i++
+			continue
+		}
+		r, w := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && w == 1:
+			return 0, false
+		case r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += w
+		}
+		i += w
+	}
+	return n, true
+}
+
+// asciiSize is the bytes encoding/json writes for an ASCII byte in a string.
+func asciiSize(c byte) int {
+	switch {
+	case c < 0x20, c == '<', c == '>', c == '&':
+		return 6
+	case c == '"', c == '\\':
+		return 2
+	}
+	return 1
 }
 
 // stringSize is the bytes of s as a JSON string encoding/json writes: quoted, with <, > and &,
@@ -87,14 +124,7 @@ func jsonSize[S string | []byte](s S, decode func(S) (rune, int)) int {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case c < 0x20, c == '<', c == '>', c == '&':
-				n += 6
-			case c == '"', c == '\\':
-				n += 2
-			default:
-				n++
-			}
+			n += asciiSize(c)
 			i++
 			continue
 		}
@@ -116,6 +146,9 @@ func intSize(v int64) int {
 }
 
 func timeSize(t time.Time) int {
+	if y := t.UTC().Year(); y >= 0 && y <= 9999 {
+		return len("2006-01-02T15:04:05.000Z") + 2 // in UTC, Z07:00 is Z
+	}
 	var buf [64]byte
 	return len(t.UTC().AppendFormat(buf[:0], TimestampLayout)) + 2
 }
