@@ -121,15 +121,20 @@ func (e *Engine) flushBatchLocked() {
 // batchRecordSize is what a record puts in a batch: what the handler's BatchSizer says, else its
 // key, value and delivered headers.
 func (e *Engine) batchRecordSize(it *item) int64 {
+	if it.batchSize > 0 {
+		return it.batchSize
+	}
 	if e.batchSizer != nil {
 		it.d = newDelivery(it) // begin keeps it
-		return e.batchSizer.BatchRecordSize(&it.d)
+		it.batchSize = e.batchSizer.BatchRecordSize(&it.d)
+		return it.batchSize
 	}
 	n := int64(len(it.view.Key) + len(it.view.Value))
 	for _, h := range it.view.Headers {
 		n += int64(len(h.Key) + len(h.Value))
 	}
-	return n
+	it.batchSize = max(n, 1) // 0 stands for not sized
+	return it.batchSize
 }
 
 // batchProgress is how far processBatch got: the records it handed to finish (whose fate is
