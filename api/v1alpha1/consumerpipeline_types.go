@@ -226,7 +226,7 @@ type Delivery struct {
 	// +optional
 	MaxInFlight *int32 `json:"maxInFlight,omitempty"`
 
-	// batch, when set, delivers records in batches: one POST carries up to maxRecords records (a
+	// batch delivers records in batches when set: one POST carries up to maxRecords records (a
 	// retryops.dev/batch/v1 document) and the sink answers a result per record; each record then gets
 	// the fate it would get alone (delivered, retried at its own due time, dead-lettered with its own
 	// reason). Absent: one request per record.
