@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -224,6 +225,45 @@ type Delivery struct {
 	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MaxInFlight *int32 `json:"maxInFlight,omitempty"`
+
+	// batch delivers records in batches when set: one POST carries up to maxRecords records (a
+	// retryops.dev/batch/v1 document) and the sink answers a result per record; each record then gets
+	// the fate it would get alone (delivered, retried at its own due time, dead-lettered with its own
+	// reason). Absent: one request per record.
+	// maxInFlight counts records, not batches: with the default maxInFlight 100 and maxRecords 100,
+	// one batch is in flight at a time; set maxInFlight to maxRecords times the batches wanted in
+	// flight. The policy's attemptTimeout covers a whole batch (one request), so it must fit
+	// maxRecords records. A record whose deadline passes while it waits for its batch to fill is
+	// dead-lettered (deadline_exceeded) without being sent. A sink answering a batch with 415
+	// does not take batches: every record is retried (error type BatchNotSupported) whatever the
+	// policy says of a 4xx, waiting in the tiers for the sink or this field to be fixed, up to the
+	// policy's maxAttempts and deadline (then dead-lettered max_retries_exceeded or
+	// deadline_exceeded).
+	// +optional
+	Batch *DeliveryBatch `json:"batch,omitempty"`
+}
+
+// DeliveryBatch bounds the batches of a pipeline that delivers in batches.
+type DeliveryBatch struct {
+	// maxRecords is the most records in one batch. Defaults to 100.
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxRecords *int32 `json:"maxRecords,omitempty"`
+
+	// maxBytes bounds the body of one batch request as sent: the JSON document, with each
+	// record's escaped or base64 key, value and headers and its fields (a single record larger
+	// than it goes alone). Defaults to 1Mi; at most 16Mi.
+	// +kubebuilder:validation:XValidation:rule="quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('16Mi')) <= 0",message="delivery.batch.maxBytes must be more than 0 and at most 16Mi"
+	// +optional
+	MaxBytes *resource.Quantity `json:"maxBytes,omitempty"`
+
+	// maxWait is the longest a record waits for its batch to fill before the batch goes as it is.
+	// Defaults to 50ms; at most 10s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('10s')",message="delivery.batch.maxWait must be between 0s and 10s"
+	// +optional
+	MaxWait *metav1.Duration `json:"maxWait,omitempty"`
 }
 
 // ServiceKind is the kind of object a sink reference names.

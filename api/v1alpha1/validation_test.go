@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -223,6 +224,16 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 		{"unknown retry topic naming", cpl(func(p *v1.ConsumerPipeline) { p.Spec.RetryTopics = &v1.RetryTopics{Naming: "ByColour"} }), []string{"Unsupported value: \"ByColour\""}},
 		{"unknown delivery ordering", cpl(func(p *v1.ConsumerPipeline) { p.Spec.Delivery = &v1.Delivery{Ordering: "Shuffled"} }), []string{"Unsupported value: \"Shuffled\""}},
 		{"no delivery in flight", cpl(func(p *v1.ConsumerPipeline) { p.Spec.Delivery = &v1.Delivery{MaxInFlight: ptr.To[int32](0)} }), []string{"maxInFlight", "greater than or equal to 1"}},
+		{"batches of no record", cpl(func(p *v1.ConsumerPipeline) {
+			p.Spec.Delivery = &v1.Delivery{Batch: &v1.DeliveryBatch{MaxRecords: ptr.To[int32](0)}}
+		}), []string{"maxRecords", "greater than or equal to 1"}},
+		{"batches over 16Mi", cpl(func(p *v1.ConsumerPipeline) {
+			q := resource.MustParse("17Mi")
+			p.Spec.Delivery = &v1.Delivery{Batch: &v1.DeliveryBatch{MaxBytes: &q}}
+		}), []string{"delivery.batch.maxBytes must be more than 0 and at most 16Mi"}},
+		{"a batch waiting a minute", cpl(func(p *v1.ConsumerPipeline) {
+			p.Spec.Delivery = &v1.Delivery{Batch: &v1.DeliveryBatch{MaxWait: &metav1.Duration{Duration: time.Minute}}}
+		}), []string{"delivery.batch.maxWait must be between 0s and 10s"}},
 		{"policy reference without a name", cpl(func(p *v1.ConsumerPipeline) { p.Spec.RetryPolicyRef.Name = "" }), []string{"spec.retryPolicyRef.name"}},
 		{"consumer group with a slash", cpl(func(p *v1.ConsumerPipeline) { p.Spec.Source.ConsumerGroup = "orders/eu" }), []string{"spec.source.consumerGroup", "should match"}},
 	}

@@ -55,11 +55,13 @@ func run(getenv func(string) string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sink := dispatcher.NewHTTPSink(cfg.Sink.URL, int(cfg.Delivery.MaxInFlight))
 	opts := dispatcher.Options{
-		Config:     cfg,
-		Handler:    dispatcher.NewHTTPSink(cfg.Sink.URL, int(cfg.Delivery.MaxInFlight)),
-		Logger:     log,
-		Registerer: reg,
+		Config:       cfg,
+		Handler:      sink,
+		BatchHandler: batchHandler(cfg, sink),
+		Logger:       log,
+		Registerer:   reg,
 	}
 	// The circuit breaker's state goes to the operator when the config asks (internal/circuitstate).
 	reporter := dispatcher.CircuitReporter(&opts, getenv)
@@ -91,6 +93,15 @@ func run(getenv func(string) string) int {
 		return 1
 	}
 	return 0
+}
+
+// batchHandler is the engine's BatchHandler: the sink itself when the config has delivery.batch,
+// nil (one request per record) otherwise.
+func batchHandler(cfg *config.Config, sink *dispatcher.HTTPSink) dispatcher.BatchHandler {
+	if cfg.Delivery.Batch == nil {
+		return nil
+	}
+	return sink
 }
 
 // serverShutdownMax bounds the shutdown of the metrics and health server after the engine stopped.

@@ -3,6 +3,7 @@ package main
 import (
 	"testing"
 
+	"github.com/retryops/retry-operator/internal/dispatcher"
 	"github.com/retryops/retry-operator/internal/dispatcher/config"
 )
 
@@ -33,5 +34,17 @@ func TestLogLevel(t *testing.T) {
 		if got := logLevel(in).String(); got != want {
 			t.Errorf("logLevel(%q) = %s", in, got)
 		}
+	}
+}
+
+// TestBatchHandler: the sink delivers in batches exactly when the config has delivery.batch.
+func TestBatchHandler(t *testing.T) {
+	sink := dispatcher.NewHTTPSink("http://sink.invalid/", 1)
+	if h := batchHandler(&config.Config{}, sink); h != nil {
+		t.Errorf("without delivery.batch: %v, want none", h)
+	}
+	cfg := &config.Config{Delivery: config.Delivery{Batch: &config.Batch{MaxRecords: 10}}}
+	if h := batchHandler(cfg, sink); h != dispatcher.BatchHandler(sink) {
+		t.Errorf("with delivery.batch: %v, want the sink", h)
 	}
 }

@@ -25,7 +25,9 @@ const (
 // writeDemo writes, under dir/demo, a kustomization of config/samples for the demo: every sample in
 // the demo namespace, the chat pipeline delivering to the demo sink at sinkAddr (/tasks), the audit
 // pipeline (auditManifest) on chat's source delivering to the audit sink there (/audit), the bursts
-// pipeline (burstsManifest, autoscaled) delivering to the bursts sink there (/bursts), and the documents
+// pipeline (burstsManifest, autoscaled) delivering to the bursts sink there (/bursts), the batched
+// pipeline (batchedManifest) on chat's source delivering in batches to the batch sink there
+// (/batched), and the documents
 // pipeline (library mode: its image is yours, which no local process can run) scaled to 0. It returns
 // the kustomization's directory.
 func writeDemo(dir, sinkAddr string) (string, error) {
@@ -46,6 +48,7 @@ resources:
 - ` + samples + `
 - audit.yaml
 - bursts.yaml
+- batched.yaml
 patches:
 - target: {kind: ConsumerPipeline, name: chat}
   patch: |-
@@ -100,6 +103,9 @@ patches:
 		return "", err
 	}
 	if err := os.WriteFile(filepath.Join(demo, "bursts.yaml"), []byte(fmt.Sprintf(burstsManifest, burstsTopic, sinkAddr)), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(demo, "batched.yaml"), []byte(fmt.Sprintf(batchedManifest, demoTopic, sinkAddr)), 0o644); err != nil {
 		return "", err
 	}
 	return demo, os.WriteFile(filepath.Join(demo, "kustomization.yaml"), []byte(k), 0o644)

@@ -8,7 +8,8 @@
 // produces records to that source topic, binds the user jane@example.com to edit in that namespace
 // (a tenant, for kubectl --as), adds a pipeline that scales on its due lag (bursts: minReplicas 0,
 // fed a burst of records every few minutes), and shows `kubectl get retryops` live with each
-// autoscaled pipeline's pods, due lag and wake time. The control plane has what
+// autoscaled pipeline's pods, due lag and wake time, and adds a pipeline on chat's source that
+// delivers in batches (batched: spec.delivery.batch, a sink answering a result per record). The control plane has what
 // config/default installs for a shared cluster's tenants (devenv.StackOptions.SharedCluster). Ctrl-C
 // stops everything it started, and nothing else.
 //
@@ -127,12 +128,14 @@ func run(o options) error {
 	}
 
 	step("Serving the demo sinks on http://%s: /tasks for chat (5%% of records fail for good, 20%% fail twice first), "+
-		"/audit for audit (4%% fail for good, 20%% fail once, 2%% three times), /bursts for bursts (%s a record, 10%% fail once)", o.sinkAddr, burstsCost)
-	sink, audit, bursts := devenv.DefaultDemoSink(), auditSink(), burstsSink()
+		"/audit for audit (4%% fail for good, 20%% fail once, 2%% three times), /bursts for bursts (%s a record, 10%% fail once), "+
+		"/batched for batched (batches with a result per record: 4%% fail for good, 20%% fail once)", o.sinkAddr, burstsCost)
+	sink, audit, bursts, batched := devenv.DefaultDemoSink(), auditSink(), burstsSink(), &batchSink{}
 	mux := http.NewServeMux()
 	mux.Handle("/tasks", sink)
 	mux.Handle("/audit", audit)
 	mux.Handle("/bursts", bursts)
+	mux.Handle("/batched", batched)
 	srv := &http.Server{Addr: o.sinkAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -143,7 +146,8 @@ func run(o options) error {
 
 	step("Applying the samples (config/samples) in namespace %s: pipeline chat delivers to the demo sink; "+
 		"pipeline audit, its own group, policy and tiers, reads chat's source too (fan-out) and shares its queue; "+
-		"documents (library mode, your own image) is scaled to 0; bursts scales on its due lag, from 0 to 4 pods", demoNamespace)
+		"documents (library mode, your own image) is scaled to 0; bursts scales on its due lag, from 0 to 4 pods; "+
+		"batched reads chat's source too and delivers in batches of up to 100", demoNamespace)
 	demoDir, err := writeDemo(o.dir, o.sinkAddr)
 	if err != nil {
 		return err
@@ -185,9 +189,9 @@ func run(o options) error {
 		}
 		auditDelays := audit.FirstRetryDelays()
 		fmt.Printf("\033[H\033[2J%s   demo sinks: chat %d requests, %d records delivered; audit %d requests, %d records delivered; bursts %d requests, %d records delivered   (KUBECONFIG=%s)\n"+
-			"first retries: chat %d, delays %s; audit %d, delays %s (each record retried at its own jittered due time)\n%s\n\n%s\n%s",
+			"%s\nfirst retries: chat %d, delays %s; audit %d, delays %s (each record retried at its own jittered due time)\n%s\n\n%s\n%s",
 			time.Now().Format(time.TimeOnly), sink.Requests(), sink.Succeeded(), audit.Requests(), audit.Succeeded(), bursts.Requests(), bursts.Succeeded(), kubeconfig,
-			len(delays), devenv.Deciles(delays), len(auditDelays), devenv.Deciles(auditDelays), tenant, out, autoscalingView(kubeconfig, demoNamespace, time.Now()))
+			batched.line(), len(delays), devenv.Deciles(delays), len(auditDelays), devenv.Deciles(auditDelays), tenant, out, autoscalingView(kubeconfig, demoNamespace, time.Now()))
 		select {
 		case <-ctx.Done():
 			fmt.Println()

@@ -23,12 +23,22 @@ func (e *Engine) dispatchLocked(it *item, next **item) {
 		e.workers.Add(1)
 		go e.worker()
 	}
-	e.work <- it // never blocks: the channel holds maxInFlight items
+	e.work <- job{it: it} // never blocks: the channel holds maxInFlight items
+}
+
+// job is a worker's task: one item, or a batch (batch.go).
+type job struct {
+	it    *item
+	batch []*item
 }
 
 func (e *Engine) worker() {
 	defer e.workers.Done()
-	for it := range e.work {
+	for j := range e.work {
+		it := j.it
+		if j.batch != nil {
+			it = e.processBatchSafe(j.batch)
+		}
 		for it != nil {
 			it = e.processSafe(it)
 		}
@@ -79,23 +89,35 @@ func (e *Engine) process(it *item) *item {
 		e.deadLetter(it, it.pre, it.attempt-1)
 		return nil
 	}
-	start := e.clock.Now()
-	if !it.due.IsZero() {
-		e.m.RetryLateness.Observe(start.Sub(it.due).Seconds())
-	}
-	it.d = Delivery{Record: it.view, Consumed: it.rec, Attempt: it.attempt, IdempotencyKey: it.idempotencyKey(), FirstFailure: it.firstFailure,
-		ReplayOf: it.replayOf, ReplayCount: it.replayCount}
+	start := e.begin(it)
 	ctx, cancel := it.part.ctx, context.CancelFunc(nil)
 	if e.attemptTimeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, e.attemptTimeout)
 	}
-	e.busyStart(it, start)
 	res := e.handler.Deliver(ctx, &it.d)
 	e.busyEnd(it)
 	if cancel != nil {
 		cancel()
 	}
-	now := e.clock.Now()
+	return e.finish(it, res, start, e.clock.Now())
+}
+
+// begin prepares an item's Delivery and counts it busy; it returns the delivery's start.
+func (e *Engine) begin(it *item) time.Time {
+	start := e.clock.Now()
+	if !it.due.IsZero() {
+		e.m.RetryLateness.Observe(start.Sub(it.due).Seconds())
+	}
+	if it.d.Record == nil { // else batchRecordSize built it
+		it.d = newDelivery(it)
+	}
+	e.busyStart(it, start)
+	return start
+}
+
+// finish decides an item's fate from its delivery's Result, alone or in a batch: every rule after
+// the delivery (the breaker, the policy, the tiers, the dead letter) is the same either way.
+func (e *Engine) finish(it *item, res Result, start, now time.Time) *item {
 	e.m.DeliveryDuration.Observe(now.Sub(start).Seconds())
 	if res.Success {
 		e.m.Attempt(it.attempt, true)

@@ -72,6 +72,8 @@
 //	              included), what the handler sees
 //	scheduler.go  which records start now, pausing tier partitions, and the timer for the next due time
 //	deliver.go    the workers: delivery to the Handler and the decision on its outcome (a fate)
+//	batch.go      delivery.batch: the batch being filled, its delivery to the BatchHandler, a
+//	              Result per record finished as deliver.go finishes one record
 //	records.go    the records written after a failure: retry, dead letter, without value, stripped
 //	produce.go    the one write path to a retry tier or the dead letter topic, and its acknowledgement
 //	deadletter.go a failed dead-letter write: the escalation (escalate), retried, stripped or stuck

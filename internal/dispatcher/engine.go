@@ -26,6 +26,9 @@ type Options struct {
 	Config *config.Config
 	// Handler delivers records.
 	Handler Handler
+	// BatchHandler, when set and the config has delivery.batch, delivers records in batches
+	// (batch.go); Handler still delivers what goes alone (nothing today but a panic's record).
+	BatchHandler BatchHandler
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil uses a new registry (Engine.Registry).
@@ -85,23 +88,31 @@ type settings struct {
 	// unfinished record on; the partition is paused while its window is full.
 	lookAheadRecords int
 	lookAheadBytes   int64
+	// batchMax > 0 delivers in batches of at most batchMax records and batchBytes bytes, each sent
+	// at the latest batchWait after its first record was started (batch.go).
+	batchMax   int
+	batchBytes int64
+	batchWait  time.Duration
 }
 
 // Engine is the dispatcher loop for one pipeline. See the package documentation for the file that
 // holds each part.
 type Engine struct {
 	settings
-	cfg       *config.Config
-	pol       *retry.Compiled
-	handler   Handler
-	log       *slog.Logger
-	m         *metrics.Metrics
-	registry  *prometheus.Registry
-	clock     clock.Clock
-	rng       retry.Rand
-	breaker   *retry.Breaker
-	onCircuit func(from, to retry.State)
-	onKafka   func(*circuitstate.KafkaProblem)
+	cfg     *config.Config
+	pol     *retry.Compiled
+	handler Handler
+	batchH  BatchHandler
+	// batchSizer is batchH when it sizes its requests (BatchSizer).
+	batchSizer BatchSizer
+	log        *slog.Logger
+	m          *metrics.Metrics
+	registry   *prometheus.Registry
+	clock      clock.Clock
+	rng        retry.Rand
+	breaker    *retry.Breaker
+	onCircuit  func(from, to retry.State)
+	onKafka    func(*circuitstate.KafkaProblem)
 
 	// Kafka clients (clients.go).
 	cl      *kgo.Client
@@ -155,9 +166,13 @@ type Engine struct {
 	stuck     atomic.Int32 // dead letters whose stripped write failed (changed under mu)
 	timerAt   time.Time    // the wake-up timerLoop is set for; zero: none
 	pausedCnt int
+	// The batch being filled (batch.go): its records are started (counted in active) but not sent.
+	pend      []*item
+	pendBytes int64
+	pendSince time.Time
 
 	// Workers (deliver.go).
-	work    chan *item
+	work    chan job
 	idle    atomic.Int32
 	workers sync.WaitGroup
 
@@ -210,6 +225,7 @@ func New(o Options) (*Engine, error) {
 		cfg:        cfg,
 		pol:        pol,
 		handler:    o.Handler,
+		batchH:     o.BatchHandler,
 		log:        o.Logger,
 		clock:      o.Clock,
 		onCircuit:  o.OnCircuitStateChange,
@@ -219,7 +235,7 @@ func New(o Options) (*Engine, error) {
 		fetchErrs:  map[fetchErrKey]fetchErrLog{},
 		busy:       map[*item]time.Time{},
 		owned:      map[tpKey]struct{}{},
-		work:       make(chan *item, s.maxInFlight),
+		work:       make(chan job, s.maxInFlight),
 		pauseKick:  make(chan struct{}, 1),
 		timerKick:  make(chan struct{}, 1),
 		commitKick: make(chan struct{}, 1),
@@ -227,6 +243,12 @@ func New(o Options) (*Engine, error) {
 		commitSem:  make(chan struct{}, 1),
 	}
 	e.cond = sync.NewCond(&e.mu)
+	if e.batchH == nil {
+		e.batchMax = 0
+	}
+	if bs, ok := e.batchH.(BatchSizer); ok {
+		e.batchSizer = bs
+	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -342,6 +364,7 @@ func newSettings(cfg *config.Config, pol *retry.Compiled) (settings, error) {
 		s.tierLatest = append(s.tierLatest, config.MaxDrainingDelay)
 		s.tierEarliest = append(s.tierEarliest, 0)
 	}
+	s.batchMax, s.batchBytes, s.batchWait = batchSettings(cfg.Delivery.Batch)
 	s.lookAheadRecords = s.maxBuffered
 	s.lookAheadBytes = max(minLookAheadBytes, 4*s.maxRecordBytes)
 	return s, nil

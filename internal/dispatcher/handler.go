@@ -56,6 +56,15 @@ type Handler interface {
 	Deliver(ctx context.Context, d *Delivery) Result
 }
 
+// BatchHandler delivers records in batches (delivery.batch). DeliverBatch is called with up to
+// delivery.batch.maxRecords deliveries, under one attempt timeout; it returns one Result per
+// delivery, in the same order (a shorter slice fails the missing ones, never succeeds them). In
+// Ordered mode the deliveries of one partition are consecutive and in offset order, and the handler
+// must process them in that order.
+type BatchHandler interface {
+	DeliverBatch(ctx context.Context, ds []*Delivery) []Result
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, d *Delivery) Result
 

@@ -144,26 +144,41 @@ func (s *HTTPSink) Deliver(ctx context.Context, d *Delivery) Result {
 	noReplay(req, len(r.Value))
 	resp, err := s.rt.RoundTrip(req)
 	if err != nil {
-		return Result{Outcome: retry.Outcome{Transport: transportError(ctx, err), Message: err.Error()}}
+		return transportResult(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		readBody(resp.Body, maxDrain, 0, nil)
 		return Result{Success: true}
 	}
+	return failureResult(s.statusOutcome(resp))
+}
+
+// transportResult is the Result of a request that got no answer.
+func transportResult(ctx context.Context, err error) Result {
+	return Result{Outcome: retry.Outcome{Transport: transportError(ctx, err), Message: err.Error()}}
+}
+
+// statusOutcome is the Outcome of a non-2xx answer, whose body it reads for the message.
+func (s *HTTPSink) statusOutcome(resp *http.Response) retry.Outcome {
 	var body []byte
 	readBody(resp.Body, maxDrain, maxMessageRead, &body)
 	msg := strings.TrimSpace(string(body))
 	if msg == "" {
 		msg = resp.Status
 	}
-	o := retry.Outcome{
+	return retry.Outcome{
 		HTTPStatus: resp.StatusCode,
 		ErrorType:  resp.Header.Get(headers.HTTPErrorType),
 		Message:    msg,
 		RetryAfter: parseRetryAfter(resp.Header.Get(headers.HTTPRetryAfter), s.clock.Now()),
 	}
-	switch resp.StatusCode {
+}
+
+// failureResult is the Result of a failure with o's status: a 413 or a 415 says the record itself
+// can never be processed.
+func failureResult(o retry.Outcome) Result {
+	switch o.HTTPStatus {
 	case http.StatusRequestEntityTooLarge:
 		o.ErrorType = headers.ErrorTypePayloadTooLarge
 		return Result{Undeliverable: true, Outcome: o}

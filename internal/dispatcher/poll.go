@@ -25,6 +25,7 @@ type partState struct {
 	goneFlag atomic.Bool // gone, readable without the lock
 	paused   bool        // desired fetch state
 	revoking bool        // no more dispatching
+	batched  int         // records in the batch being filled (batch.go)
 	stuck    int         // in-flight dead letters that cannot be written (deadletter.go)
 	hw       int64       // high watermark seen in the last fetch
 	lastTime time.Time   // timestamp of the last record fetched (at most now): a retry tier's look-ahead

@@ -52,6 +52,7 @@ func (e *Engine) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 	for _, ps := range parts {
 		ps.revoking = true
 	}
+	e.flushBatchLocked() // the drain waits for the records of the batch being filled
 	e.waitLocked(func() bool {
 		for _, ps := range parts {
 			if ps.inFlight > ps.stuck { // a stuck dead letter will not finish by waiting
@@ -172,6 +173,7 @@ func (e *Engine) shutdown() {
 	e.m.Ready.Set(0)
 	e.mu.Lock()
 	e.stopping = true
+	e.flushBatchLocked()
 	inflight := e.active
 	// A stuck dead letter will not finish by waiting: it is abandoned below.
 	drained := e.waitLocked(func() bool { return e.active <= int(e.stuck.Load()) }, e.drainTimeout)

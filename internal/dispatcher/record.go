@@ -24,6 +24,8 @@ type item struct {
 	replayOf    string // a replayed dead letter's headers.ReplayOf, carried forward; "" when not replayed
 	replayCount int    // and its headers.ReplayCount
 
+	batchSize int64 // what it puts in a batch (batchRecordSize), once sized; 0 before
+
 	size    int64    // bytes of key, value and headers as consumed (the look-ahead window's measure)
 	pre     *failure // non-nil: dead-letter without delivering
 	allowed bool     // the breaker admitted the delivery: exactly one Record follows

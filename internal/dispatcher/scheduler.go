@@ -24,6 +24,7 @@ func (e *Engine) scheduleLocked() { e.scheduleTo(nil) }
 // nil (a worker that settled a record takes it instead of waking another).
 func (e *Engine) scheduleTo(next **item) {
 	if e.stopping {
+		e.flushBatchLocked()
 		return
 	}
 	now := e.clock.Now()
@@ -42,6 +43,9 @@ func (e *Engine) scheduleTo(next **item) {
 	for k := 0; k < n && e.active < e.maxInFlight; k++ {
 		ps := e.order[(e.rr+k)%n]
 		if ps.revoking {
+			if ps.batched > 0 {
+				e.flushBatchLocked() // a revocation waits for its records: no maxWait on top
+			}
 			continue
 		}
 		for it := ps.peek(); it != nil && e.canStartLocked(ps); it = ps.peek() {
@@ -57,6 +61,12 @@ func (e *Engine) scheduleTo(next **item) {
 					if sinkBlocked {
 						break
 					}
+					if e.batchMax > 0 && e.ordered && ps.tier == 0 && ps.batched > 0 && e.pendBytes+e.batchRecordSize(it) > e.batchBytes {
+						// Past maxBytes, it would start a second batch of its partition while the
+						// first is in flight: it waits for that one to finish.
+						e.flushBatchLocked()
+						break
+					}
 					if e.breaker != nil {
 						if !e.breaker.Allow() {
 							sinkBlocked = true
@@ -66,6 +76,10 @@ func (e *Engine) scheduleTo(next **item) {
 					}
 				}
 			}
+			if it.pre != nil && ps.batched > 0 && e.ordered && ps.tier == 0 {
+				e.flushBatchLocked() // it goes alone, after the records of its partition before it
+				break
+			}
 			ps.start()
 			ps.noteStart(it.rec.Offset)
 			e.active++
@@ -74,9 +88,14 @@ func (e *Engine) scheduleTo(next **item) {
 			if ps.tier == 0 {
 				e.srcQueued--
 			}
-			e.dispatchLocked(it, next)
+			if e.batchMax > 0 && it.pre == nil {
+				e.batchAddLocked(it, now)
+			} else {
+				e.dispatchLocked(it, next)
+			}
 		}
 	}
+	wake = e.batchDueLocked(now, wake)
 
 	e.holdSourceLocked()
 	changed := false
@@ -121,8 +140,8 @@ func (e *Engine) canStartLocked(ps *partState) bool {
 		return false
 	case ps.tier > 0:
 		return true
-	case e.ordered && ps.inFlight > 0:
-		return false
+	case e.ordered && ps.inFlight > ps.batched:
+		return false // one at a time, or one batch at a time, its records consecutive
 	}
 	return e.srcDone < e.maxUncommitted
 }

@@ -212,6 +212,16 @@ func (in *Inputs) render() (*rendered, error) {
 		if d.MaxInFlight != nil {
 			c.Delivery.MaxInFlight = *d.MaxInFlight
 		}
+		if b := d.Batch; b != nil {
+			c.Delivery.Batch = &config.Batch{MaxWait: b.MaxWait.DeepCopy()}
+			if b.MaxRecords != nil {
+				c.Delivery.Batch.MaxRecords = *b.MaxRecords
+			}
+			if b.MaxBytes != nil {
+				// Value rounds a fractional quantity up to whole bytes.
+				c.Delivery.Batch.MaxBytes = b.MaxBytes.Value()
+			}
+		}
 	}
 	// Every pipeline's consumers report: their circuit breaker when the policy has one, and Kafka
 	// refusing them (authentication, TLS, ACLs) in any case.

@@ -134,9 +134,10 @@ func sinkRefSecretsInputs(t *testing.T) *render.Inputs {
 			RetryPolicyRef:     v1.LocalObjectReference{Name: "documents"},
 			DeadLetterQueueRef: v1.LocalObjectReference{Name: "orders-dlq"},
 			RetryTopics:        &v1.RetryTopics{Naming: v1.NamingByDelay},
-			Delivery:           &v1.Delivery{Ordering: v1.OrderingUnordered, MaxInFlight: ptr.To[int32](50)},
-			Sink:               &v1.Sink{Ref: &v1.SinkReference{Kind: "Service", Name: "orders-api", Port: 8080, Path: "/v1/orders"}},
-			Alerts:             &v1.PipelineAlerts{MaxConsumerLag: ptr.To[int64](5000)},
+			Delivery: &v1.Delivery{Ordering: v1.OrderingUnordered, MaxInFlight: ptr.To[int32](50),
+				Batch: &v1.DeliveryBatch{MaxRecords: ptr.To[int32](200), MaxBytes: ptr.To(resource.MustParse("2Mi")), MaxWait: pdur(100 * time.Millisecond)}},
+			Sink:   &v1.Sink{Ref: &v1.SinkReference{Kind: "Service", Name: "orders-api", Port: 8080, Path: "/v1/orders"}},
+			Alerts: &v1.PipelineAlerts{MaxConsumerLag: ptr.To[int64](5000)},
 			Kafka: &v1.KafkaConnection{
 				BootstrapServers: []string{"kafka-0.kafka:9093", "kafka-1.kafka:9093"},
 				TLS: &v1.KafkaTLS{

@@ -25,6 +25,10 @@
 //	if err != nil { ... }
 //	err = loop.Run(ctx) // until ctx is cancelled (SIGTERM), then a graceful stop
 //
+// Batch mode: NewBatch takes a BatchHandler, which gets up to delivery.batch.maxRecords records at
+// once and returns an error per record; each record then gets the fate it would get alone (see
+// BatchHandler). It suits a consumer whose work is cheaper in bulk (a multi-row insert, a bulk API).
+//
 // Classification of a handler's error: Permanent and Transient force the action; HTTPStatus and
 // RetryAfter attach what an HTTP answer would carry; the error type matched by the policy's
 // errorTypes is ErrorType(err) (an ErrorType() string method, or the Go type name); the message
@@ -133,6 +137,11 @@ func New(cfg *Config, h Handler, opts ...Option) (*Loop, error) {
 	if h == nil {
 		return nil, errors.New("retryloop: a handler is required")
 	}
+	return newLoop(cfg, h, nil, opts)
+}
+
+// newLoop builds a loop for h, or for bh (delivering in batches) when h is nil.
+func newLoop(cfg *Config, h Handler, bh BatchHandler, opts []Option) (*Loop, error) {
 	o := options{}
 	for _, opt := range opts {
 		opt(&o)
@@ -158,10 +167,15 @@ func New(cfg *Config, h Handler, opts ...Option) (*Loop, error) {
 	}
 	eo := dispatcher.Options{
 		Config:       cfg,
-		Handler:      handler(h, o.log),
 		Logger:       o.log,
 		Registerer:   o.reg,
 		KafkaOptions: o.kafkaOpts,
+	}
+	if bh != nil {
+		b := &batchHandler{h: bh, log: o.log}
+		eo.Handler, eo.BatchHandler = b, b
+	} else {
+		eo.Handler = handler(h, o.log)
 	}
 	// Like the dispatcher, report the circuit breaker's state to the operator when the config asks.
 	reporter := dispatcher.CircuitReporter(&eo, os.Getenv)

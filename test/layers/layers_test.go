@@ -101,6 +101,12 @@ func TestDependencies(t *testing.T) {
 			forbidden: []string{franz, module + "internal/kafka/franz", module + "controllers", module + "internal/dispatcher", module + "internal/render"},
 		},
 		{
+			name:          "the batch contract is the standard library alone, for sink authors to import",
+			pkg:           "./pkg/batch",
+			forbidden:     []string{"k8s.io/...", "sigs.k8s.io/...", franz, "github.com/prometheus/..."},
+			allowedModule: []string{},
+		},
+		{
 			name:      "the data plane knows nothing of the control plane",
 			pkg:       "./internal/dispatcher/... ./pkg/... ./cmd/dispatcher",
 			forbidden: []string{"sigs.k8s.io/controller-runtime/...", module + "controllers", module + "internal/kafka/...", module + "internal/render", module + "internal/kafkastats", module + "cmd/manager"},

@@ -276,7 +276,37 @@ type Delivery struct {
 	// many behind it. Absent (0) means max(1000, 4*maxInFlight) (UncommittedLimit).
 	// +optional
 	MaxUncommittedRecords int32 `json:"maxUncommittedRecords,omitempty"`
+	// batch, when set, delivers records in batches (pkg/batch's retryops.dev/batch/v1 document, a
+	// result per record). Absent: one request per record.
+	// +optional
+	Batch *Batch `json:"batch,omitempty"`
 }
+
+// Batch bounds the batches of a pipeline that delivers in batches.
+type Batch struct {
+	// maxRecords is the most records in one batch (1-1000). Defaults to 100.
+	// +optional
+	MaxRecords int32 `json:"maxRecords,omitempty"`
+	// maxBytes bounds a batch request's body as the HTTP sink sends it (its BatchSizer), or the
+	// keys, values and headers of a batch's records for a batch handler that does not size its
+	// requests (library mode); a single record larger than it goes alone. Defaults to 1 MiB; at
+	// most 16 MiB.
+	// +optional
+	MaxBytes int64 `json:"maxBytes,omitempty"`
+	// maxWait is the longest a record waits for its batch to fill. Defaults to 50ms; at most 10s.
+	// +optional
+	MaxWait *metav1.Duration `json:"maxWait,omitempty"`
+}
+
+// Defaults and bounds of delivery.batch.
+const (
+	DefaultBatchMaxRecords = 100
+	DefaultBatchMaxBytes   = 1 << 20
+	DefaultBatchMaxWait    = 50 * time.Millisecond
+	MaxBatchRecords        = 1000
+	MaxBatchBytes          = 16 << 20
+	MaxBatchWait           = 10 * time.Second
+)
 
 // UncommittedLimit is maxUncommittedRecords with its default applied.
 func (d Delivery) UncommittedLimit() int32 {

@@ -251,6 +251,17 @@ func (c *Config) Default() {
 	if c.Delivery.MaxInFlight == 0 {
 		c.Delivery.MaxInFlight = DefaultMaxInFlight
 	}
+	if b := c.Delivery.Batch; b != nil {
+		if b.MaxRecords == 0 {
+			b.MaxRecords = DefaultBatchMaxRecords
+		}
+		if b.MaxBytes == 0 {
+			b.MaxBytes = DefaultBatchMaxBytes
+		}
+		if b.MaxWait == nil {
+			b.MaxWait = &metav1.Duration{Duration: DefaultBatchMaxWait}
+		}
+	}
 	if c.Delivery.MaxBufferedRecords == 0 {
 		c.Delivery.MaxBufferedRecords = max(1000, 4*c.Delivery.MaxInFlight)
 	}

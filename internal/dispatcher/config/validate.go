@@ -132,6 +132,17 @@ func (c *Config) Validate() error {
 	if c.Delivery.MaxInFlight < 1 || c.Delivery.MaxInFlight > 10000 {
 		p.add("delivery.maxInFlight %d must be between 1 and 10000", c.Delivery.MaxInFlight)
 	}
+	if b := c.Delivery.Batch; b != nil {
+		if b.MaxRecords < 1 || b.MaxRecords > MaxBatchRecords {
+			p.add("delivery.batch.maxRecords %d must be between 1 and %d", b.MaxRecords, MaxBatchRecords)
+		}
+		if b.MaxBytes < 1 || b.MaxBytes > MaxBatchBytes {
+			p.add("delivery.batch.maxBytes %d must be between 1 and %d", b.MaxBytes, MaxBatchBytes)
+		}
+		if b.MaxWait != nil && (b.MaxWait.Duration < 0 || b.MaxWait.Duration > MaxBatchWait) {
+			p.add("delivery.batch.maxWait %s must be between 0s and %s", b.MaxWait.Duration, MaxBatchWait)
+		}
+	}
 	if c.Delivery.MaxBufferedRecords < 1 {
 		p.add("delivery.maxBufferedRecords %d must be at least 1", c.Delivery.MaxBufferedRecords)
 	}

@@ -35,12 +35,45 @@ type Metrics struct {
 	KafkaFailures [3]prometheus.Counter
 	KafkaFailing  [3]prometheus.Gauge
 
+	// Batches is indexed by batch result: BatchSuccess, BatchPartial, BatchFailure.
+	Batches       [3]prometheus.Counter
+	BatchSize     prometheus.Observer
+	BatchDuration prometheus.Observer
+	// AnswerProblems is indexed by AnswerProblems' order.
+	AnswerProblems [8]prometheus.Counter
+
 	lag         *prometheus.GaugeVec
 	deadLetters *prometheus.CounterVec
 }
 
 // KafkaReasons are the reason label values of KafkaFailures and KafkaFailing, by index.
 var KafkaReasons = [3]string{KafkaReasonAuthentication, KafkaReasonTLS, KafkaReasonAuthorization}
+
+// AnswerProblems are the problem label values of Metrics.AnswerProblems, by index (the Answer*
+// constants).
+var AnswerProblems = [8]string{ProblemUnknownID, ProblemDuplicateID, ProblemConflictingID, ProblemInvalidStatus,
+	ProblemInvalidResult, ProblemTooLarge, ProblemInvalid, ProblemNotSupported}
+
+// Indexes of Metrics.AnswerProblems.
+const (
+	AnswerUnknownID = iota
+	AnswerDuplicateID
+	AnswerConflictingID
+	AnswerInvalidStatus
+	AnswerInvalidResult
+	AnswerTooLarge
+	AnswerInvalid
+	AnswerNotSupported
+)
+
+// Indexes of Metrics.Batches.
+const (
+	BatchSuccess = iota
+	BatchPartial
+	BatchFailure
+)
+
+var batchSizeBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}
 
 var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 
@@ -113,7 +146,27 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 		Help: "1 while a Kafka connection failure of that reason persists; the dispatcher is not ready meanwhile.",
 	}, []string{LabelPipeline, LabelReason})
 
-	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics, stuck, redeliveries, kafkaFailures, kafkaFailing} {
+	batches := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: BatchesTotal,
+		Help: "Batches delivered to the sink (delivery.batch), by result: success (every record), partial, failure (none).",
+	}, []string{LabelPipeline, LabelResult})
+	batchSize := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    BatchSize,
+		Help:    "Records in one batch delivered to the sink.",
+		Buckets: batchSizeBuckets,
+	}, []string{LabelPipeline})
+	batchDuration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    BatchDurationSeconds,
+		Help:    "Time one batch delivery to the sink took.",
+		Buckets: durationBuckets,
+	}, []string{LabelPipeline})
+
+	answerProblems := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: BatchAnswerProblemsTotal,
+		Help: "What the sink's answers to batches got wrong, by problem; none of them acknowledges a record.",
+	}, []string{LabelPipeline, LabelProblem})
+
+	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics, stuck, redeliveries, kafkaFailures, kafkaFailing, batches, batchSize, batchDuration, answerProblems} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -147,6 +200,14 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 	for i, r := range KafkaReasons {
 		m.KafkaFailures[i] = kafkaFailures.WithLabelValues(pipeline, r)
 		m.KafkaFailing[i] = kafkaFailing.WithLabelValues(pipeline, r)
+	}
+	for i, r := range [3]string{ResultSuccess, ResultPartial, ResultFailure} {
+		m.Batches[i] = batches.WithLabelValues(pipeline, r)
+	}
+	m.BatchSize = batchSize.WithLabelValues(pipeline)
+	m.BatchDuration = batchDuration.WithLabelValues(pipeline)
+	for i, p := range AnswerProblems {
+		m.AnswerProblems[i] = answerProblems.WithLabelValues(pipeline, p)
 	}
 	for _, r := range []string{"non_retriable_error", "max_retries_exceeded", "deadline_exceeded", "undeliverable", "malformed"} {
 		m.deadLetters.WithLabelValues(pipeline, r)

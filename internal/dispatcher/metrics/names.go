@@ -71,6 +71,22 @@ const (
 	// dispatcher is not ready while any is 1, and reports it to the operator (the pipeline's
 	// DeploymentReady condition).
 	KafkaConnectionFailing = "retryops_dispatcher_kafka_connection_failing"
+	// BatchesTotal counts batches delivered (delivery.batch), by result: success (every record
+	// succeeded), partial (some did), failure (none did) (counter; labels pipeline, result). The
+	// records of a batch are counted one by one in RecordsTotal and DeliveryAttemptsTotal as well.
+	BatchesTotal = "retryops_dispatcher_batches_total"
+	// BatchSize is the number of records of a batch delivered (histogram; label pipeline).
+	BatchSize = "retryops_dispatcher_batch_size"
+	// BatchDurationSeconds is the time one batch delivery took (histogram; label pipeline).
+	BatchDurationSeconds = "retryops_dispatcher_batch_duration_seconds"
+	// BatchAnswerProblemsTotal counts what the sink's answers to batches got wrong, by problem
+	// (counter; labels pipeline, problem): results for ids not in the request (unknown_id),
+	// repeated word for word (duplicate_id) or disagreeing (conflicting_id, counted once per
+	// record), with an httpStatus dropped (invalid_status) or a status neither success nor failure
+	// (invalid_result); whole answers over the size limit (too_large) or not a document of the
+	// version sent (invalid), or a 415 refusing batches (not_supported). None of them acknowledges
+	// a record.
+	BatchAnswerProblemsTotal = "retryops_dispatcher_batch_answer_problems_total"
 )
 
 // Label names.
@@ -83,6 +99,7 @@ const (
 	LabelPartition = "partition"
 	LabelReason    = "reason"
 	LabelKind      = "kind"
+	LabelProblem   = "problem"
 )
 
 // Values of the outcome label of RecordsTotal.
@@ -97,6 +114,22 @@ const (
 const (
 	ResultSuccess = "success"
 	ResultFailure = "failure"
+)
+
+// ResultPartial is the result of a batch some records of which succeeded (BatchesTotal, which
+// also takes ResultSuccess and ResultFailure).
+const ResultPartial = "partial"
+
+// Values of the problem label of BatchAnswerProblemsTotal.
+const (
+	ProblemUnknownID     = "unknown_id"
+	ProblemDuplicateID   = "duplicate_id"
+	ProblemConflictingID = "conflicting_id"
+	ProblemInvalidStatus = "invalid_status"
+	ProblemInvalidResult = "invalid_result"
+	ProblemTooLarge      = "too_large"
+	ProblemInvalid       = "invalid"
+	ProblemNotSupported  = "not_supported"
 )
 
 // Values of the reason label of KafkaConnectionFailuresTotal and KafkaConnectionFailing.
@@ -150,6 +183,10 @@ var All = []Desc{
 	{RedeliveriesTotal, "counter", []string{LabelPipeline}},
 	{KafkaConnectionFailuresTotal, "counter", []string{LabelPipeline, LabelReason}},
 	{KafkaConnectionFailing, "gauge", []string{LabelPipeline, LabelReason}},
+	{BatchesTotal, "counter", []string{LabelPipeline, LabelResult}},
+	{BatchSize, "histogram", []string{LabelPipeline}},
+	{BatchDurationSeconds, "histogram", []string{LabelPipeline}},
+	{BatchAnswerProblemsTotal, "counter", []string{LabelPipeline, LabelProblem}},
 }
 
 // Exported reports whether name is a metric the data plane exports, accepting a histogram's
