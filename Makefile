@@ -38,9 +38,10 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs into config/crd/bases and the ClusterRole into config/rbac, and the chart's copies of them (hack/chartgen).
+manifests: controller-gen ## Generate CRDs into config/crd/bases and the ClusterRole into config/rbac, and the chart's copies of them (hack/chartgen), and docs/api-reference.md (hack/apidocs).
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=false paths="./api/v1alpha1/...;./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	go run ./hack/chartgen
+	go run ./hack/apidocs
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy methods.
@@ -61,8 +62,8 @@ vet: ## Run go vet.
 .PHONY: verify
 verify: manifests generate dashboard ## Fail when generated files are stale, gofmt would change a file, or go vet complains.
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	@if [ -n "$$(git status --porcelain -- api config charts)" ]; then \
-	  echo "generated files are stale: run 'make manifests generate dashboard' and commit:"; git status --porcelain -- api config charts; git --no-pager diff --stat -- api config charts; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- api config charts docs/api-reference.md)" ]; then \
+	  echo "generated files are stale: run 'make manifests generate dashboard' and commit:"; git status --porcelain -- api config charts docs/api-reference.md; git --no-pager diff --stat -- api config charts docs/api-reference.md; exit 1; fi
 	go vet ./...
 
 .PHONY: lint
