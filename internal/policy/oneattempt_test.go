@@ -13,17 +13,17 @@ import (
 	"github.com/retryops/retry-operator/internal/policy"
 )
 
-// The README's one-attempt policy (no backoff) compiles to no retry and no retry tier.
+// docs/resources.md's one-attempt policy (no backoff) compiles to no retry and no retry tier.
 func TestOneAttemptPolicyCompiles(t *testing.T) {
 	var rp v1.RetryPolicy
 	rp.UID, rp.Generation = "u1", 1
-	readme, err := os.ReadFile(filepath.Join(envtestutil.RepoRoot(), "README.md"))
+	readme, err := os.ReadFile(filepath.Join(envtestutil.RepoRoot(), "docs", "resources.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const example = "apiVersion: retry.retryops.dev/v1alpha1\nkind: RetryPolicy\nmetadata: {name: no-retry}\nspec:\n  maxAttempts: 1\n  classification: {defaultAction: DeadLetter}\n"
 	if !strings.Contains(string(readme), "```yaml\n"+example+"```") {
-		t.Fatal("the README no longer shows the one-attempt policy this test compiles")
+		t.Fatal("docs/resources.md no longer shows the one-attempt policy this test compiles")
 	}
 	if err := yaml.UnmarshalStrict([]byte(example), &rp); err != nil {
 		t.Fatal(err)

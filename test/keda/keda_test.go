@@ -3,7 +3,7 @@
 // dry run in envtest, so the API server applies the release's schema and CEL rules as it would on a
 // cluster with KEDA; the checks of KEDA's admission webhook that need no KEDA (names, bounds,
 // triggers, an HPA already scaling the target); that the target resolves to the pipeline's scale
-// subresource as KEDA resolves it; and the README's example against the render code.
+// subresource as KEDA resolves it; and docs/autoscaling.md's example against the render code.
 package keda_test
 
 import (

@@ -166,15 +166,15 @@ func TestTheScaleTargetIsThePipelinesScaleSubresource(t *testing.T) {
 	g.Expect(scale.Spec.Replicas).To(Equal(*p.Spec.Replicas))
 }
 
-// TestTheREADMEShowsWhatTheOperatorMakes renders the ScaledObject of the README's example pipeline
-// and compares it with the one the README shows, which must pass the dry run too.
+// TestTheREADMEShowsWhatTheOperatorMakes renders the ScaledObject of docs/autoscaling.md's example
+// pipeline and compares it with the one that page shows, which must pass the dry run too.
 func TestTheREADMEShowsWhatTheOperatorMakes(t *testing.T) {
 	g := NewWithT(t)
-	data, err := os.ReadFile(repoPath("README.md"))
+	data, err := os.ReadFile(repoPath("docs/autoscaling.md"))
 	g.Expect(err).NotTo(HaveOccurred())
-	m := regexp.MustCompile("(?s)\n#### Autoscaling with KEDA\n.*?\n```yaml\n(.*?)\n```\n").FindSubmatch(data)
-	g.Expect(m).NotTo(BeNil(), "README.md has no section \"Autoscaling with KEDA\" with a YAML example")
-	docs := decode(t, "README.md", m[1])
+	m := regexp.MustCompile("(?s)\n## Autoscaling with KEDA\n.*?\n```yaml\n(.*?)\n```\n").FindSubmatch(data)
+	g.Expect(m).NotTo(BeNil(), "docs/autoscaling.md has no section \"Autoscaling with KEDA\" with a YAML example")
+	docs := decode(t, "docs/autoscaling.md", m[1])
 	g.Expect(docs).To(HaveLen(2))
 	g.Expect(docs[0].GetKind()).To(Equal("ConsumerPipeline"))
 	g.Expect(docs[1].GroupVersionKind()).To(Equal(render.ScaledObjectGVK))
@@ -187,7 +187,7 @@ func TestTheREADMEShowsWhatTheOperatorMakes(t *testing.T) {
 	want := render.ScaledObject(p, render.AutoscalingOf(p, p.Spec.Source.Create.Partitions), string(address[1]))
 	wantJSON, err := want.MarshalJSON()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(docs[1].Object).To(Equal(decode(t, "render", wantJSON)[0].Object), "regenerate the README's example from internal/render/testdata/scaledobject-chat.yaml")
+	g.Expect(docs[1].Object).To(Equal(decode(t, "render", wantJSON)[0].Object), "regenerate docs/autoscaling.md's example from internal/render/testdata/scaledobject-chat.yaml")
 
 	env := sharedEnv(t)
 	g.Expect(dryRun(context.Background(), env.Client, docs[1])).To(Succeed())
