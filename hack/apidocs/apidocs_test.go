@@ -22,7 +22,7 @@ func crds(t *testing.T) []apiextensionsv1.CustomResourceDefinition {
 }
 
 // The committed reference is what the CRDs make of it (make verify checks the same through git).
-func TestTheReferenceIsCurrent(t *testing.T) {
+func TestDocAPIReferenceIsCurrent(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(repo, "docs", "api-reference.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -32,10 +32,10 @@ func TestTheReferenceIsCurrent(t *testing.T) {
 	}
 }
 
-// TestTheReferenceCoversEveryField walks each CRD's schema on its own and expects, for every field
+// TestDocAPIReferenceCoversEveryField walks each CRD's schema on its own and expects, for every field
 // of spec and status at any depth, a row in the table under its parent's heading, and every table
 // linked from the row of the field that holds it.
-func TestTheReferenceCoversEveryField(t *testing.T) {
+func TestDocAPIReferenceCoversEveryField(t *testing.T) {
 	c := crds(t)
 	tables := parseTables(Render(c))
 	fields := 0
@@ -99,7 +99,7 @@ func parseTables(md string) map[string]map[string]string {
 	return tables
 }
 
-func TestAnchorFollowsGitHub(t *testing.T) {
+func TestDocAnchorFollowsGitHub(t *testing.T) {
 	for heading, want := range map[string]string{
 		"RetryPolicy.spec.backoff":                  "retrypolicyspecbackoff",
 		"ConsumerPipeline.status.conditions[]":      "consumerpipelinestatusconditions",

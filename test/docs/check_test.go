@@ -6,9 +6,9 @@ import (
 	"testing/fstest"
 )
 
-// TestTheCheckFindsBrokenLinks runs the check on a made-up tree: each broken link is reported,
+// TestDocLinkCheckFindsBrokenLinks runs the check on a made-up tree: each broken link is reported,
 // and nothing else.
-func TestTheCheckFindsBrokenLinks(t *testing.T) {
+func TestDocLinkCheckFindsBrokenLinks(t *testing.T) {
 	repo := fstest.MapFS{
 		"README.md": {Data: []byte(strings.Join([]string{
 			"# Title",
@@ -43,7 +43,7 @@ func TestTheCheckFindsBrokenLinks(t *testing.T) {
 	}
 }
 
-func TestSlugFollowsGitHub(t *testing.T) {
+func TestDocSlugFollowsGitHub(t *testing.T) {
 	for h, want := range map[string]string{
 		"Fan-out: several pipelines per source":                                      "fan-out-several-pipelines-per-source",
 		"What the manager may do, what it keeps in memory, and `--watch-namespaces`": "what-the-manager-may-do-what-it-keeps-in-memory-and---watch-namespaces",

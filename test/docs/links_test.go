@@ -14,8 +14,8 @@ import (
 	"unicode"
 )
 
-// TestEveryLinkResolves is the check on the repository itself.
-func TestEveryLinkResolves(t *testing.T) {
+// TestDocLinksResolve is the check on the repository itself.
+func TestDocLinksResolve(t *testing.T) {
 	repo := os.DirFS("../..")
 	files, err := markdownFiles(repo)
 	if err != nil {
