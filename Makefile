@@ -38,8 +38,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs into config/crd/bases and the ClusterRole into config/rbac, and the chart's copies of them (hack/chartgen).
+manifests: controller-gen ## Generate CRDs into config/crd/bases, the ClusterRole into config/rbac, the Argo CD health checks' argocd-cm snippet into config/argocd, and the chart's copies of them (hack/chartgen).
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=false paths="./api/v1alpha1/...;./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	go run ./config/argocd/gen
 	go run ./hack/chartgen
 
 .PHONY: generate
@@ -47,8 +48,9 @@ generate: controller-gen ## Generate deepcopy methods.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
 .PHONY: dashboard
-dashboard: ## Generate the Grafana dashboard (internal/dashboard) into config/grafana.
+dashboard: ## Generate the Grafana dashboard (internal/dashboard) into config/grafana and the chart's copy (hack/chartgen).
 	go run ./hack/dashboard generate
+	go run ./hack/chartgen
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
