@@ -38,8 +38,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs into config/crd/bases and the ClusterRole into config/rbac, and the chart's copies of them (hack/chartgen), and docs/api-reference.md (hack/apidocs).
+manifests: controller-gen ## Generate CRDs into config/crd/bases, the ClusterRole into config/rbac, the Argo CD health checks' argocd-cm snippet into config/argocd, and the chart's copies of them (hack/chartgen), and docs/api-reference.md (hack/apidocs).
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=false paths="./api/v1alpha1/...;./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	go run ./config/argocd/gen
 	go run ./hack/chartgen
 	go run ./hack/apidocs
 
@@ -48,8 +49,9 @@ generate: controller-gen ## Generate deepcopy methods.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
 .PHONY: dashboard
-dashboard: ## Generate the Grafana dashboard (internal/dashboard) into config/grafana.
+dashboard: ## Generate the Grafana dashboard (internal/dashboard) into config/grafana and the chart's copy (hack/chartgen).
 	go run ./hack/dashboard generate
+	go run ./hack/chartgen
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.

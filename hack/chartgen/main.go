@@ -4,7 +4,11 @@
 // admissionPolicies.enabled). `make manifests` runs it after controller-gen; `make verify` fails when
 // its output is stale. The objects' bodies are copied as they are, comments included; only their
 // metadata is rewritten: names prefixed as config/default's namePrefix does, the release's namespace,
-// the chart's labels.
+// the chart's labels. It also copies, byte for byte, the files the chart ships as they are made under
+// config/: the Grafana dashboards (config/grafana, written by `make dashboard`) into files/dashboards,
+// which templates/dashboards.yaml renders, and the Argo CD health checks' argocd-cm snippet and Helm
+// values (config/argocd, written by `go run ./config/argocd/gen`) into files/argocd. Run it after
+// those generators: `make manifests` and `make dashboard` do.
 //
 //	go run ./hack/chartgen [-repo DIR]
 package main
@@ -69,6 +73,35 @@ func outputs(repo string) ([]output, error) {
 	), nil
 }
 
+// copied are the files the chart ships unchanged: each glob under config/ and the chart's directory
+// it is copied into, which holds nothing else (a file removed from config/ leaves the chart too).
+var copied = []struct{ glob, dir string }{
+	{"config/grafana/*.json", chart + "/files/dashboards"},
+	{"config/argocd/*.yaml", chart + "/files/argocd"},
+}
+
+// copies maps each copied file's path in the chart to its content, read from config/.
+func copies(repo string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, c := range copied {
+		srcs, err := filepath.Glob(filepath.Join(repo, c.glob))
+		if err != nil {
+			return nil, err
+		}
+		if len(srcs) == 0 {
+			return nil, fmt.Errorf("no file matches %s: run its generator first", c.glob)
+		}
+		for _, src := range srcs {
+			data, err := os.ReadFile(src)
+			if err != nil {
+				return nil, err
+			}
+			out[filepath.Join(c.dir, filepath.Base(src))] = data
+		}
+	}
+	return out, nil
+}
+
 // kustomizationResources lists the resources of dir's kustomization.yaml, relative to repo.
 func kustomizationResources(repo, dir string) ([]string, error) {
 	data, err := os.ReadFile(filepath.Join(repo, dir, "kustomization.yaml"))
@@ -101,17 +134,29 @@ func main() {
 			fail(fmt.Errorf("%s: %w", o.path, err))
 		}
 	}
-	// A CRD removed from config/crd/bases leaves the chart too.
-	if err := os.RemoveAll(filepath.Join(*repo, chart, "templates/crds")); err != nil {
+	files, err := copies(*repo)
+	if err != nil {
 		fail(err)
 	}
 	for i, o := range outs {
-		text := texts[i]
-		path := filepath.Join(*repo, o.path)
+		files[o.path] = texts[i]
+	}
+	// A CRD (or a copied file) removed from config/ leaves the chart too.
+	dirs := []string{filepath.Join(chart, "templates/crds")}
+	for _, c := range copied {
+		dirs = append(dirs, c.dir)
+	}
+	for _, dir := range dirs {
+		if err := os.RemoveAll(filepath.Join(*repo, dir)); err != nil {
+			fail(err)
+		}
+	}
+	for _, name := range sortedKeys(files) {
+		path := filepath.Join(*repo, name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			fail(err)
 		}
-		if err := os.WriteFile(path, text, 0o644); err != nil {
+		if err := os.WriteFile(path, files[name], 0o644); err != nil {
 			fail(err)
 		}
 	}
@@ -267,7 +312,7 @@ func rewrite(doc, kind string, o output) (string, error) {
 // escape makes Helm print "{{" instead of reading a template action.
 func escape(s string) string { return strings.ReplaceAll(s, "{{", `{{ "{{" }}`) }
 
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -9,7 +9,9 @@
 // (a tenant, for kubectl --as), adds a pipeline that scales on its due lag (bursts: minReplicas 0,
 // fed a burst of records every few minutes), and shows `kubectl get retryops` live with each
 // autoscaled pipeline's pods, due lag and wake time, and adds a pipeline on chat's source that
-// delivers in batches (batched: spec.delivery.batch, a sink answering a result per record). The control plane has what
+// delivers in batches (batched: spec.delivery.batch, a sink answering a result per record), and
+// says where the generated Grafana dashboard, the demo queue's alert rules with their escalation
+// tiers and the Argo CD health checks are (<dir>/operations.txt). The control plane has what
 // config/default installs for a shared cluster's tenants (devenv.StackOptions.SharedCluster). Ctrl-C
 // stops everything it started, and nothing else.
 //
@@ -158,6 +160,13 @@ func run(o options) error {
 	if out, err := kubectl(kubeconfig, nil, "apply", "--server-side", "-k", demoDir); err != nil {
 		return fmt.Errorf("applying the samples: %w\n%s", err, out)
 	}
+	operations := "operations: the dashboard, the alert tiers and the Argo CD checks: "
+	if note, path, err := demoOperations(o.dir, demoDir); err != nil {
+		operations += err.Error()
+	} else {
+		fmt.Print("\n" + note + "\n")
+		operations += "cat " + path
+	}
 
 	step("Producing %d records a second to %s, the source topic of chat and audit%s", o.rate, demoTopic, producerIdentity(stack))
 	prodCtx, cancelProd := context.WithCancel(ctx)
@@ -189,9 +198,9 @@ func run(o options) error {
 		}
 		auditDelays := audit.FirstRetryDelays()
 		fmt.Printf("\033[H\033[2J%s   demo sinks: chat %d requests, %d records delivered; audit %d requests, %d records delivered; bursts %d requests, %d records delivered   (KUBECONFIG=%s)\n"+
-			"%s\nfirst retries: chat %d, delays %s; audit %d, delays %s (each record retried at its own jittered due time)\n%s\n\n%s\n%s",
+			"%s\nfirst retries: chat %d, delays %s; audit %d, delays %s (each record retried at its own jittered due time)\n%s\n%s\n\n%s\n%s",
 			time.Now().Format(time.TimeOnly), sink.Requests(), sink.Succeeded(), audit.Requests(), audit.Succeeded(), bursts.Requests(), bursts.Succeeded(), kubeconfig,
-			batched.line(), len(delays), devenv.Deciles(delays), len(auditDelays), devenv.Deciles(auditDelays), tenant, out, autoscalingView(kubeconfig, demoNamespace, time.Now()))
+			batched.line(), len(delays), devenv.Deciles(delays), len(auditDelays), devenv.Deciles(auditDelays), tenant, operations, out, autoscalingView(kubeconfig, demoNamespace, time.Now()))
 		select {
 		case <-ctx.Done():
 			fmt.Println()

@@ -27,7 +27,7 @@ const (
 
 var (
 	chartDir   = envtestutil.RepoPath("charts", "retry-operator")
-	shared     = &envtestutil.Shared{CRDDirs: func(testing.TB) []string { return []string{filepath.Join("testdata", "crds")} }, Setup: envtestutil.CreateNamespaces("team-a", "team-b")}
+	shared     = &envtestutil.Shared{CRDDirs: func(testing.TB) []string { return []string{filepath.Join("testdata", "crds")} }, Setup: envtestutil.CreateNamespaces("team-a", "team-b", "monitoring")}
 	helmOnce   sync.Once
 	helmDir    string
 	helmSetup  error

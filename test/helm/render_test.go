@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -56,6 +57,19 @@ func TestChartRendersEachValuesFile(t *testing.T) {
 			g.Expect(r.env).To(HaveKeyWithValue("GOMEMLIMIT", "241591910"), "90% of 256Mi")
 			g.Expect(r.args).To(ContainElement("--leader-elect"))
 			g.Expect(r.args).NotTo(ContainElement(HavePrefix("--deadletters-api-cert-dir")))
+			g.Expect(r.args).NotTo(ContainElement(HavePrefix("--alert-")), "the manager's defaults: no rule labels, the project's runbooks")
+			g.Expect(keys(r.objs)).NotTo(ContainElement(HaveSuffix("-dashboard")), "the dashboard is opt-in")
+		}},
+		{"dashboard.yaml", func(g Gomega, r *rendered) {
+			want, err := os.ReadFile(dashboardJSON)
+			g.Expect(err).NotTo(HaveOccurred())
+			cm := find(t, r.objs, "ConfigMap", release+"-retry-operator-dashboard")
+			g.Expect(cm.GetNamespace()).To(Equal("monitoring"))
+			g.Expect(cm.GetLabels()).To(And(HaveKeyWithValue("grafana_dashboard", "1"), HaveKeyWithValue("team", "platform")))
+			g.Expect(cm.GetAnnotations()).To(Equal(map[string]string{"k8s-sidecar-target-directory": "Kafka retries"}))
+			data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+			g.Expect(data).To(HaveLen(1))
+			g.Expect(data["retry-operator-dashboard.json"]).To(Equal(string(want)), "the ConfigMap holds %s byte for byte", dashboardJSON)
 		}},
 		{"watch-namespaces.yaml", func(g Gomega, r *rendered) {
 			g.Expect(r.args).To(ContainElement("--watch-namespaces=team-a,team-b"))
@@ -115,6 +129,7 @@ func TestChartRendersEachValuesFile(t *testing.T) {
 				"--kafka-sasl-password-file=/etc/retry-operator/kafka-sasl/password", "--kafka-consumer-secret={namespace}-consumer",
 				"--topic-prefix={namespace}.", "--group-prefix=", "--kafka-allowed-bootstrap-servers=*.kafka.svc:9093",
 				"--require-resource-credentials", "--alert-rule-labels=release=prometheus,team=platform",
+				"--alert-runbook-base-url=https://wiki.example.com/platform/retry-runbooks",
 				"--leader-election-id=retry-operator-secured", "--zap-log-level=debug", "--status-refresh-interval=1m", "--kafka-request-timeout=20s"))
 			g.Expect(strings.Join(r.args, " ")).NotTo(ContainSubstring("password="), "no password on the command line")
 			g.Expect(r.env).To(HaveKeyWithValue("KAFKA_BOOTSTRAP_SERVERS", "kafka-0.kafka.svc:9093,kafka-1.kafka.svc:9093"))

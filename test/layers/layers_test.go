@@ -107,6 +107,29 @@ func TestDependencies(t *testing.T) {
 			allowedModule: []string{},
 		},
 		{
+			name:          "the PromQL check knows metric names only: no client of Kubernetes or Kafka",
+			pkg:           "./internal/promcheck",
+			forbidden:     []string{"k8s.io/client-go/...", "sigs.k8s.io/controller-runtime/...", franz},
+			allowedModule: []string{module + "internal/opmetrics", module + "internal/dispatcher/metrics"},
+		},
+		{
+			name:      "the dashboard is pure: queries from the metric names and render's labels, no client",
+			pkg:       "./internal/dashboard ./hack/dashboard",
+			forbidden: []string{"k8s.io/client-go/...", "sigs.k8s.io/controller-runtime/...", franz, module + "internal/kafka/...", module + "controllers", module + "internal/promcheck"},
+		},
+		{
+			name:          "the Argo CD health checks are embedded scripts: the standard library only, gopher-lua in tests",
+			pkg:           "./config/argocd/...",
+			forbidden:     []string{"k8s.io/...", "sigs.k8s.io/...", franz, "github.com/yuin/gopher-lua/..."},
+			allowedModule: []string{module + "config/argocd"},
+		},
+		{
+			name:          "chartgen works from config/'s files alone, no module package",
+			pkg:           "./hack/chartgen",
+			forbidden:     []string{"k8s.io/client-go/...", "sigs.k8s.io/controller-runtime/...", "helm.sh/..."},
+			allowedModule: []string{},
+		},
+		{
 			name:      "the data plane knows nothing of the control plane",
 			pkg:       "./internal/dispatcher/... ./pkg/... ./cmd/dispatcher",
 			forbidden: []string{"sigs.k8s.io/controller-runtime/...", module + "controllers", module + "internal/kafka/...", module + "internal/render", module + "internal/kafkastats", module + "cmd/manager"},
@@ -150,6 +173,9 @@ func TestImporters(t *testing.T) {
 		{"only the manager builds franz-go admin clients", module + "internal/kafka/franz", []string{module + "cmd/manager", module + "internal/dlqtest"}},
 		{"only tests start the dead-letter test stack", module + "internal/dlqtest", nil},
 		{"only the programs and the library build a dispatcher", module + "internal/dispatcher", []string{module + "cmd/dispatcher", module + "pkg/retryloop"}},
+		{"the PromQL check runs in tests only (promtool), never in a program", module + "internal/promcheck", nil},
+		{"only hack/dashboard writes the dashboard", module + "internal/dashboard", []string{module + "hack/dashboard"}},
+		{"only the generator reads the Argo CD scripts outside tests", module + "config/argocd", []string{module + "config/argocd/gen"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
