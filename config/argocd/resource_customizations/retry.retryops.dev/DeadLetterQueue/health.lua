@@ -6,10 +6,18 @@
 -- useOpenLibs is set; there the message stays whole (the operator bounds it to 1024 bytes).
 local maxMessage = 512
 
-local function bounded(msg)
-  if msg == nil then
+-- The object is read defensively: a value of an unexpected type (a status written by another
+-- tool, a number as a string) gives a health status, never a script error, which Argo CD would show
+-- in place of the object's health.
+local function text(v)
+  if v == nil then
     return ""
   end
+  return tostring(v)
+end
+
+local function bounded(msg)
+  msg = text(msg)
   if string == nil or #msg <= maxMessage then
     return msg
   end
@@ -25,12 +33,21 @@ local function health(status, message)
   return {status = status, message = bounded(message)}
 end
 
+local metadata = obj.metadata
+if type(metadata) ~= "table" then
+  metadata = {}
+end
+local status = obj.status
+if type(status) ~= "table" then
+  status = {}
+end
+
 local function condition(conditionType)
-  if obj.status == nil or obj.status.conditions == nil then
+  if type(status.conditions) ~= "table" then
     return nil
   end
-  for _, c in ipairs(obj.status.conditions) do
-    if c.type == conditionType then
+  for _, c in ipairs(status.conditions) do
+    if type(c) == "table" and c.type == conditionType then
       return c
     end
   end
@@ -47,31 +64,36 @@ local inProgress = {
   CircuitHalfOpen = true,
 }
 
-if obj.metadata.deletionTimestamp ~= nil then
+if metadata.deletionTimestamp ~= nil then
   local ready = condition("Ready")
   if ready ~= nil and ready.reason == "Deleting" then
     return health("Progressing", ready.message)
   end
   local msg = "Pending deletion"
-  if obj.metadata.finalizers ~= nil and #obj.metadata.finalizers > 0 then
-    msg = msg .. "; blocked by finalizers: " .. table.concat(obj.metadata.finalizers, ", ")
+  if type(metadata.finalizers) == "table" and #metadata.finalizers > 0 then
+    local names = {}
+    for _, f in ipairs(metadata.finalizers) do
+      table.insert(names, text(f))
+    end
+    msg = msg .. "; blocked by finalizers: " .. table.concat(names, ", ")
   end
   return health("Progressing", msg)
 end
 
-local generation = obj.metadata.generation
+local generation = tonumber(metadata.generation)
 local function behind(observed)
+  observed = tonumber(observed)
   return generation ~= nil and (observed == nil or observed < generation)
 end
 
-if obj.status == nil or obj.status.conditions == nil or #obj.status.conditions == 0 then
-  return health("Progressing", "Waiting for the operator to reconcile the " .. obj.kind)
+if type(status.conditions) ~= "table" or #status.conditions == 0 then
+  return health("Progressing", "Waiting for the operator to reconcile the " .. text(obj.kind))
 end
 local ready = condition("Ready")
 if ready == nil then
-  return health("Progressing", "Waiting for the Ready condition of the " .. obj.kind)
+  return health("Progressing", "Waiting for the Ready condition of the " .. text(obj.kind))
 end
-if behind(obj.status.observedGeneration) or behind(ready.observedGeneration) then
+if behind(status.observedGeneration) or behind(ready.observedGeneration) then
   return health("Progressing", "Waiting for the operator to observe generation " .. tostring(generation))
 end
 
