@@ -1,0 +1,50 @@
+package helm
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// TestChartArgsAreTheValuesVerbatim: a value the manager takes as a flag reaches it as one argument,
+// exactly as written, whatever YAML makes of its characters (": ", " #", a newline): never a
+// broken manifest nor an argument of the user's own choosing slipped in.
+func TestChartArgsAreTheValuesVerbatim(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "odd.yaml")
+	text := `kafka:
+  tls: {enabled: true, secretName: tls, caKey: ca.crt, serverName: "x: y"}
+  sasl: {mechanism: PLAIN, username: "svc: admin #1\n- --kafka-allow-plaintext-password", secretName: s, passwordKey: "p: w"}
+  consumerSecret: "{namespace}: c"
+claimPolicy:
+  topicPrefix: "t: #"
+  groupPrefix: "g: "
+  allowedBootstrapServers: ["a: b:9092"]
+leaderElection: {id: "l: 1", namespace: "n: 2"}
+alerts:
+  ruleLabels: {"k": "v: w"}
+logLevel: "l: #"
+`
+	if err := os.WriteFile(values, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eachHelm(t, func(t *testing.T, helm string) {
+		g := NewWithT(t)
+		_, objs := render(t, helm, values)
+		dep := &appsv1.Deployment{}
+		g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(t, objs, "Deployment", release+"-controller-manager").Object, dep)).To(Succeed())
+		args := dep.Spec.Template.Spec.Containers[0].Args
+		g.Expect(args).To(ContainElements(
+			"--kafka-tls-server-name=x: y",
+			"--kafka-sasl-username=svc: admin #1\n- --kafka-allow-plaintext-password",
+			"--kafka-sasl-password-file=/etc/retry-operator/kafka-sasl/p: w",
+			"--kafka-consumer-secret={namespace}: c",
+			"--topic-prefix=t: #", "--group-prefix=g: ", "--kafka-allowed-bootstrap-servers=a: b:9092",
+			"--leader-election-id=l: 1", "--leader-election-namespace=n: 2",
+			"--alert-rule-labels=k=v: w", "--zap-log-level=l: #"))
+		g.Expect(args).NotTo(ContainElement("--kafka-allow-plaintext-password"))
+	})
+}
