@@ -278,7 +278,11 @@ func rewrite(doc, kind string, o output) (string, error) {
 	} else {
 		fmt.Fprintf(&b, "  name: %s\n", m.Name)
 	}
-	if m.Namespace != "" {
+	switch {
+	case kind == "Role" && m.Name == "leader-election-role":
+		// The Lease is where --leader-election-namespace puts it.
+		b.WriteString("  namespace: {{ include \"retry-operator.leaseNamespace\" . }}\n")
+	case m.Namespace != "":
 		b.WriteString("  namespace: {{ .Release.Namespace }}\n")
 	}
 	b.WriteString("  labels:\n    {{- include \"retry-operator.labels\" . | nindent 4 }}\n")

@@ -93,3 +93,6 @@ T) suffix, or plain bytes; "" when there is no limit.
 {{/* The deadletters API's Service and the cert-manager Certificate's Secret. */}}
 {{- define "retry-operator.apiService" -}}{{ include "retry-operator.fullname" . }}-deadletters-api{{- end }}
 {{- define "retry-operator.apiCertSecret" -}}{{ include "retry-operator.fullname" . }}-deadletters-api-cert{{- end }}
+
+{{/* The namespace of the manager's Lease (leaderElection.namespace), and of the Role granting it. */}}
+{{- define "retry-operator.leaseNamespace" -}}{{ .Values.leaderElection.namespace | default .Release.Namespace }}{{- end }}
