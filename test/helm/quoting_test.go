@@ -48,3 +48,20 @@ logLevel: "l: #"
 		g.Expect(args).NotTo(ContainElement("--kafka-allow-plaintext-password"))
 	})
 }
+
+// TestChartRefusesLabelsItSets: podLabels or dashboard.labels naming a label the chart sets itself
+// (the Deployment's selector among them) is refused by name, rather than rendered as a duplicate key
+// that one YAML reader takes as the user's value (a selector that no longer matches) and another
+// refuses.
+func TestChartRefusesLabelsItSets(t *testing.T) {
+	for _, set := range []string{"podLabels.control-plane=x", "podLabels.app\\.kubernetes\\.io/instance=other", "dashboard.enabled=true,dashboard.labels.app\\.kubernetes\\.io/name=x"} {
+		t.Run(set, func(t *testing.T) {
+			eachHelm(t, func(t *testing.T, helm string) {
+				_, err := runErr(nil, helm, "template", release, chartDir, "--namespace", namespace, "--set", set)
+				g := NewWithT(t)
+				g.Expect(err).To(HaveOccurred())
+				g.Expect(err.Error()).To(ContainSubstring("the chart sets label"))
+			})
+		})
+	}
+}

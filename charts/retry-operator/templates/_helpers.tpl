@@ -96,3 +96,19 @@ T) suffix, or plain bytes; "" when there is no limit.
 
 {{/* The namespace of the manager's Lease (leaderElection.namespace), and of the Role granting it. */}}
 {{- define "retry-operator.leaseNamespace" -}}{{ .Values.leaderElection.namespace | default .Release.Namespace }}{{- end }}
+
+{{/*
+Extra labels (list: the chart's root, the labels, the value's name) as YAML, refused when they name a
+label the chart sets: a duplicate key would be read as one or the other, or refused, by YAML readers.
+*/}}
+{{- define "retry-operator.extraLabels" -}}
+{{- $root := index . 0 }}{{- $extra := index . 1 }}{{- $value := index . 2 }}
+{{- $own := include "retry-operator.labels" $root | fromYaml }}
+{{- $_ := set $own "control-plane" "controller-manager" }}
+{{- range $k, $_ := $extra }}
+{{- if hasKey $own $k }}
+{{- fail (printf "%s: the chart sets label %s itself" $value $k) }}
+{{- end }}
+{{- end }}
+{{- with $extra }}{{ toYaml . }}{{ end }}
+{{- end }}
