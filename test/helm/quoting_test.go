@@ -23,7 +23,7 @@ claimPolicy:
   topicPrefix: "t: #"
   groupPrefix: "g: "
   allowedBootstrapServers: ["a: b:9092"]
-leaderElection: {id: "l: 1", namespace: "n: 2"}
+leaderElection: {id: "l: 1", namespace: team-a}
 alerts:
   ruleLabels: {"k": "v: w"}
 logLevel: "l: #"
@@ -43,7 +43,7 @@ logLevel: "l: #"
 			"--kafka-sasl-password-file=/etc/retry-operator/kafka-sasl/p: w",
 			"--kafka-consumer-secret={namespace}: c",
 			"--topic-prefix=t: #", "--group-prefix=g: ", "--kafka-allowed-bootstrap-servers=a: b:9092",
-			"--leader-election-id=l: 1", "--leader-election-namespace=n: 2",
+			"--leader-election-id=l: 1", "--leader-election-namespace=team-a",
 			"--alert-rule-labels=k=v: w", "--zap-log-level=l: #"))
 		g.Expect(args).NotTo(ContainElement("--kafka-allow-plaintext-password"))
 	})

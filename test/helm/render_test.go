@@ -182,6 +182,7 @@ func TestChartRefusesWhatWouldNotRun(t *testing.T) {
 		{"SASL without a Secret", []string{"kafka.sasl.mechanism=PLAIN", "kafka.sasl.username=u"}, "kafka.sasl.secretName is required"},
 		{"a memory limit in an unknown unit", []string{"resources.limits.memory=1.5Gi"}, "resources.limits.memory"},
 		{"an unknown value", []string{"replicas=2"}, "replicas"},
+		{"a lease namespace that is no namespace", []string{"leaderElection.namespace=Team_A"}, "/leaderElection/namespace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eachHelm(t, func(t *testing.T, helm string) {
