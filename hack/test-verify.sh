@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Proves that `make verify` catches what it promises to catch: in a throwaway worktree of HEAD it
 # (1) changes an API type (the Grafana dashboard's code, an Argo CD health script) without
-# regenerating, or edits the chart's generated copy of a CRD or of the dashboard, (2) leaves a file unformatted, (3) adds code go vet rejects, and
-# expects `make verify` to fail each time with the matching message.
+# regenerating, or edits a generated file by hand (the chart's copy of a CRD or of the dashboard,
+# docs/api-reference.md), (2) leaves a file unformatted, (3) adds code go vet rejects, and expects
+# `make verify` to fail each time with the matching message.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -40,7 +41,6 @@ expect_failure "the dashboard's code changed without regenerating config/grafana
 sed -i 's|^-- Argo CD health of a RetryPolicy|-- The Argo CD health of a RetryPolicy|' config/argocd/resource_customizations/retry.retryops.dev/RetryPolicy/health.lua
 expect_failure "an Argo CD health script changed without regenerating config/argocd (make manifests)" "generated files are stale"
 
-git checkout -q -- . # the cases above leave their edits: this one must fail on its own
 # Committed: verify regenerates the file, so an uncommitted edit would just be undone.
 sed -i 's|maxAttempts is the number of deliveries in all|maxAttempts counts every delivery|' charts/retry-operator/templates/crds/retrypolicies.yaml
 git -c user.name=test-verify -c user.email=test-verify@example.invalid commit -qam "a generated file edited by hand"
@@ -50,6 +50,11 @@ git reset -q --hard HEAD~1
 sed -i 's|"title": "Retry operator: Retry Policy Monitoring"|"title": "Retry Policy Monitoring"|' charts/retry-operator/files/dashboards/retry-operator-dashboard.json
 git -c user.name=test-verify -c user.email=test-verify@example.invalid commit -qam "a copied file edited by hand"
 expect_failure "the chart's copy of the dashboard was edited instead of regenerated (hack/chartgen)" "generated files are stale"
+git reset -q --hard HEAD~1
+
+sed -i 's|^# API reference$|# The API reference|' docs/api-reference.md
+git -c user.name=test-verify -c user.email=test-verify@example.invalid commit -qam "the API reference edited by hand"
+expect_failure "docs/api-reference.md was edited instead of regenerated (hack/apidocs)" "generated files are stale"
 git reset -q --hard HEAD~1
 
 printf 'package controllers\nfunc   badlyFormatted() {}\n' > controllers/zz_unformatted.go
