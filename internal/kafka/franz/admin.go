@@ -26,8 +26,10 @@ type kadmAdmin struct {
 	cl      *kgo.Client
 	adm     *kadm.Client
 	timeout time.Duration
-	clock   clock.PassiveClock
-	servers []string
+	// timeoutMillis is the broker-side timeout of admin requests (CreateTopics, ...).
+	timeoutMillis int32
+	clock         clock.PassiveClock
+	servers       []string
 
 	secret string       // SASL password, scrubbed from error messages
 	sasl   *saslTracker // nil without SASL

@@ -287,7 +287,8 @@ func newKadmAdmin(conn kafka.Connection, cfg factoryConfig) (*kadmAdmin, error) 
 	// The broker-side timeout of admin requests (CreateTopics, ...) is
 	// kept below the call deadline so the broker answers before we give
 	// up waiting.
-	a.adm.SetTimeoutMillis(int32(max(cfg.requestTimeout*3/4, 500*time.Millisecond) / time.Millisecond))
+	a.timeoutMillis = int32(max(cfg.requestTimeout*3/4, 500*time.Millisecond) / time.Millisecond)
+	a.adm.SetTimeoutMillis(a.timeoutMillis)
 	a.touch()
 	return a, nil
 }

@@ -80,19 +80,24 @@ func existingTopics(resp *kmsg.MetadataResponse) (map[string]topicMeta, error) {
 			}
 			return nil, fmt.Errorf("topic %q: %w", name, brokerErr(err, ""))
 		}
-		tm := topicMeta{partitions: make([]int32, 0, len(t.Partitions)), id: topicID(t.TopicID)}
-		lowest := int32(-1)
-		for _, p := range t.Partitions {
-			tm.partitions = append(tm.partitions, p.Partition)
-			if lowest == -1 || p.Partition < lowest {
-				lowest = p.Partition
-				tm.rf = int16(len(p.Replicas))
-			}
-		}
-		slices.Sort(tm.partitions)
-		out[name] = tm
+		out[name] = metaOf(t)
 	}
 	return out, nil
+}
+
+// metaOf is what we keep of one topic of a Metadata answer.
+func metaOf(t kmsg.MetadataResponseTopic) topicMeta {
+	tm := topicMeta{partitions: make([]int32, 0, len(t.Partitions)), id: topicID(t.TopicID)}
+	lowest := int32(-1)
+	for _, p := range t.Partitions {
+		tm.partitions = append(tm.partitions, p.Partition)
+		if lowest == -1 || p.Partition < lowest {
+			lowest = p.Partition
+			tm.rf = int16(len(p.Replicas))
+		}
+	}
+	slices.Sort(tm.partitions)
+	return tm
 }
 
 // DescribeTopics implements Admin.
@@ -198,14 +203,8 @@ func (a *kadmAdmin) TopicIDs(ctx context.Context, names ...string) (map[string]s
 // CreateTopic implements Admin.
 func (a *kadmAdmin) CreateTopic(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string) error {
 	op := fmt.Sprintf("create topic %q", name)
-	if err := validateTopicName(name); err != nil {
+	if err := checkCreate(name, partitions, rf); err != nil {
 		return newError(op, kafka.KindOther, err, "")
-	}
-	if partitions == 0 || partitions < -1 {
-		return newError(op, kafka.KindOther, fmt.Errorf("invalid partition count %d (want > 0, or -1 for the broker default)", partitions), "")
-	}
-	if rf == 0 || rf < -1 {
-		return newError(op, kafka.KindOther, fmt.Errorf("invalid replication factor %d (want > 0, or -1 for the broker default)", rf), "")
 	}
 	return a.do(ctx, op, func(ctx context.Context, c *call) error {
 		var cfgs map[string]*string
@@ -225,6 +224,20 @@ func (a *kadmAdmin) CreateTopic(ctx context.Context, name string, partitions int
 		}
 		return c.fail(ctx, err)
 	})
+}
+
+// checkCreate refuses what no broker would create, before a round trip.
+func checkCreate(name string, partitions int32, rf int16) error {
+	if err := validateTopicName(name); err != nil {
+		return err
+	}
+	if partitions == 0 || partitions < -1 {
+		return fmt.Errorf("invalid partition count %d (want > 0, or -1 for the broker default)", partitions)
+	}
+	if rf == 0 || rf < -1 {
+		return fmt.Errorf("invalid replication factor %d (want > 0, or -1 for the broker default)", rf)
+	}
+	return nil
 }
 
 // AlterTopicConfigs implements Admin.

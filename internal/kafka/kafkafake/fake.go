@@ -300,6 +300,11 @@ func (f *Fake) CreateTopic(ctx context.Context, name string, partitions int32, r
 	if err := f.begin(ctx, CreateTopic, name, partitions, rf, maps.Clone(configs)); err != nil {
 		return err
 	}
+	return f.create(name, partitions, rf, configs)
+}
+
+// create is CreateTopic once the call is recorded. f.mu must be held.
+func (f *Fake) create(name string, partitions int32, rf int16, configs map[string]string) error {
 	if _, ok := f.topics[name]; ok {
 		return brokerError(fmt.Sprintf("create topic %q", name), kafka.KindTopicExists, codeTopicExists, false, "")
 	}
@@ -329,6 +334,11 @@ func (f *Fake) AlterTopicConfigs(ctx context.Context, name string, set map[strin
 	if err := f.begin(ctx, AlterTopicConfigs, name, maps.Clone(set)); err != nil {
 		return err
 	}
+	return f.alter(name, set)
+}
+
+// alter is AlterTopicConfigs once the call is recorded. f.mu must be held.
+func (f *Fake) alter(name string, set map[string]string) error {
 	t, ok := f.topics[name]
 	if !ok {
 		return notFound("alter configs of topic", name)
@@ -344,6 +354,11 @@ func (f *Fake) AddPartitions(ctx context.Context, name string, total int32) erro
 	if err := f.begin(ctx, AddPartitions, name, total); err != nil {
 		return err
 	}
+	return f.grow(name, total)
+}
+
+// grow is AddPartitions once the call is recorded. f.mu must be held.
+func (f *Fake) grow(name string, total int32) error {
 	t, ok := f.topics[name]
 	if !ok {
 		return notFound("grow topic", name)
