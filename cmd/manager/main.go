@@ -36,6 +36,7 @@ import (
 type options struct {
 	kafka                   kafkaFlags
 	kafkaRequestTimeout     time.Duration
+	kafkaAdminBatchWindow   time.Duration
 	metricsAddr             string
 	metricsSecure           bool
 	probeAddr               string
@@ -93,6 +94,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	})
 	o.controllers.DefaultBootstrapServers = splitList(os.Getenv("KAFKA_BOOTSTRAP_SERVERS"))
 	fs.DurationVar(&o.kafkaRequestTimeout, "kafka-request-timeout", franz.DefaultRequestTimeout, "Upper bound of every Kafka admin call (dial, authentication and all round trips).")
+	fs.DurationVar(&o.kafkaAdminBatchWindow, "kafka-admin-batch-window", kafka.DefaultBatchWindow, "How long the Kafka admin client of a connection gathers the topic describes, creates and alters of all resources on it into one request per broker; 0 sends each call alone.")
 	fs.DurationVar(&o.controllers.DeletionTimeout, "kafka-deletion-timeout", controllers.DefaultDeletionTimeout, "How long a deleted DeadLetterQueue or ConsumerPipeline waits for Kafka to delete its topics before it goes anyway, with a Warning event.")
 	fs.Func("watch-namespaces", "Comma-separated namespaces whose resources the operator reconciles and whose children it caches (default: every namespace). The RBAC stays a ClusterRole: PrometheusRule detection needs the CRDs cluster-wide.", func(v string) error {
 		o.controllers.WatchNamespaces = splitList(v)
@@ -347,7 +349,7 @@ func run(ctx context.Context, cfg *rest.Config, o *options) error {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	// The only franz-go in the manager: the controllers see Kafka through internal/kafka alone.
-	o.controllers.Kafka = franz.NewFactory(franz.WithRequestTimeout(o.kafkaRequestTimeout))
+	o.controllers.Kafka = kafkaFactory(o)
 	if err := controllers.SetupWithManager(ctx, mgr, o.controllers); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
@@ -362,6 +364,16 @@ func run(ctx context.Context, cfg *rest.Config, o *options) error {
 	}
 	log.Info("Starting manager", "watchNamespaces", o.controllers.WatchNamespaces, "leaderElection", o.leaderElect, "metrics", o.metricsAddr, "metricsSecure", o.metricsSecure, "probes", o.probeAddr)
 	return mgr.Start(ctx)
+}
+
+// kafkaFactory is the manager's Kafka clients: franz-go's, batched per connection unless the batch
+// window is 0.
+func kafkaFactory(o *options) kafka.ClientFactory {
+	f := franz.NewFactory(franz.WithRequestTimeout(o.kafkaRequestTimeout))
+	if o.kafkaAdminBatchWindow <= 0 {
+		return f
+	}
+	return kafka.NewBatchingFactory(f, kafka.BatchOptions{Window: o.kafkaAdminBatchWindow})
 }
 
 func main() {

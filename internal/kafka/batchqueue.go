@@ -121,8 +121,8 @@ func (q *queue[T]) fire() {
 	}
 }
 
-// run sends batch, then whatever gathered meanwhile, until the queue is empty or another send or
-// the timer has it.
+// run sends batch, then whatever gathered meanwhile, until the queue is empty or another send has
+// it.
 func (q *queue[T]) run(batch []*pending[T]) {
 	for len(batch) > 0 {
 		q.send(batch)
@@ -132,7 +132,8 @@ func (q *queue[T]) run(batch []*pending[T]) {
 		q.mu.Lock()
 		q.inflight--
 		batch = nil
-		if q.inflight == 0 && !q.armed {
+		if q.inflight == 0 {
+			// Those gathered meanwhile waited long enough; an armed timer then finds none.
 			batch = q.take()
 		}
 		q.mu.Unlock()
