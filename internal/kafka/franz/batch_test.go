@@ -44,7 +44,7 @@ func counts(rc *requestCounter) map[string]int {
 func sameError(t *testing.T, what string, got, want error) {
 	t.Helper()
 	if want == nil || got == nil {
-		if got != want {
+		if (got == nil) != (want == nil) {
 			t.Errorf("%s: got %v, want %v", what, got, want)
 		}
 		return
