@@ -3,7 +3,9 @@
 // controllers), the small Admin interface the controllers call to reconcile
 // topics and read offsets and consumer-group commits, the Scanner that reads
 // records, the ClientFactory that hands both out per Connection, a Registry
-// that closes the clients of connections nobody uses any more, and the
+// that closes the clients of connections nobody uses any more, the
+// batching of the topic work of every resource on one connection into one
+// request per broker (Batching, BatchingFactory: see batch.go), and the
 // planning of a topic against its spec (PlanTopic, ApplyPlan).
 //
 // The implementation, which speaks the real Kafka protocol through franz-go
