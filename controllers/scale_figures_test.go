@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -269,4 +270,42 @@ func (e scaleEvents) describeWarnings() string {
 		fmt.Fprintf(&b, "\n  %5d  %s", e.warnings[k], k)
 	}
 	return b.String()
+}
+
+// reconcileCounter counts the scale manager's reconciles of queues and pipelines by the cached
+// reads that begin them, so that a resync is known whatever it asks of Kafka. A pipeline is read
+// by its own reconcile only; a queue by its own and twice by each reconcile of a pipeline sending
+// dead letters to it (its reference, then its dead-letter count).
+type reconcileCounter struct {
+	pipelineReads, queueReads atomic.Int64
+}
+
+type reconcileCount struct{ pipelines, queues int64 }
+
+func (rc *reconcileCounter) snapshot() reconcileCount {
+	p := rc.pipelineReads.Load()
+	return reconcileCount{pipelines: p, queues: rc.queueReads.Load() - 2*p}
+}
+
+// resyncedTwice reports whether there were, since before, reconciles enough for every queue and
+// pipeline to be reconciled twice.
+func (rc *reconcileCounter) resyncedTwice(before reconcileCount, dlqs, pipelines int) bool {
+	now := rc.snapshot()
+	return now.pipelines-before.pipelines >= int64(2*pipelines) && now.queues-before.queues >= int64(2*dlqs)
+}
+
+// readCountingClient counts in reads the Gets of queues and pipelines.
+type readCountingClient struct {
+	client.Client
+	reads *reconcileCounter
+}
+
+func (c readCountingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	switch obj.(type) {
+	case *v1.ConsumerPipeline:
+		c.reads.pipelineReads.Add(1)
+	case *v1.DeadLetterQueue:
+		c.reads.queueReads.Add(1)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
 }

@@ -145,7 +145,9 @@ type scaleResult struct {
 	cpuToReady    map[string]float64
 	heap          memorySampler
 	steadyWindow  time.Duration
-	steadyAdmin   map[kmsg.Key]int64 // during one steady-state resync
+	steadyAdmin   map[kmsg.Key]int64 // during the steady-state window: one offsets round, two resyncs of every resource
+	// steadyReconciles are the reconciles of that window.
+	steadyReconciles reconcileCount
 	// steadyOffsetTopics is the number of topics of each ListOffsets request of the steady-state resync.
 	steadyOffsetTopics []int
 	// offsetTopics is the number of topics whose offsets the live figures read: each queue's and its
@@ -201,6 +203,7 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 	label := map[string]string{benchmarkLabel: ns.Name}
 	onlyScale := labels.SelectorFromSet(label)
 	var writes writeCounter
+	var reconciles reconcileCounter
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  envtestutil.Scheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
@@ -219,7 +222,7 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
 			cl, err := client.New(cfg, opts)
-			return countingClient{Client: cl, writes: &writes}, err
+			return readCountingClient{Client: countingClient{Client: cl, writes: &writes}, reads: &reconciles}, err
 		},
 	})
 	if err != nil {
@@ -289,22 +292,23 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 
 	// Steady state: the clock stands still, so a resync lists no offsets but those of topics new to
 	// the snapshot (a queue's first counts by state make it read its topics again, alone); settled is
-	// two resyncs' worth of describes (one DescribeConfigs request per queue and per pipeline a resync)
-	// without a ListOffsets request.
-	lastOffsets, describesSince := int64(-1), int64(0)
+	// two resyncs of every resource (counted by reconciles, not by what they ask of Kafka) without a
+	// ListOffsets request.
+	lastOffsets, since := int64(-1), reconciles.snapshot()
 	g.Eventually(func() bool {
 		mem.sample()
 		now := requests.snapshot()
 		if now[kmsg.ListOffsets] != lastOffsets {
-			lastOffsets, describesSince = now[kmsg.ListOffsets], now[kmsg.DescribeConfigs]
+			lastOffsets, since = now[kmsg.ListOffsets], reconciles.snapshot()
 			return false
 		}
-		return now[kmsg.DescribeConfigs]-describesSince >= int64(2*(dlqs+pipelines))
+		return reconciles.resyncedTwice(since, dlqs, pipelines)
 	}, timeout, 100*time.Millisecond).Should(BeTrue(), "resyncs that list no offsets")
 	res.offsetTopics, res.tierTopics = offsetTopics(ctx, tb, api, ns.Name)
 
 	// One full resync after the offsets snapshot went stale: the round it starts, and two resyncs'
-	// worth of describes, so that every resource resynced after the step.
+	// worth of reconciles, so that every resource resynced after the step.
+	reconcilesBefore := reconciles.snapshot()
 	before, writesBefore, eventsBefore := requests.snapshot(), writes.ok.Load()+writes.conflicts.Load(), res.events
 	offsetsBefore := len(requests.listOffsetsTopics())
 	steadyStart := time.Now()
@@ -312,10 +316,11 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 	g.Eventually(func() bool {
 		mem.sample()
 		now := requests.snapshot()
-		return now[kmsg.ListOffsets]-before[kmsg.ListOffsets] > 0 &&
-			now[kmsg.DescribeConfigs]-before[kmsg.DescribeConfigs] >= int64(2*(dlqs+pipelines))
+		return now[kmsg.ListOffsets]-before[kmsg.ListOffsets] > 0 && reconciles.resyncedTwice(reconcilesBefore, dlqs, pipelines)
 	}, timeout, 100*time.Millisecond).Should(BeTrue(), "a full resync")
 	res.steadyWindow = time.Since(steadyStart)
+	after := reconciles.snapshot()
+	res.steadyReconciles = reconcileCount{pipelines: after.pipelines - reconcilesBefore.pipelines, queues: after.queues - reconcilesBefore.queues}
 	res.steadyAdmin = diff(requests.snapshot(), before)
 	res.steadyOffsetTopics = requests.listOffsetsTopics()[offsetsBefore:]
 	res.steadyWrites = writes.ok.Load() + writes.conflicts.Load() - writesBefore
@@ -353,8 +358,8 @@ func (r scaleResult) report(tb testing.TB) {
 	tb.Logf("%d topics; all Ready after %v with %d Kafka admin requests (%s), %d Kubernetes writes (%s; %d more refused with a conflict) and %d events",
 		r.topics, r.toReady.Round(time.Millisecond), sum(r.adminRequests, adminKeys...), describeCounts(r.adminRequests),
 		r.writes, r.writesByKind, r.conflicts, r.events)
-	tb.Logf("steady state, one full resync in %v: %d Kafka admin requests (%s), %d topic changes, %d Kubernetes writes, %d events",
-		r.steadyWindow.Round(time.Millisecond), sum(r.steadyAdmin, adminKeys...), describeCounts(r.steadyAdmin),
+	tb.Logf("steady state, one offsets round and %d pipeline and %d queue reconciles in %v: %d Kafka admin requests (%s), %d topic changes, %d Kubernetes writes, %d events",
+		r.steadyReconciles.pipelines, r.steadyReconciles.queues, r.steadyWindow.Round(time.Millisecond), sum(r.steadyAdmin, adminKeys...), describeCounts(r.steadyAdmin),
 		sum(r.steadyAdmin, topicChangeKeys...), r.steadyWrites, r.steadyEvents)
 }
 
