@@ -62,6 +62,9 @@ func benchmarkScale(b *testing.B, spec scaleSpec) {
 		if len(r.foreignTopics) > 0 {
 			b.Errorf("the manager created topics of no resource of this run: %v", r.foreignTopics)
 		}
+		if n := r.eventList.byType[corev1.EventTypeWarning]; n != 0 {
+			b.Errorf("a healthy run recorded %d Warning events:%s", n, r.eventList.describeWarnings())
+		}
 		if r.steadyWrites != 0 || sum(r.steadyAdmin, topicChangeKeys...) != 0 {
 			b.Errorf("steady state is not quiet: %d writes, %d topic changes", r.steadyWrites, sum(r.steadyAdmin, topicChangeKeys...))
 		}
