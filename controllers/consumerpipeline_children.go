@@ -78,7 +78,7 @@ func (r *ConsumerPipelineReconciler) renderInputs(s *pipelineScope) *render.Inpu
 
 // waitingForReferences is the problem of children that cannot be rendered.
 func waitingForReferences() *problem {
-	return &problem{Reason: reasonWaitingForReferences, Kind: problemWaiting,
+	return &problem{Reason: reasonWaitingForReferences, Kind: problemWaiting, Progress: true,
 		Message: "the RetryPolicy or the DeadLetterQueue is missing or invalid (see TopicsReady); what exists is left as it is"}
 }
 
@@ -138,7 +138,7 @@ func (r *ConsumerPipelineReconciler) reconcileDeployment(ctx context.Context, s 
 		return recordProblem(&s.deploymentProblems, childProblem(err))
 	}
 	if live == nil && len(s.topicProblems) > 0 {
-		s.deploymentProblems.add(&problem{Reason: reasonWaitingForTopics, Kind: problemWaiting,
+		s.deploymentProblems.add(&problem{Reason: reasonWaitingForTopics, Kind: problemWaiting, Progress: true,
 			Message: "the Deployment is created once the topics are ready, so that consumers never start without their retry topics"})
 		return nil
 	}

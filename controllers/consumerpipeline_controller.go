@@ -259,7 +259,7 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 // and sets the pipeline's gauges.
 func (r *ConsumerPipelineReconciler) writeStatus(ctx context.Context, s *pipelineScope) error {
 	st := pipelineStatus(s)
-	if err := r.patchStatus(ctx, s.p, st); err != nil {
+	if err := r.patchStatus(ctx, s.p, st, s.allProblems()); err != nil {
 		return err
 	}
 	r.exportPipeline(client.ObjectKeyFromObject(s.p), st)
@@ -268,8 +268,8 @@ func (r *ConsumerPipelineReconciler) writeStatus(ctx context.Context, s *pipelin
 
 // patchStatus writes st and records an event when Ready changed, or when a child condition became
 // InvalidSpec.
-func (r *ConsumerPipelineReconciler) patchStatus(ctx context.Context, p *v1.ConsumerPipeline, st v1.ConsumerPipelineStatus) error {
-	before, ready, err := pipelineStatusWriter.patch(ctx, r.Client, r.Recorder, p, func(p *v1.ConsumerPipeline) { p.Status = st }, "")
+func (r *ConsumerPipelineReconciler) patchStatus(ctx context.Context, p *v1.ConsumerPipeline, st v1.ConsumerPipelineStatus, ps problems) error {
+	before, ready, err := pipelineStatusWriter.patch(ctx, r.Client, r.Recorder, p, func(p *v1.ConsumerPipeline) { p.Status = st }, ps, "")
 	if err != nil {
 		return err
 	}
@@ -320,7 +320,7 @@ func (r *ConsumerPipelineReconciler) reconcileDelete(ctx context.Context, s *pip
 				err, deadline.UTC().Format(time.RFC3339))})
 			setPipelineTopicsReady(st, p.Generation, s.topicProblems, "")
 			setPipelineReady(st, p.Generation)
-			return r.patchStatus(ctx, p, *st)
+			return r.patchStatus(ctx, p, *st, s.topicProblems)
 		},
 	}, letGo)
 }

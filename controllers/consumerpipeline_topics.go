@@ -74,7 +74,7 @@ func (r *ConsumerPipelineReconciler) readPolicy(ctx context.Context, s *pipeline
 	rp := &v1.RetryPolicy{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: s.p.Namespace, Name: name}, rp); err != nil {
 		if apierrors.IsNotFound(err) {
-			s.topicProblems.add(&problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting,
+			s.topicProblems.add(&problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true,
 				Message: fmt.Sprintf("RetryPolicy %q not found: the retry topics are left as they are until it exists", name)})
 			return nil
 		}
@@ -103,7 +103,7 @@ func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s 
 	if err := r.Get(ctx, client.ObjectKey{Namespace: s.p.Namespace, Name: name}, dlq); err != nil {
 		if apierrors.IsNotFound(err) {
 			s.deadLetter = ""
-			s.topicProblems.add(&problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting,
+			s.topicProblems.add(&problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true,
 				Message: fmt.Sprintf("DeadLetterQueue %q not found", name)})
 			return nil
 		}
@@ -117,7 +117,7 @@ func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s 
 		return err
 	}
 	if !owned {
-		s.topicProblems.add(&problem{Reason: v1.ReasonTopicNotOwned, Kind: problemWaiting, Message: fmt.Sprintf(
+		s.topicProblems.add(&problem{Reason: v1.ReasonTopicNotOwned, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf(
 			"DeadLetterQueue %q does not manage its topic %q yet (see its TopicReady condition): no dead letters are sent there until it does", name, s.deadLetter)})
 		return nil
 	}
@@ -312,7 +312,7 @@ func (r *ConsumerPipelineReconciler) reconcileSourceTopic(ctx context.Context, s
 	now, err := kafka.ApplyPlan(ctx, s.admin, want, have, plan)
 	if err != nil {
 		if errors.Is(err, kafka.ErrTopicExists) {
-			return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Message: fmt.Sprintf("source topic %q appeared while being created", source)}
+			return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("source topic %q appeared while being created", source)}
 		}
 		return kafkaProblem(err)
 	}

@@ -256,14 +256,17 @@ func TestPipelineReportsAMissingOrInvalidPolicy(t *testing.T) {
 	p := newPipeline(ns, "refs", source, "delegation", "dlq")
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	g.Eventually(pipelineReady(p), wait, poll).Should(And(notReady(v1.ReasonReferenceNotFound), HaveField("Message", ContainSubstring(`RetryPolicy "delegation" not found`))))
+	// A reference not there yet is what a pipeline created with its policy meets: a Normal event.
 	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(And(
-		HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", v1.ReasonReferenceNotFound))))
+		HaveField("Type", corev1.EventTypeNormal), HaveField("Reason", v1.ReasonReferenceNotFound))))
 
 	// An invalid policy is reported as such; the pipeline follows the policy without a change of its own.
 	rp := samplePolicy(t, "delegation", ns)
 	rp.Spec.Classification.Rules[1].MessagePatterns = append(rp.Spec.Classification.Rules[1].MessagePatterns, "(?i)timeout(")
 	g.Expect(env.Client.Create(ctx, rp)).To(Succeed())
 	g.Eventually(pipelineReady(p), wait, poll).Should(And(notReady(v1.ReasonInvalidSpec), HaveField("Message", ContainSubstring(`RetryPolicy "delegation" is invalid`))))
+	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(And(
+		HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", v1.ReasonInvalidSpec))))
 	g.Expect(describe(adm, source+".retry.1")()).To(HaveField("Exists", false))
 
 	update(t, rp, func(rp *v1.RetryPolicy) {

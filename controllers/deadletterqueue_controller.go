@@ -135,7 +135,7 @@ func (r *DeadLetterQueueReconciler) writeStatus(ctx context.Context, s *dlqScope
 	before := s.dlq.Status.DeepCopy()
 	r.judgeFigures(s)
 	st := dlqStatus(s)
-	if err := r.patchStatus(ctx, s.dlq, st); err != nil {
+	if err := r.patchStatus(ctx, s.dlq, st, s.problems); err != nil {
 		return err
 	}
 	r.publishLiveFigures(ctx, s, before, st)
@@ -143,8 +143,8 @@ func (r *DeadLetterQueueReconciler) writeStatus(ctx context.Context, s *dlqScope
 }
 
 // patchStatus writes st and records an event when Ready changed.
-func (r *DeadLetterQueueReconciler) patchStatus(ctx context.Context, dlq *v1.DeadLetterQueue, st v1.DeadLetterQueueStatus) error {
-	_, _, err := dlqStatusWriter.patch(ctx, r.Client, r.Recorder, dlq, func(q *v1.DeadLetterQueue) { q.Status = st }, "", "topic", st.Topic)
+func (r *DeadLetterQueueReconciler) patchStatus(ctx context.Context, dlq *v1.DeadLetterQueue, st v1.DeadLetterQueueStatus, ps problems) error {
+	_, _, err := dlqStatusWriter.patch(ctx, r.Client, r.Recorder, dlq, func(q *v1.DeadLetterQueue) { q.Status = st }, ps, "", "topic", st.Topic)
 	return err
 }
 
@@ -208,7 +208,7 @@ func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqS
 			s.problems.add(&problem{Reason: v1.ReasonDeleting, Message: fmt.Sprintf("deleting topic %q: %s; retrying until %s, then the queue goes and the topic may remain",
 				s.want.Name, err, deadline.UTC().Format(time.RFC3339))})
 			setDLQReady(st, dlq.Generation, s.problems, "")
-			return r.patchStatus(ctx, dlq, *st)
+			return r.patchStatus(ctx, dlq, *st, s.problems)
 		},
 	}, letGo)
 }

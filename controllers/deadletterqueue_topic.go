@@ -105,7 +105,7 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 		if err != nil {
 			if errors.Is(err, kafka.ErrTopicExists) {
 				// Created by someone else in between: look again at the next resync.
-				return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Message: fmt.Sprintf("topic %q appeared while being created", s.want.Name)}
+				return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("topic %q appeared while being created", s.want.Name)}
 			}
 			return kafkaProblem(err)
 		}
@@ -172,7 +172,7 @@ func (r *DeadLetterQueueReconciler) reconcileStateTopic(ctx context.Context, s *
 	if !plan.Empty() {
 		if _, err := kafka.ApplyPlan(ctx, s.admin, want, have, plan); err != nil {
 			if errors.Is(err, kafka.ErrTopicExists) {
-				return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Message: fmt.Sprintf("topic %q appeared while being created", want.Name)}
+				return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("topic %q appeared while being created", want.Name)}
 			}
 			return kafkaProblem(err)
 		}

@@ -42,7 +42,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 
 	st := policyStatus(p, pipelines.Items, r.Policies)
-	_, _, err := policyStatusWriter.patch(ctx, r.Client, r.Recorder, p, func(p *v1.RetryPolicy) { p.Status = st },
+	_, _, err := policyStatusWriter.patch(ctx, r.Client, r.Recorder, p, func(p *v1.RetryPolicy) { p.Status = st }, nil,
 		"Retry plan computed: "+st.ScheduleSummary, "schedule", st.ScheduleSummary)
 	if err != nil {
 		return staleOrError(err)

@@ -55,6 +55,10 @@ type problem struct {
 	Kind problemKind
 	// Err is the underlying error of a transient problem, returned from Reconcile.
 	Err error
+	// Progress marks a problem that goes away without anyone's help: something the resource needs
+	// is being created alongside it (a referenced object, the queue's topic). Ready going False for
+	// such problems alone is a Normal event, not a Warning.
+	Progress bool
 }
 
 func (p *problem) Error() string { return p.Reason + ": " + p.Message }
@@ -198,7 +202,7 @@ func connectionProblem(err error) error {
 	case !errors.As(err, &e):
 		return err
 	case e.Missing:
-		return &problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Message: e.Message}
+		return &problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: e.Message}
 	default:
 		return &problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: e.Message}
 	}
@@ -314,9 +318,10 @@ type statusWriter[O client.Object] struct {
 
 // patch writes the status set gives obj (optimistic.PatchStatus) and, when that changed Ready
 // (status, reason or message: each such change is worth an event), logs it and records an event:
-// Normal with note (the condition's message when empty) and kv in the log when True, Warning with
-// the message otherwise. It returns the conditions before, and Ready when it changed.
-func (w statusWriter[O]) patch(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj O, set func(O), note string, kv ...any) ([]metav1.Condition, *metav1.Condition, error) {
+// Normal with note (the condition's message when empty) and kv in the log when True, with the
+// message otherwise: Normal when that is progress (ps.progress), else Warning. ps are the problems
+// the status was built from. It returns the conditions before, and Ready when it changed.
+func (w statusWriter[O]) patch(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj O, set func(O), ps problems, note string, kv ...any) ([]metav1.Condition, *metav1.Condition, error) {
 	before := w.conditions(obj)
 	written, err := optimistic.PatchStatus(ctx, c, obj, set)
 	if err != nil || !written {
@@ -338,7 +343,11 @@ func (w statusWriter[O]) patch(ctx context.Context, c client.Client, rec recorde
 		rec.Eventf(obj, nil, corev1.EventTypeNormal, ready.Reason, w.action, "%s", note)
 	} else {
 		log.Info(w.notReady, w.logKey, klog.KObj(obj), "reason", ready.Reason, "message", ready.Message)
-		rec.Eventf(obj, nil, corev1.EventTypeWarning, ready.Reason, w.action, "%s", ready.Message)
+		eventType := corev1.EventTypeWarning
+		if ps.progress(ready) {
+			eventType = corev1.EventTypeNormal
+		}
+		rec.Eventf(obj, nil, eventType, ready.Reason, w.action, "%s", ready.Message)
 	}
 	return before, ready, nil
 }

@@ -1,0 +1,311 @@
+package controllers_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/metrics"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+)
+
+// scaleSpec is the shape of one scale run.
+type scaleSpec struct {
+	dlqs, pipelines int
+	// sharedPolicies, when set, makes the even pipelines share that many RetryPolicies and gives
+	// each odd one a policy of its own, and creates every pipeline before the objects it refers to
+	// (as `kubectl apply -f dir` does: ConsumerPipeline sorts first). Otherwise one policy, the
+	// queues, then the pipelines.
+	sharedPolicies int
+	// readyOnly ends the run once every resource is Ready, without the steady-state resync.
+	readyOnly bool
+}
+
+func (s scaleSpec) policyOf(i int) string {
+	if s.sharedPolicies == 0 {
+		return "policy"
+	}
+	if i%2 == 0 {
+		return fmt.Sprintf("shared-%d", (i/2)%s.sharedPolicies)
+	}
+	return fmt.Sprintf("own-%03d", i)
+}
+
+// createScaleObjects creates the objects of spec in ns, labelled label, with a few writers at once
+// so that creating them is not most of the time to Ready.
+func createScaleObjects(ctx context.Context, tb testing.TB, api client.Client, ns string, label map[string]string, spec scaleSpec) {
+	tb.Helper()
+	policy := func(name string) client.Object { return backoffPolicy(ns, name, 4, time.Second, time.Minute) }
+	queue := func(i int) client.Object {
+		return newDLQ(ns, fmt.Sprintf("dlq-%03d", i), fmt.Sprintf("scale.dlq.%03d", i))
+	}
+	pipeline := func(i int) client.Object {
+		p := newPipeline(ns, fmt.Sprintf("cpl-%03d", i), fmt.Sprintf("scale.src.%03d", i), spec.policyOf(i), fmt.Sprintf("dlq-%03d", i%max(spec.dlqs, 1)))
+		p.Spec.Source.Create = &v1.TopicCreation{Partitions: 3}
+		return p
+	}
+	var objs []client.Object
+	if spec.sharedPolicies == 0 {
+		objs = append(objs, policy("policy"))
+		for i := range spec.dlqs {
+			objs = append(objs, queue(i))
+		}
+		for i := range spec.pipelines {
+			objs = append(objs, pipeline(i))
+		}
+	} else {
+		for i := range max(spec.dlqs, spec.pipelines) {
+			if i < spec.pipelines {
+				objs = append(objs, pipeline(i))
+			}
+			if i < spec.dlqs {
+				objs = append(objs, queue(i))
+			}
+			if i < spec.pipelines && i%2 == 1 {
+				objs = append(objs, policy(spec.policyOf(i)))
+			}
+		}
+		for i := range spec.sharedPolicies {
+			objs = append(objs, policy(fmt.Sprintf("shared-%d", i)))
+		}
+	}
+	work := make(chan client.Object)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for range 8 {
+		wg.Go(func() {
+			for o := range work {
+				o.SetLabels(label)
+				if err := api.Create(ctx, o); err != nil {
+					mu.Lock()
+					firstErr = cmpOr(firstErr, fmt.Errorf("creating %s: %w", o.GetName(), err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, o := range objs {
+		work <- o
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil {
+		tb.Fatal(firstErr)
+	}
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// memorySampler keeps the peak heap of this process, sampled at each poll of a scale run. The
+// manager runs in-process, so this is the manager's heap together with kfake's (the topics it
+// holds) and the test's; the API server and etcd are processes of their own.
+// Between two polls the heap may peak unseen; the live heap (what the last GC kept) bounds what
+// a GOMEMLIMIT must leave room for.
+type memorySampler struct {
+	heapInuse, heapAlloc, heapLive uint64
+}
+
+func (m *memorySampler) sample() {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m.heapInuse, m.heapAlloc = max(m.heapInuse, ms.HeapInuse), max(m.heapAlloc, ms.HeapAlloc)
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	if live[0].Value.Kind() == metrics.KindUint64 {
+		m.heapLive = max(m.heapLive, live[0].Value.Uint64())
+	}
+}
+
+// vmHWM is this process's peak resident memory in bytes (/proc/self/status VmHWM), 0 when unknown.
+// It is the peak of the whole test process since it started: the suite's manager and kfake included.
+func vmHWM() uint64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// cpuSeconds is the CPU time (user and system) used so far by this process ("test", the manager
+// within it) and by each of its children by name (envtest's kube-apiserver and etcd).
+func cpuSeconds() map[string]float64 {
+	out := map[string]float64{}
+	self := os.Getpid()
+	if _, _, t, ok := procStat(filepath.Join("/proc", strconv.Itoa(self), "stat")); ok {
+		out["test"] = t
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		if name, ppid, t, ok := procStat(p); ok && ppid == self {
+			out[name] += t
+		}
+	}
+	return out
+}
+
+// procStat reads a /proc/<pid>/stat: the command's name, its parent and its CPU seconds.
+func procStat(path string) (string, int, float64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", 0, 0, false
+	}
+	open, closing := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || closing < open {
+		return "", 0, 0, false
+	}
+	// After the name: state, ppid, ... utime is the 12th field after it, stime the 13th.
+	f := strings.Fields(string(b[closing+1:]))
+	if len(f) < 13 {
+		return "", 0, 0, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	const userHZ = 100 // clock ticks per second on Linux
+	return string(b[open+1 : closing]), ppid, (utime + stime) / userHZ, true
+}
+
+// cpuSince is the CPU seconds used since start, per process.
+func cpuSince(start map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range cpuSeconds() {
+		out[k] = v - start[k]
+	}
+	return out
+}
+
+// scaleEvents are the events recorded in a run's namespace, series counted.
+type scaleEvents struct {
+	byType map[string]int
+	// perResource counts each object's events (kind/name).
+	perResource map[string]int
+	// warnings counts the Warning events by reason and message, digits replaced by N.
+	warnings map[string]int
+}
+
+var digits = regexp.MustCompile(`[0-9]+`)
+
+// listEvents lists the events of ns.
+func listEvents(ctx context.Context, tb testing.TB, c client.Client, ns string) scaleEvents {
+	tb.Helper()
+	list := &eventsv1.EventList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		tb.Fatal(err)
+	}
+	ev := scaleEvents{byType: map[string]int{}, perResource: map[string]int{}, warnings: map[string]int{}}
+	for _, e := range list.Items {
+		n := 1
+		if e.Series != nil {
+			n = int(e.Series.Count)
+		}
+		ev.byType[e.Type] += n
+		ev.perResource[e.Regarding.Kind+"/"+e.Regarding.Name] += n
+		if e.Type == corev1.EventTypeWarning {
+			ev.warnings[e.Reason+": "+digits.ReplaceAllString(e.Note, "N")] += n
+		}
+	}
+	return ev
+}
+
+func (e scaleEvents) total() int {
+	return e.byType[corev1.EventTypeNormal] + e.byType[corev1.EventTypeWarning]
+}
+
+// maxPerResource is the most events one object got.
+func (e scaleEvents) maxPerResource() int {
+	n := 0
+	for _, v := range e.perResource {
+		n = max(n, v)
+	}
+	return n
+}
+
+// describeWarnings lists the Warning events' reasons and messages with their counts, most first.
+func (e scaleEvents) describeWarnings() string {
+	keys := make([]string, 0, len(e.warnings))
+	for k := range e.warnings {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if e.warnings[keys[i]] != e.warnings[keys[j]] {
+			return e.warnings[keys[i]] > e.warnings[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\n  %5d  %s", e.warnings[k], k)
+	}
+	return b.String()
+}
+
+// reconcileCounter counts the scale manager's reconciles of queues and pipelines by the cached
+// reads that begin them, so that a resync is known whatever it asks of Kafka. A pipeline is read
+// by its own reconcile only; a queue by its own and twice by each reconcile of a pipeline sending
+// dead letters to it (its reference, then its dead-letter count).
+type reconcileCounter struct {
+	pipelineReads, queueReads atomic.Int64
+}
+
+type reconcileCount struct{ pipelines, queues int64 }
+
+func (rc *reconcileCounter) snapshot() reconcileCount {
+	p := rc.pipelineReads.Load()
+	return reconcileCount{pipelines: p, queues: rc.queueReads.Load() - 2*p}
+}
+
+// resyncedTwice reports whether there were, since before, reconciles enough for every queue and
+// pipeline to be reconciled twice.
+func (rc *reconcileCounter) resyncedTwice(before reconcileCount, dlqs, pipelines int) bool {
+	now := rc.snapshot()
+	return now.pipelines-before.pipelines >= int64(2*pipelines) && now.queues-before.queues >= int64(2*dlqs)
+}
+
+// readCountingClient counts in reads the Gets of queues and pipelines.
+type readCountingClient struct {
+	client.Client
+	reads *reconcileCounter
+}
+
+func (c readCountingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	switch obj.(type) {
+	case *v1.ConsumerPipeline:
+		c.reads.pipelineReads.Add(1)
+	case *v1.DeadLetterQueue:
+		c.reads.queueReads.Add(1)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
