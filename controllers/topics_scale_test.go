@@ -33,6 +33,7 @@ import (
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
+	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
 )
 
@@ -230,7 +231,9 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{
-		Kafka:                   franz.NewFactory(),
+		// As cmd/manager builds it: every resource on a connection shares one batching admin (its
+		// window on the real clock: the fake one paces only the controllers).
+		Kafka:                   kafka.NewBatchingFactory(franz.NewFactory(), kafka.BatchOptions{Window: kafka.DefaultBatchWindow}),
 		StatusRefreshInterval:   interval,
 		DefaultBootstrapServers: c.ListenAddrs(),
 		Clock:                   clk,
