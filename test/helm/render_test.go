@@ -130,7 +130,7 @@ func TestChartRendersEachValuesFile(t *testing.T) {
 				"--topic-prefix={namespace}.", "--group-prefix=", "--kafka-allowed-bootstrap-servers=*.kafka.svc:9093",
 				"--require-resource-credentials", "--alert-rule-labels=release=prometheus,team=platform",
 				"--alert-runbook-base-url=https://wiki.example.com/platform/retry-runbooks",
-				"--leader-election-id=retry-operator-secured", "--zap-log-level=debug", "--status-refresh-interval=1m", "--kafka-request-timeout=20s"))
+				"--leader-election-id=retry-operator-secured", "--zap-log-level=debug", "--status-refresh-interval=1m", "--kafka-request-timeout=20s", "--kafka-admin-batch-window=25ms"))
 			g.Expect(strings.Join(r.args, " ")).NotTo(ContainSubstring("password="), "no password on the command line")
 			g.Expect(r.env).To(HaveKeyWithValue("KAFKA_BOOTSTRAP_SERVERS", "kafka-0.kafka.svc:9093,kafka-1.kafka.svc:9093"))
 			g.Expect(r.env).To(HaveKeyWithValue("GOMEMLIMIT", "966367641"), "90% of 1Gi")
