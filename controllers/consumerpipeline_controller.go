@@ -194,6 +194,7 @@ func newPipelineScope(p *v1.ConsumerPipeline, d kafkaspec.Defaults) *pipelineSco
 func (r *ConsumerPipelineReconciler) forget(key types.NamespacedName) {
 	owner := pipelineOwner(key)
 	r.Kafka.Offsets.Forget(owner)
+	r.Kafka.Topics.Forget(owner)
 	r.Kafka.Commits.Forget(owner)
 	r.Kafka.Due.Forget(owner)
 	r.Kafka.Connections.Release(owner)
@@ -210,7 +211,7 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 		result, reterr = finishReconcile(reterr, s.allProblems(), func() error { return r.writeStatus(ctx, s) }, func() time.Duration {
 			// In phase with the connection's offsets rounds, so that the figures are at most one
 			// interval old; sooner when a circuit report goes stale before.
-			after := r.Kafka.Offsets.UntilNextRound(s.connKey, r.RefreshInterval)
+			after := r.Kafka.Offsets.UntilNextRound(s.connKey, pipelineOwner(client.ObjectKeyFromObject(s.p)), r.RefreshInterval)
 			if c := r.circuitRequeue(s); c > 0 && c < after {
 				after = c
 			}
@@ -220,10 +221,14 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 		// at again even when nothing else would requeue it, so that a drained tier goes without any
 		// other event.
 		if reterr == nil && result.IsZero() && (len(s.draining) > 0 || s.awaitingRollout) {
-			result.RequeueAfter = r.Kafka.Offsets.UntilNextRound(s.connKey, r.RefreshInterval)
+			result.RequeueAfter = r.Kafka.Offsets.UntilNextRound(s.connKey, pipelineOwner(client.ObjectKeyFromObject(s.p)), r.RefreshInterval)
 		}
 		if reterr == nil && result.IsZero() {
 			result.RequeueAfter = resyncWhileStalled(kafkaspec.SecretNames(s.p.Spec.Kafka), r.RefreshInterval)
+		}
+		if reterr != nil {
+			// The retry describes its topics fresh: what it read may be what failed it.
+			r.Kafka.Topics.Unsettle(pipelineOwner(client.ObjectKeyFromObject(s.p)))
 		}
 		// An idle pipeline wakes at its wake time whatever else the reconcile found.
 		if reterr == nil && s.wakeAfter > 0 && (result.RequeueAfter <= 0 || s.wakeAfter < result.RequeueAfter) {
