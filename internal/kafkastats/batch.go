@@ -161,7 +161,7 @@ func (b *batchedReads[V]) readAlone(ctx context.Context, admin kafka.Admin, conn
 	g := b.groups[connKey]
 	for _, k := range keys {
 		out[k] = got[k]
-		if g != nil && g.snapshot != nil {
+		if g != nil {
 			g.put(k, got[k])
 		}
 	}
@@ -180,8 +180,12 @@ func (b *batchedReads[V]) ReadFresh(ctx context.Context, admin kafka.Admin, conn
 	return out, err
 }
 
-// put writes v as the value of key. The caller holds the lock and g has a snapshot.
+// put writes v as the value of key. The caller holds the lock. Before the first round the values
+// wait in a snapshot not taken yet (taken zero), which the round keeps.
 func (g *readGroup[V]) put(key string, v V) {
+	if g.snapshot == nil {
+		g.snapshot = map[string]V{}
+	}
 	g.snapshot[key] = v
 	g.touch(key)
 }
@@ -199,7 +203,7 @@ func (g *readGroup[V]) touch(key string) {
 func (b *batchedReads[V]) Set(connKey, key string, v V) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if g, ok := b.groups[connKey]; ok && g.snapshot != nil {
+	if g, ok := b.groups[connKey]; ok {
 		g.put(key, v)
 	}
 }
@@ -208,7 +212,7 @@ func (b *batchedReads[V]) Set(connKey, key string, v V) {
 func (b *batchedReads[V]) Drop(connKey, key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if g, ok := b.groups[connKey]; ok && g.snapshot != nil {
+	if g, ok := b.groups[connKey]; ok {
 		delete(g.snapshot, key)
 		g.touch(key)
 	}
@@ -220,7 +224,7 @@ func (b *batchedReads[V]) Peek(connKey, key string) (v V, taken time.Time, ok bo
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	g, found := b.groups[connKey]
-	if !found || g.snapshot == nil {
+	if !found || g.taken.IsZero() {
 		return v, taken, false
 	}
 	v, ok = g.snapshot[key]
