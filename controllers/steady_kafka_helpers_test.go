@@ -166,6 +166,7 @@ func (r *steadyRun) create() {
 		}
 		q := newDLQ(r.ns, fmt.Sprintf("dlq-%03d", i), fmt.Sprintf("steady.dlq.%03d", i))
 		q.Spec.Kafka = conn
+		q.Spec.Topic.Config = map[string]string{"compression.type": "zstd"}
 		policy := "shared"
 		if i%2 == 1 {
 			policy = fmt.Sprintf("own-%03d", i)
