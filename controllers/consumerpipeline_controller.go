@@ -194,6 +194,7 @@ func newPipelineScope(p *v1.ConsumerPipeline, d kafkaspec.Defaults) *pipelineSco
 func (r *ConsumerPipelineReconciler) forget(key types.NamespacedName) {
 	owner := pipelineOwner(key)
 	r.Kafka.Offsets.Forget(owner)
+	r.Kafka.Topics.Forget(owner)
 	r.Kafka.Commits.Forget(owner)
 	r.Kafka.Due.Forget(owner)
 	r.Kafka.Connections.Release(owner)
@@ -224,6 +225,10 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 		}
 		if reterr == nil && result.IsZero() {
 			result.RequeueAfter = resyncWhileStalled(kafkaspec.SecretNames(s.p.Spec.Kafka), r.RefreshInterval)
+		}
+		if reterr != nil {
+			// The retry describes its topics fresh: what it read may be what failed it.
+			r.Kafka.Topics.Unsettle(pipelineOwner(client.ObjectKeyFromObject(s.p)))
 		}
 		// An idle pipeline wakes at its wake time whatever else the reconcile found.
 		if reterr == nil && s.wakeAfter > 0 && (result.RequeueAfter <= 0 || s.wakeAfter < result.RequeueAfter) {

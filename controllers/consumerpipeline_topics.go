@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -179,12 +181,33 @@ func (r *ConsumerPipelineReconciler) describeTopics(ctx context.Context, s *pipe
 			names = append(names, t.Name)
 		}
 	}
-	got, err := s.admin.DescribeTopics(ctx, names...)
+	got, err := r.Kafka.Topics.Describe(ctx, s.admin, s.connKey, pipelineOwner(client.ObjectKeyFromObject(s.p)), names, r.RefreshInterval, pipelineTopicsSettled(s.p))
 	if err != nil {
 		return kafkaProblem(err)
 	}
 	s.described = got
 	return nil
+}
+
+// pipelineTopicsSettled says the pipeline's topics were last found as its spec asks: the spec's
+// generation is the one observed and TopicsReady is True. Then its reconcile reads the connection's
+// snapshot of topic descriptions; otherwise it describes its topics fresh.
+func pipelineTopicsSettled(p *v1.ConsumerPipeline) bool {
+	c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionTopicsReady)
+	return p.Status.ObservedGeneration == p.Generation && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == p.Generation
+}
+
+// noteTopicChange puts what a reconcile changed in Kafka (ApplyPlan's now and err) into the
+// connection's snapshot of topic descriptions, so that the reconciles reading it after see the
+// change rather than set it again. A created topic, or one whose change failed half way, is dropped
+// from the snapshot instead: its next reader describes it alone (the brokers know its ID and
+// replication factor, and what the failure left).
+func (r *topicReconciler) noteTopicChange(connKey, name string, now kafka.TopicInfo, plan kafka.TopicPlan, err error) {
+	if plan.Create || err != nil {
+		r.Kafka.Topics.Drop(connKey, name)
+		return
+	}
+	r.Kafka.Topics.Set(connKey, now)
 }
 
 // recordNewTopics records in the topic ledger the topics the next steps are about to create or
@@ -310,6 +333,7 @@ func (r *ConsumerPipelineReconciler) reconcileSourceTopic(ctx context.Context, s
 		return nil
 	}
 	now, err := kafka.ApplyPlan(ctx, s.admin, want, have, plan)
+	r.noteTopicChange(s.connKey, want.Name, now, plan, err)
 	if err != nil {
 		if errors.Is(err, kafka.ErrTopicExists) {
 			return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("source topic %q appeared while being created", source)}
@@ -352,6 +376,7 @@ func (r *ConsumerPipelineReconciler) reconcileRetryTopics(ctx context.Context, s
 		s.retries[i].Partitions = have.Partitions
 		if !plan.Empty() {
 			now, err := kafka.ApplyPlan(ctx, s.admin, want, have, plan)
+			r.noteTopicChange(s.connKey, want.Name, now, plan, err)
 			if err != nil {
 				if !errors.Is(err, kafka.ErrTopicExists) {
 					errs = append(errs, kafkaProblem(err))

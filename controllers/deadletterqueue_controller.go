@@ -92,6 +92,7 @@ func (r *DeadLetterQueueReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 func (r *DeadLetterQueueReconciler) forget(key types.NamespacedName) {
 	owner := dlqOwner(key)
 	r.Kafka.Offsets.Forget(owner)
+	r.Kafka.Topics.Forget(owner)
 	r.Kafka.Tallies.Forget(owner)
 	r.Kafka.ByPipeline.Forget(owner)
 	r.Kafka.Connections.Release(owner)
@@ -113,6 +114,10 @@ func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, s *dlqS
 		})
 		if reterr == nil && result.IsZero() {
 			result.RequeueAfter = resyncWhileStalled(kafkaspec.SecretNames(s.dlq.Spec.Kafka), s.interval)
+		}
+		if reterr != nil {
+			// The retry describes its topics fresh: what it read may be what failed it.
+			r.Kafka.Topics.Unsettle(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
 		}
 	}()
 	return ctrl.Result{}, runSteps(ctx, s, []step[*dlqScope]{

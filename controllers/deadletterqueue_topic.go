@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -75,7 +77,7 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 	if s.stateWant.Name != "" {
 		names = append(names, s.stateWant.Name)
 	}
-	got, err := s.admin.DescribeTopics(ctx, names...)
+	got, err := r.Kafka.Topics.Describe(ctx, s.admin, s.connKey, dlqOwner(client.ObjectKeyFromObject(s.dlq)), names, s.interval, dlqSettled(s.dlq))
 	if err != nil {
 		return kafkaProblem(err)
 	}
@@ -102,6 +104,7 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 		}
 		now, err := kafka.ApplyPlan(ctx, s.admin, s.want, have, plan)
 		s.topic = &now
+		r.noteTopicChange(s.connKey, s.want.Name, now, plan, err)
 		if err != nil {
 			if errors.Is(err, kafka.ErrTopicExists) {
 				// Created by someone else in between: look again at the next resync.
@@ -122,6 +125,14 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 	s.problems.add(shrinkProblem("topic", s.want, plan,
 		fmt.Sprintf("set spec.topic.partitions to %d to accept them", plan.ShrinkFrom)))
 	return nil
+}
+
+// dlqSettled says the queue's topics were last found as its spec asks: the spec's generation is the
+// one observed and Ready is True. Then its reconcile reads the connection's snapshot of topic
+// descriptions; otherwise it describes its topics fresh.
+func dlqSettled(dlq *v1.DeadLetterQueue) bool {
+	c := meta.FindStatusCondition(dlq.Status.Conditions, v1.ConditionReady)
+	return dlq.Status.ObservedGeneration == dlq.Generation && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == dlq.Generation
 }
 
 // takeTopic makes the queue's topic, not yet in the ledger, the queue's own: refused when it exists
@@ -170,7 +181,9 @@ func (r *DeadLetterQueueReconciler) reconcileStateTopic(ctx context.Context, s *
 	plan := kafka.PlanTopic(want, have)
 	plan.ShrinkFrom = 0
 	if !plan.Empty() {
-		if _, err := kafka.ApplyPlan(ctx, s.admin, want, have, plan); err != nil {
+		now, err := kafka.ApplyPlan(ctx, s.admin, want, have, plan)
+		r.noteTopicChange(s.connKey, want.Name, now, plan, err)
+		if err != nil {
 			if errors.Is(err, kafka.ErrTopicExists) {
 				return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("topic %q appeared while being created", want.Name)}
 			}

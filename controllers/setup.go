@@ -158,7 +158,9 @@ type kafkaAccess struct {
 	// Producer writes the record of decisions' tombstones (the queue reconciler's tidying).
 	Producer kafka.Producer
 	Offsets  *kafkastats.Offsets
-	Commits  *kafkastats.Commits
+	// Topics are the descriptions of the topics, read once per connection per interval.
+	Topics  *kafkastats.Topics
+	Commits *kafkastats.Commits
 	// Due finds where the due records of each retry tier end (status.dueLag).
 	Due     *kafkastats.DueOffsets
 	Tallies *kafkastats.Tallies
@@ -253,6 +255,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 		Scanner:     opts.Kafka,
 		Producer:    opts.Kafka,
 		Offsets:     offsets,
+		Topics:      kafkastats.NewTopics(opts.Clock),
 		Commits:     kafkastats.NewCommits(opts.Clock),
 		Due:         kafkastats.NewDueOffsets(opts.Clock),
 		Tallies:     kafkastats.NewTallies(offsets, opts.Kafka),

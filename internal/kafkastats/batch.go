@@ -37,6 +37,11 @@ type readGroup[V any] struct {
 	snapshot map[string]V        // a key read and not found has the zero value
 	taken    time.Time
 	inflight *readRound
+	// written counts the values written in (Set, a read alone); setAt is when (by that count) each
+	// key was last written. A round that ends keeps what was written since it started: its own
+	// reading of those keys may predate the change that wrote them.
+	written uint64
+	setAt   map[string]uint64
 }
 
 // readRound is a round under way; done is closed when it ends.
@@ -88,6 +93,7 @@ func (b *batchedReads[V]) Get(ctx context.Context, admin kafka.Admin, connKey, m
 		}
 		r := &readRound{done: make(chan struct{})}
 		g.inflight = r
+		startedAt := g.written
 		var all []string
 		for _, ks := range g.keys {
 			all = append(all, ks...)
@@ -102,10 +108,22 @@ func (b *batchedReads[V]) Get(ctx context.Context, admin kafka.Admin, connKey, m
 		r.err = err
 		g.inflight = nil
 		if err == nil {
-			g.snapshot, g.taken = make(map[string]V, len(all)), now
+			snapshot := make(map[string]V, len(all))
 			for _, k := range all {
-				g.snapshot[k] = got[k] // missing: the zero value
+				snapshot[k] = got[k] // missing: the zero value
 			}
+			for k, at := range g.setAt {
+				if at <= startedAt {
+					delete(g.setAt, k)
+					continue
+				}
+				if v, ok := g.snapshot[k]; ok {
+					snapshot[k] = v
+				} else {
+					delete(snapshot, k) // dropped: read alone next time
+				}
+			}
+			g.snapshot, g.taken = snapshot, now
 		}
 		close(r.done)
 		out, _ := g.lookup(keys)
@@ -143,19 +161,60 @@ func (b *batchedReads[V]) readAlone(ctx context.Context, admin kafka.Admin, conn
 	g := b.groups[connKey]
 	for _, k := range keys {
 		out[k] = got[k]
-		if g != nil && g.snapshot != nil {
-			g.snapshot[k] = got[k]
+		if g != nil {
+			g.put(k, got[k])
 		}
 	}
 	return out, now, nil
+}
+
+// ReadFresh reads keys for member now, whatever the snapshot holds, makes them the member's keys
+// (the next round reads them) and merges what it read into the snapshot, so that the readers after
+// it see it.
+func (b *batchedReads[V]) ReadFresh(ctx context.Context, admin kafka.Admin, connKey, member string, keys []string) (map[string]V, error) {
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	b.mu.Lock()
+	b.join(connKey, member, keys)
+	b.mu.Unlock()
+	out, _, err := b.readAlone(ctx, admin, connKey, keys)
+	return out, err
+}
+
+// put writes v as the value of key. The caller holds the lock. Before the first round the values
+// wait in a snapshot not taken yet (taken zero), which the round keeps.
+func (g *readGroup[V]) put(key string, v V) {
+	if g.snapshot == nil {
+		g.snapshot = map[string]V{}
+	}
+	g.snapshot[key] = v
+	g.touch(key)
+}
+
+// touch records that key was written now. The caller holds the lock.
+func (g *readGroup[V]) touch(key string) {
+	g.written++
+	if g.setAt == nil {
+		g.setAt = map[string]uint64{}
+	}
+	g.setAt[key] = g.written
 }
 
 // Set replaces the value of key in the snapshot of connKey, if there is one.
 func (b *batchedReads[V]) Set(connKey, key string, v V) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if g, ok := b.groups[connKey]; ok && g.snapshot != nil {
-		g.snapshot[key] = v
+	if g, ok := b.groups[connKey]; ok {
+		g.put(key, v)
+	}
+}
+
+// Drop removes key from the snapshot of connKey, so that its next reader reads it alone.
+func (b *batchedReads[V]) Drop(connKey, key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if g, ok := b.groups[connKey]; ok {
+		delete(g.snapshot, key)
+		g.touch(key)
 	}
 }
 
@@ -165,7 +224,7 @@ func (b *batchedReads[V]) Peek(connKey, key string) (v V, taken time.Time, ok bo
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	g, found := b.groups[connKey]
-	if !found || g.snapshot == nil {
+	if !found || g.taken.IsZero() {
 		return v, taken, false
 	}
 	v, ok = g.snapshot[key]
