@@ -211,7 +211,7 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 		result, reterr = finishReconcile(reterr, s.allProblems(), func() error { return r.writeStatus(ctx, s) }, func() time.Duration {
 			// In phase with the connection's offsets rounds, so that the figures are at most one
 			// interval old; sooner when a circuit report goes stale before.
-			after := r.Kafka.Offsets.UntilNextRound(s.connKey, r.RefreshInterval)
+			after := r.Kafka.Offsets.UntilNextRound(s.connKey, pipelineOwner(client.ObjectKeyFromObject(s.p)), r.RefreshInterval)
 			if c := r.circuitRequeue(s); c > 0 && c < after {
 				after = c
 			}
@@ -221,7 +221,7 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 		// at again even when nothing else would requeue it, so that a drained tier goes without any
 		// other event.
 		if reterr == nil && result.IsZero() && (len(s.draining) > 0 || s.awaitingRollout) {
-			result.RequeueAfter = r.Kafka.Offsets.UntilNextRound(s.connKey, r.RefreshInterval)
+			result.RequeueAfter = r.Kafka.Offsets.UntilNextRound(s.connKey, pipelineOwner(client.ObjectKeyFromObject(s.p)), r.RefreshInterval)
 		}
 		if reterr == nil && result.IsZero() {
 			result.RequeueAfter = resyncWhileStalled(kafkaspec.SecretNames(s.p.Spec.Kafka), r.RefreshInterval)

@@ -110,7 +110,7 @@ func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, s *dlqS
 		result, reterr = finishReconcile(reterr, s.problems, func() error { return r.writeStatus(ctx, s) }, func() time.Duration {
 			// In phase with the connection's offsets rounds, so that the figures are at most one
 			// interval old.
-			return r.Kafka.Offsets.UntilNextRound(s.connKey, s.interval)
+			return r.Kafka.Offsets.UntilNextRound(s.connKey, dlqOwner(client.ObjectKeyFromObject(s.dlq)), s.interval)
 		})
 		if reterr == nil && result.IsZero() {
 			result.RequeueAfter = resyncWhileStalled(kafkaspec.SecretNames(s.dlq.Spec.Kafka), s.interval)

@@ -2,6 +2,7 @@ package kafkastats
 
 import (
 	"context"
+	"hash/fnv"
 	"slices"
 	"time"
 
@@ -53,14 +54,32 @@ func (o *Offsets) Peek(connKey, topic string) (po []kafka.PartitionOffsets, take
 	return o.reads.Peek(connKey, topic)
 }
 
-// UntilNextRound is when a resource of connection connKey, refreshed every interval, should resync
-// next: just after the connection's snapshot goes stale. Resources that resync out of phase with the
-// rounds read a snapshot up to an interval old, so a change could take two intervals to show; aligned,
-// the first of them starts the round and the others read it fresh, so every figure shows within one
-// interval, and there is still one round per interval. Without a snapshot it is interval.
-func (o *Offsets) UntilNextRound(connKey string, interval time.Duration) time.Duration {
+// UntilNextRound is when member, a resource of connection connKey refreshed every interval, should
+// resync next: just after the connection's snapshot goes stale, plus its own share of the spread
+// (Spread), never later than one interval from now. Resources that resync out of phase with the
+// rounds read a snapshot up to an interval old, so a change could take two intervals to show;
+// aligned, the first of them starts the round and the others read it fresh, so every figure shows
+// within one interval, and there is still one round per interval. Without a snapshot it is interval.
+func (o *Offsets) UntilNextRound(connKey, member string, interval time.Duration) time.Duration {
 	_, taken, _ := o.reads.Peek(connKey, "")
-	return untilNextRound(o.reads.clock.Now(), taken, interval)
+	return min(untilNextRound(o.reads.clock.Now(), taken, interval)+Spread(member, interval), interval)
+}
+
+// Spread is how long after a round member resyncs: a share of the first tenth of the interval,
+// fixed per member (a hash of its name). Aligned on the round alone, every resource of a
+// connection would resync at the same instant, 10,000 of them flooding the manager's work queue and
+// the API server at once; spread, they still read the round's snapshot (taken by the first of
+// them, fresh for a whole interval). Capped at one interval from the reconcile (UntilNextRound), a
+// resource reconciled just after a round comes back one interval later, which spreads those by
+// the time they were reconciled.
+func Spread(member string, interval time.Duration) time.Duration {
+	window := interval / 10
+	if window <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(member))
+	return time.Duration(h.Sum64() % uint64(window))
 }
 
 // roundSlack is how long after a snapshot goes stale the aligned resyncs come, so that the first of

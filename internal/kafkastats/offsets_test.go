@@ -3,6 +3,7 @@ package kafkastats
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -143,5 +144,42 @@ func TestUntilNextRound(t *testing.T) {
 			g.Expect(got).To(Equal(min(tc.want, interval)))
 			g.Expect(got).To(BeNumerically(">=", interval/10))
 		})
+	}
+}
+
+func TestSpreadIsFixedPerMemberWithinATenthAndNeverPastTheInterval(t *testing.T) {
+	g := NewWithT(t)
+	const interval = 30 * time.Second
+	seen := map[time.Duration]bool{}
+	for i := range 1000 {
+		member := fmt.Sprintf("DeadLetterQueue/team-%d/orders", i)
+		d := Spread(member, interval)
+		g.Expect(d).To(BeNumerically(">=", 0))
+		g.Expect(d).To(BeNumerically("<", interval/10))
+		g.Expect(Spread(member, interval)).To(Equal(d), "the same member, the same share")
+		seen[d.Truncate(100*time.Millisecond)] = true
+	}
+	// 1,000 members over 30 slots of 100ms: all but a few slots taken, not one instant.
+	g.Expect(len(seen)).To(BeNumerically(">=", 25))
+	g.Expect(Spread("x", 0)).To(BeZero())
+
+	// After a round: each member comes back after the round goes stale, spread, and never more
+	// than one interval after its reconcile, whenever in the interval that was.
+	clk := clocktesting.NewFakeClock(liveNow)
+	o := NewOffsets(clk)
+	_, _, err := o.Get(context.Background(), kafkafake.New(), "conn", "m", []string{"t"}, interval)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, since := range []time.Duration{0, time.Second, 10 * time.Second, 29 * time.Second} {
+		clk.SetTime(liveNow.Add(since))
+		at := map[time.Duration]bool{}
+		for i := range 200 {
+			d := o.UntilNextRound("conn", fmt.Sprintf("ConsumerPipeline/ns/p%d", i), interval)
+			g.Expect(d).To(BeNumerically("<=", interval), "looked at again within one interval")
+			g.Expect(d).To(BeNumerically(">=", interval/10))
+			at[(since + d).Truncate(time.Second)] = true
+		}
+		if since == 10*time.Second {
+			g.Expect(len(at)).To(BeNumerically(">=", 3), "spread over the first tenth after the round, not one instant")
+		}
 	}
 }
