@@ -52,13 +52,16 @@ func Cached(ctx context.Context, c client.Reader, key client.ObjectKey, obj clie
 // already holds every field desired sets, with the same values, nothing is sent, so a resync writes
 // nothing. Otherwise the apply reverts out-of-band changes to the fields the operator owns; fields it
 // does not set (defaults, other managers' additions) are left alone. A list to which another
-// manager added items never compares equal: it is applied again at each reconcile, which the API
-// server answers without a change.
+// manager added items never compares equal: it is applied again whenever the object or the
+// desired one changed, which the API server answers without a change.
 //
 // An object the cache does not show is first read from the API server when c is an UncachedReader,
 // and then treated like a cached one: applied only if owner controls it and it lacks a field.
 // Without an UncachedReader a dry-run create checks the name is free (one that is not is a
 // *ConflictError).
+//
+// The same object is not applied twice over the same version of the child (appliedOver): a
+// reconcile that comes before the cache has seen the last apply writes nothing.
 //
 // It returns the object as the API server has it after the apply (or as cached), and whether it
 // applied. An object of that name controlled by another owner is a *ConflictError and is left
@@ -104,11 +107,21 @@ func Owned(ctx context.Context, c client.Client, owner client.Object, desired ru
 		delete(want, "apiVersion")
 		delete(want, "kind")
 		if contains(have, want) {
+			appliedOver.forget(keyOf(owner, u))
+			return &unstructured.Unstructured{Object: have}, false, nil
+		}
+		if appliedOver.appliedAlready(keyOf(owner, u), live, u) {
 			return &unstructured.Unstructured{Object: have}, false, nil
 		}
 	}
+	// Before the apply, which fills u with the API server's answer.
+	key := keyOf(owner, u)
+	sum, summed := sumOf(u)
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return nil, false, err
+	}
+	if live != nil && summed {
+		appliedOver.remember(key, live, sum)
 	}
 	return u, true, nil
 }

@@ -126,3 +126,51 @@ func TestOwnedWithoutAnUncachedReaderChecksWithADryRun(t *testing.T) {
 	g.Expect(applied).To(BeTrue())
 	g.Expect(sent).To(Equal([]string{"create (dry run)", "apply"}))
 }
+
+// TestOwnedDoesNotApplyTheSameObjectTwiceOverOneVersion: a reconcile that comes before the cache has
+// seen the last apply (it shows the version applied over) sends nothing; once the cache shows
+// another version, that one is compared: as applied, nothing; changed by someone, applied again.
+func TestOwnedDoesNotApplyTheSameObjectTwiceOverOneVersion(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "owner", UID: "memo-owner"}}
+	child := func(v string) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "memo-child"}, Data: map[string]string{"k": v}}
+		g.Expect(controllerutil.SetControllerReference(owner, cm, clientgoscheme.Scheme)).To(Succeed())
+		return cm
+	}
+	api := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(child("1")).Build()
+	var sent []string
+	c := uncached{writes: writes{Client: api, sent: &sent}, api: api}
+	read := func() *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{}
+		g.Expect(api.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "memo-child"}, cm)).To(Succeed())
+		return cm
+	}
+	stale := read()
+
+	_, applied, err := Owned(ctx, c, owner, child("2"), stale.DeepCopy())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(applied).To(BeTrue())
+	_, applied, err = Owned(ctx, c, owner, child("2"), stale.DeepCopy())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(applied).To(BeFalse(), "the cache has not seen the apply yet")
+	_, applied, err = Owned(ctx, c, owner, child("3"), stale.DeepCopy())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(applied).To(BeTrue(), "another object is applied")
+	g.Expect(sent).To(Equal([]string{"apply", "apply"}))
+
+	sent = nil
+	_, applied, err = Owned(ctx, c, owner, child("3"), read())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(applied).To(BeFalse(), "caught up, as applied")
+	drifted := read()
+	drifted.Data["k"] = "someone's"
+	g.Expect(api.Update(ctx, drifted)).To(Succeed())
+	_, applied, err = Owned(ctx, c, owner, child("3"), read())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(applied).To(BeTrue(), "a change by someone else is reverted")
+	g.Expect(read().Data).To(HaveKeyWithValue("k", "3"))
+	g.Expect(sent).To(Equal([]string{"apply"}))
+}
