@@ -6,8 +6,8 @@ package controllers
 // GETs: Secrets (never listed or watched, see cache.go), the stored spec.template of a pipeline, the
 // ConfigMaps read uncached (topic ledgers) and an object of a child's name the cache does not show
 // (apply.Owned: a child of the operator's whose label was removed, or someone else's object). Writes are server-side applies and merge patches
-// (patch; create for an object that does not exist yet and for the dry-run create of a child the
-// cache has not shown), never updates; configmaps delete is for the alert ConfigMap replaced by a
+// (patch; create for an object that does not exist yet, which an apply that makes one needs too),
+// never updates; configmaps delete is for the alert ConfigMap replaced by a
 // PrometheusRule once that kind is served, serviceaccounts delete for the consumers' access objects
 // of a pipeline that no longer needs them. The CRDs are watched, by metadata, to notice the
 // PrometheusRule CRD coming and going. Owner references with blockOwnerDeletion need update on the

@@ -52,11 +52,16 @@ func Cached(ctx context.Context, c client.Reader, key client.ObjectKey, obj clie
 // already holds every field desired sets, with the same values, nothing is sent, so a resync writes
 // nothing. Otherwise the apply reverts out-of-band changes to the fields the operator owns; fields it
 // does not set (defaults, other managers' additions) are left alone. A list to which another
-// manager added items never compares equal: it is applied again at each reconcile, which the API
-// server answers without a change.
+// manager added items never compares equal: it is applied again whenever the object or the
+// desired one changed, which the API server answers without a change.
 //
-// An object the cache does not show is first checked with a dry-run create: when it exists, c (if
-// an UncachedReader) reads it from the API server, and it is applied only if owner controls it.
+// An object the cache does not show is first read from the API server when c is an UncachedReader,
+// and then treated like a cached one: applied only if owner controls it and it lacks a field.
+// Without an UncachedReader a dry-run create checks the name is free (one that is not is a
+// *ConflictError).
+//
+// The same object is not applied twice over the same version of the child (appliedOver): a
+// reconcile that comes before the cache has seen the last apply writes nothing.
 //
 // It returns the object as the API server has it after the apply (or as cached), and whether it
 // applied. An object of that name controlled by another owner is a *ConflictError and is left
@@ -73,34 +78,26 @@ func Owned(ctx context.Context, c client.Client, owner client.Object, desired ru
 	}
 	if live == nil {
 		// Not seen: never applied over an object the cache has not shown yet (an apply would adopt
-		// it). A dry-run create asks the API server, writing nothing; one that exists after all is
-		// a conflict, unless an uncached read finds it is ours (the cache holds only objects with the
-		// operator's label, which someone may have removed): then it is applied again, label and all.
-		if err := c.Create(ctx, u.DeepCopy(), client.DryRunAll, client.FieldOwner(FieldOwner)); err != nil {
-			if !apierrors.IsAlreadyExists(err) {
-				return nil, false, err
-			}
+		// it). The cache holds only objects with the operator's label, so one of the name may exist
+		// all the same: someone else's (a conflict), ours whose label someone removed (applied
+		// again, label and all), or ours just applied and not in the cache yet (compared, so that
+		// the reconcile right after an apply does not apply it again).
+		existing, err := checkUncached(ctx, c, u)
+		if err != nil {
+			return nil, false, err
+		}
+		live = existing
+	}
+	if live != nil {
+		if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != owner.GetUID() {
+			// Another owner's, or nobody's (made by hand, by a tenant who predicted the name, by
+			// GitOps): never adopted or overwritten.
 			ce := &ConflictError{Kind: u.GetKind(), Name: u.GetName()}
-			existing, err := readUncached(ctx, c, u)
-			if err != nil || existing == nil {
-				return nil, false, ce
+			if ref != nil {
+				ce.OwnerKind, ce.OwnerName = ref.Kind, ref.Name
 			}
-			if ref := metav1.GetControllerOf(existing); ref == nil || ref.UID != owner.GetUID() {
-				if ref != nil {
-					ce.OwnerKind, ce.OwnerName = ref.Kind, ref.Name
-				}
-				return nil, false, ce
-			}
+			return nil, false, ce
 		}
-	} else if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != owner.GetUID() {
-		// Another owner's, or nobody's (made by hand, by a tenant who predicted the name, by
-		// GitOps): never adopted or overwritten.
-		ce := &ConflictError{Kind: u.GetKind(), Name: u.GetName()}
-		if ref != nil {
-			ce.OwnerKind, ce.OwnerName = ref.Kind, ref.Name
-		}
-		return nil, false, ce
-	} else {
 		have, err := toUnstructuredMap(live)
 		if err != nil {
 			return nil, false, err
@@ -110,11 +107,21 @@ func Owned(ctx context.Context, c client.Client, owner client.Object, desired ru
 		delete(want, "apiVersion")
 		delete(want, "kind")
 		if contains(have, want) {
+			appliedOver.forget(keyOf(owner, u))
+			return &unstructured.Unstructured{Object: have}, false, nil
+		}
+		if appliedOver.appliedAlready(keyOf(owner, u), live, u) {
 			return &unstructured.Unstructured{Object: have}, false, nil
 		}
 	}
+	// Before the apply, which fills u with the API server's answer.
+	key := keyOf(owner, u)
+	sum, summed := sumOf(u)
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return nil, false, err
+	}
+	if live != nil && summed {
+		appliedOver.remember(key, live, sum)
 	}
 	return u, true, nil
 }
@@ -126,12 +133,18 @@ type UncachedReader interface {
 	UncachedReader() client.Reader
 }
 
-// readUncached reads the object named like u from the API server when c can (an UncachedReader),
-// and returns nil when it cannot or the object does not exist.
-func readUncached(ctx context.Context, c client.Client, u *unstructured.Unstructured) (client.Object, error) {
+// checkUncached tells whether an object of u's name, which the cache does not show, exists: read
+// from the API server when c can (an UncachedReader; a read, where a dry-run create would be a
+// write), else with a dry-run create, which cannot tell whose an existing object is (a
+// *ConflictError). It returns nil when there is none.
+func checkUncached(ctx context.Context, c client.Client, u *unstructured.Unstructured) (client.Object, error) {
 	ur, ok := c.(UncachedReader)
 	if !ok {
-		return nil, nil
+		err := c.Create(ctx, u.DeepCopy(), client.DryRunAll, client.FieldOwner(FieldOwner))
+		if apierrors.IsAlreadyExists(err) {
+			return nil, &ConflictError{Kind: u.GetKind(), Name: u.GetName()}
+		}
+		return nil, err
 	}
 	got := &unstructured.Unstructured{}
 	got.SetGroupVersionKind(u.GroupVersionKind())

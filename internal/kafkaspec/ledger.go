@@ -57,6 +57,9 @@ type Ledger struct {
 
 	mu     sync.Mutex
 	topics map[types.UID][]string
+	// stored are the resources whose record exists, as read or written: a change to it is a patch,
+	// without a create refused first.
+	stored map[types.UID]bool
 	epoch  time.Time
 }
 
@@ -87,6 +90,7 @@ func (l *Ledger) load(ctx context.Context, o client.Object) ([]string, error) {
 	switch {
 	case err == nil:
 		names = parseLedger(cm.Data[ledgerTopicsKey])
+		l.markStored(o.GetUID())
 	case apierrors.IsNotFound(err):
 		legacy, err := l.legacyTopics(ctx, o)
 		if err != nil {
@@ -203,6 +207,7 @@ func (l *Ledger) Drop(ctx context.Context, uid types.UID) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.topics, uid)
+	delete(l.stored, uid)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: ledgerName(uid)}}
 	if err := l.Writer.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the topic ledger's record: %w", err)
@@ -223,15 +228,31 @@ func (l *Ledger) write(ctx context.Context, o client.Object, names []string) err
 		},
 		Data: map[string]string{ledgerTopicsKey: strings.Join(names, "\n")},
 	}
-	err := l.Writer.Create(ctx, cm)
-	if apierrors.IsAlreadyExists(err) {
-		patch := client.MergeFrom(&corev1.ConfigMap{})
-		err = l.Writer.Patch(ctx, &corev1.ConfigMap{ObjectMeta: cm.ObjectMeta, Data: cm.Data}, patch)
+	patch := func() error {
+		return l.Writer.Patch(ctx, &corev1.ConfigMap{ObjectMeta: cm.ObjectMeta, Data: cm.Data}, client.MergeFrom(&corev1.ConfigMap{}))
+	}
+	var err error
+	if l.stored[o.GetUID()] {
+		// Deleted meanwhile (by hand): made again.
+		if err = patch(); apierrors.IsNotFound(err) {
+			err = l.Writer.Create(ctx, cm)
+		}
+	} else if err = l.Writer.Create(ctx, cm); apierrors.IsAlreadyExists(err) {
+		err = patch()
 	}
 	if err != nil {
 		return fmt.Errorf("writing the topic ledger: %w", err)
 	}
+	l.markStored(o.GetUID())
 	return nil
+}
+
+// markStored records that uid's record exists; l.mu is held.
+func (l *Ledger) markStored(uid types.UID) {
+	if l.stored == nil {
+		l.stored = map[types.UID]bool{}
+	}
+	l.stored[uid] = true
 }
 
 // parseLedger splits a ledger value (one name per line) into sorted, distinct names.

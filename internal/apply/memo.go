@@ -1,0 +1,80 @@
+package apply
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// appliedOver remembers, per child, what was last applied over which version of it: while the cache
+// still shows that version it has not seen the apply yet, and applying the same object again (a
+// reconcile that comes before the child's watch event) would be a write that changes nothing. An
+// entry lives until the child's next reconcile sees another version.
+var appliedOver = &memo{m: map[memoKey]memoEntry{}}
+
+type memo struct {
+	mu sync.Mutex
+	m  map[memoKey]memoEntry
+}
+
+type memoKey struct {
+	owner     types.UID
+	gvk       schema.GroupVersionKind
+	namespace string
+	name      string
+}
+
+type memoEntry struct {
+	uid             types.UID
+	resourceVersion string
+	sum             [sha256.Size]byte
+}
+
+func keyOf(owner client.Object, u *unstructured.Unstructured) memoKey {
+	return memoKey{owner: owner.GetUID(), gvk: u.GroupVersionKind(), namespace: u.GetNamespace(), name: u.GetName()}
+}
+
+// sumOf is a digest of what is applied (encoding/json sorts map keys).
+func sumOf(u *unstructured.Unstructured) ([sha256.Size]byte, bool) {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return [sha256.Size]byte{}, false
+	}
+	return sha256.Sum256(b), true
+}
+
+// appliedAlready reports whether u was applied over live as the cache shows it now; an entry for
+// another version is dropped.
+func (m *memo) appliedAlready(k memoKey, live client.Object, u *unstructured.Unstructured) bool {
+	m.mu.Lock()
+	e, ok := m.m[k]
+	if ok && (e.uid != live.GetUID() || e.resourceVersion != live.GetResourceVersion()) {
+		delete(m.m, k)
+		ok = false
+	}
+	m.mu.Unlock()
+	if !ok {
+		return false
+	}
+	sum, ok := sumOf(u)
+	return ok && sum == e.sum
+}
+
+// forget drops k's entry: the cache shows the child as wanted.
+func (m *memo) forget(k memoKey) {
+	m.mu.Lock()
+	delete(m.m, k)
+	m.mu.Unlock()
+}
+
+// remember records that an object of digest sum was applied over live.
+func (m *memo) remember(k memoKey, live client.Object, sum [sha256.Size]byte) {
+	m.mu.Lock()
+	m.m[k] = memoEntry{uid: live.GetUID(), resourceVersion: live.GetResourceVersion(), sum: sum}
+	m.mu.Unlock()
+}
