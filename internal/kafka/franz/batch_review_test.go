@@ -3,9 +3,14 @@ package franz
 import (
 	"context"
 	"errors"
+	"maps"
+	"net"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -121,4 +126,101 @@ func TestReviewARefusedTopicFailsOnlyItsCaller(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReviewAWholeRequestFailureIsClassifiedAsAlone: when the request itself fails (no answer within
+// the request timeout, the broker gone, SASL credentials refused), both callers of each batched
+// method get the error the unbatched method gives, classified the same (IsUnreachable, IsAuthError,
+// the code), each under its own topic. Each call has a client of its own: kgo fails the other
+// requests of a connection it drops for a timeout with a different error.
+func TestReviewAWholeRequestFailureIsClassifiedAsAlone(t *testing.T) {
+	const timeout = time.Second
+	cases := map[string]func(t *testing.T) func() kafka.Admin{
+		"no answer": func(t *testing.T) func() kafka.Admin {
+			addr := blackHole(t)
+			conn := kafka.Connection{BootstrapServers: []string{addr}, ClientID: "test"}
+			return func() kafka.Admin { a, _ := newAdmin(t, conn, WithRequestTimeout(timeout)); return a }
+		},
+		"broker gone": func(t *testing.T) func() kafka.Admin {
+			c := newCluster(t)
+			conn := plainConn(c)
+			c.Close()
+			return func() kafka.Admin { a, _ := newAdmin(t, conn, WithRequestTimeout(timeout)); return a }
+		},
+		"SASL refused": func(t *testing.T) func() kafka.Admin {
+			c := newCluster(t, kfake.EnableSASL(), kfake.Superuser(kafka.MechanismScramSHA512, "admin", "admin-secret"), seedTopics(1, "topic-a", "topic-b"))
+			conn := kafka.Connection{BootstrapServers: c.ListenAddrs(), SASL: &kafka.SASLConfig{
+				Mechanism: kafka.MechanismScramSHA512, Username: "admin", Password: "wrong-secret", AllowPlaintext: true,
+			}}
+			return func() kafka.Admin { a, _ := newAdmin(t, conn, WithRequestTimeout(timeout)); return a }
+		},
+	}
+	for name, setup := range cases {
+		t.Run(name, func(t *testing.T) {
+			newA := setup(t)
+			ctx := ctxT(t)
+			ops := slices.Sorted(maps.Keys(reviewOps))
+			batchers := make([]*kafka.Batching, len(ops))
+			alones := make([]kafka.Admin, len(ops))
+			for i := range ops {
+				batchers[i] = kafka.NewBatching(newA().(kafka.BatchAdmin), kafka.BatchOptions{MaxCalls: 2, Clock: newFakeClock()})
+				alones[i] = newA()
+			}
+			topics := []string{"topic-a", "topic-b"}
+			batched := make([][2]error, len(ops))
+			alone := make([]error, len(ops))
+			concurrently(3*len(ops), func(i int) {
+				o := reviewOps[ops[i/3]]
+				switch i % 3 {
+				case 0, 1:
+					_, batched[i/3][i%3] = o.call(ctx, batchers[i/3], topics[i%3])
+				case 2:
+					_, alone[i/3] = o.call(ctx, alones[i/3], topics[0])
+				}
+			})
+			for i, o := range ops {
+				if alone[i] == nil {
+					t.Fatalf("%s alone: no error", o)
+				}
+				t.Logf("%s alone: %v (%s, %q)", o, alone[i], kafka.KindOf(alone[i]), kafka.CodeOf(alone[i]))
+				for j, own := range topics {
+					sameClass(t, o+" of "+own, batched[i][j], alone[i])
+					if err := batched[i][j]; err != nil && (!strings.Contains(err.Error(), own) || strings.Contains(err.Error(), topics[1-j])) {
+						t.Errorf("%s of %s: %v, want it under its own topic only", o, own, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// blackHole is the address of a listener that accepts connections and never answers.
+func blackHole(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
 }
