@@ -51,8 +51,12 @@ func TestReviewACallerWhoGaveUpKeepsItsConfigs(t *testing.T) {
 	h.AddTopic("altered", 1, 1, nil)
 	b := kafka.NewBatching(h, kafka.BatchOptions{MaxCalls: 1, Clock: newClock()})
 	for _, call := range []func(context.Context, map[string]string) error{
-		func(ctx context.Context, set map[string]string) error { return b.AlterTopicConfigs(ctx, "altered", set) },
-		func(ctx context.Context, set map[string]string) error { return b.CreateTopic(ctx, "created", 1, 1, set) },
+		func(ctx context.Context, set map[string]string) error {
+			return b.AlterTopicConfigs(ctx, "altered", set)
+		},
+		func(ctx context.Context, set map[string]string) error {
+			return b.CreateTopic(ctx, "created", 1, 1, set)
+		},
 	} {
 		ctx, cancel := context.WithCancel(context.Background())
 		set := map[string]string{"retention.ms": "1000"}
@@ -225,5 +229,7 @@ func TestReviewForgettingAConnectionAnswersEveryCaller(t *testing.T) {
 // heldFactory hands out the held admin for every connection.
 type heldFactory struct{ *held }
 
-func (h heldFactory) Admin(context.Context, kafka.Connection) (kafka.Admin, error) { return h.held, nil }
-func (h heldFactory) Forget(string) bool                                          { return true }
+func (h heldFactory) Admin(context.Context, kafka.Connection) (kafka.Admin, error) {
+	return h.held, nil
+}
+func (h heldFactory) Forget(string) bool { return true }
