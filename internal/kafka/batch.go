@@ -236,7 +236,8 @@ func (b *Batching) sendCreate(batch []*pending[createReq]) {
 
 // CreateTopic implements Admin.
 func (b *Batching) CreateTopic(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string) error {
-	return b.create.do(ctx, fmt.Sprintf("create topic %q", name), createReq{TopicCreate{Name: name, Partitions: partitions, ReplicationFactor: rf, Configs: configs}})
+	// The request may outlive a caller who gives up and reuses its map: it sends a copy.
+	return b.create.do(ctx, fmt.Sprintf("create topic %q", name), createReq{TopicCreate{Name: name, Partitions: partitions, ReplicationFactor: rf, Configs: maps.Clone(configs)}})
 }
 
 func (b *Batching) sendAlter(batch []*pending[alterReq]) {
@@ -256,7 +257,7 @@ func (b *Batching) AlterTopicConfigs(ctx context.Context, name string, set map[s
 		// Nothing to send; the inner Admin still checks the name.
 		return b.admin().AlterTopicConfigs(ctx, name, set)
 	}
-	return b.alter.do(ctx, fmt.Sprintf("alter configs of topic %q", name), alterReq{name: name, set: set})
+	return b.alter.do(ctx, fmt.Sprintf("alter configs of topic %q", name), alterReq{name: name, set: maps.Clone(set)})
 }
 
 func (b *Batching) sendGrow(batch []*pending[growReq]) {

@@ -131,27 +131,43 @@ func (a *kadmAdmin) DescribeTopicsEach(ctx context.Context, names []string, conf
 		if len(existing) == 0 {
 			return errs, vals, nil
 		}
-		rcs, err := a.adm.DescribeTopicConfigs(ctx, existing...)
+		// Not kadm's DescribeTopicConfigs: it fails the whole answer on one topic's authorization
+		// error, which would fail every batch-mate of a topic its tenant may not read configs of.
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		for _, n := range existing {
+			rr := kmsg.NewDescribeConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, n
+			req.Resources = append(req.Resources, rr)
+		}
+		cresp, err := req.RequestWith(ctx, a.cl)
 		if err != nil {
 			return nil, nil, err
 		}
-		for _, rc := range rcs {
-			r, ok := vals[rc.Name]
+		for _, rc := range cresp.Resources {
+			r, ok := vals[rc.ResourceName]
 			if !ok || !r.Info.Exists {
 				continue
 			}
-			if rc.Err != nil {
-				if errors.Is(rc.Err, kerr.UnknownTopicOrPartition) {
+			if err := kerr.ErrorForCode(rc.ErrorCode); err != nil {
+				if errors.Is(err, kerr.UnknownTopicOrPartition) {
 					// Deleted between the two requests.
-					vals[rc.Name] = kafka.TopicResult{Info: kafka.TopicInfo{Name: rc.Name}}
+					vals[rc.ResourceName] = kafka.TopicResult{Info: kafka.TopicInfo{Name: rc.ResourceName}}
 					continue
 				}
-				errs[rc.Name] = fmt.Errorf("describe configs of topic %q: %w", rc.Name, brokerErr(rc.Err, rc.ErrMessage))
+				msg := ""
+				if rc.ErrorMessage != nil {
+					msg = *rc.ErrorMessage
+				}
+				errs[rc.ResourceName] = fmt.Errorf("describe configs of topic %q: %w", rc.ResourceName, brokerErr(err, msg))
 				continue
 			}
 			for _, cfg := range rc.Configs {
 				if cfg.Source == kmsg.ConfigSourceDynamicTopicConfig {
-					r.Info.Configs[cfg.Key] = cfg.MaybeValue()
+					v := ""
+					if cfg.Value != nil {
+						v = *cfg.Value
+					}
+					r.Info.Configs[cfg.Name] = v
 				}
 			}
 		}
