@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -121,11 +122,27 @@ func (q *queue[T]) fire() {
 	}
 }
 
+// sendSafely sends batch, turning a panic into an error for each caller: the send runs on a
+// goroutine of the batcher's, where a panic would crash the manager (controller-runtime recovers
+// only the reconciler's) and leave every caller waiting; unbatched, the caller's reconcile would
+// have recovered it.
+func (q *queue[T]) sendSafely(batch []*pending[T]) {
+	defer func() {
+		if r := recover(); r != nil {
+			err := NewError("batched request", KindOther, fmt.Errorf("panic: %v", r), "")
+			for _, p := range batch {
+				p.err = err
+			}
+		}
+	}()
+	q.send(batch)
+}
+
 // run sends batch, then whatever gathered meanwhile, until the queue is empty or another send has
 // it.
 func (q *queue[T]) run(batch []*pending[T]) {
 	for len(batch) > 0 {
-		q.send(batch)
+		q.sendSafely(batch)
 		for _, p := range batch {
 			close(p.done)
 		}
