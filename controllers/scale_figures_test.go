@@ -137,7 +137,7 @@ func cmpOr(a, b error) error {
 // GOMEMLIMIT must leave room for.
 type memorySampler struct {
 	heapInuse, heapAlloc, heapLive, rss uint64
-	baseInuse, baseLive, baseRSS       uint64
+	baseInuse, baseLive, baseRSS        uint64
 }
 
 // startMemory collects garbage, takes the base figures and resets the process's peak resident
