@@ -7,7 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/applyconfigurations/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,7 +27,7 @@ func TestTheManagersCacheHoldsNoManagedFieldsNorLastApplied(t *testing.T) {
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "cache-strip-"}}
 	g.Expect(env.Client.Create(ctx, ns)).To(Succeed())
-	cm := v1.ConfigMap("child", ns.Name).
+	cm := corev1ac.ConfigMap("child", ns.Name).
 		WithLabels(map[string]string{render.LabelManagedBy: render.LabelManagedByValue}).
 		WithAnnotations(map[string]string{corev1.LastAppliedConfigAnnotation: `{"data":{"k":"v"}}`, "kept": "yes"}).
 		WithData(map[string]string{"k": "v"})
