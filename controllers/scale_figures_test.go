@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +36,13 @@ type scaleSpec struct {
 	sharedPolicies int
 	// readyOnly ends the run once every resource is Ready, without the steady-state resync.
 	readyOnly bool
+	// isolated runs on an API server of its own and a kfake in a child process (hack/kafka), so
+	// that the suite manager caches none of the run's children and the process's heap holds no
+	// topic: its memory figures are the run's manager's (see memorySampler).
+	isolated bool
+	// onExisting creates every object before the manager starts (an operator installed or upgraded
+	// onto a cluster holding them): Ready is counted from the manager's start.
+	onExisting bool
 }
 
 func (s scaleSpec) policyOf(i int) string {
@@ -60,29 +68,31 @@ func createScaleObjects(ctx context.Context, tb testing.TB, api client.Client, n
 		p.Spec.Source.Create = &v1.TopicCreation{Partitions: 3}
 		return p
 	}
-	var objs []client.Object
+	// Made as they are sent: at 10,000 the objects themselves would be tens of MB of the heap measured.
+	var objs []func() client.Object
+	add := func(f func() client.Object) { objs = append(objs, f) }
 	if spec.sharedPolicies == 0 {
-		objs = append(objs, policy("policy"))
+		add(func() client.Object { return policy("policy") })
 		for i := range spec.dlqs {
-			objs = append(objs, queue(i))
+			add(func() client.Object { return queue(i) })
 		}
 		for i := range spec.pipelines {
-			objs = append(objs, pipeline(i))
+			add(func() client.Object { return pipeline(i) })
 		}
 	} else {
 		for i := range max(spec.dlqs, spec.pipelines) {
 			if i < spec.pipelines {
-				objs = append(objs, pipeline(i))
+				add(func() client.Object { return pipeline(i) })
 			}
 			if i < spec.dlqs {
-				objs = append(objs, queue(i))
+				add(func() client.Object { return queue(i) })
 			}
 			if i < spec.pipelines && i%2 == 1 {
-				objs = append(objs, policy(spec.policyOf(i)))
+				add(func() client.Object { return policy(spec.policyOf(i)) })
 			}
 		}
 		for i := range spec.sharedPolicies {
-			objs = append(objs, policy(fmt.Sprintf("shared-%d", i)))
+			add(func() client.Object { return policy(fmt.Sprintf("shared-%d", i)) })
 		}
 	}
 	work := make(chan client.Object)
@@ -102,7 +112,7 @@ func createScaleObjects(ctx context.Context, tb testing.TB, api client.Client, n
 		})
 	}
 	for _, o := range objs {
-		work <- o
+		work <- o()
 	}
 	close(work)
 	wg.Wait()
@@ -118,13 +128,28 @@ func cmpOr(a, b error) error {
 	return b
 }
 
-// memorySampler keeps the peak heap of this process, sampled at each poll of a scale run. The
-// manager runs in-process, so this is the manager's heap together with kfake's (the topics it
-// holds) and the test's; the API server and etcd are processes of their own.
-// Between two polls the heap may peak unseen; the live heap (what the last GC kept) bounds what
-// a GOMEMLIMIT must leave room for.
+// memorySampler keeps the peak heap and resident memory of this process, sampled at each poll of a
+// scale run, and what they were when the run's manager started (base*). In an isolated run (own
+// API server, kfake in a child process) the process holds the run's manager and the test's client
+// (counters, the ready watch's map of names), plus what was there before: the idle suite manager on
+// the suite's API server, its kfake without topics, envtest's client; the base figures are that.
+// Between two polls the heap may peak unseen; the live heap (what the last GC kept) bounds what a
+// GOMEMLIMIT must leave room for.
 type memorySampler struct {
-	heapInuse, heapAlloc, heapLive uint64
+	heapInuse, heapAlloc, heapLive, rss uint64
+	baseInuse, baseLive, baseRSS        uint64
+}
+
+// startMemory collects garbage, takes the base figures and resets the process's peak resident
+// memory (VmHWM), so that VmHWM at the end is this run's.
+func startMemory() *memorySampler {
+	runtime.GC()
+	m := &memorySampler{}
+	m.sample()
+	m.baseInuse, m.baseLive, m.baseRSS = m.heapInuse, m.heapLive, m.rss
+	// 5 resets VmHWM to the current resident size (proc(5), clear_refs).
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+	return m
 }
 
 func (m *memorySampler) sample() {
@@ -136,11 +161,15 @@ func (m *memorySampler) sample() {
 	if live[0].Value.Kind() == metrics.KindUint64 {
 		m.heapLive = max(m.heapLive, live[0].Value.Uint64())
 	}
+	m.rss = max(m.rss, procStatus("VmRSS"))
 }
 
-// vmHWM is this process's peak resident memory in bytes (/proc/self/status VmHWM), 0 when unknown.
-// It is the peak of the whole test process since it started: the suite's manager and kfake included.
-func vmHWM() uint64 {
+// vmHWM is this process's peak resident memory in bytes (/proc/self/status VmHWM), 0 when unknown:
+// since the last startMemory, or since the process started.
+func vmHWM() uint64 { return procStatus("VmHWM") }
+
+// procStatus is a field of /proc/self/status in bytes (those given in kB), 0 when unknown.
+func procStatus(field string) uint64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 0
@@ -148,7 +177,7 @@ func vmHWM() uint64 {
 	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			if err != nil {
 				return 0
@@ -157,6 +186,27 @@ func vmHWM() uint64 {
 		}
 	}
 	return 0
+}
+
+// writeHeapProfile writes this process's heap profile (after a GC) to $SCALE_HEAP_PROFILE_DIR/
+// heap-<name>.pprof when that variable is set: `go tool pprof -top` of it says what the manager holds.
+func writeHeapProfile(tb testing.TB, name string) {
+	tb.Helper()
+	dir := os.Getenv("SCALE_HEAP_PROFILE_DIR")
+	if dir == "" {
+		return
+	}
+	runtime.GC()
+	path := filepath.Join(dir, "heap-"+name+".pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Logf("heap profile: %s", path)
 }
 
 // cpuSeconds is the CPU time (user and system) used so far by this process ("test", the manager

@@ -14,17 +14,13 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -179,18 +175,27 @@ type scaleResult struct {
 func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult {
 	tb.Helper()
 	dlqs, pipelines := spec.dlqs, spec.pipelines
-	var mem memorySampler
-	cpuStart := cpuSeconds()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		tb.Fatal(err)
+	apiConfig, bootstrap, requests := env.Config, []string(nil), kafkaRequests(nil)
+	if spec.isolated {
+		own, err := envtestutil.Start()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer func() { _ = own.Stop() }()
+		apiConfig = own.Config
+		bootstrap, requests = startKafkaProcess(tb)
+	} else {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer c.Close()
+		bootstrap, requests = c.ListenAddrs(), countRequests(c, adminKeys...)
 	}
-	defer c.Close()
-	requests := countRequests(c, adminKeys...)
 
-	cfg := rest.CopyConfig(env.Config)
+	cfg := rest.CopyConfig(apiConfig)
 	cfg.QPS, cfg.Burst = 1000, 2000
 	// The objects are created with a client of their own, not rate limited.
 	api, err := client.New(cfg, client.Options{Scheme: envtestutil.Scheme()})
@@ -201,22 +206,18 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 	if err := api.Create(ctx, ns); err != nil {
 		tb.Fatal(err)
 	}
+	ready := watchReady(ctx, tb, cfg, ns.Name)
 	label := map[string]string{benchmarkLabel: ns.Name}
-	onlyScale := labels.SelectorFromSet(label)
 	var writes writeCounter
 	var reconciles reconcileCounter
+	// The cache as cmd/manager builds it (the owned kinds by the operator's label, the transform),
+	// for the run's queues, pipelines and policies only.
+	cacheOpts := controllers.CacheOptions(nil)
+	cacheOpts.DefaultLabelSelector = labels.SelectorFromSet(label)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  envtestutil.Scheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		// The children (ConfigMaps, Deployments, the consumers' access objects) do not carry the label: the manager must see them to
-		// compare before applying, or every resync would apply them again.
-		Cache: cache.Options{DefaultLabelSelector: onlyScale, ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}:      {Label: labels.Everything()},
-			&appsv1.Deployment{}:     {Label: labels.Everything()},
-			&corev1.ServiceAccount{}: {Label: labels.Everything()},
-			&rbacv1.Role{}:           {Label: labels.Everything()},
-			&rbacv1.RoleBinding{}:    {Label: labels.Everything()},
-		}},
+		Cache:   cacheOpts,
 		// Not logr.Discard(): a Logger without a sink is replaced by the global one, the suite's,
 		// which keeps every line in memory (managerLogs) and would be measured as the manager's heap.
 		Logger:     zap.New(zap.WriteTo(io.Discard)),
@@ -235,64 +236,49 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 		// window on the real clock: the fake one paces only the controllers).
 		Kafka:                   kafka.NewBatchingFactory(franz.NewFactory(), kafka.BatchOptions{Window: kafka.DefaultBatchWindow}),
 		StatusRefreshInterval:   interval,
-		DefaultBootstrapServers: c.ListenAddrs(),
+		DefaultBootstrapServers: bootstrap,
 		Clock:                   clk,
 	}); err != nil {
 		tb.Fatal(err)
 	}
+	var created time.Duration
+	if spec.onExisting {
+		// Created while no manager runs: the manager starts on all of them at once.
+		t0 := time.Now()
+		createScaleObjects(ctx, tb, api, ns.Name, label, spec)
+		created = time.Since(t0)
+	}
+	mem := startMemory()
+	cpuStart := cpuSeconds()
+	start := time.Now()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = mgr.Start(ctx)
 	}()
 	defer func() { cancel(); <-done }()
-
-	start := time.Now()
-	createScaleObjects(ctx, tb, api, ns.Name, label, spec)
-	created := time.Since(start)
-
-	allReady := func() bool {
-		ql := &v1.DeadLetterQueueList{}
-		pl := &v1.ConsumerPipelineList{}
-		if api.List(ctx, ql, client.InNamespace(ns.Name)) != nil || api.List(ctx, pl, client.InNamespace(ns.Name)) != nil {
-			return false
-		}
-		ready := 0
-		for i := range ql.Items {
-			// Queues: Ready, and their first counts by state from the record of decisions in status
-			// (status.pending), which a reconcile that could not read them yet leaves to the next.
-			if c := meta.FindStatusCondition(ql.Items[i].Status.Conditions, v1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == ql.Items[i].Generation &&
-				ql.Items[i].Status.Pending != nil {
-				ready++
-			}
-		}
-		// Pipelines: TopicsReady, since without a controller manager their Deployments never
-		// become ready (and Ready with them).
-		for i := range pl.Items {
-			// ... and the live figures settled: deadLetterMessages follows the queue's first count.
-			if c := meta.FindStatusCondition(pl.Items[i].Status.Conditions, v1.ConditionTopicsReady); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == pl.Items[i].Generation &&
-				pl.Items[i].Status.DeadLetterMessages != nil {
-				ready++
-			}
-		}
-		return ready == dlqs+pipelines
+	if !spec.onExisting {
+		createScaleObjects(ctx, tb, api, ns.Name, label, spec)
+		created = time.Since(start)
 	}
+
 	g := NewWithT(tb)
-	// Each poll lists every resource: polled more rarely the more there are, so that the polling
-	// does not load the API server the manager is measured against.
-	poll := 200 * time.Millisecond * time.Duration(max(1, (dlqs+pipelines)/1000))
 	timeout := 10 * time.Minute * time.Duration(max(1, (dlqs+pipelines)/1000))
-	g.Eventually(func() bool { mem.sample(); return allReady() }, timeout, poll).Should(BeTrue(), "all %d resources Ready", dlqs+pipelines)
+	g.Eventually(func() (int, error) { mem.sample(); return ready.count() }, timeout, 100*time.Millisecond).Should(Equal(dlqs+pipelines), "resources Ready")
 	res := scaleResult{topics: dlqs + 4*pipelines, toReady: time.Since(start), created: created, writes: writes.ok.Load(), conflicts: writes.conflicts.Load(), writesByKind: writes.kinds()}
 	res.cpuToReady = cpuSince(cpuStart)
 	res.adminRequests = requests.snapshot()
 	res.eventList = listEvents(ctx, tb, api, ns.Name)
 	res.events = res.eventList.total()
+	writeHeapProfile(tb, fmt.Sprintf("ready-%d", dlqs+pipelines))
 	// Said at once: at 10,000 resources the steady-state resync that follows takes minutes.
 	tb.Logf("%d resources Ready after %v (created in %v); %d Kafka requests, %d Kubernetes writes, %d events; CPU seconds %v; peak heap in use %d MiB",
 		dlqs+pipelines, res.toReady.Round(time.Millisecond), created.Round(time.Millisecond), sum(res.adminRequests, adminKeys...), res.writes, res.events, res.cpuToReady, mem.heapInuse>>20)
+	if spec.onExisting {
+		tb.Logf("(the manager started on %d resources that existed already: Ready counted from its start)", dlqs+pipelines)
+	}
 	if spec.readyOnly {
-		res.heap = mem
+		res.heap = *mem
 		return res
 	}
 
@@ -331,7 +317,7 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 	res.steadyOffsetTopics = requests.listOffsetsTopics()[offsetsBefore:]
 	res.steadyWrites = writes.ok.Load() + writes.conflicts.Load() - writesBefore
 	res.steadyEvents = listEvents(ctx, tb, api, ns.Name).total() - eventsBefore
-	res.heap = mem
+	res.heap = *mem
 	// The run's topics: the queues' (scale.dlq.NNN and their records of decisions) and the
 	// pipelines' (scale.src.NNN and their retry tiers, <namespace>.cpl-NNN.retry.*).
 	res.foreignTopics = requests.foreignTopics("scale.dlq.", "scale.src.", ns.Name+".cpl-")

@@ -12,6 +12,8 @@
 // its owner only, and so is --data-dir then made), and --acls enforces ACLs on
 // every user that is not a superuser; --auth-log appends, one JSON line each, the user of every
 // SASL authentication the broker sees, so tests can tell who connected from the broker's side.
+// --requests-addr serves the number of requests received per key (controllers' scale benchmark
+// runs the broker in a process of its own, so that its own heap is the manager's alone).
 package main
 
 import (
@@ -21,6 +23,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -47,6 +50,7 @@ func main() {
 	usersFile := flag.String("sasl-users-file", "", `JSON list of SASL users, [{"mechanism":"SCRAM-SHA-512","user":"u","password":"p","superuser":true}]: require SASL. They replace the users a --data-dir kept; users added over the protocol last until the next start.`)
 	acls := flag.Bool("acls", false, "Enforce ACLs on every SASL user that is not a superuser (needs --sasl-users-file with a superuser to create them).")
 	authLog := flag.String("auth-log", "", `File that receives {"user":"..."} for every SASL authentication, one JSON line each.`)
+	requestsAddr := flag.String("requests-addr", "", "Address (127.0.0.1:0 picks a port) serving the count of requests received per key over HTTP: GET /counts, /created, /list-offsets.")
 	flag.Parse()
 
 	opts, err := options(*port, *dataDir, *partitions, *certFile, *keyFile, *clientCAFile, *usersFile, *acls)
@@ -67,6 +71,15 @@ func main() {
 		}
 		defer f.Close()
 		logAuthentications(cluster, f)
+	}
+	if *requestsAddr != "" {
+		ln, err := net.Listen("tcp", *requestsAddr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kafka: --requests-addr:", err)
+			os.Exit(1)
+		}
+		defer countRequests(cluster).serve(ln).Close()
+		fmt.Printf("kafka: requests on http://%s\n", ln.Addr())
 	}
 	fmt.Printf("kafka: listening on %s (tls: %t, sasl: %t, acls: %t)\n", cluster.ListenAddrs()[0], *certFile != "", *usersFile != "", *acls)
 
