@@ -29,10 +29,10 @@ import (
 //   - The kinds the operator owns (ConfigMaps, Deployments, ServiceAccounts, Roles, RoleBindings)
 //     are cached only with its label app.kubernetes.io/managed-by=retry-operator, which every child
 //     carries (internal/render), and PrometheusRules the same way (internal/ruleapi). An object of a
-//     child's name without the label is not seen: apply.Owned checks such a name with a dry-run
-//     create and, when it exists, with an uncached GET (hence get on the owned kinds): a child of
-//     the operator's whose label was removed is applied again, anything else is a ChildConflict,
-//     never adopted.
+//     child's name without the label is not seen: apply.Owned checks such a name with an uncached
+//     GET (hence get on the owned kinds), a read rather than the dry-run create it once was: a
+//     child of the operator's whose label was removed is applied again, anything else is a
+//     ChildConflict, never adopted.
 //   - Reads of a kind without an informer fail (ReaderFailOnMissingInformer) instead of starting a
 //     cluster-wide informer behind the operator's back.
 //   - With namespaces (--watch-namespaces), every namespaced kind is cached in those namespaces only.
