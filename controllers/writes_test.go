@@ -176,7 +176,6 @@ func (w *verbCounter) snapshot() writeCounts {
 	return maps.Clone(w.n)
 }
 
-func (w *verbCounter) get() (writeCounts, error) { return w.snapshot(), nil }
 
 // verbCountingClient counts the writes of a manager by verb and kind; events have a client of their
 // own and are not counted.
