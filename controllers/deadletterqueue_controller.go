@@ -200,7 +200,11 @@ func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqS
 			}
 			var errs []error
 			for _, t := range topics {
-				errs = append(errs, s.admin.DeleteTopic(ctx, t))
+				err := s.admin.DeleteTopic(ctx, t)
+				if err == nil {
+					r.Kafka.Topics.Set(s.connKey, kafka.TopicInfo{Name: t})
+				}
+				errs = append(errs, err)
 			}
 			return errors.Join(errs...)
 		},
