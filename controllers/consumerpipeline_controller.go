@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/circuitstate"
 	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
-	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 	"github.com/retryops/retry-operator/internal/render"

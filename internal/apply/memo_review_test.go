@@ -47,10 +47,10 @@ func TestTheMemoForgetsTheChildrenOfOwnersThatAreGone(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(applied).To(BeTrue())
 	}
-	g.Expect(appliedOver.len() - before).To(Equal(n), "one entry per child applied over a version not seen since")
+	g.Expect(appliedOver.len()-before).To(Equal(n), "one entry per child applied over a version not seen since")
 
 	ForgetOwner("Secret", "churn", "owner-0")
-	g.Expect(appliedOver.len() - before).To(Equal(n), "another kind's owner of that name is not this one")
+	g.Expect(appliedOver.len()-before).To(Equal(n), "another kind's owner of that name is not this one")
 	for i := range n {
 		ForgetOwner("ConfigMap", "churn", fmt.Sprintf("owner-%d", i))
 	}
