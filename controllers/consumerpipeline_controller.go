@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/circuitstate"
 	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/kafka"
@@ -193,6 +194,7 @@ func newPipelineScope(p *v1.ConsumerPipeline, d kafkaspec.Defaults) *pipelineSco
 // forget drops everything kept about a pipeline that is gone, its gauges included.
 func (r *ConsumerPipelineReconciler) forget(key types.NamespacedName) {
 	owner := pipelineOwner(key)
+	apply.ForgetOwner("ConsumerPipeline", key.Namespace, key.Name)
 	r.Kafka.Offsets.Forget(owner)
 	r.Kafka.Topics.Forget(owner)
 	r.Kafka.Commits.Forget(owner)

@@ -137,6 +137,9 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 			}
 			continue
 		}
+		// The snapshot would say it exists until its next round: a policy wanting it back within
+		// that round would find it someone else's (TopicNotOwned) once the ledger forgets it.
+		r.Kafka.Topics.Set(s.connKey, kafka.TopicInfo{Name: name})
 		deleted = append(deleted, name)
 		log.Info("Deleted unused retry topic", "topic", name, "drained", wasDraining)
 		why := "no longer used"

@@ -428,7 +428,9 @@ func (r *ConsumerPipelineReconciler) deleteTiers(ctx context.Context, s *pipelin
 		}
 		if err := s.admin.DeleteTopic(ctx, t); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		r.Kafka.Topics.Set(s.connKey, kafka.TopicInfo{Name: t})
 	}
 	return errors.Join(errs...)
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
@@ -91,6 +92,7 @@ func (r *DeadLetterQueueReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 // forget drops everything kept about a queue that is gone, its gauges included.
 func (r *DeadLetterQueueReconciler) forget(key types.NamespacedName) {
 	owner := dlqOwner(key)
+	apply.ForgetOwner("DeadLetterQueue", key.Namespace, key.Name)
 	r.Kafka.Offsets.Forget(owner)
 	r.Kafka.Topics.Forget(owner)
 	r.Kafka.Tallies.Forget(owner)
@@ -200,7 +202,11 @@ func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqS
 			}
 			var errs []error
 			for _, t := range topics {
-				errs = append(errs, s.admin.DeleteTopic(ctx, t))
+				err := s.admin.DeleteTopic(ctx, t)
+				if err == nil {
+					r.Kafka.Topics.Set(s.connKey, kafka.TopicInfo{Name: t})
+				}
+				errs = append(errs, err)
 			}
 			return errors.Join(errs...)
 		},

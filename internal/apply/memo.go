@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +25,8 @@ type memo struct {
 
 type memoKey struct {
 	owner     types.UID
+	ownerKind string
+	ownerName string
 	gvk       schema.GroupVersionKind
 	namespace string
 	name      string
@@ -35,8 +38,36 @@ type memoEntry struct {
 	sum             [sha256.Size]byte
 }
 
+// keyOf is the key of u, whose controller reference to owner is set.
 func keyOf(owner client.Object, u *unstructured.Unstructured) memoKey {
-	return memoKey{owner: owner.GetUID(), gvk: u.GroupVersionKind(), namespace: u.GetNamespace(), name: u.GetName()}
+	k := memoKey{owner: owner.GetUID(), ownerName: owner.GetName(), gvk: u.GroupVersionKind(), namespace: u.GetNamespace(), name: u.GetName()}
+	if ref := metav1.GetControllerOf(u); ref != nil {
+		k.ownerKind = ref.Kind
+	}
+	return k
+}
+
+// ForgetOwner drops what was remembered of the children of the owner of kind and name in
+// namespace, which is gone: nothing would look its entries up again (a child that never compares
+// equal, a list another manager added to, keeps its entry while the owner lives).
+func ForgetOwner(kind, namespace, name string) {
+	appliedOver.forgetOwner(kind, namespace, name)
+}
+
+func (m *memo) forgetOwner(kind, namespace, name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.m {
+		if k.ownerKind == kind && k.namespace == namespace && k.ownerName == name {
+			delete(m.m, k)
+		}
+	}
+}
+
+func (m *memo) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.m)
 }
 
 // sumOf is a digest of what is applied (encoding/json sorts map keys).
