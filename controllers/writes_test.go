@@ -176,7 +176,6 @@ func (w *verbCounter) snapshot() writeCounts {
 	return maps.Clone(w.n)
 }
 
-
 // verbCountingClient counts the writes of a manager by verb and kind; events have a client of their
 // own and are not counted.
 type verbCountingClient struct {
