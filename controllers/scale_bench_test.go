@@ -50,7 +50,7 @@ func benchmarkScale(b *testing.B, spec scaleSpec) {
 	for b.Loop() {
 		r := runScale(b, spec, 30*time.Second)
 		r.report(b)
-		b.Logf("created in %v; CPU seconds to Ready: %v; Warning events:%s", r.created.Round(time.Millisecond), r.cpuToReady, r.eventList.describeWarnings())
+		b.Logf("created in %v; CPU seconds to Ready: %v; Warning events:%s\nevents by kind, type, reason:%s", r.created.Round(time.Millisecond), r.cpuToReady, r.eventList.describeWarnings(), r.eventList.describeReasons())
 		resources := float64(spec.dlqs + spec.pipelines)
 		b.ReportMetric(r.toReady.Seconds(), "s-to-ready")
 		b.ReportMetric(r.created.Seconds(), "s-to-create")

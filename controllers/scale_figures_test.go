@@ -264,6 +264,8 @@ type scaleEvents struct {
 	perResource map[string]int
 	// warnings counts the Warning events by reason and message, digits replaced by N.
 	warnings map[string]int
+	// byReason counts the events by kind of object, type and reason ("DeadLetterQueue Normal Ready").
+	byReason map[string]int
 }
 
 var digits = regexp.MustCompile(`[0-9]+`)
@@ -275,7 +277,7 @@ func listEvents(ctx context.Context, tb testing.TB, c client.Client, ns string) 
 	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 		tb.Fatal(err)
 	}
-	ev := scaleEvents{byType: map[string]int{}, perResource: map[string]int{}, warnings: map[string]int{}}
+	ev := scaleEvents{byType: map[string]int{}, perResource: map[string]int{}, warnings: map[string]int{}, byReason: map[string]int{}}
 	for _, e := range list.Items {
 		n := 1
 		if e.Series != nil {
@@ -283,6 +285,7 @@ func listEvents(ctx context.Context, tb testing.TB, c client.Client, ns string) 
 		}
 		ev.byType[e.Type] += n
 		ev.perResource[e.Regarding.Kind+"/"+e.Regarding.Name] += n
+		ev.byReason[e.Regarding.Kind+" "+e.Type+" "+e.Reason] += n
 		if e.Type == corev1.EventTypeWarning {
 			ev.warnings[e.Reason+": "+digits.ReplaceAllString(e.Note, "N")] += n
 		}
@@ -303,21 +306,26 @@ func (e scaleEvents) maxPerResource() int {
 	return n
 }
 
+// describeReasons lists the events by kind, type and reason with their counts, most first.
+func (e scaleEvents) describeReasons() string { return describeTally(e.byReason) }
+
 // describeWarnings lists the Warning events' reasons and messages with their counts, most first.
-func (e scaleEvents) describeWarnings() string {
-	keys := make([]string, 0, len(e.warnings))
-	for k := range e.warnings {
+func (e scaleEvents) describeWarnings() string { return describeTally(e.warnings) }
+
+func describeTally(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		if e.warnings[keys[i]] != e.warnings[keys[j]] {
-			return e.warnings[keys[i]] > e.warnings[keys[j]]
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
 		}
 		return keys[i] < keys[j]
 	})
 	var b strings.Builder
 	for _, k := range keys {
-		fmt.Fprintf(&b, "\n  %5d  %s", e.warnings[k], k)
+		fmt.Fprintf(&b, "\n  %5d  %s", m[k], k)
 	}
 	return b.String()
 }

@@ -319,7 +319,8 @@ type statusWriter[O client.Object] struct {
 // patch writes the status set gives obj (optimistic.PatchStatus) and, when that changed Ready
 // (status, reason or message: each such change is worth an event), logs it and records an event:
 // Normal with note (the condition's message when empty) and kv in the log when True, with the
-// message otherwise: Normal when that is progress (ps.progress), else Warning. ps are the problems
+// message otherwise: Normal when that is progress (ps.progress), else Warning, and none for a
+// resource not Ready yet that is merely on its way (a progress reason, no problem). ps are the problems
 // the status was built from. It returns the conditions before, and Ready when it changed.
 func (w statusWriter[O]) patch(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj O, set func(O), ps problems, note string, kv ...any) ([]metav1.Condition, *metav1.Condition, error) {
 	before := w.conditions(obj)
@@ -343,6 +344,11 @@ func (w statusWriter[O]) patch(ctx context.Context, c client.Client, rec recorde
 		rec.Eventf(obj, nil, corev1.EventTypeNormal, ready.Reason, w.action, "%s", note)
 	} else {
 		log.Info(w.notReady, w.logKey, klog.KObj(obj), "reason", ready.Reason, "message", ready.Message)
+		if !wasReady(before) && ps.progress(ready) && slices.Contains(progressReasons, ready.Reason) {
+			// On its way to a first Ready (a first reconcile, a first rollout): no change a person
+			// must hear of, and one event per resource of a large apply.
+			return before, ready, nil
+		}
 		eventType := corev1.EventTypeWarning
 		if ps.progress(ready) {
 			eventType = corev1.EventTypeNormal
@@ -350,6 +356,11 @@ func (w statusWriter[O]) patch(ctx context.Context, c client.Client, rec recorde
 		rec.Eventf(obj, nil, eventType, ready.Reason, w.action, "%s", ready.Message)
 	}
 	return before, ready, nil
+}
+
+// wasReady says conditions hold a True Ready.
+func wasReady(conditions []metav1.Condition) bool {
+	return meta.IsStatusConditionTrue(conditions, v1.ConditionReady)
 }
 
 // fetch reads the object of req into obj. ok is false when there is nothing to reconcile: the

@@ -249,6 +249,7 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 		created = time.Since(t0)
 	}
 	mem := startMemory()
+	stopProfile := profileAPIServer(tb, apiConfig, fmt.Sprintf("ready-%d", dlqs+pipelines))
 	cpuStart := cpuSeconds()
 	start := time.Now()
 	done := make(chan struct{})
@@ -267,6 +268,7 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 	g.Eventually(func() (int, error) { mem.sample(); return ready.count() }, timeout, 100*time.Millisecond).Should(Equal(dlqs+pipelines), "resources Ready")
 	res := scaleResult{topics: dlqs + 4*pipelines, toReady: time.Since(start), created: created, writes: writes.ok.Load(), conflicts: writes.conflicts.Load(), writesByKind: writes.kinds()}
 	res.cpuToReady = cpuSince(cpuStart)
+	stopProfile()
 	res.adminRequests = requests.snapshot()
 	res.eventList = listEvents(ctx, tb, api, ns.Name)
 	res.events = res.eventList.total()
