@@ -245,21 +245,6 @@ func staleOrError(err error) (ctrl.Result, error) {
 	return ctrl.Result{}, err
 }
 
-// readyChanged tells whether a condition changed (status, reason or message): each such change is
-// worth an event.
-func readyChanged(before, after *metav1.Condition) bool {
-	if after == nil {
-		return false
-	}
-	return before == nil || before.Status != after.Status || before.Reason != after.Reason || before.Message != after.Message
-}
-
-// conditionChanged returns the condition condType of after, and whether it changed from before.
-func conditionChanged(before, after []metav1.Condition, condType string) (*metav1.Condition, bool) {
-	a := meta.FindStatusCondition(after, condType)
-	return a, readyChanged(meta.FindStatusCondition(before, condType), a)
-}
-
 // truncate cuts s to at most n bytes, on a rune boundary, marking the cut with "...".
 func truncate(s string, n int) string {
 	if len(s) <= n {
@@ -344,9 +329,7 @@ func (w statusWriter[O]) patch(ctx context.Context, c client.Client, rec recorde
 		rec.Eventf(obj, nil, corev1.EventTypeNormal, ready.Reason, w.action, "%s", note)
 	} else {
 		log.Info(w.notReady, w.logKey, klog.KObj(obj), "reason", ready.Reason, "message", ready.Message)
-		if !wasReady(before) && ps.progress(ready) && slices.Contains(progressReasons, ready.Reason) {
-			// On its way to a first Ready (a first reconcile, a first rollout): no change a person
-			// must hear of, and one event per resource of a large apply.
+		if ps.onWayToFirstReady(before, ready) {
 			return before, ready, nil
 		}
 		eventType := corev1.EventTypeWarning
@@ -356,11 +339,6 @@ func (w statusWriter[O]) patch(ctx context.Context, c client.Client, rec recorde
 		rec.Eventf(obj, nil, eventType, ready.Reason, w.action, "%s", ready.Message)
 	}
 	return before, ready, nil
-}
-
-// wasReady says conditions hold a True Ready.
-func wasReady(conditions []metav1.Condition) bool {
-	return meta.IsStatusConditionTrue(conditions, v1.ConditionReady)
 }
 
 // fetch reads the object of req into obj. ok is false when there is nothing to reconcile: the
