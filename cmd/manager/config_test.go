@@ -33,17 +33,12 @@ func kubectlBin(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bin := filepath.Join(assets, "kubectl"); fileExists(bin) {
-		return bin
-	}
-	bin, err := exec.LookPath("kubectl")
+	bin, err := envtestutil.KubectlPath(assets)
 	if err != nil {
-		t.Fatal("no kubectl in the envtest assets nor on PATH (run hack/setup-envtest.sh)")
+		t.Fatal(err)
 	}
 	return bin
 }
-
-func fileExists(path string) bool { _, err := os.Stat(path); return err == nil }
 
 // withNetworkPolicy copies config/ into a temporary directory with the commented
 // `#- ../network-policy` of config/default/kustomization.yaml uncommented, as its comment tells a

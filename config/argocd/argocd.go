@@ -16,10 +16,14 @@ import (
 // Group is the API group whose kinds have health checks.
 const Group = "retry.retryops.dev"
 
-// Scripts holds resource_customizations/<group>/<Kind>/{health.lua,health_test.yaml,testdata}.
+// Scripts holds resource_customizations/<group>/<Kind>/{health.lua,health_test.yaml,testdata} and
+// health_common.lua, the part every kind's health.lua includes.
 //
-//go:embed resource_customizations
+//go:embed resource_customizations health_common.lua
 var Scripts embed.FS
+
+// includeLine is where a kind's health.lua takes health_common.lua.
+const includeLine = "-- #include health_common.lua\n"
 
 // Dir is the directory of the kinds' scripts in Scripts.
 const Dir = "resource_customizations/" + Group
@@ -40,10 +44,22 @@ func Kinds() ([]string, error) {
 	return kinds, nil
 }
 
-// HealthScript is kind's health.lua.
+// HealthScript is kind's whole health check: its health.lua with health_common.lua in place of its
+// include line, as Argo CD runs it.
 func HealthScript(kind string) (string, error) {
 	b, err := fs.ReadFile(Scripts, path.Join(Dir, kind, "health.lua"))
-	return string(b), err
+	if err != nil {
+		return "", err
+	}
+	common, err := fs.ReadFile(Scripts, "health_common.lua")
+	if err != nil {
+		return "", err
+	}
+	script := string(b)
+	if strings.Count(script, includeLine) != 1 {
+		return "", fmt.Errorf("%s/health.lua must have the line %q once", kind, strings.TrimSpace(includeLine))
+	}
+	return strings.Replace(script, includeLine, string(common), 1), nil
 }
 
 // ConfigMapKey is the argocd-cm key of kind's health check (Argo CD's group_Kind form).

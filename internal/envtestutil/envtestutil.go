@@ -148,13 +148,25 @@ func (e *Env) writeKubeconfig() error {
 	return os.WriteFile(e.Kubeconfig, data, 0o600)
 }
 
+// KubectlPath is the kubectl of the envtest assets in assetsDir (hack/setup-envtest.sh links or
+// builds it), else the one on PATH.
+func KubectlPath(assetsDir string) (string, error) {
+	bin := filepath.Join(assetsDir, "kubectl")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	bin, err := exec.LookPath("kubectl")
+	if err != nil {
+		return "", fmt.Errorf("no kubectl in %s nor on PATH (run hack/setup-envtest.sh)", assetsDir)
+	}
+	return bin, nil
+}
+
 // Kubectl runs the real kubectl against this control plane and returns its combined output.
 func (e *Env) Kubectl(stdin []byte, args ...string) (string, error) {
-	bin := filepath.Join(e.AssetsDir, "kubectl")
-	if _, err := os.Stat(bin); err != nil {
-		if bin, err = exec.LookPath("kubectl"); err != nil {
-			return "", fmt.Errorf("no kubectl in %s nor on PATH (run hack/setup-envtest.sh)", e.AssetsDir)
-		}
+	bin, err := KubectlPath(e.AssetsDir)
+	if err != nil {
+		return "", err
 	}
 	cmd := exec.Command(bin, append([]string{"--kubeconfig", e.Kubeconfig}, args...)...)
 	if stdin != nil {

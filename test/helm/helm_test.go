@@ -131,17 +131,12 @@ func kubectl(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bin := filepath.Join(assets, "kubectl"); fileExists(bin) {
-		return bin
-	}
-	bin, err := exec.LookPath("kubectl")
+	bin, err := envtestutil.KubectlPath(assets)
 	if err != nil {
-		t.Fatal("no kubectl in the envtest assets nor on PATH (run hack/setup-envtest.sh)")
+		t.Fatal(err)
 	}
 	return bin
 }
-
-func fileExists(path string) bool { _, err := os.Stat(path); return err == nil }
 
 // kustomize builds the kustomization in dir with the real kubectl.
 func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {

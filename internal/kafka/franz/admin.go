@@ -96,7 +96,10 @@ func (c *call) failOp(ctx context.Context, op string, err error) error {
 	if errors.As(err, &already) {
 		return err
 	}
-	if c.a.closed.Load() && errors.Is(err, kgo.ErrClientClosed) {
+	// Closed during the call: franz-go reports a dial it cancels on Close as context.Canceled
+	// rather than ErrClientClosed (the call's own context still live tells the two apart).
+	closedUnder := errors.Is(err, kgo.ErrClientClosed) || (errors.Is(err, context.Canceled) && (ctx == nil || ctx.Err() == nil))
+	if c.a.closed.Load() && closedUnder {
 		return newError(op, kafka.KindClosed, err, c.a.secret)
 	}
 	if ctx != nil && errors.Is(err, context.DeadlineExceeded) {
