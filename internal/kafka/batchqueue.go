@@ -143,9 +143,7 @@ func (q *queue[T]) sendSafely(batch []*pending[T]) {
 func (q *queue[T]) run(batch []*pending[T]) {
 	for len(batch) > 0 {
 		q.sendSafely(batch)
-		for _, p := range batch {
-			close(p.done)
-		}
+		sent := batch
 		q.mu.Lock()
 		q.inflight--
 		batch = nil
@@ -154,5 +152,10 @@ func (q *queue[T]) run(batch []*pending[T]) {
 			batch = q.take()
 		}
 		q.mu.Unlock()
+		// Answered once the send no longer counts in flight, so that a caller's next call finds
+		// the queue as its answer left it.
+		for _, p := range sent {
+			close(p.done)
+		}
 	}
 }
