@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,36 +33,15 @@ import (
 	"github.com/retryops/retry-operator/internal/kafka/franz"
 )
 
-// allRequests counts every request a kfake cluster receives, whatever its key: the admin's, the
-// offsets', the group commits' and the scans' alike.
-type allRequests struct {
-	mu sync.Mutex
-	n  map[kmsg.Key]int64
-}
-
-func countAllRequests(c *kfake.Cluster) *allRequests {
-	rc := &allRequests{n: map[kmsg.Key]int64{}}
-	for k := range int16(100) {
-		c.ControlKey(k, func(req kmsg.Request) (kmsg.Response, error, bool) {
-			c.KeepControl()
-			rc.mu.Lock()
-			rc.n[kmsg.Key(k)]++
-			rc.mu.Unlock()
-			return nil, nil, false
-		})
+// everyKey is every request key: the steady tests count the admin's, the offsets', the group
+// commits' and the scans' requests alike.
+var everyKey = func() []kmsg.Key {
+	keys := make([]kmsg.Key, kmsg.MaxKey+1)
+	for k := range keys {
+		keys[k] = kmsg.Key(k)
 	}
-	return rc
-}
-
-func (rc *allRequests) snapshot() map[kmsg.Key]int64 {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	out := make(map[kmsg.Key]int64, len(rc.n))
-	for k, v := range rc.n {
-		out[k] = v
-	}
-	return out
-}
+	return keys
+}()
 
 func total(m map[kmsg.Key]int64) int64 {
 	var n int64
@@ -84,7 +62,7 @@ type steadyRun struct {
 	clk      *clocktesting.FakeClock
 	interval time.Duration
 	clusters []*kfake.Cluster
-	requests []*allRequests
+	requests []*requestCounter
 	writes   *writeCounter
 	reads    *reconcileCounter
 	n        int
@@ -101,7 +79,7 @@ func startSteadyRun(t *testing.T, n, conns int, interval time.Duration) *steadyR
 		}
 		t.Cleanup(c.Close)
 		r.clusters = append(r.clusters, c)
-		r.requests = append(r.requests, countAllRequests(c))
+		r.requests = append(r.requests, countRequests(c, everyKey...))
 	}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 1000, 2000
