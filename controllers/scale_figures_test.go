@@ -43,6 +43,9 @@ type scaleSpec struct {
 	// onExisting creates every object before the manager starts (an operator installed or upgraded
 	// onto a cluster holding them): Ready is counted from the manager's start.
 	onExisting bool
+	// atReady, when set, is called once every resource is Ready, with the run's API client and
+	// namespace (the floor benchmark reads the children made there).
+	atReady func(ctx context.Context, api client.Client, ns string)
 }
 
 func (s scaleSpec) policyOf(i int) string {
@@ -59,6 +62,17 @@ func (s scaleSpec) policyOf(i int) string {
 // so that creating them is not most of the time to Ready.
 func createScaleObjects(ctx context.Context, tb testing.TB, api client.Client, ns string, label map[string]string, spec scaleSpec) {
 	tb.Helper()
+	writeAll(ctx, tb, scaleObjects(ns, spec), func(ctx context.Context, o client.Object) error {
+		o.SetLabels(label)
+		if err := api.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %s: %w", o.GetName(), err)
+		}
+		return nil
+	})
+}
+
+// scaleObjects are makers of the objects of spec in ns, in the order they are created.
+func scaleObjects(ns string, spec scaleSpec) []func() client.Object {
 	policy := func(name string) client.Object { return backoffPolicy(ns, name, 4, time.Second, time.Minute) }
 	queue := func(i int) client.Object {
 		return newDLQ(ns, fmt.Sprintf("dlq-%03d", i), fmt.Sprintf("scale.dlq.%03d", i))
@@ -95,6 +109,12 @@ func createScaleObjects(ctx context.Context, tb testing.TB, api client.Client, n
 			add(func() client.Object { return policy(fmt.Sprintf("shared-%d", i)) })
 		}
 	}
+	return objs
+}
+
+// writeAll hands the objects objs makes to 8 writers calling write, and fails tb with the first error.
+func writeAll(ctx context.Context, tb testing.TB, objs []func() client.Object, write func(context.Context, client.Object) error) {
+	tb.Helper()
 	work := make(chan client.Object)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -102,10 +122,9 @@ func createScaleObjects(ctx context.Context, tb testing.TB, api client.Client, n
 	for range 8 {
 		wg.Go(func() {
 			for o := range work {
-				o.SetLabels(label)
-				if err := api.Create(ctx, o); err != nil {
+				if err := write(ctx, o); err != nil {
 					mu.Lock()
-					firstErr = cmpOr(firstErr, fmt.Errorf("creating %s: %w", o.GetName(), err))
+					firstErr = cmpOr(firstErr, err)
 					mu.Unlock()
 				}
 			}

@@ -273,6 +273,9 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 	res.eventList = listEvents(ctx, tb, api, ns.Name)
 	res.events = res.eventList.total()
 	writeHeapProfile(tb, fmt.Sprintf("ready-%d", dlqs+pipelines))
+	if spec.atReady != nil {
+		spec.atReady(ctx, api, ns.Name)
+	}
 	// Said at once: at 10,000 resources the steady-state resync that follows takes minutes.
 	tb.Logf("%d resources Ready after %v (created in %v); %d Kafka requests, %d Kubernetes writes, %d events; CPU seconds %v; peak heap in use %d MiB",
 		dlqs+pipelines, res.toReady.Round(time.Millisecond), created.Round(time.Millisecond), sum(res.adminRequests, adminKeys...), res.writes, res.events, res.cpuToReady, mem.heapInuse>>20)

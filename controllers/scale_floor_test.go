@@ -1,0 +1,169 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/retryops/retry-operator/internal/envtestutil"
+)
+
+// BenchmarkFloor500DLQsAnd500Pipelines is the floor under BenchmarkReconcile500DLQsAnd500Pipelines:
+// on an API server of its own, a bare client writes what the operator leaves behind at Ready, each
+// object once and with no read, no Kafka, no event and no logic: the run's queues, pipelines and
+// policies, each child the operator made for one queue and one pipeline copied for every other, and
+// one status write per resource. What the API server and etcd take for that, on the same machine,
+// is what any operator that makes these objects must spend; s-to-ready over s-floor is ours against
+// that bare alternative.
+func BenchmarkFloor500DLQsAnd500Pipelines(b *testing.B) {
+	benchmarkFloor(b, scaleSpec{dlqs: 500, pipelines: 500, sharedPolicies: 4})
+}
+
+// BenchmarkFloor5000DLQsAnd5000Pipelines is BenchmarkFloor500DLQsAnd500Pipelines with 10,000.
+func BenchmarkFloor5000DLQsAnd5000Pipelines(b *testing.B) {
+	benchmarkFloor(b, scaleSpec{dlqs: 5000, pipelines: 5000, sharedPolicies: 4})
+}
+
+// floorKinds are the kinds of the children the operator makes in a resource's namespace.
+var floorKinds = []schema.GroupVersionKind{
+	{Version: "v1", Kind: "ConfigMap"},
+	{Version: "v1", Kind: "ServiceAccount"},
+	{Group: "apps", Version: "v1", Kind: "Deployment"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
+}
+
+// floorTemplate is what the operator left at Ready for one policy, one queue and one pipeline:
+// their children by the kind of their owner, and their status by kind.
+type floorTemplate struct {
+	children map[string][]*unstructured.Unstructured
+	status   map[string]any
+	names    map[string]string // the template's resource name, by kind
+}
+
+func benchmarkFloor(b *testing.B, spec scaleSpec) {
+	tmpl := floorTemplate{children: map[string][]*unstructured.Unstructured{}, status: map[string]any{}, names: map[string]string{}}
+	runScale(b, scaleSpec{dlqs: 1, pipelines: 1, isolated: true, readyOnly: true, atReady: tmpl.read}, 30*time.Second)
+	for kind, cs := range tmpl.children {
+		for _, c := range cs {
+			b.Logf("floor: a %s has %s %s", kind, c.GetKind(), c.GetName())
+		}
+	}
+	for b.Loop() {
+		own, err := envtestutil.Start()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg := rest.CopyConfig(own.Config)
+		cfg.QPS, cfg.Burst = 1000, 2000
+		api, err := client.New(cfg, client.Options{Scheme: envtestutil.Scheme()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		ns := &unstructured.Unstructured{}
+		ns.SetAPIVersion("v1")
+		ns.SetKind("Namespace")
+		ns.SetName("floor")
+		if err := api.Create(ctx, ns); err != nil {
+			b.Fatal(err)
+		}
+		var writes atomic.Int64
+		cpuStart := cpuSeconds()
+		start := time.Now()
+		writeAll(ctx, b, scaleObjects("floor", spec), func(ctx context.Context, o client.Object) error {
+			n, err := tmpl.write(ctx, api, o)
+			writes.Add(int64(n))
+			return err
+		})
+		took, cpu := time.Since(start), cpuSince(cpuStart)
+		_ = own.Stop()
+		resources := float64(spec.dlqs + spec.pipelines)
+		b.Logf("floor: %d writes in %v; CPU seconds %v", writes.Load(), took.Round(time.Millisecond), cpu)
+		b.ReportMetric(took.Seconds(), "s-floor")
+		b.ReportMetric(float64(writes.Load()), "k8s-writes-floor")
+		b.ReportMetric(float64(writes.Load())/resources, "k8s-writes-floor/resource")
+		b.ReportMetric(cpu["kube-apiserver"], "cpu-s-apiserver-floor")
+		b.ReportMetric(cpu["etcd"], "cpu-s-etcd-floor")
+	}
+}
+
+// read keeps the policy, queue and pipeline of ns (the only ones there) with their status, and the
+// children each of them owns.
+func (t *floorTemplate) read(ctx context.Context, api client.Client, ns string) {
+	for _, kind := range []string{"RetryPolicy", "DeadLetterQueue", "ConsumerPipeline"} {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(schema.GroupVersionKind{Group: "retry.retryops.dev", Version: "v1alpha1", Kind: kind + "List"})
+		if err := api.List(ctx, l, client.InNamespace(ns)); err != nil || len(l.Items) != 1 {
+			panic(fmt.Sprintf("floor template: %d %s: %v", len(l.Items), kind, err))
+		}
+		t.status[kind], t.names[kind] = l.Items[0].Object["status"], l.Items[0].GetName()
+	}
+	for _, gvk := range floorKinds {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := api.List(ctx, l, client.InNamespace(ns)); err != nil {
+			panic(err)
+		}
+		for i := range l.Items {
+			c := &l.Items[i]
+			ref := metav1.GetControllerOf(c)
+			if ref == nil {
+				continue // the namespace's own: its default ServiceAccount, the root CA ConfigMap
+			}
+			t.children[ref.Kind] = append(t.children[ref.Kind], c)
+		}
+	}
+}
+
+// write creates o, the children its template has (renamed for o, owned by it), then writes its
+// status as the template's: the writes it made.
+func (t *floorTemplate) write(ctx context.Context, api client.Client, o client.Object) (int, error) {
+	gvk, err := apiutil.GVKForObject(o, api.Scheme())
+	if err != nil {
+		return 0, err
+	}
+	if err := api.Create(ctx, o); err != nil {
+		return 0, fmt.Errorf("creating %s: %w", o.GetName(), err)
+	}
+	n := 1
+	from, to := t.names[gvk.Kind], o.GetName()
+	for _, c := range t.children[gvk.Kind] {
+		u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(c.Object)}
+		unstructured.RemoveNestedField(u.Object, "metadata")
+		unstructured.RemoveNestedField(u.Object, "status")
+		u.SetName(strings.ReplaceAll(c.GetName(), from, to))
+		u.SetNamespace(o.GetNamespace())
+		u.SetLabels(c.GetLabels())
+		u.SetAnnotations(c.GetAnnotations())
+		ref := *metav1.GetControllerOf(c)
+		ref.Name, ref.UID = to, o.GetUID()
+		u.SetOwnerReferences([]metav1.OwnerReference{ref})
+		if err := api.Create(ctx, u); err != nil {
+			return n, fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		n++
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return n, err
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetGroupVersionKind(gvk)
+	u.Object["status"] = runtime.DeepCopyJSONValue(t.status[gvk.Kind])
+	if err := api.Status().Update(ctx, u); err != nil {
+		return n, fmt.Errorf("status of %s: %w", o.GetName(), err)
+	}
+	return n + 1, nil
+}
