@@ -141,7 +141,12 @@ func (a *kadmAdmin) DescribeTopicsEach(ctx context.Context, names []string, conf
 		}
 		cresp, err := req.RequestWith(ctx, a.cl)
 		if err != nil {
-			return nil, nil, err
+			// Only the topics that exist asked for configs: a missing one is answered from Metadata,
+			// as it is alone.
+			for _, n := range existing {
+				errs[n] = err
+			}
+			return errs, vals, nil
 		}
 		for _, rc := range cresp.Resources {
 			r, ok := vals[rc.ResourceName]
