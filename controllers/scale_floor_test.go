@@ -8,20 +8,23 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/retryops/retry-operator/internal/envtestutil"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
 // BenchmarkFloor500DLQsAnd500Pipelines is the floor under BenchmarkReconcile500DLQsAnd500Pipelines:
-// on an API server of its own, a bare client writes what the operator leaves behind at Ready, each
-// object once and with no read, no Kafka, no event and no logic: the run's queues, pipelines and
+// on an API server of its own, a bare client writes what the operator leaves behind at Ready (the
+// children, the topic-ledger records), each object once and with no read, no Kafka, no event and no logic: the run's queues, pipelines and
 // policies, each child the operator made for one queue and one pipeline copied for every other, and
 // one status write per resource. What the API server and etcd take for that, on the same machine,
 // is what any operator that makes these objects must spend; s-to-ready over s-floor is ours against
@@ -45,20 +48,26 @@ var floorKinds = []schema.GroupVersionKind{
 }
 
 // floorTemplate is what the operator left at Ready for one policy, one queue and one pipeline:
-// their children by the kind of their owner, and their status by kind.
+// their children by the kind of their owner, their topic-ledger records, and their status by kind.
 type floorTemplate struct {
 	children map[string][]*unstructured.Unstructured
+	ledger   map[string]*unstructured.Unstructured
 	status   map[string]any
-	names    map[string]string // the template's resource name, by kind
+	names    map[string]string    // the template's resource name, by kind
+	uids     map[string]types.UID // and its UID
 }
 
 func benchmarkFloor(b *testing.B, spec scaleSpec) {
-	tmpl := floorTemplate{children: map[string][]*unstructured.Unstructured{}, status: map[string]any{}, names: map[string]string{}}
+	tmpl := floorTemplate{children: map[string][]*unstructured.Unstructured{}, ledger: map[string]*unstructured.Unstructured{},
+		status: map[string]any{}, names: map[string]string{}, uids: map[string]types.UID{}}
 	runScale(b, scaleSpec{dlqs: 1, pipelines: 1, isolated: true, readyOnly: true, atReady: tmpl.read}, 30*time.Second)
 	for kind, cs := range tmpl.children {
 		for _, c := range cs {
 			b.Logf("floor: a %s has %s %s", kind, c.GetKind(), c.GetName())
 		}
+	}
+	for kind, l := range tmpl.ledger {
+		b.Logf("floor: a %s has its topic-ledger record in %s", kind, l.GetNamespace())
 	}
 	for b.Loop() {
 		own, err := envtestutil.Start()
@@ -78,6 +87,15 @@ func benchmarkFloor(b *testing.B, spec scaleSpec) {
 		ns.SetName("floor")
 		if err := api.Create(ctx, ns); err != nil {
 			b.Fatal(err)
+		}
+		for _, l := range tmpl.ledger {
+			ns := &unstructured.Unstructured{}
+			ns.SetAPIVersion("v1")
+			ns.SetKind("Namespace")
+			ns.SetName(l.GetNamespace())
+			if err := api.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+				b.Fatal(err)
+			}
 		}
 		var writes atomic.Int64
 		cpuStart := cpuSeconds()
@@ -108,7 +126,19 @@ func (t *floorTemplate) read(ctx context.Context, api client.Client, ns string) 
 		if err := api.List(ctx, l, client.InNamespace(ns)); err != nil || len(l.Items) != 1 {
 			panic(fmt.Sprintf("floor template: %d %s: %v", len(l.Items), kind, err))
 		}
-		t.status[kind], t.names[kind] = l.Items[0].Object["status"], l.Items[0].GetName()
+		t.status[kind], t.names[kind], t.uids[kind] = l.Items[0].Object["status"], l.Items[0].GetName(), l.Items[0].GetUID()
+	}
+	records := &unstructured.UnstructuredList{}
+	records.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMapList"})
+	if err := api.List(ctx, records, client.HasLabels{kafkaspec.LedgerLabel}); err != nil {
+		panic(err)
+	}
+	for i := range records.Items {
+		for kind, uid := range t.uids {
+			if strings.HasSuffix(records.Items[i].GetName(), string(uid)) {
+				t.ledger[kind] = &records.Items[i]
+			}
+		}
 	}
 	for _, gvk := range floorKinds {
 		l := &unstructured.UnstructuredList{}
@@ -152,6 +182,18 @@ func (t *floorTemplate) write(ctx context.Context, api client.Client, o client.O
 		u.SetOwnerReferences([]metav1.OwnerReference{ref})
 		if err := api.Create(ctx, u); err != nil {
 			return n, fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		n++
+	}
+	if l := t.ledger[gvk.Kind]; l != nil {
+		u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(l.Object)}
+		unstructured.RemoveNestedField(u.Object, "metadata")
+		u.SetName(strings.ReplaceAll(l.GetName(), string(t.uids[gvk.Kind]), string(o.GetUID())))
+		u.SetNamespace(l.GetNamespace())
+		u.SetLabels(l.GetLabels())
+		u.SetAnnotations(l.GetAnnotations())
+		if err := api.Create(ctx, u); err != nil {
+			return n, fmt.Errorf("creating the ledger record of %s: %w", o.GetName(), err)
 		}
 		n++
 	}
