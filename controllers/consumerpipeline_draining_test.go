@@ -63,9 +63,6 @@ func pipelineTopicsOf(p *v1.ConsumerPipeline) func() (v1.PipelineTopics, error) 
 	}
 }
 
-// source is the pipeline's source topic, described by each of its reconciles.
-func source(p *v1.ConsumerPipeline) string { return string(p.Spec.Source.Topic) }
-
 // eventAbout matches an event of the given type and reason whose note names topic.
 func eventAbout(typ, reason, topic string) OmegaMatcher {
 	return And(HaveField("Type", typ), HaveField("Reason", reason), HaveField("Note", ContainSubstring(topic)))

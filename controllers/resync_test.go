@@ -68,11 +68,11 @@ func (c reconcileLoggingClient) Get(ctx context.Context, key client.ObjectKey, o
 	return c.Client.Get(ctx, key, obj, opts...)
 }
 
-// wholeReconcileSince reports whether owner has run a whole reconcile since from (its count then).
+// wholeSince reports whether owner has run a whole reconcile since from (its count then).
 // Reconciles of one object run one at a time: the first begun after from began after it, and it
 // has ended when a second has begun.
-func wholeReconcileSince(owner client.Object, from int64) bool {
-	return suiteReconciles.of(owner) >= from+2
+func (l *reconcileLog) wholeSince(owner client.Object, from int64) bool {
+	return l.of(owner) >= from+2
 }
 
 // holdsThroughResync checks that actual matches m on every poll until owner (a queue or pipeline of
@@ -80,10 +80,16 @@ func wholeReconcileSince(owner client.Object, from int64) bool {
 // pass by the resync coming late.
 func holdsThroughResync[T any](t *testing.T, owner client.Object, actual func() (T, error), m types.GomegaMatcher, desc ...any) {
 	t.Helper()
-	from := suiteReconciles.of(owner)
+	holdsThroughReconcile(t, suiteReconciles, owner, actual, m, desc...)
+}
+
+// holdsThroughReconcile is holdsThroughResync for the manager whose reconciles l counts.
+func holdsThroughReconcile[T any](t *testing.T, l *reconcileLog, owner client.Object, actual func() (T, error), m types.GomegaMatcher, desc ...any) {
+	t.Helper()
+	from := l.of(owner)
 	NewWithT(t).Eventually(func() (bool, error) {
 		// Counted before actual is read: a whole reconcile counted then has ended before the read.
-		done := wholeReconcileSince(owner, from)
+		done := l.wholeSince(owner, from)
 		v, err := actual()
 		if err != nil {
 			return false, err
@@ -95,10 +101,16 @@ func holdsThroughResync[T any](t *testing.T, owner client.Object, actual func() 
 	}, wait, poll).Should(BeTrue(), desc...)
 }
 
-// awaitResync waits until owner has run a whole reconcile since the call.
+// awaitResync waits until owner (of the suite manager) has run a whole reconcile since the call.
 func awaitResync(t *testing.T, owner client.Object) {
 	t.Helper()
-	from := suiteReconciles.of(owner)
-	NewWithT(t).Eventually(func() bool { return wholeReconcileSince(owner, from) }, wait, poll).Should(BeTrue(),
+	suiteReconciles.await(t, owner)
+}
+
+// await waits until owner has run a whole reconcile since the call.
+func (l *reconcileLog) await(t *testing.T, owner client.Object) {
+	t.Helper()
+	from := l.of(owner)
+	NewWithT(t).Eventually(func() bool { return l.wholeSince(owner, from) }, wait, poll).Should(BeTrue(),
 		"a whole reconcile of %s", client.ObjectKeyFromObject(owner))
 }
