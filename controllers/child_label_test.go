@@ -37,5 +37,5 @@ func TestPipelineRelabelsAChildThatLostTheOperatorsLabel(t *testing.T) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), got)
 		return got.Labels, err
 	}, wait, poll).Should(HaveKeyWithValue(render.LabelManagedBy, render.LabelManagedByValue))
-	holdsThroughResync(t, source(p), pipelineCondition(p, v1.ConditionDeploymentReady), Not(HaveField("Reason", v1.ReasonChildConflict)))
+	holdsThroughResync(t, p, pipelineCondition(p, v1.ConditionDeploymentReady), Not(HaveField("Reason", v1.ReasonChildConflict)))
 }

@@ -157,7 +157,7 @@ func TestPipelineChildrenAreAppliedWithOwnerReferences(t *testing.T) {
 	}
 	before, err := versions()
 	g.Expect(err).NotTo(HaveOccurred())
-	holdsThroughResync(t, source(p), versions, Equal(before), "children rewritten at a resync")
+	holdsThroughResync(t, p, versions, Equal(before), "children rewritten at a resync")
 }
 
 func TestPipelinePolicyChangeRollsTheConfigHash(t *testing.T) {

@@ -149,7 +149,7 @@ func TestPipelineCircuitState(t *testing.T) {
 		cm, err := cms.Get(ctx, render.CircuitConfigMapName(p), metav1.GetOptions{})
 		return cm.Data, err
 	}, wait, poll).Should(HaveLen(2))
-	holdsThroughResync(t, source(p), circuitOf(p), Equal("Open False CircuitOpen"))
+	holdsThroughResync(t, p, circuitOf(p), Equal("Open False CircuitOpen"))
 	a.Observe(circuitstate.Closed)
 	g.Eventually(circuitOf(p), wait, poll).Should(Equal("HalfOpen False CircuitHalfOpen"))
 	g.Expect(scrapeMetrics(t).value(opmetrics.ConsumerPipelineCircuitState, labels)).To(Equal(1.0))
@@ -233,7 +233,7 @@ func TestPipelineNeverAdoptsAChildItDoesNotControl(t *testing.T) {
 	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(And(
 		HaveField("Reason", v1.ReasonChildConflict), HaveField("Message", ContainSubstring("Role "+role.Name))))
 	// Another resync at least: nothing was written to either.
-	holdsThroughResync(t, source(p), func() ([]string, error) {
+	holdsThroughResync(t, p, func() ([]string, error) {
 		r, b := &rbacv1.Role{}, &rbacv1.RoleBinding{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(role), r); err != nil {
 			return nil, err

@@ -266,9 +266,11 @@ func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pip
 // and sets the pipeline's gauges.
 func (r *ConsumerPipelineReconciler) writeStatus(ctx context.Context, s *pipelineScope) error {
 	st := pipelineStatus(s)
-	if err := r.patchStatus(ctx, s.p, st, s.allProblems()); err != nil {
+	ps := s.allProblems()
+	if err := r.patchStatus(ctx, s.p, st, ps); err != nil {
 		return err
 	}
+	r.warnLongMissing(s.p, ps)
 	r.exportPipeline(client.ObjectKeyFromObject(s.p), st)
 	return nil
 }

@@ -63,9 +63,6 @@ func pipelineTopicsOf(p *v1.ConsumerPipeline) func() (v1.PipelineTopics, error) 
 	}
 }
 
-// source is the pipeline's source topic, described by each of its reconciles.
-func source(p *v1.ConsumerPipeline) string { return string(p.Spec.Source.Topic) }
-
 // eventAbout matches an event of the given type and reason whose note names topic.
 func eventAbout(typ, reason, topic string) OmegaMatcher {
 	return And(HaveField("Type", typ), HaveField("Reason", reason), HaveField("Note", ContainSubstring(topic)))
@@ -110,7 +107,7 @@ func TestPipelineDrainsTheRetryTopicsItNoLongerUses(t *testing.T) {
 			g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(draining))
 			rollOut(t, p)
 			g.Eventually(pipelineTopicsOf(p), wait, poll).Should(HaveField("DrainingRetries", []string{tier3}))
-			holdsThroughResync(t, source(p), dispatcherTopics(p), Equal(draining), "one record is left")
+			holdsThroughResync(t, p, dispatcherTopics(p), Equal(draining), "one record is left")
 			g.Expect(describe(adm, tier3)()).To(HaveField("Exists", true))
 			unused := []string{tier3}
 			if dp == v1.DeletionPolicyRetain {
@@ -198,7 +195,7 @@ func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
 	blind := configTopics{Retries: []string{tier1}, Draining: []string{tier2, tier3}}
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(blind))
 	rollOut(t, p)
-	holdsThroughResync(t, source(p), dispatcherTopics(p), Equal(blind))
+	holdsThroughResync(t, p, dispatcherTopics(p), Equal(blind))
 	g.Expect(eventsFor(p.Namespace, p.Name)()).To(ContainElement(And(eventAbout(corev1.EventTypeNormal, "TopicDraining", tier2),
 		HaveField("Note", ContainSubstring("not known yet")))))
 	g.Expect(describe(adm, tier2)()).To(HaveField("Exists", true))
@@ -219,7 +216,7 @@ func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
 	failing.Store(true)
 	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(HaveField("Status", BeEquivalentTo("False")))
 	commitOffsets(t, adm, p.Namespace+"."+p.Name, map[string]map[int32]int64{tier3: {0: 2}})
-	holdsThroughResync(t, source(p), dispatcherTopics(p), Equal(draining))
+	holdsThroughResync(t, p, dispatcherTopics(p), Equal(draining))
 	g.Expect(describe(adm, tier3)()).To(HaveField("Exists", true))
 	g.Expect(pipelineCondition(p, v1.ConditionTopicsReady)()).To(HaveField("Status", BeEquivalentTo("False")))
 
@@ -251,7 +248,7 @@ func TestPipelineKeepsLookingAtDrainingTiersWhileWaitingForASpecChange(t *testin
 	})
 	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(notReady(v1.ReasonInvalidSpec))
 	g.Expect(pipelineCondition(p, v1.ConditionTopicsReady)()).To(isReady())
-	awaitResync(t, source(p)) // the pipeline now waits for a spec change, but for its draining tiers
+	awaitResync(t, p) // the pipeline now waits for a spec change, but for its draining tiers
 
 	commitOffsets(t, adm, p.Namespace+"."+p.Name, map[string]map[int32]int64{tier3: {0: 2}})
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}}))
@@ -345,7 +342,7 @@ func TestPipelineDeletesADrainedTierOnlyOnceTheConsumersRolledOut(t *testing.T) 
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}}), "both old tiers are drained")
 	stillThere := func() {
 		t.Helper()
-		holdsThroughResync(t, source(p), func() ([]bool, error) {
+		holdsThroughResync(t, p, func() ([]bool, error) {
 			s2, err := describe(adm, tier2)()
 			if err != nil {
 				return nil, err

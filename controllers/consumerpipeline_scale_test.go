@@ -94,7 +94,7 @@ func TestPipelineScaleSubresourceIsFollowedAndNeverWrittenBack(t *testing.T) {
 		}
 		return seen{p.Generation, ptr.Deref(p.Spec.Replicas, -1), d.ResourceVersion, ptr.Deref(d.Spec.Replicas, -1)}, nil
 	}
-	holdsThroughResync(t, source(p), world, Equal(seen{generation, 3, deployed, 3}), "a resync wrote the pipeline or its Deployment")
+	holdsThroughResync(t, p, world, Equal(seen{generation, 3, deployed, 3}), "a resync wrote the pipeline or its Deployment")
 
 	// A rollout (a policy change rolls the config hash) keeps the scaler's replicas.
 	before := d.Spec.Template.Annotations[render.AnnotationConfigHash]

@@ -426,7 +426,7 @@ func TestPipelineKeepsAnUnusedRetryTopicUntilItIsConsumed(t *testing.T) {
 	rollOut(t, p)
 	g.Eventually(unused, wait, poll).Should(Equal([]string{tier3}))
 	g.Expect(describe(adm, tier2)()).To(HaveField("Exists", false), "the empty tier is deleted once the consumers rolled out")
-	holdsThroughResync(t, source, describe(adm, tier3), HaveField("Exists", true), "records wait in it")
+	holdsThroughResync(t, p, describe(adm, tier3), HaveField("Exists", true), "records wait in it")
 	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(And(
 		HaveField("Reason", "TopicDraining"), HaveField("Note", ContainSubstring("2 records wait in it")))))
 

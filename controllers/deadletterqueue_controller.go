@@ -145,6 +145,7 @@ func (r *DeadLetterQueueReconciler) writeStatus(ctx context.Context, s *dlqScope
 	if err := r.patchStatus(ctx, s.dlq, st, s.problems); err != nil {
 		return err
 	}
+	r.warnLongMissing(s.dlq, s.problems)
 	r.publishLiveFigures(ctx, s, before, st)
 	return nil
 }

@@ -202,8 +202,8 @@ func TestDeadLetterQueueTopicConflict(t *testing.T) {
 		HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", v1.ReasonTopicConflict))))
 
 	// The loser never touches the topic, not even over several resyncs, and its deletion leaves it.
-	// The loser does not describe the topic: the owner's reconciles, on the same interval, pace the check.
-	holdsThroughResync(t, topic, describe(adm, topic), Equal(
+	// The loser waits (TopicConflict) and resyncs: its own reconciles pace the check.
+	holdsThroughResync(t, second, describe(adm, topic), Equal(
 		topicState{Exists: true, Partitions: 3, Configs: map[string]string{"compression.type": "zstd"}}))
 	g.Expect(dlqReady(first)()).To(isReady())
 	g.Expect(env.Client.Delete(ctx, second)).To(Succeed())

@@ -87,5 +87,5 @@ func TestDeadLetterQueueStatesFollowTheTopic(t *testing.T) {
 		HaveField("Type", corev1.EventTypeNormal), HaveField("Reason", "TopicRecreated"))))
 	produce(t, broker.ListenAddrs(), topic, map[int32]int{0: 4})
 	g.Eventually(states, oneResync, poll).Should(Equal(counts(4, 0)))
-	holdsThroughResync(t, topic, states, Equal(counts(4, 0)))
+	holdsThroughResync(t, q, states, Equal(counts(4, 0)))
 }

@@ -93,7 +93,7 @@ func TestThreePipelinesOnOneSource(t *testing.T) {
 		for _, tier := range tiersOf(p) {
 			g.Expect(describe(adm, tier.Name)()).To(HaveField("Exists", true), tier.Name)
 		}
-		holdsThroughResync(t, source, pipelineCondition(p, v1.ConditionTopicsReady), isReady(), p.Name)
+		holdsThroughResync(t, p, pipelineCondition(p, v1.ConditionTopicsReady), isReady(), p.Name)
 	}
 }
 
@@ -119,7 +119,7 @@ func TestPipelinesInOneConsumerGroupConflict(t *testing.T) {
 	g.Expect(pipelineReady(newer)()).To(HaveField("Status", BeEquivalentTo("False")))
 	g.Expect(consumers(newer)).To(BeNil(), "no consumers")
 	g.Expect(describe(adm, ns+".b-newer.retry.1")()).To(HaveField("Exists", false), "no tiers")
-	holdsThroughResync(t, ns+".a", pipelineCondition(older, v1.ConditionTopicsReady), isReady())
+	holdsThroughResync(t, older, pipelineCondition(older, v1.ConditionTopicsReady), isReady())
 
 	g.Expect(env.Client.Delete(ctx, older)).To(Succeed())
 	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(isReady())
@@ -196,7 +196,7 @@ func TestASourceHasOneManager(t *testing.T) {
 	other.Spec.Source.Create = &v1.TopicCreation{Partitions: 4, ExistingTopic: v1.ExistingTopicAdopt}
 	g.Expect(env.Client.Create(ctx, other)).To(Succeed())
 	g.Eventually(pipelineCondition(other, v1.ConditionTopicsReady), wait, poll).Should(isReady())
-	holdsThroughResync(t, source, pipelineCondition(other, v1.ConditionTopicsReady), isReady())
+	holdsThroughResync(t, other, pipelineCondition(other, v1.ConditionTopicsReady), isReady())
 	g.Expect(describe(adm, source)()).To(HaveField("Partitions", 2), "the owner's partitions")
 	g.Expect(ledgerOf(other)()).NotTo(ContainElement(source))
 }

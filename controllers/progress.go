@@ -1,10 +1,17 @@
 package controllers
 
 import (
+	"fmt"
 	"slices"
+	"sync"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
@@ -49,4 +56,81 @@ func readyChanged(before, after *metav1.Condition) bool {
 func conditionChanged(before, after []metav1.Condition, condType string) (*metav1.Condition, bool) {
 	a := meta.FindStatusCondition(after, condType)
 	return a, readyChanged(meta.FindStatusCondition(before, condType), a)
+}
+
+// ReferenceGracePeriod is how long a reference (a RetryPolicy, a DeadLetterQueue, a Secret) may be
+// missing before it is worth a Warning. Objects applied together arrive in any order (GitOps), so a
+// reference missing for a few seconds is progress; one missing this long is likely a typo.
+const ReferenceGracePeriod = 2 * time.Minute
+
+// missingReferences remembers, per resource, since when each of its references is missing, so
+// that a reference missing past ReferenceGracePeriod gets one Warning per episode, not one per
+// resync. A restart of the manager starts the episodes again.
+type missingReferences struct {
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	// since holds, per resource, the episode of each missing reference by its problem's message.
+	since map[types.UID]map[string]*missingEpisode
+}
+
+type missingEpisode struct {
+	since  time.Time
+	warned bool
+}
+
+func newMissingReferences(c clock.PassiveClock) *missingReferences {
+	return &missingReferences{clock: c, since: map[types.UID]map[string]*missingEpisode{}}
+}
+
+// observe takes the problems of one reconcile of the resource uid and returns the notes of the
+// Warnings now due: the message of each reference missing for ReferenceGracePeriod or longer and
+// not warned of yet, with how long. A reference no longer reported ends its episode.
+func (m *missingReferences) observe(uid types.UID, ps problems) []string {
+	if m == nil {
+		return nil
+	}
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.since[uid]
+	cur := map[string]*missingEpisode{}
+	var notes []string
+	for _, p := range ps {
+		if p.Reason != v1.ReasonReferenceNotFound || !p.Progress || cur[p.Message] != nil {
+			continue
+		}
+		e := old[p.Message]
+		if e == nil {
+			e = &missingEpisode{since: now}
+		}
+		cur[p.Message] = e
+		if d := now.Sub(e.since); !e.warned && d >= ReferenceGracePeriod {
+			e.warned = true
+			notes = append(notes, fmt.Sprintf("%s (missing for %s)", p.Message, d.Round(time.Second)))
+		}
+	}
+	if len(cur) == 0 {
+		delete(m.since, uid)
+	} else {
+		m.since[uid] = cur
+	}
+	return notes
+}
+
+// forget drops what is kept about the resource uid, once it is gone.
+func (m *missingReferences) forget(uid types.UID) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.since, uid)
+}
+
+// warnLongMissing records a Warning ReferenceNotFound on obj for each reference ps reports missing
+// for longer than ReferenceGracePeriod, once per episode.
+func (r *topicReconciler) warnLongMissing(obj client.Object, ps problems) {
+	for _, note := range r.missing.observe(obj.GetUID(), ps) {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, v1.ReasonReferenceNotFound, "Reconcile", "%s", note)
+	}
 }

@@ -98,7 +98,7 @@ func TestReplayNeverTargetsAQueueOrItsRecordOfDecisions(t *testing.T) {
 	g.Expect(held(adm, ns+".dlq")()).To(Equal(int64(2)), "nothing replayed into the queue")
 	g.Expect(held(adm, ns+".other")()).To(BeZero(), "nothing replayed into the other queue")
 	g.Expect(held(adm, ns+".dlq.state")()).To(BeZero(), "no decision recorded")
-	holdsThroughResync(t, ns+".dlq", func() (*int64, error) { _, err := dlqReady(q)(); return q.Status.Pending, err }, Equal(ptr.To(int64(2))))
+	holdsThroughResync(t, q, func() (*int64, error) { _, err := dlqReady(q)(); return q.Status.Pending, err }, Equal(ptr.To(int64(2))))
 }
 
 // readyQueue creates the one-partition queue "dlq" on topic <ns>.dlq and waits until it is Ready

@@ -180,6 +180,8 @@ type topicReconciler struct {
 	Recorder recorder.EventRecorder
 	Kafka    *kafkaAccess
 	Clock    clock.PassiveClock
+	// missing tracks references missing past ReferenceGracePeriod (progress.go); nil warns of none.
+	missing *missingReferences
 	// Metrics are the operator's gauges; nil exports nothing.
 	Metrics *opmetrics.Metrics
 	// RefreshInterval is the resync period: live figures are at most one old, drift in Kafka is
@@ -283,6 +285,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 			Recorder:        mgr.GetEventRecorder(name),
 			Kafka:           access,
 			Clock:           opts.Clock,
+			missing:         newMissingReferences(opts.Clock),
 			Metrics:         metrics,
 			RefreshInterval: opts.StatusRefreshInterval,
 			DeletionTimeout: opts.DeletionTimeout,

@@ -370,6 +370,7 @@ func (r *topicReconciler) letGo(ctx context.Context, o client.Object, forget fun
 	if err := r.Ledger.Drop(ctx, o.GetUID()); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Could not drop the topic ledger's record", "uid", o.GetUID())
 	}
+	r.missing.forget(o.GetUID())
 	forget()
 	return ctrl.Result{}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -73,7 +74,6 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer broker.Close()
-	describes.install(broker)
 
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(io.MultiWriter(os.Stderr, managerLogs))))
 	notScale, err := labels.Parse("!" + benchmarkLabel)
@@ -89,6 +89,10 @@ func runSuite(m *testing.M) int {
 		Scheme:  envtestutil.Scheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache:   cacheOpts,
+		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
+			cl, err := client.New(cfg, opts)
+			return reconcileLoggingClient{Client: cl, log: suiteReconciles}, err
+		},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
