@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -40,6 +41,11 @@ import (
 //     annotation (stripUnread): nothing reads them from the cache, and on server-side-applied
 //     children they are a large part of each object (issue 27, memory at 10,000 resources).
 //     apply.Owned compares only the fields its desired object sets, which never include either.
+//   - The alert-rule ConfigMaps (label retry.retryops.dev/alert-rules=true) are cached without their
+//     data, the rendered rule files, with a digest of it instead (apply.DropData): the manager only
+//     compares that data with what it renders (apply.Owned), never reads it; at 10,000 resources it
+//     was the largest part of the cache. Every other ConfigMap keeps its data: the manager reads the
+//     dispatcher config (keptDraining), the circuit reports (readCircuit) and the topic ledgers.
 
 // CacheOptions are the manager cache's options: the owned kinds by label only, no lazily started
 // informers, and, when namespaces is not empty, only those namespaces (cluster-scoped kinds, the
@@ -69,12 +75,20 @@ func CacheOptions(namespaces []string) cache.Options {
 
 // StripUnread is the cache's transform: it drops what no reader of the cache uses, the
 // managedFields and kubectl's last-applied-configuration annotation (a copy of the whole object
-// on anything once kubectl-applied: queues, pipelines, policies from GitOps). Objects that are not
+// on anything once kubectl-applied: queues, pipelines, policies from GitOps), and the data of the
+// alert-rule ConfigMaps, replaced by its digest (apply.DropData). Objects that are not
 // metav1.Object pass unchanged.
 func StripUnread(obj any) (any, error) {
 	o, ok := obj.(metav1.Object)
 	if !ok {
 		return obj, nil
+	}
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		if cm.Labels[render.LabelAlertRules] == "true" {
+			apply.DropData(cm)
+		} else {
+			apply.ForgetDigest(cm)
+		}
 	}
 	o.SetManagedFields(nil)
 	if a := o.GetAnnotations(); a != nil {

@@ -157,6 +157,10 @@ func cmpOr(a, b error) error {
 type memorySampler struct {
 	heapInuse, heapAlloc, heapLive, rss uint64
 	baseInuse, baseLive, baseRSS        uint64
+	// peakProfile, when set, is rewritten with the heap profile (as of the last GC) each time the
+	// live heap grows by a quarter: what the manager holds at its peak, which comes before Ready.
+	peakProfile  string
+	profiledLive uint64
 }
 
 // startMemory collects garbage, takes the base figures and resets the process's peak resident
@@ -179,6 +183,13 @@ func (m *memorySampler) sample() {
 	metrics.Read(live)
 	if live[0].Value.Kind() == metrics.KindUint64 {
 		m.heapLive = max(m.heapLive, live[0].Value.Uint64())
+	}
+	if m.peakProfile != "" && m.heapLive > m.profiledLive+m.profiledLive/4 {
+		if f, err := os.Create(m.peakProfile); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(f, 0)
+			_ = f.Close()
+			m.profiledLive = m.heapLive
+		}
 	}
 	m.rss = max(m.rss, procStatus("VmRSS"))
 }
@@ -205,6 +216,15 @@ func procStatus(field string) uint64 {
 		}
 	}
 	return 0
+}
+
+// heapProfilePath is $SCALE_HEAP_PROFILE_DIR/heap-<name>.pprof, "" when that variable is not set.
+func heapProfilePath(name string) string {
+	dir := os.Getenv("SCALE_HEAP_PROFILE_DIR")
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, "heap-"+name+".pprof")
 }
 
 // writeHeapProfile writes this process's heap profile (after a GC) to $SCALE_HEAP_PROFILE_DIR/

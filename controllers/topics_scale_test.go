@@ -249,6 +249,7 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 		created = time.Since(t0)
 	}
 	mem := startMemory()
+	mem.peakProfile = heapProfilePath(fmt.Sprintf("peak-live-%d", dlqs+pipelines))
 	stopProfile := profileAPIServer(tb, apiConfig, fmt.Sprintf("ready-%d", dlqs+pipelines))
 	cpuStart := cpuSeconds()
 	start := time.Now()

@@ -50,7 +50,8 @@ func Cached(ctx context.Context, c client.Reader, key client.ObjectKey, obj clie
 // server-side apply as FieldOwner, forcing ownership of its fields, with owner as controller owner
 // (and blockOwnerDeletion). live is the object as cached (nil when absent or unknown): when it
 // already holds every field desired sets, with the same values, nothing is sent, so a resync writes
-// nothing. Otherwise the apply reverts out-of-band changes to the fields the operator owns; fields it
+// nothing (a ConfigMap whose data the cache keeps as digests, DropData, is compared by them).
+// Otherwise the apply reverts out-of-band changes to the fields the operator owns; fields it
 // does not set (defaults, other managers' additions) are left alone. A list to which another
 // manager added items never compares equal: it is applied again whenever the object or the
 // desired one changed, which the API server answers without a change.
@@ -106,7 +107,13 @@ func Owned(ctx context.Context, c client.Client, owner client.Object, desired ru
 		// Objects read from the cache may lack their apiVersion and kind.
 		delete(want, "apiVersion")
 		delete(want, "kind")
-		if contains(have, want) {
+		same := true
+		if digests, ok := cachedDigests(have); ok {
+			// The cache keeps this ConfigMap's data as digests (DropData).
+			same = digestsContain(digests, want["data"])
+			delete(want, "data")
+		}
+		if same && contains(have, want) {
 			appliedOver.forget(keyOf(owner, u))
 			return &unstructured.Unstructured{Object: have}, false, nil
 		}
@@ -150,6 +157,12 @@ func checkUncached(ctx context.Context, c client.Client, u *unstructured.Unstruc
 	got.SetGroupVersionKind(u.GroupVersionKind())
 	if err := ur.UncachedReader().Get(ctx, client.ObjectKeyFromObject(u), got); err != nil {
 		return nil, client.IgnoreNotFound(err)
+	}
+	// Only the cache's digests are compared as such; this one has its data.
+	a := got.GetAnnotations()
+	if _, ok := a[CachedDataAnnotation]; ok {
+		delete(a, CachedDataAnnotation)
+		got.SetAnnotations(a)
 	}
 	return got, nil
 }

@@ -54,7 +54,7 @@ func TestChartRendersEachValuesFile(t *testing.T) {
 			c := r.dep.Spec.Template.Spec.Containers[0]
 			g.Expect(c.Image).To(Equal("ghcr.io/retryops/retry-operator:dev"))
 			g.Expect(r.env).To(HaveKeyWithValue("DISPATCHER_IMAGE", "ghcr.io/retryops/retry-dispatcher:dev"))
-			g.Expect(r.env).To(HaveKeyWithValue("GOMEMLIMIT", "241591910"), "90% of 256Mi")
+			g.Expect(r.env).To(HaveKeyWithValue("GOMEMLIMIT", "966367641"), "90% of 1Gi")
 			g.Expect(r.args).To(ContainElement("--leader-elect"))
 			g.Expect(r.args).NotTo(ContainElement(HavePrefix("--deadletters-api-cert-dir")))
 			g.Expect(r.args).NotTo(ContainElement(HavePrefix("--alert-")), "the manager's defaults: no rule labels, the project's runbooks")
@@ -133,7 +133,7 @@ func TestChartRendersEachValuesFile(t *testing.T) {
 				"--leader-election-id=retry-operator-secured", "--zap-log-level=debug", "--status-refresh-interval=1m", "--kafka-request-timeout=20s", "--kafka-admin-batch-window=25ms"))
 			g.Expect(strings.Join(r.args, " ")).NotTo(ContainSubstring("password="), "no password on the command line")
 			g.Expect(r.env).To(HaveKeyWithValue("KAFKA_BOOTSTRAP_SERVERS", "kafka-0.kafka.svc:9093,kafka-1.kafka.svc:9093"))
-			g.Expect(r.env).To(HaveKeyWithValue("GOMEMLIMIT", "966367641"), "90% of 1Gi")
+			g.Expect(r.env).To(HaveKeyWithValue("GOMEMLIMIT", "1932735283"), "90% of 2Gi")
 			g.Expect(r.env).To(HaveKeyWithValue("HTTPS_PROXY", "http://proxy.example.com:3128"))
 			g.Expect(r.dep.Spec.Template.Spec.Volumes).To(ConsistOf(
 				HaveField("VolumeSource.Secret.SecretName", "kafka-manager-tls"), HaveField("VolumeSource.Secret.SecretName", "kafka-manager-password")))
