@@ -50,3 +50,9 @@ func conditionChanged(before, after []metav1.Condition, condType string) (*metav
 	a := meta.FindStatusCondition(after, condType)
 	return a, readyChanged(meta.FindStatusCondition(before, condType), a)
 }
+
+// firstReady reports whether a True Ready, after before, is the resource's first, reached without
+// a Warning on the way (before is absent or a progress reason).
+func firstReady(before, _ *metav1.Condition) bool {
+	return before == nil || (before.Status != metav1.ConditionTrue && slices.Contains(progressReasons, before.Reason))
+}
