@@ -29,7 +29,7 @@ func TestHealthyRunRecordsNoWarningEvent(t *testing.T) {
 		t.Errorf("a healthy run recorded %d Warning events (count, reason: message):%s", n, r.eventList.describeWarnings())
 	}
 	// One event per resource on the way to Ready: a queue's topics created (its first Ready says no
-	// more), a pipeline's topics created, a policy valid. Saying that it waits for another resource
+	// more), a pipeline's topics created; none for a policy valid from its creation. Saying that it waits for another resource
 	// is not counted; one that waited may have made its topics in two steps (its source at once, its
 	// tiers once its policy came). At 1,000 resources there were 2.3 events per resource (a queue:
 	// TopicCreated for its topic, again for its record of decisions, then TopicReady).
@@ -39,6 +39,9 @@ func TestHealthyRunRecordsNoWarningEvent(t *testing.T) {
 		if allowed := 1 + min(len(notes)-len(made), 1); len(made) > allowed {
 			over = append(over, fmt.Sprintf("%s: %q", obj, notes))
 		}
+	}
+	if n := r.eventList.byReason["RetryPolicy Normal "+v1.ReasonValid]; n != 0 {
+		t.Errorf("%d policies valid from their creation recorded an event", n)
 	}
 	if len(over) > 0 {
 		slices.Sort(over)
