@@ -165,11 +165,16 @@ func (r *DeadLetterQueueReconciler) takeTopics(ctx context.Context, s *dlqScope,
 	if err := r.recordCreatedTopics(ctx, s.dlq, names...); err != nil {
 		return err
 	}
+	var adopted []string
 	for _, t := range topics {
 		if t.have.Exists {
 			ctrl.LoggerFrom(ctx).Info("Adopted topic", "deadLetterQueue", klog.KObj(s.dlq), "topic", t.name)
-			r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, eventTopicAdopted, "ReconcileTopic", "Topic %s adopted (existingTopic Adopt)", t.name)
+			adopted = append(adopted, t.name)
 		}
+	}
+	if len(adopted) > 0 {
+		// One event: a second of the same reason would join its series and lose its note.
+		r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, eventTopicAdopted, "ReconcileTopic", "Topic %s adopted (existingTopic Adopt)", strings.Join(adopted, " and "))
 	}
 	return nil
 }
