@@ -60,6 +60,10 @@ type dlqScope struct {
 
 	live dlqLive // what the LiveFigures step found (deadletterqueue_live.go)
 
+	// changes are what the reconcile changed in Kafka, for one event (changeReason) after the steps.
+	changes      []string
+	changeReason string
+
 	problems problems
 }
 
@@ -122,7 +126,7 @@ func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, s *dlqS
 			r.Kafka.Topics.Unsettle(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
 		}
 	}()
-	return ctrl.Result{}, runSteps(ctx, s, []step[*dlqScope]{
+	err := runSteps(ctx, s, []step[*dlqScope]{
 		{"Finalizer", func(ctx context.Context, s *dlqScope) error { return r.addFinalizer(ctx, s.dlq) }},
 		{"Alerts", r.reconcileAlerts},
 		{"Connection", r.connectQueue},
@@ -134,6 +138,8 @@ func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, s *dlqS
 		{"LiveFigures", r.refreshLiveFigures},
 		{"States", r.refreshStates},
 	}, &s.problems)
+	r.recordTopicChanges(s)
+	return ctrl.Result{}, err
 }
 
 // writeStatus patches the status rebuilt from s, records an event when Ready changed, and
@@ -142,7 +148,12 @@ func (r *DeadLetterQueueReconciler) writeStatus(ctx context.Context, s *dlqScope
 	before := s.dlq.Status.DeepCopy()
 	r.judgeFigures(s)
 	st := dlqStatus(s)
-	if err := r.patchStatus(ctx, s.dlq, st, s.problems); err != nil {
+	w := dlqStatusWriter
+	if s.changeReason == eventTopicCreated {
+		// The event of the topics created says what the first Ready would.
+		w.quiet = firstReady
+	}
+	if _, _, err := w.patch(ctx, r.Client, r.Recorder, s.dlq, func(q *v1.DeadLetterQueue) { q.Status = st }, s.problems, "", "topic", st.Topic); err != nil {
 		return err
 	}
 	r.warnLongMissing(s.dlq, s.problems)

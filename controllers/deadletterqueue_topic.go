@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -89,7 +90,13 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 	}
 	wasOwned := slices.Contains(owned, s.want.Name)
 	if !wasOwned {
-		if err := r.takeTopic(ctx, s, s.want.Name, have); err != nil {
+		take := []takenTopic{{s.want.Name, have}}
+		// The record of decisions is taken with the topic when it may be: one write of the ledger,
+		// not two. When it may not, reconcileStateTopic reports why.
+		if n := s.stateWant.Name; n != "" && !slices.Contains(owned, n) && r.takeProblem(s, n, s.stateHave) == nil {
+			take = append(take, takenTopic{n, s.stateHave})
+		}
+		if err := r.takeTopics(ctx, s, take...); err != nil {
 			return err
 		}
 	}
@@ -112,7 +119,7 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 			}
 			return kafkaProblem(err)
 		}
-		r.recordTopicChange(ctx, s.dlq, s.want, have, plan, recreated)
+		r.recordTopicChange(ctx, s, s.want, have, plan, recreated)
 		if plan.Create {
 			// A new topic holds nothing: no need to ask Kafka.
 			empty := make([]kafka.PartitionOffsets, s.want.Partitions)
@@ -135,27 +142,51 @@ func dlqSettled(dlq *v1.DeadLetterQueue) bool {
 	return dlq.Status.ObservedGeneration == dlq.Generation && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == dlq.Generation
 }
 
-// takeTopic makes the queue's topic, not yet in the ledger, the queue's own: refused when it exists
-// and the queue does not ask to adopt it, or when the claim policy does not give the namespace its
-// name; otherwise recorded in the ledger before it is created or adopted.
-func (r *DeadLetterQueueReconciler) takeTopic(ctx context.Context, s *dlqScope, name string, have kafka.TopicInfo) error {
+// takenTopic is a topic a queue takes as its own, as described.
+type takenTopic struct {
+	name string
+	have kafka.TopicInfo
+}
+
+// takeTopics makes topics not yet in the ledger the queue's own: refused when one exists and the
+// queue does not ask to adopt it, or when the claim policy does not give the namespace its name;
+// otherwise they are recorded in the ledger, in one write, before they are created or adopted.
+func (r *DeadLetterQueueReconciler) takeTopics(ctx context.Context, s *dlqScope, topics ...takenTopic) error {
+	names := make([]string, 0, len(topics))
+	for _, t := range topics {
+		if p := r.takeProblem(s, t.name, t.have); p != nil {
+			if p.Reason == v1.ReasonTopicNotOwned {
+				r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
+			}
+			return p
+		}
+		names = append(names, t.name)
+	}
+	if err := r.recordCreatedTopics(ctx, s.dlq, names...); err != nil {
+		return err
+	}
+	var adopted []string
+	for _, t := range topics {
+		if t.have.Exists {
+			ctrl.LoggerFrom(ctx).Info("Adopted topic", "deadLetterQueue", klog.KObj(s.dlq), "topic", t.name)
+			adopted = append(adopted, t.name)
+		}
+	}
+	if len(adopted) > 0 {
+		// One event: a second of the same reason would join its series and lose its note.
+		r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, eventTopicAdopted, "ReconcileTopic", "Topic %s adopted (existingTopic Adopt)", strings.Join(adopted, " and "))
+	}
+	return nil
+}
+
+// takeProblem says why the queue may not take name, described as have, as its own; nil when it may.
+func (r *DeadLetterQueueReconciler) takeProblem(s *dlqScope, name string, have kafka.TopicInfo) *problem {
 	if have.Exists && s.dlq.Spec.Topic.ExistingTopic != v1.ExistingTopicAdopt {
-		r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
 		return &problem{Reason: v1.ReasonTopicNotOwned, Kind: problemUser, Message: fmt.Sprintf(
 			"topic %q exists and the operator did not create it for this queue: it is left unchanged and its records are not read; "+
 				"set spec.topic.existingTopic: Adopt to manage it (its configs, partitions, trimming and, under deletionPolicy Delete, its deletion), or name another topic", name)}
 	}
-	if p := r.claimProblem(s.dlq, name); p != nil {
-		return p
-	}
-	if err := r.recordCreatedTopics(ctx, s.dlq, name); err != nil {
-		return err
-	}
-	if have.Exists {
-		ctrl.LoggerFrom(ctx).Info("Adopted topic", "deadLetterQueue", klog.KObj(s.dlq), "topic", name)
-		r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, eventTopicAdopted, "ReconcileTopic", "Topic %s adopted (existingTopic Adopt)", name)
-	}
-	return nil
+	return r.claimProblem(s.dlq, name)
 }
 
 // reconcileStateTopic creates the queue's record of decisions (deadletters.StateTopic: compacted,
@@ -174,7 +205,7 @@ func (r *DeadLetterQueueReconciler) reconcileStateTopic(ctx context.Context, s *
 		return err
 	}
 	if !owned {
-		if err := r.takeTopic(ctx, s, want.Name, have); err != nil {
+		if err := r.takeTopics(ctx, s, takenTopic{want.Name, have}); err != nil {
 			return err
 		}
 	}
@@ -189,7 +220,7 @@ func (r *DeadLetterQueueReconciler) reconcileStateTopic(ctx context.Context, s *
 			}
 			return kafkaProblem(err)
 		}
-		r.recordTopicChange(ctx, s.dlq, want, have, plan, false)
+		r.recordTopicChange(ctx, s, want, have, plan, false)
 	}
 	s.stateTopic = want.Name
 	return nil
@@ -205,9 +236,9 @@ func stateTopicSpec(want kafka.TopicSpec) kafka.TopicSpec {
 	return kafka.TopicSpec{Name: name, Partitions: 1, ReplicationFactor: want.ReplicationFactor, Configs: deadletters.StateTopicConfigs()}
 }
 
-// recordTopicChange logs a change made in Kafka and records its event; recreated says the operator
-// had created the topic before (it was deleted out of band).
-func (r *DeadLetterQueueReconciler) recordTopicChange(ctx context.Context, dlq *v1.DeadLetterQueue, want kafka.TopicSpec, have kafka.TopicInfo, plan kafka.TopicPlan, recreated bool) {
+// recordTopicChange logs a change made in Kafka and keeps it for the reconcile's event; recreated
+// says the operator had created the topic before (it was deleted out of band).
+func (r *DeadLetterQueueReconciler) recordTopicChange(ctx context.Context, s *dlqScope, want kafka.TopicSpec, have kafka.TopicInfo, plan kafka.TopicPlan, recreated bool) {
 	what := plan.Describe(want, have)
 	reason := eventTopicCorrected
 	switch {
@@ -217,8 +248,21 @@ func (r *DeadLetterQueueReconciler) recordTopicChange(ctx context.Context, dlq *
 	case plan.Create:
 		reason = eventTopicCreated
 	}
-	ctrl.LoggerFrom(ctx).Info("Reconciled topic", "deadLetterQueue", klog.KObj(dlq), "topic", want.Name, "change", what)
-	r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, reason, "ReconcileTopic", "Topic %s %s", want.Name, what)
+	ctrl.LoggerFrom(ctx).Info("Reconciled topic", "deadLetterQueue", klog.KObj(s.dlq), "topic", want.Name, "change", what)
+	s.changes = append(s.changes, "Topic "+want.Name+" "+what)
+	// The event takes the weightiest reason: a recreation over a creation over a correction.
+	if s.changeReason == "" || s.changeReason == eventTopicCorrected || reason == eventTopicRecreated {
+		s.changeReason = reason
+	}
+}
+
+// recordTopicChanges records one event for the changes a reconcile made to the queue's topic and
+// its record of decisions (the events API keeps only the first note of a series of one reason).
+func (r *DeadLetterQueueReconciler) recordTopicChanges(s *dlqScope) {
+	if len(s.changes) == 0 {
+		return
+	}
+	r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, s.changeReason, "ReconcileTopic", "%s", truncate(strings.Join(s.changes, "; "), maxConditionMessage))
 }
 
 // readOffsets reads the topic's offsets through the batched reads.

@@ -134,3 +134,9 @@ func (r *topicReconciler) warnLongMissing(obj client.Object, ps problems) {
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, v1.ReasonReferenceNotFound, "Reconcile", "%s", note)
 	}
 }
+
+// firstReady reports whether a True Ready, after before, is the resource's first, reached without
+// a Warning on the way (before is absent or a progress reason).
+func firstReady(before, _ *metav1.Condition) bool {
+	return before == nil || (before.Status != metav1.ConditionTrue && slices.Contains(progressReasons, before.Reason))
+}

@@ -55,6 +55,9 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 var policyStatusWriter = statusWriter[*v1.RetryPolicy]{
 	conditions: func(p *v1.RetryPolicy) []metav1.Condition { return p.Status.Conditions },
 	logKey:     "retryPolicy", ready: "Policy is valid", notReady: "Policy is invalid", action: "Validate",
+	// A policy valid from its creation is no news (its status shows the plan); one valid again
+	// after a Warning, or whose plan changed, is.
+	quiet: firstReady,
 }
 
 // export sets the policy's gauge to the dead letters its status shows.

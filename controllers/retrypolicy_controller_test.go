@@ -161,3 +161,27 @@ func TestKubectlGetRetryPoliciesShowsTheColumns(t *testing.T) {
 	g.Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "ATTEMPTS", "SCHEDULE", "PIPELINES", "READY", "AGE"}))
 	g.Expect(lines[1]).To(MatchRegexp(`^chatbot\s+6\s+2s 4s 8s 16s 32s\s+0\s+True\s+\S+$`))
 }
+
+// TestAPolicyValidFromItsCreationRecordsNoEvent: its status says it is valid; an event is for a
+// change (at 10,000 resources, 2,504 policies made 2,504 Valid events on the way to Ready). The
+// Warning of a later mistake is the barrier: events are sent in order, so a Valid event would be
+// there before it.
+func TestAPolicyValidFromItsCreationRecordsNoEvent(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := samplePolicy(t, "delegation", ns)
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	g.Eventually(readyCondition(p, func() []metav1.Condition { return p.Status.Conditions }), wait, poll).
+		Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", v1.ReasonValid)))
+
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		p.Spec.Classification.Rules[1].MessagePatterns = append(p.Spec.Classification.Rules[1].MessagePatterns, "(?i)timeout(")
+		return env.Client.Update(ctx, p)
+	})).To(Succeed())
+	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ConsistOf(
+		And(HaveField("Type", "Warning"), HaveField("Reason", v1.ReasonInvalidSpec))))
+}

@@ -305,6 +305,8 @@ type scaleEvents struct {
 	warnings map[string]int
 	// byReason counts the events by kind of object, type and reason ("DeadLetterQueue Normal Ready").
 	byReason map[string]int
+	// notes are each object's events (kind/name) as "reason: note", series counted.
+	notes map[string][]string
 }
 
 var digits = regexp.MustCompile(`[0-9]+`)
@@ -316,7 +318,7 @@ func listEvents(ctx context.Context, tb testing.TB, c client.Client, ns string) 
 	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 		tb.Fatal(err)
 	}
-	ev := scaleEvents{byType: map[string]int{}, perResource: map[string]int{}, warnings: map[string]int{}, byReason: map[string]int{}}
+	ev := scaleEvents{byType: map[string]int{}, perResource: map[string]int{}, warnings: map[string]int{}, byReason: map[string]int{}, notes: map[string][]string{}}
 	for _, e := range list.Items {
 		n := 1
 		if e.Series != nil {
@@ -325,6 +327,9 @@ func listEvents(ctx context.Context, tb testing.TB, c client.Client, ns string) 
 		ev.byType[e.Type] += n
 		ev.perResource[e.Regarding.Kind+"/"+e.Regarding.Name] += n
 		ev.byReason[e.Regarding.Kind+" "+e.Type+" "+e.Reason] += n
+		for range n {
+			ev.notes[e.Regarding.Kind+"/"+e.Regarding.Name] = append(ev.notes[e.Regarding.Kind+"/"+e.Regarding.Name], e.Reason+": "+e.Note)
+		}
 		if e.Type == corev1.EventTypeWarning {
 			ev.warnings[e.Reason+": "+digits.ReplaceAllString(e.Note, "N")] += n
 		}

@@ -30,8 +30,8 @@ func (w *sentWrites) Patch(ctx context.Context, obj client.Object, patch client.
 }
 
 // TestLedgerWritesEachChangeOnce: a record the ledger knows exists (it made or read it) is changed
-// with one patch, without a create refused first (a queue records its topic, then its record of
-// decisions' topic: two requests, not three); one deleted behind its back is made again.
+// with one patch, without a create refused first (two changes: two requests, not three); one
+// deleted behind its back is made again. A queue records its two topics in one change.
 func TestLedgerWritesEachChangeOnce(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
