@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -41,8 +42,8 @@ import (
 //     annotation (stripUnread): nothing reads them from the cache, and on server-side-applied
 //     children they are a large part of each object (issue 27, memory at 10,000 resources).
 //     apply.Owned compares only the fields its desired object sets, which never include either.
-//   - The alert-rule ConfigMaps (label retry.retryops.dev/alert-rules=true) are cached without their
-//     data, the rendered rule files, with a digest of it instead (apply.DropData): the manager only
+//   - The alert-rule ConfigMaps (label retry.retryops.dev/alert-rules=true, rule files only) are
+//     cached without their data, the rendered rule files, with a digest of it instead (apply.DropData): the manager only
 //     compares that data with what it renders (apply.Owned), never reads it; at 10,000 resources it
 //     was the largest part of the cache. Every other ConfigMap keeps its data: the manager reads the
 //     dispatcher config (keptDraining), the circuit reports (readCircuit) and the topic ledgers.
@@ -84,7 +85,7 @@ func StripUnread(obj any) (any, error) {
 		return obj, nil
 	}
 	if cm, ok := obj.(*corev1.ConfigMap); ok {
-		if cm.Labels[render.LabelAlertRules] == "true" {
+		if cm.Labels[render.LabelAlertRules] == "true" && onlyRuleFiles(cm.Data) {
 			apply.DropData(cm)
 		} else {
 			apply.ForgetDigest(cm)
@@ -101,6 +102,18 @@ func StripUnread(obj any) (any, error) {
 		}
 	}
 	return obj, nil
+}
+
+// onlyRuleFiles reports whether every key of data names a rule file (render.RuleFileKey). A tenant
+// can label any ConfigMap of their namespace as alert rules, the dispatcher config and the circuit
+// reports the manager reads included: those keep their data.
+func onlyRuleFiles(data map[string]string) bool {
+	for k := range data {
+		if !strings.HasSuffix(k, ".rules.yaml") {
+			return false
+		}
+	}
+	return true
 }
 
 // ManagedSelector selects the objects the operator makes: app.kubernetes.io/managed-by=retry-operator.

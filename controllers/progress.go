@@ -100,8 +100,9 @@ func (m *missingReferences) observe(uid types.UID, ps problems) []string {
 			continue
 		}
 		e := old[p.Message]
-		if e == nil {
-			e = &missingEpisode{since: now}
+		if e == nil || now.Before(e.since) {
+			// A clock set back would otherwise add its step to the grace period.
+			e = &missingEpisode{since: now, warned: e != nil && e.warned}
 		}
 		cur[p.Message] = e
 		if d := now.Sub(e.since); !e.warned && d >= ReferenceGracePeriod {
