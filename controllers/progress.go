@@ -65,12 +65,20 @@ const ReferenceGracePeriod = 2 * time.Minute
 
 // missingReferences remembers, per resource, since when each of its references is missing, so
 // that a reference missing past ReferenceGracePeriod gets one Warning per episode, not one per
-// resync. A restart of the manager starts the episodes again.
+// resync. A restart of the manager starts the episodes again. Resources are kept by namespace and
+// name, so that one gone without its finalizer (a reconcile that finds it no more has only its key)
+// is forgotten too; a resource recreated under the same name starts afresh (its UID differs).
 type missingReferences struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
-	// since holds, per resource, the episode of each missing reference by its problem's message.
-	since map[types.UID]map[string]*missingEpisode
+	// byName holds, per resource, the episode of each missing reference by its problem's message.
+	byName map[types.NamespacedName]missingOf
+}
+
+// missingOf are the episodes of one resource, the one of UID uid.
+type missingOf struct {
+	uid      types.UID
+	episodes map[string]*missingEpisode
 }
 
 type missingEpisode struct {
@@ -79,20 +87,23 @@ type missingEpisode struct {
 }
 
 func newMissingReferences(c clock.PassiveClock) *missingReferences {
-	return &missingReferences{clock: c, since: map[types.UID]map[string]*missingEpisode{}}
+	return &missingReferences{clock: c, byName: map[types.NamespacedName]missingOf{}}
 }
 
-// observe takes the problems of one reconcile of the resource uid and returns the notes of the
-// Warnings now due: the message of each reference missing for ReferenceGracePeriod or longer and
-// not warned of yet, with how long. A reference no longer reported ends its episode.
-func (m *missingReferences) observe(uid types.UID, ps problems) []string {
+// observe takes the problems of one reconcile of the resource key, of UID uid, and returns the notes
+// of the Warnings now due: the message of each reference missing for ReferenceGracePeriod or longer
+// and not warned of yet, with how long. A reference no longer reported ends its episode.
+func (m *missingReferences) observe(key types.NamespacedName, uid types.UID, ps problems) []string {
 	if m == nil {
 		return nil
 	}
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	old := m.since[uid]
+	var old map[string]*missingEpisode
+	if o := m.byName[key]; o.uid == uid {
+		old = o.episodes
+	}
 	cur := map[string]*missingEpisode{}
 	var notes []string
 	for _, p := range ps {
@@ -111,27 +122,27 @@ func (m *missingReferences) observe(uid types.UID, ps problems) []string {
 		}
 	}
 	if len(cur) == 0 {
-		delete(m.since, uid)
+		delete(m.byName, key)
 	} else {
-		m.since[uid] = cur
+		m.byName[key] = missingOf{uid: uid, episodes: cur}
 	}
 	return notes
 }
 
-// forget drops what is kept about the resource uid, once it is gone.
-func (m *missingReferences) forget(uid types.UID) {
+// forget drops what is kept about the resource key, once it is gone.
+func (m *missingReferences) forget(key types.NamespacedName) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.since, uid)
+	delete(m.byName, key)
 }
 
 // warnLongMissing records a Warning ReferenceNotFound on obj for each reference ps reports missing
 // for longer than ReferenceGracePeriod, once per episode.
 func (r *topicReconciler) warnLongMissing(obj client.Object, ps problems) {
-	for _, note := range r.missing.observe(obj.GetUID(), ps) {
+	for _, note := range r.missing.observe(client.ObjectKeyFromObject(obj), obj.GetUID(), ps) {
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, v1.ReasonReferenceNotFound, "Reconcile", "%s", note)
 	}
 }

@@ -70,7 +70,7 @@ func TestAReferenceMissingPastTheGracePeriodIsOneWarningPerEpisode(t *testing.T)
 			m := newMissingReferences(clk)
 			for i, s := range tc.steps {
 				clk.SetTime(clk.Now().Add(s.after))
-				got := m.observe(s.uid, s.ps)
+				got := m.observe(keyOfUID(s.uid), s.uid, s.ps)
 				if !slices.Equal(got, s.want) {
 					t.Fatalf("step %d: Warnings %q, want %q", i, got, s.want)
 				}
@@ -83,14 +83,14 @@ func TestAResourceGoneIsForgotten(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	m := newMissingReferences(clk)
 	missing := problems{{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: "x"}}
-	m.observe("a", missing)
-	m.forget("a")
-	if len(m.since) != 0 {
-		t.Fatalf("kept %v", m.since)
+	m.observe(keyOfUID("a"), "a", missing)
+	m.forget(keyOfUID("a"))
+	if len(m.byName) != 0 {
+		t.Fatalf("kept %v", m.byName)
 	}
 	var none *missingReferences
-	none.forget("a")
-	if got := none.observe("a", missing); got != nil {
+	none.forget(keyOfUID("a"))
+	if got := none.observe(keyOfUID("a"), "a", missing); got != nil {
 		t.Fatalf("a nil tracker warned: %q", got)
 	}
 }

@@ -20,15 +20,15 @@ func TestAClockSetBackDoesNotPostponeTheWarning(t *testing.T) {
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakePassiveClock(start)
 	m := newMissingReferences(clk)
-	if got := m.observe("a", problems{policy}); got != nil {
+	if got := m.observe(keyOfUID("a"), "a", problems{policy}); got != nil {
 		t.Fatalf("warned at once: %q", got)
 	}
 	clk.SetTime(start.Add(-time.Hour))
-	if got := m.observe("a", problems{policy}); got != nil {
+	if got := m.observe(keyOfUID("a"), "a", problems{policy}); got != nil {
 		t.Fatalf("warned when the clock went back: %q", got)
 	}
 	clk.SetTime(start.Add(-time.Hour + ReferenceGracePeriod))
-	if got := m.observe("a", problems{policy}); len(got) != 1 {
+	if got := m.observe(keyOfUID("a"), "a", problems{policy}); len(got) != 1 {
 		t.Fatalf("Warnings %q after the grace period counted since the clock went back, want one", got)
 	}
 }
@@ -48,7 +48,7 @@ func TestConcurrentReconcilesKeepTheirEpisodes(t *testing.T) {
 			wg.Go(func() {
 				uid := types.UID(fmt.Sprint(i))
 				for range 3 {
-					warned[i] += len(m.observe(uid, problems{policy}))
+					warned[i] += len(m.observe(keyOfUID(uid), uid, problems{policy}))
 				}
 			})
 		}
@@ -63,9 +63,9 @@ func TestConcurrentReconcilesKeepTheirEpisodes(t *testing.T) {
 		}
 	}
 	for i := range n {
-		m.forget(types.UID(fmt.Sprint(i)))
+		m.forget(keyOfUID(types.UID(fmt.Sprint(i))))
 	}
-	if len(m.since) != 0 {
-		t.Fatalf("kept %d resources after each was forgotten", len(m.since))
+	if len(m.byName) != 0 {
+		t.Fatalf("kept %d resources after each was forgotten", len(m.byName))
 	}
 }

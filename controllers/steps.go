@@ -346,6 +346,8 @@ func (w statusWriter[O]) patch(ctx context.Context, c client.Client, rec recorde
 func (r *topicReconciler) fetch(ctx context.Context, req ctrl.Request, obj client.Object, gone func(types.NamespacedName)) (ok bool, err error) {
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
+			// Gone, maybe without its finalizer (removed by hand): nothing else forgets it.
+			r.missing.forget(req.NamespacedName)
 			gone(req.NamespacedName)
 			return false, nil
 		}
@@ -370,7 +372,7 @@ func (r *topicReconciler) letGo(ctx context.Context, o client.Object, forget fun
 	if err := r.Ledger.Drop(ctx, o.GetUID()); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Could not drop the topic ledger's record", "uid", o.GetUID())
 	}
-	r.missing.forget(o.GetUID())
+	r.missing.forget(client.ObjectKeyFromObject(o))
 	forget()
 	return ctrl.Result{}, nil
 }

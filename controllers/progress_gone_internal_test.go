@@ -1,0 +1,56 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/envtestutil"
+)
+
+// keyOfUID is the namespace and name of the resource of UID uid in these tests.
+func keyOfUID(uid types.UID) types.NamespacedName {
+	return types.NamespacedName{Namespace: "team", Name: "r-" + string(uid)}
+}
+
+// TestAResourceGoneWithoutItsFinalizerIsForgotten: a pipeline waiting for its policy is deleted with
+// its finalizer removed by hand, so no reconcile lets it go: the reconcile that finds it gone drops
+// its missing references (kept by UID, they stayed for the life of the manager, one per deletion).
+func TestAResourceGoneWithoutItsFinalizerIsForgotten(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r := &topicReconciler{Client: fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build(), missing: newMissingReferences(clk)}
+	missing := problems{{Reason: v1.ReasonReferenceNotFound, Progress: true, Message: `RetryPolicy "typo" not found`}}
+	key := keyOfUID("a")
+	r.missing.observe(key, "a", missing)
+	var gone []types.NamespacedName
+	if ok, err := r.fetch(context.Background(), ctrl.Request{NamespacedName: key}, &v1.ConsumerPipeline{}, func(k types.NamespacedName) { gone = append(gone, k) }); ok || err != nil {
+		t.Fatalf("fetch of a pipeline that is gone: %v, %v", ok, err)
+	}
+	if len(gone) != 1 || len(r.missing.byName) != 0 {
+		t.Fatalf("gone %v; kept %v", gone, r.missing.byName)
+	}
+}
+
+// TestARecreatedResourceStartsItsGracePeriodAfresh: a pipeline deleted and created again under its
+// name (a new UID) while its reference was missing gets the whole grace period again.
+func TestARecreatedResourceStartsItsGracePeriodAfresh(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m := newMissingReferences(clk)
+	missing := problems{{Reason: v1.ReasonReferenceNotFound, Progress: true, Message: `RetryPolicy "typo" not found`}}
+	key := keyOfUID("a")
+	m.observe(key, "old", missing)
+	clk.SetTime(clk.Now().Add(ReferenceGracePeriod - time.Second))
+	if got := m.observe(key, "new", missing); got != nil {
+		t.Fatalf("the new pipeline warned at once: %q", got)
+	}
+	clk.SetTime(clk.Now().Add(ReferenceGracePeriod))
+	if got := m.observe(key, "new", missing); len(got) != 1 {
+		t.Fatalf("the new pipeline after its own grace period: %q, want one Warning", got)
+	}
+}
