@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -63,9 +64,20 @@ func TestAReferenceMissingPastTheGracePeriodIsOneWarning(t *testing.T) {
 // benchmarkLabel=ns (the suite manager ignores them), and returns its clock and its reconciles.
 func startClockedManager(t *testing.T, ctx context.Context, ns string) (*clocktesting.FakeClock, *reconcileLog) {
 	t.Helper()
+	reconciles := newReconcileLog()
+	clk := clocktesting.NewFakeClock(metav1.Now().Time)
+	startOwnManager(t, ctx, ns, clk, func(cl client.Client) client.Client { return reconcileLoggingClient{Client: cl, log: reconciles} })
+	return clk, reconciles
+}
+
+// startOwnManager runs a manager of its own on the suite's API server and kfake, for the objects of
+// ns labelled benchmarkLabel=ns (the suite manager ignores them), its cache as cmd/manager builds
+// it, its client wrapped by wrap, on clock clk. It stops when ctx ends; the test's cleanup waits for
+// it (register the cancel of ctx after this call, so that it runs first).
+func startOwnManager(t *testing.T, ctx context.Context, ns string, clk clock.PassiveClock, wrap func(client.Client) client.Client) {
+	t.Helper()
 	cacheOpts := controllers.CacheOptions(nil)
 	cacheOpts.DefaultLabelSelector = labels.SelectorFromSet(map[string]string{benchmarkLabel: ns})
-	reconciles := newReconcileLog()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:     envtestutil.Scheme(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
@@ -73,13 +85,15 @@ func startClockedManager(t *testing.T, ctx context.Context, ns string) (*clockte
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
 			cl, err := client.New(cfg, opts)
-			return reconcileLoggingClient{Client: cl, log: reconciles}, err
+			if err != nil {
+				return nil, err
+			}
+			return wrap(cl), nil
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := clocktesting.NewFakeClock(metav1.Now().Time)
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{
 		StatusRefreshInterval:   resyncInterval,
 		Kafka:                   franz.NewFactory(franz.WithRequestTimeout(kafkaRequestTimeout)),
@@ -94,7 +108,6 @@ func startClockedManager(t *testing.T, ctx context.Context, ns string) (*clockte
 		_ = mgr.Start(ctx)
 	}()
 	t.Cleanup(func() { <-done })
-	return clk, reconciles
 }
 
 // missingWarnings lists the notes of the Warning ReferenceNotFound events about the named object,

@@ -11,21 +11,13 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/controllers"
-	"github.com/retryops/retry-operator/internal/envtestutil"
-	"github.com/retryops/retry-operator/internal/kafka/franz"
 )
 
 // TestOneQueueAndOnePipelineWriteOnlyWhatTheyMake: the Kubernetes writes (dry runs included) that
@@ -37,36 +29,15 @@ func TestOneQueueAndOnePipelineWriteOnlyWhatTheyMake(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ns := newNamespace(t)
-	// A manager of its own, on this test's objects only (the suite manager ignores the label).
+	// A manager of its own, on this test's objects only (the suite manager ignores the label), its
+	// clock standing still: no figure ages, so a resync has nothing new to write.
 	label := map[string]string{benchmarkLabel: ns}
-	cacheOpts := controllers.CacheOptions(nil)
-	cacheOpts.DefaultLabelSelector = labels.SelectorFromSet(label)
 	writes := &verbCounter{}
 	reconciles := &reconcileCounter{}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:     envtestutil.Scheme(),
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cacheOpts,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
-			cl, err := client.New(cfg, opts)
-			return verbCountingClient{Client: readCountingClient{Client: cl, reads: reconciles}, writes: writes}, err
-		},
+	startOwnManager(t, ctx, ns, clocktesting.NewFakeClock(metav1.Now().Time), func(cl client.Client) client.Client {
+		return verbCountingClient{Client: readCountingClient{Client: cl, reads: reconciles}, writes: writes}
 	})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(controllers.SetupWithManager(ctx, mgr, controllers.Options{
-		StatusRefreshInterval:   resyncInterval,
-		Kafka:                   franz.NewFactory(franz.WithRequestTimeout(kafkaRequestTimeout)),
-		DefaultBootstrapServers: broker.ListenAddrs(),
-		// Standing still: no figure ages, so a resync has nothing new to write.
-		Clock: clocktesting.NewFakeClock(metav1.Now().Time),
-	})).To(Succeed())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = mgr.Start(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(cancel)
 
 	rp := backoffPolicy(ns, "p", 3, time.Second, time.Minute)
 	q := newDLQ(ns, "q", ns+".dlq")
