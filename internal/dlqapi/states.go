@@ -21,7 +21,8 @@ const (
 	// memory follows its page (its time follows the record of decisions); the cache tries to keep
 	// them again after overRetry.
 	maxCachedStateBytes = 16 << 20
-	// maxCachedBytes bounds the decisions kept for all queues together (the manager has 256 MiB):
+	// maxCachedBytes bounds the decisions kept for all queues together (sized for the smallest
+	// manager limit docs/operator.md advises, 256Mi):
 	// the least recently read other queues go.
 	maxCachedBytes = 32 << 20
 )

@@ -24,7 +24,7 @@ import (
 // in config/samples/, the seeds and the tests compiles to fewer than 30 instructions (a
 // case-insensitive word is its length plus 2; the largest sample policy has 161 in all), and a
 // 250-character literal to 252: the budgets leave room for patterns far larger than any in use, and
-// refuse what would cost a manager with a 256 MiB limit more than a few MB per policy.
+// refuse what would cost a manager with the smallest advised limit (256Mi) more than a few MB per policy.
 const (
 	// MaxPatternInstructions bounds the program one message pattern compiles to: len(prog.Inst) of
 	// regexp/syntax.Compile, as regexp.Compile builds it.
