@@ -140,6 +140,12 @@ func writeAll(ctx context.Context, tb testing.TB, objs []func() client.Object, w
 	}
 }
 
+// ownMemoryLimitOnly keeps a GOMEMLIMIT given to a benchmark to this process, the manager's (the
+// runtime read it at start): envtest's API server and etcd, Go programs started after this, would
+// otherwise inherit it and collect under the manager's limit (at 10,000 resources the API server
+// spent 709 CPU-s to Ready under it, against 410 without).
+func ownMemoryLimitOnly() { _ = os.Unsetenv("GOMEMLIMIT") }
+
 func cmpOr(a, b error) error {
 	if a != nil {
 		return a

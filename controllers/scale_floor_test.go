@@ -70,6 +70,7 @@ func benchmarkFloor(b *testing.B, spec scaleSpec) {
 		b.Logf("floor: a %s has its topic-ledger record in %s", kind, l.GetNamespace())
 	}
 	for b.Loop() {
+		ownMemoryLimitOnly()
 		own, err := envtestutil.Start()
 		if err != nil {
 			b.Fatal(err)

@@ -179,6 +179,7 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 	defer cancel()
 	apiConfig, bootstrap, requests := env.Config, []string(nil), kafkaRequests(nil)
 	if spec.isolated {
+		ownMemoryLimitOnly()
 		own, err := envtestutil.Start()
 		if err != nil {
 			tb.Fatal(err)
