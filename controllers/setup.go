@@ -282,7 +282,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 			Ledger:          ledger,
 			Policies:        policies,
 			Client:          c,
-			Recorder:        mgr.GetEventRecorder(name),
+			Recorder:        boundedNotes{mgr.GetEventRecorder(name)},
 			Kafka:           access,
 			Clock:           opts.Clock,
 			missing:         newMissingReferences(opts.Clock),
@@ -303,7 +303,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 		policy: &RetryPolicyReconciler{
 			Policies: policies,
 			Client:   c,
-			Recorder: mgr.GetEventRecorder("retrypolicy-controller"),
+			Recorder: boundedNotes{mgr.GetEventRecorder("retrypolicy-controller")},
 			Metrics:  metrics,
 		},
 		queue: &DeadLetterQueueReconciler{
