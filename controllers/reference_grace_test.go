@@ -102,12 +102,18 @@ func startOwnManager(t *testing.T, ctx context.Context, ns string, clk clock.Pas
 	}); err != nil {
 		t.Fatal(err)
 	}
+	done := runManager(ctx, mgr)
+	t.Cleanup(func() { <-done })
+}
+
+// runManager starts mgr until ctx ends; the channel closes once it has stopped.
+func runManager(ctx context.Context, mgr ctrl.Manager) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = mgr.Start(ctx)
 	}()
-	t.Cleanup(func() { <-done })
+	return done
 }
 
 // missingWarnings lists the notes of the Warning ReferenceNotFound events about the named object,

@@ -82,18 +82,15 @@ func benchmarkFloor(b *testing.B, spec scaleSpec) {
 			b.Fatal(err)
 		}
 		ctx := context.Background()
-		ns := &unstructured.Unstructured{}
-		ns.SetAPIVersion("v1")
-		ns.SetKind("Namespace")
-		ns.SetName("floor")
-		if err := api.Create(ctx, ns); err != nil {
-			b.Fatal(err)
-		}
+		namespaces := []string{"floor"}
 		for _, l := range tmpl.ledger {
+			namespaces = append(namespaces, l.GetNamespace())
+		}
+		for _, name := range namespaces {
 			ns := &unstructured.Unstructured{}
 			ns.SetAPIVersion("v1")
 			ns.SetKind("Namespace")
-			ns.SetName(l.GetNamespace())
+			ns.SetName(name)
 			if err := api.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 				b.Fatal(err)
 			}
@@ -171,13 +168,7 @@ func (t *floorTemplate) write(ctx context.Context, api client.Client, o client.O
 	n := 1
 	from, to := t.names[gvk.Kind], o.GetName()
 	for _, c := range t.children[gvk.Kind] {
-		u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(c.Object)}
-		unstructured.RemoveNestedField(u.Object, "metadata")
-		unstructured.RemoveNestedField(u.Object, "status")
-		u.SetName(strings.ReplaceAll(c.GetName(), from, to))
-		u.SetNamespace(o.GetNamespace())
-		u.SetLabels(c.GetLabels())
-		u.SetAnnotations(c.GetAnnotations())
+		u := copyAs(c, strings.ReplaceAll(c.GetName(), from, to), o.GetNamespace())
 		ref := *metav1.GetControllerOf(c)
 		ref.Name, ref.UID = to, o.GetUID()
 		u.SetOwnerReferences([]metav1.OwnerReference{ref})
@@ -187,12 +178,7 @@ func (t *floorTemplate) write(ctx context.Context, api client.Client, o client.O
 		n++
 	}
 	if l := t.ledger[gvk.Kind]; l != nil {
-		u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(l.Object)}
-		unstructured.RemoveNestedField(u.Object, "metadata")
-		u.SetName(strings.ReplaceAll(l.GetName(), string(t.uids[gvk.Kind]), string(o.GetUID())))
-		u.SetNamespace(l.GetNamespace())
-		u.SetLabels(l.GetLabels())
-		u.SetAnnotations(l.GetAnnotations())
+		u := copyAs(l, strings.ReplaceAll(l.GetName(), string(t.uids[gvk.Kind]), string(o.GetUID())), l.GetNamespace())
 		if err := api.Create(ctx, u); err != nil {
 			return n, fmt.Errorf("creating the ledger record of %s: %w", o.GetName(), err)
 		}
@@ -209,4 +195,17 @@ func (t *floorTemplate) write(ctx context.Context, api client.Client, o client.O
 		return n, fmt.Errorf("status of %s: %w", o.GetName(), err)
 	}
 	return n + 1, nil
+}
+
+// copyAs is a new object of src's kind, labels, annotations and content (no status), named name in
+// namespace ns.
+func copyAs(src *unstructured.Unstructured, name, ns string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(src.Object)}
+	unstructured.RemoveNestedField(u.Object, "metadata")
+	unstructured.RemoveNestedField(u.Object, "status")
+	u.SetName(name)
+	u.SetNamespace(ns)
+	u.SetLabels(src.GetLabels())
+	u.SetAnnotations(src.GetAnnotations())
+	return u
 }

@@ -122,11 +122,7 @@ func startSteadyRun(t *testing.T, n, conns int, interval time.Duration) *steadyR
 	}); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = mgr.Start(ctx)
-	}()
+	done := runManager(ctx, mgr)
 	t.Cleanup(func() { cancel(); <-done })
 	r.create()
 	return r

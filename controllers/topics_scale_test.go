@@ -254,11 +254,7 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 	stopProfile := profileAPIServer(tb, apiConfig, fmt.Sprintf("ready-%d", dlqs+pipelines))
 	cpuStart := cpuSeconds()
 	start := time.Now()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = mgr.Start(ctx)
-	}()
+	done := runManager(ctx, mgr)
 	defer func() { cancel(); <-done }()
 	if !spec.onExisting {
 		createScaleObjects(ctx, tb, api, ns.Name, label, spec)
