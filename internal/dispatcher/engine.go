@@ -273,11 +273,14 @@ func New(o Options) (*Engine, error) {
 			return nil, err
 		}
 	}
-	if err := e.newClients(o); err != nil {
-		return nil, err
-	}
+	// Before the clients: the group's first assignment (onAssigned) may come as soon as they exist.
 	e.deliverCtx, e.deliverCancel = context.WithCancel(context.Background())
 	e.produceCtx, e.produceCancel = context.WithCancel(context.Background())
+	if err := e.newClients(o); err != nil {
+		e.deliverCancel()
+		e.produceCancel()
+		return nil, err
+	}
 	return e, nil
 }
 

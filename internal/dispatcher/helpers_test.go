@@ -61,7 +61,8 @@ func (r *running) stop(t testing.TB) {
 	}
 }
 
-func start(t testing.TB, o dispatcher.Options) *running {
+// start runs an engine for the test; prep, if any, is called on it before Run.
+func start(t testing.TB, o dispatcher.Options, prep ...func(*dispatcher.Engine)) *running {
 	t.Helper()
 	if o.Handler == nil && o.Config.Sink != nil {
 		var opts []dispatcher.HTTPSinkOption
@@ -76,6 +77,9 @@ func start(t testing.TB, o dispatcher.Options) *running {
 	e, err := dispatcher.New(o)
 	if err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	for _, f := range prep {
+		f(e)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{e: e, cancel: cancel, done: make(chan error, 1)}

@@ -21,8 +21,21 @@ const (
 	ShutdownAfterDrain = abandonWait + finalCommitMax + leaveMax + workersMax
 )
 
+// onAssigned makes every assigned partition known to the engine at once, not at its first fetched
+// record: a fetch session (KIP-227) returns a partition only when it has something new, so a
+// retry tier no record has reached yet would otherwise escape the pauses (an open breaker's).
 func (e *Engine) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	e.own(assigned, true, false)
+	if len(assigned) > 0 {
+		e.mu.Lock()
+		for t, ps := range assigned {
+			for _, p := range ps {
+				e.partLocked(t, p)
+			}
+		}
+		e.scheduleLocked()
+		e.mu.Unlock()
+	}
 	e.kafkaOK(func(w string, _ *kafkaProblem) bool {
 		if w == whereGroup {
 			return true
