@@ -16,8 +16,8 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
-	"github.com/retryops/retry-operator/internal/circuitstate"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/sdk/circuitstate"
 )
 
 // DefaultCircuitReportInterval is how often consumers repeat a circuit report that is not Closed;

@@ -20,10 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/circuitstate"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/pkg/kubereport"
+	"github.com/retryops/retry-operator/sdk/circuitstate"
 )
 
 // breakerPipeline creates, in a new namespace, a queue, a policy with a circuit breaker, the source
@@ -123,7 +124,7 @@ func TestPipelineCircuitState(t *testing.T) {
 	}
 
 	reporter := func(pod string) *circuitstate.Reporter {
-		return &circuitstate.Reporter{ConfigMaps: cms, ConfigMap: render.CircuitConfigMapName(p), Pod: pod,
+		return &circuitstate.Reporter{ConfigMaps: kubereport.ConfigMaps{Client: cms}, ConfigMap: render.CircuitConfigMapName(p), Pod: pod,
 			Interval: circuitReportInterval, RetryInterval: 100 * time.Millisecond}
 	}
 	a, b := reporter("orders-dispatcher-a"), reporter("orders-dispatcher-b")

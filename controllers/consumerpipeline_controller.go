@@ -23,11 +23,11 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
-	"github.com/retryops/retry-operator/internal/circuitstate"
-	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/sdk/circuitstate"
+	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
 )
 
 // ConsumerPipelineReconciler makes what a ConsumerPipeline needs: its topics (the source topic,

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/render"
+	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
 )
 
 // The retry tiers a policy or naming change leaves behind (the unused tiers: created by the

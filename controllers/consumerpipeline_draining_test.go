@@ -12,17 +12,16 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/render"
+	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
 )
 
 // Retry tiers a policy change leaves behind are drained: while they hold records the pipeline's

@@ -12,12 +12,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
 	"github.com/retryops/retry-operator/internal/kafkastats"
+	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
+	"github.com/retryops/retry-operator/sdk/headers"
+	sdkpolicy "github.com/retryops/retry-operator/sdk/policy"
 )
 
 // independentDueCount counts, from the records of topic, those the group has not consumed whose
@@ -72,7 +73,7 @@ func TestPipelineDueLagCountsOnlyTheRecordsDue(t *testing.T) {
 		Spec: v1.ConsumerPipelineSpec{Source: v1.PipelineSource{Topic: source}, DeadLetterQueueRef: v1.LocalObjectReference{Name: "dlq"}}}
 	figures := func() (due, plain int64) {
 		s := &pipelineScope{p: p, kafkaClient: kafkaClient{admin: f, connKey: "conn"},
-			tiers:   dispatchercfg.Tiers{{Name: tier, Delay: metav1.Duration{Duration: delay}, Earliest: metav1.Duration{Duration: delay}, Latest: metav1.Duration{Duration: delay}}},
+			tiers:   dispatchercfg.Tiers{{Name: tier, Delay: sdkpolicy.D(delay), Earliest: sdkpolicy.D(delay), Latest: sdkpolicy.D(delay)}},
 			retries: []v1.RetryTopicStatus{{Name: tier, Delay: metav1.Duration{Duration: delay}}}}
 		g.Expect(r.refreshLiveFigures(ctx, s)).To(Succeed())
 		g.Expect(s.live.dueLag).NotTo(BeNil())

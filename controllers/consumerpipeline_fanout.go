@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
+	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
 )
 
 // Fan-out: any number of pipelines consume one source, each with its own consumer group and its own

@@ -21,11 +21,11 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
-	"github.com/retryops/retry-operator/internal/kafka/kafkatest"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/sdk/config"
+	"github.com/retryops/retry-operator/sdk/testutil/kafkatest"
 )
 
 // Issue 30: a pipeline on a default connection with TLS and SCRAM, in a namespace without its
@@ -114,7 +114,7 @@ func TestPipelineOnASecuredDefaultConnectionUsesItsNamespacesIdentity(t *testing
 	var cfg config.Config
 	g.Expect(json.Unmarshal([]byte(cm.Data[render.ConfigKey]), &cfg)).To(Succeed())
 	g.Expect(cfg.Kafka.TLS).To(Equal(&config.TLS{CAFile: render.ConfigDir + "/" + render.CAKey, ServerName: "127.0.0.1"}))
-	g.Expect(cfg.Kafka.SASL).To(Equal(&config.SASL{Mechanism: v1.SASLScramSHA512, Username: ns + ".consumers",
+	g.Expect(cfg.Kafka.SASL).To(Equal(&config.SASL{Mechanism: config.SASLScramSHA512, Username: ns + ".consumers",
 		PasswordFile: render.SecretsDir + "/kafka/sasl/password"}), "the user of sasl.jaas.config")
 
 	vols := map[string]corev1.Volume{}

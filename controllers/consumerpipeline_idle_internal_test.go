@@ -14,12 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
 	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/render"
+	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
+	sdkpolicy "github.com/retryops/retry-operator/sdk/policy"
 )
 
 // A pipeline with minReplicas 0, stepped on an injected clock: it idles once nothing has been due
@@ -52,7 +53,7 @@ func TestPipelineIdlesAtZeroAndWakesBeforeTheEarliestDueRetry(t *testing.T) {
 	// steps; it returns whether the Deployment runs no pod and when the reconcile is requeued.
 	step := func() (idle bool, wakeAfter time.Duration) {
 		s := &pipelineScope{p: p, kafkaClient: kafkaClient{admin: f, connKey: "conn"}, sourcePartitions: 2,
-			tiers:       dispatchercfg.Tiers{{Name: tier, Delay: metav1.Duration{Duration: delay}, Earliest: metav1.Duration{Duration: delay}, Latest: metav1.Duration{Duration: delay}}},
+			tiers:       dispatchercfg.Tiers{{Name: tier, Delay: sdkpolicy.D(delay), Earliest: sdkpolicy.D(delay), Latest: sdkpolicy.D(delay)}},
 			retries:     []v1.RetryTopicStatus{{Name: tier, Delay: metav1.Duration{Duration: delay}, Partitions: 2}},
 			autoscaling: p.Status.Autoscaling.DeepCopy()}
 		g.Expect(r.refreshLiveFigures(ctx, s)).To(Succeed())

@@ -12,8 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/circuitstate"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/pkg/kubereport"
+	"github.com/retryops/retry-operator/sdk/circuitstate"
 )
 
 // deploymentReadyOf reads the pipeline's DeploymentReady and Ready conditions (at its generation) as
@@ -49,7 +50,7 @@ func TestPipelineShowsKafkaRefusingItsConsumers(t *testing.T) {
 	core, err := typedcorev1.NewForConfig(serviceAccountConfig(t, ns, render.ServiceAccountName(p)))
 	g.Expect(err).NotTo(HaveOccurred())
 	reporter := func(pod string) *circuitstate.Reporter {
-		return &circuitstate.Reporter{ConfigMaps: core.ConfigMaps(ns), ConfigMap: render.CircuitConfigMapName(p), Pod: pod,
+		return &circuitstate.Reporter{ConfigMaps: kubereport.ConfigMaps{Client: core.ConfigMaps(ns)}, ConfigMap: render.CircuitConfigMapName(p), Pod: pod,
 			Interval: circuitReportInterval, RetryInterval: 100 * time.Millisecond}
 	}
 	a, b := reporter("orders-dispatcher-a"), reporter("orders-dispatcher-b")

@@ -14,9 +14,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/circuitstate"
 	"github.com/retryops/retry-operator/internal/policy"
-	"github.com/retryops/retry-operator/internal/retry"
+	"github.com/retryops/retry-operator/sdk/circuitstate"
+	"github.com/retryops/retry-operator/sdk/retry"
 )
 
 // planOf compiles a policy with exponential backoff.

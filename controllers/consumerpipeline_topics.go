@@ -16,10 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
-	"github.com/retryops/retry-operator/internal/retry"
+	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
+	"github.com/retryops/retry-operator/sdk/retry"
 )
 
 // defaultSourcePartitions is spec.source.create.partitions when absent (the API server defaults it
@@ -43,7 +43,7 @@ func retryTiers(base string, naming v1.RetryTopicNaming, plan retry.Plan) dispat
 	if naming == "" {
 		naming = v1.NamingByAttempt
 	}
-	return dispatchercfg.BuildTiers(base, naming, plan)
+	return dispatchercfg.BuildTiers(base, dispatchercfg.RetryTopicNaming(naming), plan)
 }
 
 // retryDeletionPolicy is spec.retryTopics.deletionPolicy, Retain when absent.
@@ -357,7 +357,7 @@ func (r *ConsumerPipelineReconciler) reconcileRetryTopics(ctx context.Context, s
 	}
 	s.retries = make([]v1.RetryTopicStatus, 0, len(s.tiers))
 	for _, t := range s.tiers {
-		s.retries = append(s.retries, v1.RetryTopicStatus{Name: t.Name, Delay: t.Delay, Partitions: prev[t.Name]})
+		s.retries = append(s.retries, v1.RetryTopicStatus{Name: t.Name, Delay: metav1.Duration{Duration: t.Delay.Duration}, Partitions: prev[t.Name]})
 	}
 	want, fix := tierSpec(s.p, s.sourcePartitions)
 	if want.Partitions <= 0 {

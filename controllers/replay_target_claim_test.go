@@ -15,10 +15,10 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // A Replay whose target.topic the manager's claim policy (--topic-prefix) does not give the

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // forgedDecision writes to topic a dead letter whose key is "0/0" and whose value is a decision in

@@ -7,7 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // A Replay goes through a pipeline's first retry topic only while that topic is the pipeline's

@@ -59,8 +59,8 @@ import (
 	"github.com/retryops/retry-operator/internal/opmetrics"
 	"github.com/retryops/retry-operator/internal/policy"
 	"github.com/retryops/retry-operator/internal/render"
-	"github.com/retryops/retry-operator/internal/retry"
 	"github.com/retryops/retry-operator/internal/ruleapi"
+	"github.com/retryops/retry-operator/sdk/retry"
 )
 
 // Defaults of Options.

@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // A queue's record of decisions is its own: no other resource creates or adopts a topic named like

@@ -21,10 +21,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
-	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/sdk/config"
+	dt "github.com/retryops/retry-operator/sdk/dispatcher/dispatchertest"
+	"github.com/retryops/retry-operator/sdk/headers"
+	"github.com/retryops/retry-operator/sdk/policy"
 )
 
 var (
@@ -121,11 +121,11 @@ func TestCrashRecovery(t *testing.T) {
 
 	bin := dispatcherBinary(t)
 	const group, src, dlq = "crash", "crash.src", "crash.dlq"
-	pol := &v1.RetryPolicySpec{
+	pol := &policy.Spec{
 		MaxAttempts: 3,
-		Backoff:     v1.Backoff{InitialDelay: dt.D(50 * time.Millisecond), Multiplier: "2", MaxDelay: dt.D(time.Second)},
-		Classification: &v1.Classification{DefaultAction: "DeadLetter", Rules: []v1.ClassificationRule{
-			{Name: "transient", Action: v1.ActionRetry, HTTPStatuses: []v1.HTTPStatusMatch{"500-599"}},
+		Backoff:     policy.Backoff{InitialDelay: dt.D(50 * time.Millisecond), Multiplier: "2", MaxDelay: dt.D(time.Second)},
+		Classification: &policy.Classification{DefaultAction: "DeadLetter", Rules: []policy.ClassificationRule{
+			{Name: "transient", Action: policy.ActionRetry, HTTPStatuses: []policy.HTTPStatusMatch{"500-599"}},
 		}},
 	}
 	sinkKind := func(i int) string {
@@ -155,7 +155,7 @@ func TestCrashRecovery(t *testing.T) {
 	})
 	cfg := dt.Config(nil, group, src, dlq, pol, sink.URL)
 	c := clusterFor(t, cfg, 4, 4)
-	cfg.Delivery.Ordering = v1.OrderingUnordered
+	cfg.Delivery.Ordering = config.OrderingUnordered
 	cfg.Delivery.MaxInFlight = maxInFlight
 	cfg.Delivery.MaxUncommittedRecords = maxUncommitted
 	cfg.Group.SessionTimeout = dt.PD(time.Second)

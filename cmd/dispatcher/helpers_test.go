@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
-	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
+	"github.com/retryops/retry-operator/sdk/config"
+	dt "github.com/retryops/retry-operator/sdk/dispatcher/dispatchertest"
 )
 
 // clusterFor starts a kfake cluster holding cfg's topics (the source with partitions, each retry

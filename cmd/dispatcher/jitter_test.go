@@ -8,10 +8,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
-	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/sdk/config"
+	dt "github.com/retryops/retry-operator/sdk/dispatcher/dispatchertest"
+	"github.com/retryops/retry-operator/sdk/headers"
+	"github.com/retryops/retry-operator/sdk/policy"
 )
 
 // TestJitterSurvivesTiersInProcess is the jitter acceptance test of issue 13 on the dispatcher
@@ -29,12 +29,12 @@ func TestJitterSurvivesTiersInProcess(t *testing.T) {
 	const n = 1000
 	bin := dispatcherBinary(t)
 	const group, src, dlq = "jitter", "jitter.src", "jitter.dlq"
-	pol := &v1.RetryPolicySpec{
+	pol := &policy.Spec{
 		MaxAttempts: 2,
-		Backoff: v1.Backoff{InitialDelay: dt.D(5 * time.Second), Multiplier: "2", MaxDelay: dt.D(time.Minute),
-			Jitter: &v1.Jitter{Mode: v1.JitterProportional, MinPercent: ptrTo[int32](80), MaxPercent: ptrTo[int32](120)}},
-		Classification: &v1.Classification{DefaultAction: "DeadLetter", Rules: []v1.ClassificationRule{
-			{Name: "transient", Action: v1.ActionRetry, HTTPStatuses: []v1.HTTPStatusMatch{"503"}},
+		Backoff: policy.Backoff{InitialDelay: dt.D(5 * time.Second), Multiplier: "2", MaxDelay: dt.D(time.Minute),
+			Jitter: &policy.Jitter{Mode: policy.JitterProportional, MinPercent: ptrTo[int32](80), MaxPercent: ptrTo[int32](120)}},
+		Classification: &policy.Classification{DefaultAction: "DeadLetter", Rules: []policy.ClassificationRule{
+			{Name: "transient", Action: policy.ActionRetry, HTTPStatuses: []policy.HTTPStatusMatch{"503"}},
 		}},
 	}
 	sink := dt.NewSink(t, func(r *dt.Request) dt.Response {

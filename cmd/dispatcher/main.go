@@ -31,8 +31,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/retryops/retry-operator/internal/dispatcher"
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
+	"github.com/retryops/retry-operator/pkg/kubereport"
+	"github.com/retryops/retry-operator/sdk/config"
+	"github.com/retryops/retry-operator/sdk/dispatcher"
 )
 
 // EnvLogLevel sets the log level.
@@ -63,8 +64,9 @@ func run(getenv func(string) string) int {
 		Logger:       log,
 		Registerer:   reg,
 	}
-	// The circuit breaker's state goes to the operator when the config asks (internal/circuitstate).
-	reporter := dispatcher.CircuitReporter(&opts, getenv)
+	// The circuit breaker's state goes to the operator when the config asks (sdk/circuitstate,
+	// through client-go: pkg/kubereport).
+	reporter := dispatcher.CircuitReporter(&opts, getenv, kubereport.Connect)
 	e, err := dispatcher.New(opts)
 	if err != nil {
 		log.Error("Cannot start the dispatcher", "error", err)

@@ -3,8 +3,8 @@ package main
 import (
 	"testing"
 
-	"github.com/retryops/retry-operator/internal/dispatcher"
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
+	"github.com/retryops/retry-operator/sdk/config"
+	"github.com/retryops/retry-operator/sdk/dispatcher"
 )
 
 // TestRunRejectsBadConfig: a configuration error, or a missing sink, exits with status 1 before

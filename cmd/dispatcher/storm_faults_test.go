@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
-	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
+	dt "github.com/retryops/retry-operator/sdk/dispatcher/dispatchertest"
+	"github.com/retryops/retry-operator/sdk/metrics"
 )
 
 // TestRebalanceStorm: three dispatcher processes in one group over 12 partitions (source and each

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
+	dt "github.com/retryops/retry-operator/sdk/dispatcher/dispatchertest"
 )
 
 // stormResult holds the figures of a finished storm.

@@ -17,9 +17,9 @@ import (
 	"github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
-	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
-	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
+	"github.com/retryops/retry-operator/sdk/config"
+	dt "github.com/retryops/retry-operator/sdk/dispatcher/dispatchertest"
+	"github.com/retryops/retry-operator/sdk/metrics"
 )
 
 // spawnDispatcher is startDispatcher for any goroutine: it returns an error rather than failing the

@@ -21,11 +21,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher"
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
-	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/sdk/config"
+	"github.com/retryops/retry-operator/sdk/dispatcher"
+	dt "github.com/retryops/retry-operator/sdk/dispatcher/dispatchertest"
+	"github.com/retryops/retry-operator/sdk/policy"
 )
 
 // TestSIGTERMWithinGracePeriod: a dispatcher under load (sink answering in 50 ms, maxInFlight 16,
@@ -73,7 +73,7 @@ func TestSIGTERMWithinGracePeriod(t *testing.T) {
 		}
 		return dt.Response{Delay: sinkDelay}
 	})
-	pol := &v1.RetryPolicySpec{MaxAttempts: 2, Backoff: v1.Backoff{InitialDelay: dt.D(100 * time.Millisecond), Multiplier: "2", MaxDelay: dt.D(time.Second)}}
+	pol := &policy.Spec{MaxAttempts: 2, Backoff: policy.Backoff{InitialDelay: dt.D(100 * time.Millisecond), Multiplier: "2", MaxDelay: dt.D(time.Second)}}
 	cfg := dt.Config(nil, group, src, dlq, pol, sink.URL)
 	topics := map[string]int32{src: 4, dlq: 1}
 	for _, tn := range cfg.Topics.Retries.Names() {
@@ -81,7 +81,7 @@ func TestSIGTERMWithinGracePeriod(t *testing.T) {
 	}
 	c := dt.Cluster(t, topics)
 	cfg.Kafka.BootstrapServers = c.ListenAddrs()
-	cfg.Delivery.Ordering = v1.OrderingUnordered
+	cfg.Delivery.Ordering = config.OrderingUnordered
 	cfg.Delivery.MaxInFlight = maxInFlight
 	cfg.DrainTimeout = dt.PD(drain)
 	cfg.Group.SessionTimeout = dt.PD(10 * time.Second) // a leave is seen long before the session would expire
@@ -308,10 +308,10 @@ func TestStormUncommittedBound(t *testing.T) {
 	bin := dispatcherBinary(t)
 	const group, src, dlq = "bound", "bound.src", "bound.dlq"
 	sink := dt.NewSink(t, func(*dt.Request) dt.Response { return dt.Response{Delay: time.Millisecond} })
-	pol := &v1.RetryPolicySpec{MaxAttempts: 2, Backoff: v1.Backoff{InitialDelay: dt.D(100 * time.Millisecond), Multiplier: "2", MaxDelay: dt.D(time.Second)}}
+	pol := &policy.Spec{MaxAttempts: 2, Backoff: policy.Backoff{InitialDelay: dt.D(100 * time.Millisecond), Multiplier: "2", MaxDelay: dt.D(time.Second)}}
 	cfg := dt.Config(nil, group, src, dlq, pol, sink.URL)
 	c := clusterFor(t, cfg, 4, 4)
-	cfg.Delivery.Ordering = v1.OrderingOrdered
+	cfg.Delivery.Ordering = config.OrderingOrdered
 	cfg.Delivery.MaxInFlight = maxInFlight
 	cfg.Delivery.MaxUncommittedRecords = maxUncommitted
 	cfgPath, logPath := writeConfig(t, t.TempDir(), cfg)

@@ -14,10 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
-	dt "github.com/retryops/retry-operator/internal/dispatcher/dispatchertest"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/sdk/config"
+	dt "github.com/retryops/retry-operator/sdk/dispatcher/dispatchertest"
+	"github.com/retryops/retry-operator/sdk/headers"
+	"github.com/retryops/retry-operator/sdk/policy"
 )
 
 // The storm harness: several dispatcher processes in one consumer group over an in-process kfake
@@ -118,11 +118,11 @@ func newStorm(t *testing.T, sc stormConfig) *storm {
 	t.Helper()
 	s := &storm{t: t, sc: sc, bin: dispatcherBinary(t), src: sc.name + ".src", dlq: sc.name + ".dlq", group: sc.name,
 		dead: map[string]int{}, reason: map[string]string{}, indexOf: map[string]int{}}
-	pol := &v1.RetryPolicySpec{
+	pol := &policy.Spec{
 		MaxAttempts: 3,
-		Backoff:     v1.Backoff{InitialDelay: dt.D(100 * time.Millisecond), Multiplier: "2", MaxDelay: dt.D(time.Second)},
-		Classification: &v1.Classification{DefaultAction: "DeadLetter", Rules: []v1.ClassificationRule{
-			{Name: "transient", Action: v1.ActionRetry, HTTPStatuses: []v1.HTTPStatusMatch{"500-599"}},
+		Backoff:     policy.Backoff{InitialDelay: dt.D(100 * time.Millisecond), Multiplier: "2", MaxDelay: dt.D(time.Second)},
+		Classification: &policy.Classification{DefaultAction: "DeadLetter", Rules: []policy.ClassificationRule{
+			{Name: "transient", Action: policy.ActionRetry, HTTPStatuses: []policy.HTTPStatusMatch{"500-599"}},
 		}},
 	}
 	s.sink = dt.NewSink(t, func(r *dt.Request) dt.Response {
@@ -153,7 +153,7 @@ func newStorm(t *testing.T, sc stormConfig) *storm {
 	}
 	s.c = dt.Cluster(t, topics, opts...)
 	s.cfg.Kafka.BootstrapServers = s.c.ListenAddrs()
-	s.cfg.Delivery.Ordering = v1.OrderingOrdered
+	s.cfg.Delivery.Ordering = config.OrderingOrdered
 	s.cfg.Delivery.MaxInFlight = sc.maxInFlight
 	s.cfg.Delivery.MaxUncommittedRecords = sc.maxUncommitted
 	s.cfg.DrainTimeout = dt.PD(sc.drainTimeout)

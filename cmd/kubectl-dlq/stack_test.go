@@ -17,10 +17,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/dlqtest"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 const (

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retryops/retry-operator/internal/kafka/kafkatest"
+	"github.com/retryops/retry-operator/sdk/testutil/kafkatest"
 )
 
 // Issue 30: the flags that let pods of pipelines on the default connection reach it: the manager's

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/retryops/retry-operator/pkg/batch"
+	"github.com/retryops/retry-operator/sdk/batch"
 )
 
 // batchedManifest is the demo's batch pipeline on chat's source (the topic and the sink's address):

@@ -12,7 +12,7 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
-	"github.com/retryops/retry-operator/pkg/batch"
+	"github.com/retryops/retry-operator/sdk/batch"
 )
 
 // TestDemoHasABatchedPipeline: the demo's batched pipeline, as `make dev` applies it (every field

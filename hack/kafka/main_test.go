@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/retryops/retry-operator/internal/kafka/kafkatest"
+	"github.com/retryops/retry-operator/sdk/testutil/kafkatest"
 )
 
 // TestASecuredBrokerAuthenticatesItsUsersAndLogsThem: with TLS, a users file and --acls, the broker

@@ -13,9 +13,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/retryops/retry-operator/internal/deadletters"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 const (

@@ -10,8 +10,8 @@ import (
 	"k8s.io/utils/clock"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // replayable builds the replay of e into p, or skips e (false) with its reason.

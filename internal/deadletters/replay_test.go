@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/retryops/retry-operator/internal/deadletters"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // maxInASecond returns the most records produced in any second [t, t+1s) of the produce calls at

@@ -10,8 +10,8 @@ import (
 	"unicode/utf8"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // StateTopicSuffix follows the dead letter topic's name in its state topic's.

@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // PipelineTier finds the replay target of the pipeline namespace/name: its first retry tier (which

@@ -10,9 +10,9 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // The default target is the dead letter's own pipeline in the action's namespace, looked up once; a

@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/dlqapi"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // FuzzListParameters lists with any limit, continue token, label and field selector: every list

@@ -10,9 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/retryops/retry-operator/internal/deadletters"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // reasons are the dead letters' reasons, in turn: n-th dead letter has reasons[n%len].

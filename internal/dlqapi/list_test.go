@@ -21,10 +21,10 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/dlqapi"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // fakeConn reaches the kafkafake Fake; downConn is a broker that cannot be reached.

@@ -15,9 +15,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/dlqapi"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // fakeStorage serves two queues of shop from kafkafake: orders-dlq (5 dead letters, 0/0 to 0/4,

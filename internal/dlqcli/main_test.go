@@ -21,7 +21,7 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
-	"github.com/retryops/retry-operator/internal/syncbuf"
+	"github.com/retryops/retry-operator/sdk/testutil/syncbuf"
 )
 
 // The control plane is shared by the tests that need one and started by the first.

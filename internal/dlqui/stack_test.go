@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/dlqtest"
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // TestConsoleOnTheWholeStack runs the built plugin's kubectl dlq ui --no-browser against the real

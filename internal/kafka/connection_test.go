@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retryops/retry-operator/internal/kafka/kafkatest"
+	"github.com/retryops/retry-operator/sdk/testutil/kafkatest"
 )
 
 func fullConn(t *testing.T) Connection {

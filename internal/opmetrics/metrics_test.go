@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	dispatchermetrics "github.com/retryops/retry-operator/internal/dispatcher/metrics"
 	"github.com/retryops/retry-operator/internal/opmetrics"
+	dispatchermetrics "github.com/retryops/retry-operator/sdk/metrics"
 )
 
 func ptr[T any](v T) *T { return &v }

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/retry"
+	"github.com/retryops/retry-operator/sdk/retry"
 )
 
 // DefaultCacheSize is the number of policies a Cache keeps when NewCache is given no size. A policy

@@ -15,7 +15,7 @@ import (
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/policy"
-	"github.com/retryops/retry-operator/internal/retry"
+	"github.com/retryops/retry-operator/sdk/retry"
 )
 
 func cachePolicy(uid string, generation int64, patterns ...string) *v1.RetryPolicy {

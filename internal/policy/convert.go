@@ -1,109 +1,38 @@
-// Package policy turns the RetryPolicy API into the retry core's Policy, so that the controller (which
-// shows the schedule in status) and the dispatcher (which runs it) compute the same thing.
+// Package policy turns the RetryPolicy API into the data plane's policy (sdk/policy), whose
+// conversion into the retry core's Policy the operator (which shows the schedule in status) and the
+// dispatcher (which runs it) share, and compiles each policy generation once (Cache).
 package policy
 
 import (
-	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"bytes"
+	"encoding/json"
+	"fmt"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/retry"
+	sdkpolicy "github.com/retryops/retry-operator/sdk/policy"
+	"github.com/retryops/retry-operator/sdk/retry"
 )
 
 // DefaultAttemptTimeout applies when spec.attemptTimeout is absent (the API server defaults it too).
-const DefaultAttemptTimeout = 30 * time.Second
+const DefaultAttemptTimeout = sdkpolicy.DefaultAttemptTimeout
 
-func dur(d *metav1.Duration) time.Duration {
-	if d == nil {
-		return 0
+// Spec is the RetryPolicy spec as the data plane reads it from the config file: the same JSON,
+// decoded strictly, so that the two can never drift apart unseen (TestTheDataPlaneReadsEveryPolicyField
+// holds every field of the one to the other). It panics only if they have: a programming error.
+func Spec(spec v1.RetryPolicySpec) sdkpolicy.Spec {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		panic(fmt.Sprintf("policy: encoding a RetryPolicy spec: %v", err))
 	}
-	return d.Duration
-}
-
-func i32(v *int32) int32 {
-	if v == nil {
-		return 0
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var out sdkpolicy.Spec
+	if err := dec.Decode(&out); err != nil {
+		panic(fmt.Sprintf("policy: the data plane's policy type no longer reads the RetryPolicy spec: %v", err))
 	}
-	return *v
+	return out
 }
 
 // FromSpec converts a RetryPolicy spec to the retry core's Policy, applying the API's defaults for
 // anything absent (so objects built in Go without the API server's defaulting convert the same).
-func FromSpec(spec v1.RetryPolicySpec) retry.Policy {
-	p := retry.Policy{
-		MaxAttempts: spec.MaxAttempts,
-		Backoff: retry.Backoff{
-			InitialDelay: spec.Backoff.InitialDelay.Duration,
-			Multiplier:   spec.Backoff.Multiplier,
-			MaxDelay:     spec.Backoff.MaxDelay.Duration,
-			Jitter:       retry.Jitter{Mode: retry.JitterNone},
-			Cap:          retry.CapPlacement(spec.Backoff.Cap),
-		},
-		Classification: retry.Classification{DefaultAction: retry.ActionDeadLetter},
-		AttemptTimeout: DefaultAttemptTimeout,
-		Deadline:       dur(spec.Deadline),
-		RetryAfter:     retry.RetryAfter{Honor: true, MaxDelay: spec.Backoff.MaxDelay.Duration},
-	}
-	if p.Backoff.Multiplier == "" {
-		p.Backoff.Multiplier = "2"
-	}
-	if p.Backoff.Cap == "" {
-		p.Backoff.Cap = retry.CapAfterJitter
-	}
-	if j := spec.Backoff.Jitter; j != nil {
-		p.Backoff.Jitter = retry.Jitter{Mode: retry.JitterMode(j.Mode), Max: dur(j.Max), MinPercent: i32(j.MinPercent), MaxPercent: i32(j.MaxPercent)}
-	}
-	if c := spec.Classification; c != nil {
-		if c.DefaultAction != "" {
-			p.Classification.DefaultAction = retry.Action(c.DefaultAction)
-		}
-		for _, r := range c.Rules {
-			rule := retry.Rule{
-				Name:            r.Name,
-				Action:          retry.Action(r.Action),
-				ErrorTypes:      r.ErrorTypes,
-				MessagePatterns: r.MessagePatterns,
-				MaxAttempts:     i32(r.MaxAttempts),
-			}
-			for _, s := range r.HTTPStatuses {
-				rule.HTTPStatuses = append(rule.HTTPStatuses, string(s))
-			}
-			p.Classification.Rules = append(p.Classification.Rules, rule)
-		}
-	}
-	if spec.AttemptTimeout != nil {
-		p.AttemptTimeout = spec.AttemptTimeout.Duration
-	}
-	if ra := spec.RetryAfter; ra != nil {
-		p.RetryAfter.Honor = ra.Mode != v1.RetryAfterIgnore
-		if ra.MaxDelay != nil {
-			p.RetryAfter.MaxDelay = ra.MaxDelay.Duration
-		}
-	}
-	if cb := spec.CircuitBreaker; cb != nil {
-		p.CircuitBreaker = &retry.CircuitBreakerConfig{
-			FailureRatioPercent: orDefault(cb.FailureRatioPercent, 50),
-			MinimumRequests:     orDefault(cb.MinimumRequests, 10),
-			Window:              orDefaultDur(cb.Window, 60*time.Second),
-			OpenDuration:        orDefaultDur(cb.OpenDuration, 30*time.Second),
-			HalfOpenRequests:    orDefault(cb.HalfOpenRequests, 5),
-			CloseSuccessPercent: orDefault(cb.CloseSuccessPercent, 80),
-		}
-	}
-	return p
-}
-
-func orDefault(v, def int32) int32 {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
-func orDefaultDur(d *metav1.Duration, def time.Duration) time.Duration {
-	if d == nil {
-		return def
-	}
-	return d.Duration
-}
+func FromSpec(spec v1.RetryPolicySpec) retry.Policy { return sdkpolicy.FromSpec(Spec(spec)) }

@@ -12,8 +12,8 @@ import (
 	"sort"
 	"strings"
 
-	dmetrics "github.com/retryops/retry-operator/internal/dispatcher/metrics"
 	"github.com/retryops/retry-operator/internal/opmetrics"
+	dmetrics "github.com/retryops/retry-operator/sdk/metrics"
 )
 
 var (

@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
+	"github.com/retryops/retry-operator/sdk/config"
 )
 
 // The consumers' access to the Kubernetes API: they report their circuit breakers' state in the

@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/sdk/config"
 )
 
 // TestTheConsumersMayWriteTheirCircuitReportOnly: the Role grants get and patch on the pipeline's

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	dmetrics "github.com/retryops/retry-operator/internal/dispatcher/metrics"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 	"github.com/retryops/retry-operator/internal/render"
+	dmetrics "github.com/retryops/retry-operator/sdk/metrics"
 )
 
 func series(metric string, labels map[string]string, values string) promSeries {

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/metrics"
 	"github.com/retryops/retry-operator/internal/opmetrics"
+	"github.com/retryops/retry-operator/sdk/metrics"
 )
 
 // PrometheusRuleGVK is the kind PrometheusRule renders. The controller applies it when the API server

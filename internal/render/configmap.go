@@ -14,9 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/policy"
-	"github.com/retryops/retry-operator/internal/retry"
+	"github.com/retryops/retry-operator/sdk/config"
+	sdkpolicy "github.com/retryops/retry-operator/sdk/policy"
+	"github.com/retryops/retry-operator/sdk/retry"
 )
 
 // Paths in the consumer pods.
@@ -95,7 +96,7 @@ func kafkaConfig(c connection, d *DefaultConnection, scope string) (config.Kafka
 			corev1.KeyToPath{Key: "username", Path: "username"},
 			corev1.KeyToPath{Key: "password", Path: "password"})
 		k.SASL = &config.SASL{
-			Mechanism:    s.Mechanism,
+			Mechanism:    config.SASLMechanism(s.Mechanism),
 			UsernameFile: path.Join(dir, "username"),
 			PasswordFile: path.Join(dir, "password"),
 		}
@@ -135,7 +136,7 @@ func defaultConfig(k *config.Kafka, d *DefaultConnection, add func(kind, secret 
 			items = append(items, corev1.KeyToPath{Key: id.UsernameKey, Path: "username"})
 		}
 		dir := add("sasl", id.Secret, items...)
-		k.SASL = &config.SASL{Mechanism: d.SASLMechanism, PasswordFile: path.Join(dir, "password")}
+		k.SASL = &config.SASL{Mechanism: config.SASLMechanism(d.SASLMechanism), PasswordFile: path.Join(dir, "password")}
 		if id.UsernameKey != "" {
 			k.SASL.UsernameFile = path.Join(dir, "username")
 		} else {
@@ -162,7 +163,7 @@ func (in *Inputs) render() (*rendered, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec := in.Policy.Spec.DeepCopy()
+	spec := policy.Spec(in.Policy.Spec)
 	comp, err := in.compile()
 	if err != nil {
 		return nil, err
@@ -174,7 +175,7 @@ func (in *Inputs) render() (*rendered, error) {
 			Source:     string(p.Spec.Source.Topic),
 			DeadLetter: string(in.DLQ.Spec.Topic.Name),
 		},
-		Policy: spec,
+		Policy: &spec,
 	}
 	if comp.MaxAttempts() > 1 {
 		if len(in.Tiers) == 0 {
@@ -208,12 +209,15 @@ func (in *Inputs) render() (*rendered, error) {
 		c.Sink = &config.Sink{URL: url}
 	}
 	if d := p.Spec.Delivery; d != nil {
-		c.Delivery.Ordering = d.Ordering
+		c.Delivery.Ordering = config.DeliveryOrdering(d.Ordering)
 		if d.MaxInFlight != nil {
 			c.Delivery.MaxInFlight = *d.MaxInFlight
 		}
 		if b := d.Batch; b != nil {
-			c.Delivery.Batch = &config.Batch{MaxWait: b.MaxWait.DeepCopy()}
+			c.Delivery.Batch = &config.Batch{}
+			if b.MaxWait != nil {
+				c.Delivery.Batch.MaxWait = sdkpolicy.PD(b.MaxWait.Duration)
+			}
 			if b.MaxRecords != nil {
 				c.Delivery.Batch.MaxRecords = *b.MaxRecords
 			}
@@ -227,7 +231,7 @@ func (in *Inputs) render() (*rendered, error) {
 	// refusing them (authentication, TLS, ACLs) in any case.
 	c.CircuitReport = &config.CircuitReport{ConfigMap: CircuitConfigMapName(p)}
 	if in.CircuitReportInterval > 0 {
-		c.CircuitReport.Interval = &metav1.Duration{Duration: in.CircuitReportInterval}
+		c.CircuitReport.Interval = sdkpolicy.PD(in.CircuitReportInterval)
 	}
 	c.Default()
 	return &rendered{cfg: c, mounts: mounts, ca: ca}, nil
@@ -283,7 +287,7 @@ func Config(in *Inputs) (*config.Config, error) {
 // seedEnv returns the seed-style environment variables of c, in config.EnvVars order, without
 // RETRYOPS_CONFIG and SINK_URL (the library mode has no sink) and without empty values.
 func seedEnv(c *config.Config) []corev1.EnvVar {
-	seconds := func(d metav1.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
+	seconds := func(d sdkpolicy.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
 	vals := map[string]string{
 		config.EnvBootstrapServers: strings.Join(c.Kafka.BootstrapServers, ","),
 		config.EnvTopicPrimary:     c.Topics.Source,

@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/sdk/config"
 )
 
 // securedDefault is a default connection with TLS (its own CA and server name), SCRAM and a client
@@ -37,7 +37,7 @@ func TestADeadLetterQueueOnTheSecuredDefaultConnection(t *testing.T) {
 	const dir = render.SecretsDir + "/dead-letter-kafka"
 	g.Expect(cfg.DeadLetterKafka).To(Equal(&config.Kafka{BootstrapServers: in.DefaultBootstrapServers, ClientID: config.DefaultClientID,
 		TLS:  &config.TLS{CAFile: render.ConfigDir + "/" + render.CAKey, ServerName: "kafka.internal", CertFile: dir + "/client-cert/tls.crt", KeyFile: dir + "/client-cert/tls.key"},
-		SASL: &config.SASL{Mechanism: v1.SASLScramSHA512, Username: "shop.consumers", PasswordFile: dir + "/sasl/password"}}))
+		SASL: &config.SASL{Mechanism: config.SASLScramSHA512, Username: "shop.consumers", PasswordFile: dir + "/sasl/password"}}))
 
 	cm, err := render.ConfigMap(in)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -18,7 +18,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
+	"github.com/retryops/retry-operator/sdk/config"
 )
 
 // The dispatcher container in sink mode.

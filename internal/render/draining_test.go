@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/sdk/config"
 )
 
 // validConfig parses the rendered ConfigMap as the dispatcher does and fails t on any validation

@@ -6,8 +6,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/retryops/retry-operator/internal/golden"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/sdk/testutil/golden"
 )
 
 // assertGolden compares got with testdata/<name>, or rewrites the file with -update.

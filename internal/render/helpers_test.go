@@ -10,10 +10,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/policy"
 	"github.com/retryops/retry-operator/internal/render"
-	"github.com/retryops/retry-operator/internal/retry"
+	"github.com/retryops/retry-operator/sdk/config"
+	"github.com/retryops/retry-operator/sdk/retry"
 )
 
 const testImage = "ghcr.io/retryops/retry-dispatcher:v0.1.0"
@@ -79,7 +79,7 @@ func tiers(t *testing.T, p *v1.ConsumerPipeline, rp *v1.RetryPolicy) config.Tier
 	if p.Spec.RetryTopics != nil && p.Spec.RetryTopics.Naming != "" {
 		naming = p.Spec.RetryTopics.Naming
 	}
-	return config.BuildTiers(config.TierBase("", p.Namespace, p.Name), naming, comp.Plan())
+	return config.BuildTiers(config.TierBase("", p.Namespace, p.Name), config.RetryTopicNaming(naming), comp.Plan())
 }
 
 func inputs(t *testing.T, p *v1.ConsumerPipeline, rp *v1.RetryPolicy, dlq *v1.DeadLetterQueue) *render.Inputs {

@@ -11,8 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
-	"github.com/retryops/retry-operator/internal/retry"
+	"github.com/retryops/retry-operator/sdk/config"
+	"github.com/retryops/retry-operator/sdk/retry"
 )
 
 // Inputs is everything a pipeline's children are rendered from. The controller fills it after

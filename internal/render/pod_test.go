@@ -10,10 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/retryops/retry-operator/internal/circuitstate"
-	"github.com/retryops/retry-operator/internal/dispatcher"
-	"github.com/retryops/retry-operator/internal/dispatcher/config"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/sdk/circuitstate"
+	"github.com/retryops/retry-operator/sdk/config"
+	"github.com/retryops/retry-operator/sdk/dispatcher"
 )
 
 func TestSinkModeHasTheRestrictedPodSecurityDefaults(t *testing.T) {

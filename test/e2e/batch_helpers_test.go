@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
-	"github.com/retryops/retry-operator/pkg/batch"
+	"github.com/retryops/retry-operator/sdk/batch"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 const (

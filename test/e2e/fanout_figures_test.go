@@ -14,7 +14,7 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // ownFigures shows that each pipeline's lag and retry backlog are its own, which figures that all

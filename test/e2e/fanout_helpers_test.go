@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 const (

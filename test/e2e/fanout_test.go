@@ -18,8 +18,8 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // TestFanOut: three pipelines consume one source, each with its own consumer group, policy, sink

@@ -16,19 +16,18 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
-	dispatchercfg "github.com/retryops/retry-operator/internal/dispatcher/config"
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/render"
+	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // TestPolicyChange: on the `make run` stack, a pipeline with ByDelay tiers (3s, 6s, 12s under

@@ -16,9 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"k8s.io/utils/clock"
 
-	"github.com/retryops/retry-operator/internal/dispatcher/headers"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkastats"
+	"github.com/retryops/retry-operator/sdk/headers"
 )
 
 // The label values of the dead letters the memory tests write: several of each, as a busy queue

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/retryops/retry-operator/internal/kafka"
-	"github.com/retryops/retry-operator/internal/kafka/kafkatest"
+	"github.com/retryops/retry-operator/sdk/testutil/kafkatest"
 )
 
 // TestSASL proves, for SCRAM-SHA-512 and PLAIN, that a wrong password is an

@@ -15,8 +15,8 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
-	"github.com/retryops/retry-operator/internal/kafka/kafkatest"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
+	"github.com/retryops/retry-operator/sdk/testutil/kafkatest"
 )
 
 // saslRecorder records, from the broker's side, the user every SASLAuthenticate request
