@@ -138,7 +138,7 @@ func printable(s string) string {
 		s = s[:maxNameBytes]
 	}
 	plain := s != "" && !strings.ContainsFunc(s, func(r rune) bool {
-		return !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		return r != '-' && r != '_' && r != '.' && (r < '0' || r > '9') && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z')
 	})
 	if cut {
 		s += "..."
