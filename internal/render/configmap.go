@@ -169,6 +169,9 @@ func (in *Inputs) render() (*rendered, error) {
 		return nil, err
 	}
 	c := &config.Config{
+		// The version the linked sdk reads: a consumer built with an older minor refuses the file
+		// only if it uses a field that consumer does not know.
+		Version:       config.Version,
 		Pipeline:      config.Pipeline{Namespace: p.Namespace, Name: p.Name},
 		ConsumerGroup: consumerGroup(p),
 		Topics: config.Topics{

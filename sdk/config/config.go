@@ -1,6 +1,6 @@
 // Package config is the dispatcher's configuration: the contract between the operator, which renders
 // it for each ConsumerPipeline, and the data plane (the dispatcher binary and the library mode in
-// pkg/retryloop), which runs it.
+// sdk/retryloop), which runs it.
 //
 // The operator renders a [Config] as JSON into a ConfigMap, mounts it into the consumer pod, and
 // points the environment variable RETRYOPS_CONFIG ([EnvConfig]) at the file. Secrets are never part
@@ -11,6 +11,8 @@
 //
 // [Load] reads the file and the environment, fills defaults ([Config.Default]) and validates
 // ([Config.Validate]). Every field below is part of the API: renaming one breaks deployed pipelines.
+// The file is versioned ([Version], the field version): a new optional field is a new minor version,
+// which a reader of an older minor refuses only when the file uses it.
 package config
 
 import (
@@ -21,6 +23,15 @@ import (
 
 // Config is the whole configuration of one pipeline's consumer.
 type Config struct {
+	// version is the version of the file's format, "major.minor" (Version is the one this module
+	// writes and reads; the operator writes it). Absent means 1.0: the files rendered before it was
+	// written. A reader refuses another major. It reads a newer minor whose fields it all knows (a
+	// newer writer that used none of its new fields), and refuses one with fields it does not know,
+	// naming them, rather than run without a setting the writer meant; at its own minor or an older
+	// one, an unknown field is a misspelt one, and refused too.
+	// +optional
+	Version string `json:"version,omitempty"`
+
 	// pipeline identifies the ConsumerPipeline this consumer serves. It labels metrics and is written
 	// into dead letters (retryops.pipeline = "<namespace>/<name>"). Optional: without it the
 	// consumer group stands in for the name.
@@ -96,7 +107,7 @@ type Config struct {
 	Listen Listen `json:"listen"`
 
 	// circuitReport, when set, makes the consumer report its circuit breaker's state and Kafka
-	// refusing it to the operator through a ConfigMap (see internal/circuitstate).
+	// refusing it to the operator through a ConfigMap (see sdk/circuitstate).
 	// +optional
 	CircuitReport *CircuitReport `json:"circuitReport,omitempty"`
 }
@@ -274,7 +285,7 @@ type Delivery struct {
 	// many behind it. Absent (0) means max(1000, 4*maxInFlight) (UncommittedLimit).
 	// +optional
 	MaxUncommittedRecords int32 `json:"maxUncommittedRecords,omitempty"`
-	// batch, when set, delivers records in batches (pkg/batch's retryops.dev/batch/v1 document, a
+	// batch, when set, delivers records in batches (sdk/batch's retryops.dev/batch/v1 document, a
 	// result per record). Absent: one request per record.
 	// +optional
 	Batch *Batch `json:"batch,omitempty"`

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -67,9 +69,9 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	}
 	c := &Config{}
 	if path != "" {
-		data, err := os.ReadFile(path)
+		data, err := readFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("reading the config file (%s): %w", EnvConfig, err)
+			return nil, err
 		}
 		if c, err = Parse(data); err != nil {
 			return nil, fmt.Errorf("config file %s: %w", path, err)
@@ -85,9 +87,53 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	return c, nil
 }
 
-// Parse decodes a JSON config strictly (unknown fields are an error). It neither fills defaults nor
+// readFile reads at most MaxConfigBytes of the file at path.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the config file (%s): %w", EnvConfig, err)
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the config file (%s): %w", EnvConfig, err)
+	}
+	if len(data) > MaxConfigBytes {
+		return nil, fmt.Errorf("config file %s is larger than %d bytes", path, MaxConfigBytes)
+	}
+	return data, nil
+}
+
+// Parse decodes a JSON config strictly: an unknown field is an error, so that a misspelt field
+// never goes unnoticed, and so is a version this module cannot read (see [Config.Version]; errors.Is
+// finds ErrUnsupportedVersion in the error). Every unknown field is named with its path (at most
+// ten). data is untrusted: more than MaxConfigBytes is refused. Parse neither fills defaults nor
 // validates.
 func Parse(data []byte) (*Config, error) {
+	if len(data) > MaxConfigBytes {
+		return nil, fmt.Errorf("the config is %d bytes; at most %d", len(data), MaxConfigBytes)
+	}
+	var version json.RawMessage
+	s := &scan{dec: json.NewDecoder(bytes.NewReader(data)), version: &version}
+	if err := s.value(reflect.TypeFor[Config](), "", true); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	var v string
+	if len(version) > 0 && string(version) != "null" {
+		if err := json.Unmarshal(version, &v); err != nil {
+			return nil, &versionError{fmt.Sprintf("config version %s is not a string: write a major.minor version such as %q", printable(string(version)), Version)}
+		}
+		if v == "" {
+			return nil, &versionError{fmt.Sprintf("config version \"\" is not a major.minor version such as %q", Version)}
+		}
+	}
+	minor, err := checkVersion(v)
+	if err != nil {
+		return nil, err
+	}
+	if s.unknown.count() > 0 {
+		return nil, unknownFieldsError(v, minor, &s.unknown)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	c := &Config{}

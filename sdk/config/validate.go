@@ -42,6 +42,9 @@ func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Sprintf
 // at start rather than at the first connection.
 func (c *Config) Validate() error {
 	var p problems
+	if _, err := checkVersion(c.Version); err != nil {
+		p.add("%v", err)
+	}
 	if c.ConsumerGroup == "" {
 		p.add("consumerGroup (%s) is required (or pipeline.namespace and pipeline.name, which default it)", EnvConsumerGroup)
 	}
