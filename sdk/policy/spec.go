@@ -173,7 +173,7 @@ type Duration struct {
 }
 
 // MarshalJSON writes the duration as a string such as "1m30s".
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.Duration.String()) }
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
 // UnmarshalJSON reads a duration string such as "1m30s" or "250ms".
 func (d *Duration) UnmarshalJSON(b []byte) error {
