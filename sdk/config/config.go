@@ -1,6 +1,6 @@
 // Package config is the dispatcher's configuration: the contract between the operator, which renders
 // it for each ConsumerPipeline, and the data plane (the dispatcher binary and the library mode in
-// pkg/retryloop), which runs it.
+// sdk/retryloop), which runs it.
 //
 // The operator renders a [Config] as JSON into a ConfigMap, mounts it into the consumer pod, and
 // points the environment variable RETRYOPS_CONFIG ([EnvConfig]) at the file. Secrets are never part
@@ -96,7 +96,7 @@ type Config struct {
 	Listen Listen `json:"listen"`
 
 	// circuitReport, when set, makes the consumer report its circuit breaker's state and Kafka
-	// refusing it to the operator through a ConfigMap (see internal/circuitstate).
+	// refusing it to the operator through a ConfigMap (see package circuitstate).
 	// +optional
 	CircuitReport *CircuitReport `json:"circuitReport,omitempty"`
 }
@@ -274,7 +274,7 @@ type Delivery struct {
 	// many behind it. Absent (0) means max(1000, 4*maxInFlight) (UncommittedLimit).
 	// +optional
 	MaxUncommittedRecords int32 `json:"maxUncommittedRecords,omitempty"`
-	// batch, when set, delivers records in batches (pkg/batch's retryops.dev/batch/v1 document, a
+	// batch, when set, delivers records in batches (package batch's retryops.dev/batch/v1 document, a
 	// result per record). Absent: one request per record.
 	// +optional
 	Batch *Batch `json:"batch,omitempty"`
