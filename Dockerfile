@@ -7,12 +7,17 @@ ARG TARGETOS
 ARG TARGETARCH
 ARG CMD=manager
 WORKDIR /workspace
+# The data plane is a module of its own (sdk/), which go.mod replaces with ./sdk: its go.mod comes
+# before the download, its code with the rest.
 COPY go.mod go.sum ./
+COPY sdk/go.mod sdk/go.sum sdk/
 RUN go mod download
 COPY api/ api/
 COPY cmd/ cmd/
 COPY controllers/ controllers/
 COPY internal/ internal/
+COPY pkg/ pkg/
+COPY sdk/ sdk/
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o /out/app ./cmd/${CMD}
 
 FROM gcr.io/distroless/static:nonroot@sha256:e2e927ec666bae08560abb3c55d0659eceabb657f56b6782ab500a9fc7f555e3

@@ -20,9 +20,15 @@ DISPATCHER_IMG ?= ghcr.io/retryops/retry-dispatcher:dev
 # of holding `make test` for ever. The slowest package here (cmd/dispatcher, the storms) took 205 s
 # on 2 busy cores; 20m never kills a healthy run.
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
-# The packages with goroutines of their own run under the race detector in `make test`: the
-# dispatcher, circuit-state reporting, Kafka clients and statistics, the controllers, the library.
-RACE_PKGS ?= ./controllers/... ./internal/dispatcher/... ./internal/circuitstate/... ./internal/kafka/... ./internal/kafkastats/... ./pkg/...
+# The data plane is a module of its own in sdk/ (sdk/go.mod; go.mod's replace points at it): Go
+# commands for its packages run from that directory, and every target here covers both modules.
+SDK_DIR := sdk
+# The packages with goroutines of their own run under the race detector in `make test`: in the
+# operator's module the controllers, Kafka clients and statistics, Kubernetes circuit reporting
+# (pkg/kubereport); in the data plane's (SDK_RACE_PKGS, from sdk/) the dispatcher, circuit-state
+# reporting, the library and the batch contract.
+RACE_PKGS ?= ./controllers/... ./internal/kafka/... ./internal/kafkastats/... ./pkg/...
+SDK_RACE_PKGS ?= ./dispatcher/... ./circuitstate/... ./retryloop/... ./batch/...
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
@@ -58,20 +64,25 @@ fmt: ## Run gofmt on the code.
 	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet on both modules.
 	go vet ./...
+	cd $(SDK_DIR) && go vet ./...
 
 .PHONY: verify
-verify: manifests generate dashboard ## Fail when generated files are stale, gofmt would change a file, or go vet complains.
+verify: manifests generate dashboard ## Fail when generated files are stale, gofmt would change a file, go vet complains or a go.mod or go.sum is untidy (both modules).
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@if [ -n "$$(git status --porcelain -- api config charts docs/api-reference.md)" ]; then \
 	  echo "generated files are stale: run 'make manifests generate dashboard' and commit:"; git status --porcelain -- api config charts docs/api-reference.md; git --no-pager diff --stat -- api config charts docs/api-reference.md; exit 1; fi
+	@for dir in . $(SDK_DIR); do if ! diff=$$(cd $$dir && go mod tidy -diff); then \
+	  echo "$$dir/go.mod or go.sum is untidy: run 'go mod tidy' in $$dir and commit:"; echo "$$diff"; exit 1; fi; done
 	go vet ./...
+	cd $(SDK_DIR) && go vet ./...
 
 .PHONY: lint
-lint: ## Run golangci-lint on the tree (.golangci.yml) and kube-api-linter on the API types (.golangci-kal.yml).
+lint: ## Run golangci-lint on both modules (.golangci.yml) and kube-api-linter on the API types (.golangci-kal.yml).
 	@lint=$$(hack/setup-lint.sh) && \
 	  $$lint run ./... && \
+	  (cd $(SDK_DIR) && $$lint run --config ../.golangci.yml ./...) && \
 	  $$lint run --config .golangci-kal.yml ./api/...
 
 .PHONY: setup-envtest
@@ -79,7 +90,7 @@ setup-envtest: ## Build (first time) the envtest binaries and print their direct
 	hack/setup-envtest.sh --print-path
 
 .PHONY: test
-test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, controller-manager) if needed, then run every test; RACE_PKGS under the race detector.
+test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, controller-manager) if needed, then run every test of both modules; RACE_PKGS and SDK_RACE_PKGS under the race detector.
 	hack/setup-prometheus.sh >/dev/null
 	hack/setup-chromium.sh >/dev/null
 	hack/setup-helm.sh >/dev/null
@@ -90,6 +101,14 @@ test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, co
 	  KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) $$rest && \
 	  echo "go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)" && \
 	  KUBEBUILDER_ASSETS=$$assets go test -race $(GO_TEST_FLAGS) $$race
+# The data plane's module needs no control plane: its tests run without KUBEBUILDER_ASSETS.
+	@cd $(SDK_DIR) && \
+	  race=$$(go list $(SDK_RACE_PKGS)) && \
+	  rest=$$(go list ./... | grep -vxF -f <(echo "$$race")) && \
+	  echo "(cd $(SDK_DIR) && go test $(GO_TEST_FLAGS) <$$(echo $$rest | wc -w) packages>)" && \
+	  go test $(GO_TEST_FLAGS) $$rest && \
+	  echo "(cd $(SDK_DIR) && go test -race $(GO_TEST_FLAGS) $(SDK_RACE_PKGS))" && \
+	  go test -race $(GO_TEST_FLAGS) $$race
 
 .PHONY: console-screenshots
 console-screenshots: ## Refresh docs/console-*.png: the console's browser test in headless Chromium (hack/setup-chromium.sh), writing its screenshots into docs/.
@@ -98,10 +117,10 @@ console-screenshots: ## Refresh docs/console-*.png: the console's browser test i
 
 FUZZTIME ?= 60s
 .PHONY: fuzz
-fuzz: ## Run the retry core's, the deadletters API's and the record of decisions' fuzz targets for FUZZTIME each.
-	go test ./internal/retry -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime $(FUZZTIME)
-	go test ./internal/retry -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime $(FUZZTIME)
-	go test ./internal/retry -run '^$$' -fuzz '^FuzzPatternBudget$$' -fuzztime $(FUZZTIME)
+fuzz: ## Run the retry core's (sdk/retry), the deadletters API's and the record of decisions' fuzz targets for FUZZTIME each.
+	cd $(SDK_DIR) && go test ./retry -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime $(FUZZTIME)
+	cd $(SDK_DIR) && go test ./retry -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime $(FUZZTIME)
+	cd $(SDK_DIR) && go test ./retry -run '^$$' -fuzz '^FuzzPatternBudget$$' -fuzztime $(FUZZTIME)
 	go test ./internal/dlqapi -run '^$$' -fuzz '^FuzzListParameters$$' -fuzztime $(FUZZTIME)
 	go test ./internal/deadletters -run '^$$' -fuzz '^FuzzDecisionsBelongToTheirRecord$$' -fuzztime $(FUZZTIME)
 

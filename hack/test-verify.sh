@@ -2,8 +2,9 @@
 # Proves that `make verify` catches what it promises to catch: in a throwaway worktree of HEAD it
 # (1) changes an API type (the Grafana dashboard's code, an Argo CD health script) without
 # regenerating, or edits a generated file by hand (the chart's copy of a CRD or of the dashboard,
-# docs/api-reference.md), (2) leaves a file unformatted, (3) adds code go vet rejects, and expects
-# `make verify` to fail each time with the matching message.
+# docs/api-reference.md), (2) leaves a file unformatted, (3) adds code go vet rejects (in either
+# module), (4) leaves sdk/go.mod untidy, and expects `make verify` to fail each time with the matching
+# message.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -62,3 +63,10 @@ expect_failure "a file is not gofmt-formatted" "gofmt would change"
 
 printf 'package controllers\n\nimport "fmt"\n\nfunc vetMe() { fmt.Printf("%%d\\n", "not a number") }\n' > controllers/zz_vet.go
 expect_failure "go vet complains" "Printf format %d has arg"
+
+# The data plane's module (sdk/) is vetted and tidied from its own directory.
+printf 'package retry\n\nimport "fmt"\n\nfunc vetMe() { fmt.Printf("%%d\\n", "not a number") }\n' > sdk/retry/zz_vet.go
+expect_failure "go vet complains in the data plane's module" "Printf format %d has arg"
+
+(cd sdk && go mod edit -droprequire=github.com/onsi/gomega)
+expect_failure "sdk/go.mod lacks a module its tests import" "sdk/go.mod or go.sum is untidy"

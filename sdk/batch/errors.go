@@ -45,6 +45,7 @@ type Error struct {
 	Message string
 }
 
+// Error reads "Type: Message".
 func (e *Error) Error() string { return e.Type + ": " + e.Message }
 
 // StatusCode is the HTTP status a sink answers a request that failed to parse with.

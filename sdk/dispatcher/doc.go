@@ -1,6 +1,6 @@
 // Package dispatcher is the data plane of retry-operator: a Kafka consumer that reads a pipeline's
 // source topic and retry tiers, delivers each record to a Handler (the HTTP sink of the dispatcher
-// binary, or the user's function in library mode, pkg/retryloop), classifies failures with the
+// binary, or the user's function in library mode, sdk/retryloop), classifies failures with the
 // retry core, and writes each failed record to the retry tier of its next attempt or to the dead
 // letter topic. An offset is committed only once its record has finished: delivered, dropped, or
 // written (and acknowledged) to a retry tier or the dead letter topic.

@@ -26,7 +26,7 @@ var batchSeq = func() *atomic.Uint64 {
 	return &n
 }()
 
-// DeliverBatch implements BatchHandler: one POST of the batch document (pkg/batch), a result per
+// DeliverBatch implements BatchHandler: one POST of the batch document (package batch), a result per
 // record read from the answer. A record the answer does not say succeeded never succeeds.
 func (s *HTTPSink) DeliverBatch(ctx context.Context, ds []*Delivery) []Result {
 	out := make([]Result, len(ds))
@@ -170,7 +170,7 @@ func recordResult(r batch.Result) Result {
 	return failureResult(retry.Outcome{HTTPStatus: r.HTTPStatus, ErrorType: r.ErrorType, Message: msg, RetryAfter: r.RetryAfter})
 }
 
-// sinkProtocolError tells the error types pkg/batch gives a record whose result broke the contract.
+// sinkProtocolError tells the error types package batch gives a record whose result broke the contract.
 func sinkProtocolError(errorType string) bool {
 	switch errorType {
 	case batch.ErrorTypeResultConflict, batch.ErrorTypeResponseInvalid, batch.ErrorTypeInvalidStatus:

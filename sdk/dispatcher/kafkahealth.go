@@ -33,7 +33,7 @@ import (
 //
 // While any problem is kept the engine is not ready (/readyz says why), the metric of its reason
 // is 1, and Options.OnKafkaProblem gets the worst (the pipeline's condition, through
-// internal/circuitstate). Each problem is logged at warn when it starts and then at most every
+// package circuitstate). Each problem is logged at warn when it starts and then at most every
 // kafkaLogEvery while it lasts, with the number of failures not logged.
 const (
 	kafkaLogEvery   = 30 * time.Second

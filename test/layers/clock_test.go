@@ -17,16 +17,16 @@ import (
 // "every package that waits or stamps takes a k8s.io/utils/clock ... defaulting to the real clock".
 var wallClock = []string{"Now", "Since", "Until", "Sleep", "After", "AfterFunc", "NewTimer", "NewTicker", "Tick"}
 
-// clockAllowed are the files (from the module root, a directory when it ends in /) that may call
-// them, each with its reason.
+// clockAllowed are the files (from the repository root, both modules, a directory when it ends in
+// /) that may call them, each with its reason.
 var clockAllowed = map[string]string{
 	"hack/": "the local tooling's programs: they print real durations and pace a live demo",
 	// Certificates are checked against the wall clock by the servers and clients that read them.
 	"internal/envtestutil/aggregation.go": "the front-proxy certificates' validity",
-	"internal/kafka/kafkatest/pki.go":     "the test certificate authority's validity",
+	"sdk/testutil/kafkatest/pki.go":       "the test certificate authority's validity",
 	// The test sink answers late in real time: the engine's HTTP client times a request out on the
 	// wall clock, as a real sink's slowness is.
-	"internal/dispatcher/dispatchertest/dispatchertest.go": "the test sink's answer delay",
+	"sdk/dispatcher/dispatchertest/dispatchertest.go": "the test sink's answer delay",
 }
 
 // clockReported are the files that break the rule and are being fixed; remove each as its package
@@ -65,10 +65,11 @@ type wallClockCall struct {
 }
 
 // wallClockCalls parses every non-test, non-generated Go file under root outside clockAllowed and
-// returns its uses of the wallClock functions.
+// returns its uses of the wallClock functions. The walk covers the data-plane module (sdk/) too.
 func wallClockCalls(t *testing.T, root string) []wallClockCall {
 	t.Helper()
 	var out []wallClockCall
+	sdkFiles := 0
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -86,6 +87,9 @@ func wallClockCalls(t *testing.T, root string) []wallClockCall {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || clockAllowedFile(rel) {
 			return nil
 		}
+		if strings.HasPrefix(rel, "sdk/") {
+			sdkFiles++
+		}
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution|parser.ParseComments)
 		if err != nil {
 			return err
@@ -98,6 +102,9 @@ func wallClockCalls(t *testing.T, root string) []wallClockCall {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if sdkFiles == 0 {
+		t.Error("no Go file of sdk/ was checked: the walk must cover the data-plane module")
 	}
 	return out
 }

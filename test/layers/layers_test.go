@@ -3,6 +3,7 @@
 package layers
 
 import (
+	"cmp"
 	"os/exec"
 	"slices"
 	"strings"
@@ -11,7 +12,15 @@ import (
 
 const (
 	module = "github.com/retryops/retry-operator/"
-	franz  = "github.com/twmb/franz-go/..."
+	// sdk is the data plane's module (sdk/go.mod), a module of its own inside this repository.
+	sdk   = module + "sdk/"
+	franz = "github.com/twmb/franz-go/..."
+)
+
+// The modules' directories, relative to this package: go list runs in the one a package belongs to.
+const (
+	rootDir = "../.."
+	sdkDir  = "../../sdk"
 )
 
 // matches reports whether the import path d is f, or under f when f ends in /... .
@@ -22,11 +31,11 @@ func matches(d, f string) bool {
 	return d == f
 }
 
-// goList runs go list from the module root with a template and returns its lines.
-func goList(t *testing.T, args ...string) []string {
+// goList runs go list in the module directory dir and returns its fields.
+func goList(t *testing.T, dir string, args ...string) []string {
 	t.Helper()
 	cmd := exec.Command("go", append([]string{"list"}, args...)...)
-	cmd.Dir = "../.."
+	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr string
@@ -42,6 +51,8 @@ func goList(t *testing.T, args ...string) []string {
 func TestDependencies(t *testing.T) {
 	cases := []struct {
 		name string
+		// dir is the module directory the patterns are relative to: rootDir when empty.
+		dir string
 		// pkg is a package pattern relative to the module root.
 		pkg string
 		// forbidden are import paths no dependency may have; a path ending in /... stands for
@@ -59,14 +70,15 @@ func TestDependencies(t *testing.T) {
 		},
 		{
 			name:          "the retry core is pure: the standard library and the clock",
-			pkg:           "./internal/retry",
-			forbidden:     []string{"k8s.io/apimachinery/...", "sigs.k8s.io/...", franz, "k8s.io/client-go/..."},
+			dir:           sdkDir,
+			pkg:           "./retry",
+			forbidden:     []string{"k8s.io/apimachinery/...", "sigs.k8s.io/...", franz, "k8s.io/client-go/...", "github.com/prometheus/..."},
 			allowedModule: []string{},
 		},
 		{
 			name:      "the controllers reach Kafka only through the franz-free interface",
 			pkg:       "./controllers",
-			forbidden: []string{franz, module + "internal/kafka/franz", module + "internal/dispatcher"},
+			forbidden: []string{franz, module + "internal/kafka/franz", sdk + "dispatcher"},
 		},
 		{
 			name:      "the Kafka interface and the statistics built on it are franz-free",
@@ -75,18 +87,25 @@ func TestDependencies(t *testing.T) {
 		},
 		{
 			name:      "rendering is pure: no Kafka client, no API server client",
-			pkg:       "./internal/render ./internal/policy ./internal/dispatcher/config",
+			pkg:       "./internal/render ./internal/policy",
 			forbidden: []string{franz, "sigs.k8s.io/controller-runtime/...", "k8s.io/client-go/rest", module + "internal/kafka/...", module + "controllers"},
+		},
+		{
+			name:          "the config file and its policy are pure: the retry core, no Kafka client, no metrics",
+			dir:           sdkDir,
+			pkg:           "./config ./policy",
+			forbidden:     []string{franz, "github.com/prometheus/..."},
+			allowedModule: []string{sdk + "retry", sdk + "policy"},
 		},
 		{
 			name:      "the dead-letter engine reaches Kafka through the interface and knows no reconciler",
 			pkg:       "./internal/deadletters",
-			forbidden: []string{franz, module + "internal/kafka/franz", module + "controllers", "sigs.k8s.io/controller-runtime/...", module + "internal/dispatcher"},
+			forbidden: []string{franz, module + "internal/kafka/franz", module + "controllers", "sigs.k8s.io/controller-runtime/...", sdk + "dispatcher"},
 		},
 		{
 			name:          "the kubectl plugin has no power of its own: the API server only, no Kafka client, no reconciler, no engine",
 			pkg:           "./cmd/kubectl-dlq ./internal/dlqcli ./internal/dlqui",
-			forbidden:     []string{franz, "sigs.k8s.io/controller-runtime/...", module + "internal/kafka/...", module + "controllers", module + "internal/deadletters", module + "internal/dispatcher/..."},
+			forbidden:     []string{franz, "sigs.k8s.io/controller-runtime/...", module + "internal/kafka/...", module + "controllers", module + "internal/deadletters", sdk + "dispatcher/..."},
 			allowedModule: []string{module + "api/v1alpha1", module + "api/deadletters/v1alpha1", module + "internal/dlqui", module + "internal/termsafe"},
 		},
 		{
@@ -98,11 +117,12 @@ func TestDependencies(t *testing.T) {
 		{
 			name:      "the deadletters API reads Kafka through the interface and knows no reconciler",
 			pkg:       "./internal/dlqapi",
-			forbidden: []string{franz, module + "internal/kafka/franz", module + "controllers", module + "internal/dispatcher", module + "internal/render"},
+			forbidden: []string{franz, module + "internal/kafka/franz", module + "controllers", sdk + "dispatcher", module + "internal/render"},
 		},
 		{
-			name:          "the batch contract is the standard library alone, for sink authors to import",
-			pkg:           "./pkg/batch",
+			name:          "the batch contract and the header names are the standard library alone, for sink authors and dead-letter readers to import",
+			dir:           sdkDir,
+			pkg:           "./batch ./headers",
 			forbidden:     []string{"k8s.io/...", "sigs.k8s.io/...", franz, "github.com/prometheus/..."},
 			allowedModule: []string{},
 		},
@@ -110,7 +130,7 @@ func TestDependencies(t *testing.T) {
 			name:          "the PromQL check knows metric names only: no client of Kubernetes or Kafka",
 			pkg:           "./internal/promcheck",
 			forbidden:     []string{"k8s.io/client-go/...", "sigs.k8s.io/controller-runtime/...", franz},
-			allowedModule: []string{module + "internal/opmetrics", module + "internal/dispatcher/metrics"},
+			allowedModule: []string{module + "internal/opmetrics", sdk + "metrics"},
 		},
 		{
 			name:      "the dashboard is pure: queries from the metric names and render's labels, no client",
@@ -130,15 +150,17 @@ func TestDependencies(t *testing.T) {
 			allowedModule: []string{},
 		},
 		{
-			name:      "the data plane knows nothing of the control plane",
-			pkg:       "./internal/dispatcher/... ./pkg/... ./cmd/dispatcher",
+			// The data-plane module itself is checked whole by TestTheDataPlaneModuleNeedsNoKubernetes.
+			name:      "the dispatcher's program and the optional Kubernetes reporting know nothing of the control plane",
+			pkg:       "./pkg/... ./cmd/dispatcher",
 			forbidden: []string{"sigs.k8s.io/controller-runtime/...", module + "controllers", module + "internal/kafka/...", module + "internal/render", module + "internal/kafkastats", module + "cmd/manager"},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			deps := goList(t, append([]string{"-deps", "-f", "{{.ImportPath}}"}, strings.Fields(tc.pkg)...)...)
-			self := goList(t, append([]string{"-f", "{{.ImportPath}}"}, strings.Fields(tc.pkg)...)...)
+			dir := cmp.Or(tc.dir, rootDir)
+			deps := goList(t, dir, append([]string{"-deps", "-f", "{{.ImportPath}}"}, strings.Fields(tc.pkg)...)...)
+			self := goList(t, dir, append([]string{"-f", "{{.ImportPath}}"}, strings.Fields(tc.pkg)...)...)
 			for _, d := range deps {
 				for _, f := range tc.forbidden {
 					if matches(d, f) {
@@ -153,15 +175,19 @@ func TestDependencies(t *testing.T) {
 	}
 }
 
-// TestImporters checks which packages may import a package directly (test files excluded).
+// TestImporters checks which packages of both modules may import a package directly (test files
+// excluded).
 func TestImporters(t *testing.T) {
 	imports := map[string][]string{}
-	for _, line := range goList(t, "-f", "{{.ImportPath}}={{join .Imports \",\"}}", "./...") {
-		pkg, list, _ := strings.Cut(line, "=")
-		if list != "" {
-			imports[pkg] = strings.Split(list, ",")
+	for _, dir := range []string{rootDir, sdkDir} {
+		for _, line := range goList(t, dir, "-f", "{{.ImportPath}}={{join .Imports \",\"}}", "./...") {
+			pkg, list, _ := strings.Cut(line, "=")
+			if list != "" {
+				imports[pkg] = strings.Split(list, ",")
+			}
 		}
 	}
+	testHelpers := []string{sdk + "testutil/golden", sdk + "testutil/syncbuf", sdk + "testutil/kafkatest", sdk + "dispatcher/dispatchertest"}
 	cases := []struct {
 		name    string
 		target  string
@@ -172,10 +198,17 @@ func TestImporters(t *testing.T) {
 		{"only the manager wires the controllers", module + "controllers", []string{module + "cmd/manager", module + "internal/dlqtest"}},
 		{"only the manager builds franz-go admin clients", module + "internal/kafka/franz", []string{module + "cmd/manager", module + "internal/dlqtest"}},
 		{"only tests start the dead-letter test stack", module + "internal/dlqtest", nil},
-		{"only the programs and the library build a dispatcher", module + "internal/dispatcher", []string{module + "cmd/dispatcher", module + "pkg/retryloop"}},
+		{"only the programs and the library build a dispatcher", sdk + "dispatcher", []string{module + "cmd/dispatcher", sdk + "retryloop"}},
 		{"the PromQL check runs in tests only (promtool), never in a program", module + "internal/promcheck", nil},
 		{"only hack/dashboard writes the dashboard", module + "internal/dashboard", []string{module + "hack/dashboard"}},
 		{"only the generator reads the Argo CD scripts outside tests", module + "config/argocd", []string{module + "config/argocd/gen"}},
+	}
+	for _, h := range testHelpers {
+		cases = append(cases, struct {
+			name    string
+			target  string
+			allowed []string
+		}{"only tests use the test helper " + h, h, nil})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,7 +221,7 @@ func TestImporters(t *testing.T) {
 	}
 	// No library code imports a program, a test harness or a script.
 	for pkg, list := range imports {
-		if !strings.HasPrefix(pkg, module+"internal/") && !strings.HasPrefix(pkg, module+"pkg/") && !strings.HasPrefix(pkg, module+"controllers") && !strings.HasPrefix(pkg, module+"api/") {
+		if !strings.HasPrefix(pkg, module+"internal/") && !strings.HasPrefix(pkg, module+"pkg/") && !strings.HasPrefix(pkg, module+"controllers") && !strings.HasPrefix(pkg, module+"api/") && !strings.HasPrefix(pkg, sdk) {
 			continue
 		}
 		for _, imp := range list {
