@@ -28,7 +28,7 @@ const (
 )
 
 // The circuit breaker state travels from the consumers to status.circuit through the pipeline's
-// circuit ConfigMap (internal/circuitstate has the protocol and why it was chosen). The Access step
+// circuit ConfigMap (sdk/circuitstate has the protocol and why it was chosen). The Access step
 // applies what the consumers need for it: the ConfigMap, their ServiceAccount (unless the template
 // names its own) and a Role and RoleBinding granting get and patch on that one ConfigMap. The
 // Circuit step folds the fresh reports into s.circuit and deletes the stale ones.

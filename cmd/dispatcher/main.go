@@ -5,11 +5,11 @@
 // Configuration: the JSON file named by RETRYOPS_CONFIG (rendered by the operator into a ConfigMap)
 // and the environment variables KAFKA_BOOTSTRAP_SERVERS, KAFKA_TOPIC_PRIMARY, KAFKA_TOPIC_RETRY,
 // KAFKA_TOPIC_DLQ, KAFKA_CONSUMER_GROUP, RETRY_MAX_ATTEMPTS, RETRY_BASE_DELAY_SECONDS,
-// RETRY_MAX_DELAY_SECONDS and SINK_URL, which override the file (see internal/dispatcher/config).
+// RETRY_MAX_DELAY_SECONDS and SINK_URL, which override the file (see sdk/config).
 // RETRYOPS_LOG_LEVEL sets the log level (debug, info, warn, error; default info). With
 // circuitReport in the config, it reports its circuit breaker's state and Kafka refusing it
 // (authentication, TLS, ACLs) to the operator through the Kubernetes API (in-cluster, or
-// KUBECONFIG), naming itself by POD_NAME (see internal/circuitstate).
+// KUBECONFIG), naming itself by POD_NAME (see sdk/circuitstate).
 //
 // It serves /metrics on listen.metricsAddress (default :9090) and /healthz and /readyz on
 // listen.healthAddress (default :8081), logs JSON to stderr, and stops gracefully on SIGTERM or

@@ -70,7 +70,7 @@ func (s *storm) finish() stormResult {
 	// committed, and whose partition then moved to another member (or to the same one
 	// restarted). Per member that is at most maxInFlight records being delivered plus
 	// maxUncommittedRecords finished and waiting for their commit (the engine's back-pressure,
-	// internal/dispatcher/doc.go "Commits"). So, per change:
+	// sdk/dispatcher/doc.go "Commits"). So, per change:
 	//   - kill (SIGKILL): the killed member's maxInFlight + maxUncommitted; and the rebalance that
 	//     follows (its session expires) may revoke partitions of each survivor, which commits
 	//     what finished and abandons at most maxInFlight deliveries after drainTimeout: maxInFlight

@@ -293,7 +293,7 @@ func splitKey(k string) (topic string, partition int32, offset int64) {
 // do not land (here every OffsetCommit fails; in the storm, franz-go holds commits while a
 // JoinGroup/SyncGroup is under way, for seconds while another member drains or a dead member's
 // session runs out), an Ordered dispatcher must stop starting source records once
-// maxUncommittedRecords finished records wait for their commit (internal/dispatcher/doc.go: "a
+// maxUncommittedRecords finished records wait for their commit (sdk/dispatcher/doc.go: "a
 // crash redelivers at most maxInFlight + maxUncommittedRecords records"). One dispatcher, Ordered,
 // 4 partitions, maxInFlight 4, maxUncommittedRecords 8; every commit fails until the test removes
 // the fault. Asserts that the sink saw at most maxInFlight + maxUncommittedRecords successful

@@ -42,7 +42,7 @@ spec:
   replicas: 1
 `
 
-// batchSink is the batch pipeline's sink: it parses each batch (pkg/batch) and answers a result per
+// batchSink is the batch pipeline's sink: it parses each batch (sdk/batch) and answers a result per
 // record: 4% of records refused for good (422), 20% failing once (503), the others accepted.
 type batchSink struct {
 	mu        sync.Mutex

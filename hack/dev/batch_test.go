@@ -53,7 +53,7 @@ func TestDemoHasABatchedPipeline(t *testing.T) {
 // TestBatchSink: the batch sink answers a result per record of a batch: demo-25 refused for good,
 // demo-2 failing on its first attempt and accepted on its second, the others accepted; the live
 // view counts requests, the records in them and the records delivered; a request that is not a batch
-// document is refused with the status pkg/batch gives.
+// document is refused with the status sdk/batch gives.
 func TestBatchSink(t *testing.T) {
 	s := &batchSink{}
 	post := func(attempt int32, keys ...string) map[string]batch.Result {

@@ -1,6 +1,6 @@
 // Package dashboard is the operator's Grafana dashboard, built from code with the Grafana Foundation
 // SDK: the panels of seed 003's "Retry Policy Monitoring" dashboard mapped onto the metrics the
-// dispatcher (internal/dispatcher/metrics) and the operator (internal/opmetrics) export, and more.
+// dispatcher (sdk/metrics) and the operator (internal/opmetrics) export, and more.
 // Panels lists them as plain data, which JSON turns into the dashboard (written to
 // config/grafana/retry-operator-dashboard.json by hack/dashboard) and from which hack/dashboard
 // draws docs/dashboard.svg, so the picture and the dashboard show the same queries.

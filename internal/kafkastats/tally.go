@@ -10,7 +10,7 @@ import (
 )
 
 // The headers of a dead letter record that a Tally counts by. They are the dispatcher's context
-// headers (internal/dispatcher/headers); kept here as plain strings so this package stays independent
+// headers (sdk/headers); kept here as plain strings so this package stays independent
 // of the data plane.
 const (
 	HeaderReason    = "retryops.reason"

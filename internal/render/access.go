@@ -10,7 +10,7 @@ import (
 )
 
 // The consumers' access to the Kubernetes API: they report their circuit breakers' state in the
-// pipeline's circuit ConfigMap (internal/circuitstate), which a Role lets the pods' ServiceAccount
+// pipeline's circuit ConfigMap (sdk/circuitstate), which a Role lets the pods' ServiceAccount
 // get and patch, that one ConfigMap and nothing else. In sink mode the pods run as the pipeline's own
 // ServiceAccount; in template mode as the template's serviceAccountName when it names one (the Role
 // is bound to it), else as the pipeline's.

@@ -30,7 +30,7 @@ const (
 	PortHealth  = "health"
 	// DispatcherUID is the user the dispatcher runs as: distroless's nonroot user, the image's USER.
 	DispatcherUID = 65532
-	// PathHealthz, PathReadyz and PathMetrics are the dispatcher's endpoints (internal/dispatcher's
+	// PathHealthz, PathReadyz and PathMetrics are the dispatcher's endpoints (sdk/dispatcher's
 	// constants of the same names; a test keeps them equal without linking the data plane into the
 	// operator).
 	PathHealthz = "/healthz"

@@ -137,7 +137,7 @@ func DeploymentName(p *v1.ConsumerPipeline) string { return childName(p.Name, "-
 func ConfigMapName(p *v1.ConsumerPipeline) string { return childName(p.Name, "-dispatcher-config") }
 
 // CircuitConfigMapName is the name of the ConfigMap the pipeline's consumers report their circuit
-// breakers' state in: <pipeline>-dispatcher-circuit (see internal/circuitstate).
+// breakers' state in: <pipeline>-dispatcher-circuit (see sdk/circuitstate).
 func CircuitConfigMapName(p *v1.ConsumerPipeline) string {
 	return childName(p.Name, "-dispatcher-circuit")
 }

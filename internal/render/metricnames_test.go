@@ -39,7 +39,7 @@ func renderedRuleFiles(t *testing.T) map[string]render.RuleFile {
 }
 
 // TestEveryMetricOfTheRulesIsExported checks that every metric an alert expression selects is
-// exported by the dispatcher (internal/dispatcher/metrics) or the operator (internal/opmetrics), and
+// exported by the dispatcher (sdk/metrics) or the operator (internal/opmetrics), and
 // that every label it matches on is one that metric has.
 func TestEveryMetricOfTheRulesIsExported(t *testing.T) {
 	alerts := map[string]bool{}

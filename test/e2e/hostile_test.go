@@ -132,7 +132,7 @@ func (s *recordingSink) keys(prefix string) []string {
 	return out
 }
 
-// retryHeaders are the headers a real retry record carries (internal/dispatcher/produce.go,
+// retryHeaders are the headers a real retry record carries (sdk/dispatcher/produce.go,
 // retryRecord): the record's own headers, its original coordinates, its pipeline, the source
 // timestamp, the failure context and the due time. set overrides (or adds) some of the retryops.* values.
 func retryHeaders(origOffset int64, origTime, failedAt, due time.Time, set map[string]string) []kgo.RecordHeader {

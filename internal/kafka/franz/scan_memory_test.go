@@ -30,7 +30,7 @@ var (
 )
 
 // deadLetter is dead letter number i of a queue, with the headers the dispatcher writes
-// (internal/dispatcher/produce.go: the source record's headers, outHeaders, the group and
+// (sdk/dispatcher/produce.go: the source record's headers, outHeaders, the group and
 // pipeline, failureHeaders, the reason) and a value of valueLen bytes (random length in
 // [valueLen/2, valueLen] when vary).
 func deadLetter(rng *rand.Rand, topic string, partition int32, i int, valueLen int, vary bool) *kgo.Record {
