@@ -1,6 +1,7 @@
 package retryloop_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,7 +65,11 @@ func ExampleHTTPStatus() {
 	defer svc.Close()
 
 	handler := func(ctx context.Context, r *kgo.Record) error {
-		resp, err := http.Post(svc.URL, "application/json", nil) //nolint:noctx // an example
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, svc.URL, bytes.NewReader(r.Value))
+		if err != nil {
+			return retryloop.Permanent(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return err // no answer: classified by the error's type and message
 		}
@@ -90,7 +95,11 @@ func ExampleRetryAfter() {
 	defer svc.Close()
 
 	handler := func(ctx context.Context, r *kgo.Record) error {
-		resp, err := http.Post(svc.URL, "application/json", nil) //nolint:noctx // an example
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, svc.URL, bytes.NewReader(r.Value))
+		if err != nil {
+			return retryloop.Permanent(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return err
 		}
