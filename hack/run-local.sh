@@ -8,7 +8,7 @@
 #   sink and producer and a live view. Ctrl-C stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "==> Building the manager, the dispatcher and the dev tools"
+echo "==> Building the manager, the dispatcher, the example consumer and the dev tools"
 # The CRDs and RBAC in config/ are generated and committed (`make verify` keeps them in sync), so
 # nothing is generated here.
 if [ -n "${KUBECONFIG:-}" ]; then
@@ -33,9 +33,12 @@ if [ -z "${KUBEBUILDER_ASSETS:-}" ]; then
   setsid hack/setup-envtest.sh --print-path --with-controller-manager >"$assets_file" &
   setup_pid=$!
 fi
-# One go build for the four programs: the packages they share are compiled once.
+# One go build for the operator module's four programs: the packages they share are compiled once.
 mkdir -p bin
 go build -o bin/ ./cmd/manager ./cmd/dispatcher ./hack/kafka ./hack/dev
+# The library-mode sample's consumer: a module of its own (examples/), run for the documents
+# pipeline's image.
+(cd examples && go build -o ../bin/example-consumer ./consumer)
 echo "==> Programs built after ${SECONDS}s"
 if [ -n "$setup_pid" ]; then
   wait "$setup_pid" || { echo "hack/setup-envtest.sh failed (see above)" >&2; exit 1; }

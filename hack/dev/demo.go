@@ -27,9 +27,9 @@ const (
 // pipeline (auditManifest) on chat's source delivering to the audit sink there (/audit), the bursts
 // pipeline (burstsManifest, autoscaled) delivering to the bursts sink there (/bursts), the batched
 // pipeline (batchedManifest) on chat's source delivering in batches to the batch sink there
-// (/batched), and the documents
-// pipeline (library mode: its image is yours, which no local process can run) scaled to 0. It returns
-// the kustomization's directory.
+// (/batched), and the documents pipeline (library mode: examples/consumer, run for its image) with
+// its policy's delays shortened to seconds (documentsPolicyPatch). It returns the kustomization's
+// directory.
 func writeDemo(dir, sinkAddr string) (string, error) {
 	demo, err := filepath.Abs(filepath.Join(dir, "demo"))
 	if err != nil {
@@ -64,12 +64,9 @@ patches:
 - target: {kind: ConsumerPipeline, name: documents}
   patch: |-
     - op: replace
-      path: /spec/replicas
-      value: 0
-    - op: replace
       path: /spec/source/topic
-      value: ` + demoNamespace + `.documents.chunks
-- target: {kind: DeadLetterQueue, name: chatbot-dlq}
+      value: ` + documentsTopic + `
+` + documentsPolicyPatch + `- target: {kind: DeadLetterQueue, name: chatbot-dlq}
   patch: |-
     - op: replace
       path: /spec/topic/name

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -70,4 +71,34 @@ func renderDemo(t *testing.T) map[string]*unstructured.Unstructured {
 		objs[u.GetKind()+"/"+u.GetName()] = u
 	}
 	return objs
+}
+
+// TestDemoRunsTheLibraryModeConsumer: the documents pipeline runs the example consumer's image
+// (which the stack maps to bin/example-consumer) on one replica, on a source under the claim
+// policy, with its policy's delays short enough for the demo to show its retries.
+func TestDemoRunsTheLibraryModeConsumer(t *testing.T) {
+	objs := renderDemo(t)
+	docs := objs["ConsumerPipeline/documents"]
+	if docs == nil {
+		t.Fatal("no ConsumerPipeline documents in the demo")
+	}
+	if replicas, _, _ := unstructured.NestedFieldNoCopy(docs.Object, "spec", "replicas"); fmt.Sprint(replicas) != "1" {
+		t.Errorf("documents runs %v replicas, want 1", replicas)
+	}
+	if topic, _, _ := unstructured.NestedString(docs.Object, "spec", "source", "topic"); topic != documentsTopic {
+		t.Errorf("documents reads %q, want %q", topic, documentsTopic)
+	}
+	containers, _, _ := unstructured.NestedSlice(docs.Object, "spec", "template", "spec", "containers")
+	if len(containers) != 1 {
+		t.Fatalf("documents has %d containers, want 1", len(containers))
+	}
+	image, _, _ := unstructured.NestedString(containers[0].(map[string]any), "image")
+	if repo, _, _ := strings.Cut(image, ":"); repo != exampleConsumerImage {
+		t.Errorf("documents runs image %q, want %s:<tag> (run as bin/%s)", image, exampleConsumerImage, exampleConsumerProgram)
+	}
+	initial, _, _ := unstructured.NestedString(objs["RetryPolicy/documents"].Object, "spec", "backoff", "initialDelay")
+	maxDelay, _, _ := unstructured.NestedString(objs["RetryPolicy/documents"].Object, "spec", "backoff", "maxDelay")
+	if initial != "5s" || maxDelay != "20s" {
+		t.Errorf("the documents policy's backoff is %s to %s, want 5s to 20s", initial, maxDelay)
+	}
 }

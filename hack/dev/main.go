@@ -99,6 +99,7 @@ func run(o options) error {
 
 	stack, err := devenv.StartStack(ctx, devenv.StackOptions{
 		Dir: o.dir, Bin: "bin", KafkaPort: o.kafkaPort, DispatcherImage: o.dispatcherImage,
+		Images:        map[string]string{exampleConsumerImage: exampleConsumerProgram},
 		ManagerArgs:   append([]string{"--status-refresh-interval=5s"}, o.managerArgs...),
 		SharedCluster: true,
 		KafkaSecurity: devenv.KafkaSecurity(o.kafkaSecurity),
@@ -148,8 +149,8 @@ func run(o options) error {
 
 	step("Applying the samples (config/samples) in namespace %s: pipeline chat delivers to the demo sink; "+
 		"pipeline audit, its own group, policy and tiers, reads chat's source too (fan-out) and shares its queue; "+
-		"documents (library mode, your own image) is scaled to 0; bursts scales on its due lag, from 0 to 4 pods; "+
-		"batched reads chat's source too and delivers in batches of up to 100", demoNamespace)
+		"documents (library mode) runs examples/consumer as bin/%s; bursts scales on its due lag, from 0 to 4 pods; "+
+		"batched reads chat's source too and delivers in batches of up to 100", demoNamespace, exampleConsumerProgram)
 	demoDir, err := writeDemo(o.dir, o.sinkAddr)
 	if err != nil {
 		return err
@@ -180,6 +181,11 @@ func run(o options) error {
 		}
 	}()
 
+	step("Producing %d documents to %s every %s for documents' consumer: one embedded at once, one retried twice, "+
+		"one malformed (dead-lettered at once), one past its 5 attempts (dead-lettered, max_retries_exceeded)", len(demoDocuments(0)), documentsTopic, documentsEvery)
+	var documentRounds atomic.Int32
+	go produceDocuments(prodCtx, stack, &documentRounds)
+
 	step("Producing %d records to %s every %s: bursts scales up on its due lag, back down, to 0 pods, and wakes before its retries are due", burstsSize, burstsTopic, burstsEvery)
 	go produceBursts(prodCtx, stack)
 
@@ -198,9 +204,9 @@ func run(o options) error {
 		}
 		auditDelays := audit.FirstRetryDelays()
 		fmt.Printf("\033[H\033[2J%s   demo sinks: chat %d requests, %d records delivered; audit %d requests, %d records delivered; bursts %d requests, %d records delivered   (KUBECONFIG=%s)\n"+
-			"%s\nfirst retries: chat %d, delays %s; audit %d, delays %s (each record retried at its own jittered due time)\n%s\n%s\n\n%s\n%s",
+			"%s\n%s\nfirst retries: chat %d, delays %s; audit %d, delays %s (each record retried at its own jittered due time)\n%s\n%s\n\n%s\n%s",
 			time.Now().Format(time.TimeOnly), sink.Requests(), sink.Succeeded(), audit.Requests(), audit.Succeeded(), bursts.Requests(), bursts.Succeeded(), kubeconfig,
-			batched.line(), len(delays), devenv.Deciles(delays), len(auditDelays), devenv.Deciles(auditDelays), tenant, operations, out, autoscalingView(kubeconfig, demoNamespace, time.Now()))
+			batched.line(), documentsLine(documentRounds.Load()), len(delays), devenv.Deciles(delays), len(auditDelays), devenv.Deciles(auditDelays), tenant, operations, out, autoscalingView(kubeconfig, demoNamespace, time.Now()))
 		select {
 		case <-ctx.Done():
 			fmt.Println()

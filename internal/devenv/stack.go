@@ -31,6 +31,9 @@ type StackOptions struct {
 	KafkaPort int
 	// DispatcherImage is the image the operator renders; the runner runs Bin/dispatcher for it.
 	DispatcherImage string
+	// Images are the other images the runner runs: an image, or its repository without the tag, to
+	// the name of a program in Bin (a library-mode consumer built from examples/).
+	Images map[string]string
 	// ManagerArgs are extra flags for the manager.
 	ManagerArgs []string
 	// SharedCluster installs what config/default installs for a cluster's tenants: the admission
@@ -252,6 +255,9 @@ func StartStack(ctx context.Context, o StackOptions, progress func(format string
 	s.Runner = &Runner{
 		Client: env.Client, Config: env.Config, Dir: filepath.Join(o.Dir, "pods"), Log: o.Log,
 		Images: map[string]string{o.DispatcherImage: bin("dispatcher"), strings.Split(o.DispatcherImage, ":")[0]: bin("dispatcher")},
+	}
+	for image, program := range o.Images {
+		s.Runner.Images[image] = bin(program)
 	}
 	runnerDone := make(chan struct{})
 	go func() { defer close(runnerDone); _ = s.Runner.Start(runCtx) }()
