@@ -15,6 +15,8 @@ export ENVTEST_K8S_VERSION
 
 IMG ?= ghcr.io/retryops/retry-operator:dev
 DISPATCHER_IMG ?= ghcr.io/retryops/retry-dispatcher:dev
+# The example consumer (examples/consumer) the library-mode sample pipeline runs (config/samples).
+EXAMPLE_IMG ?= ghcr.io/retryops/retry-operator-example-consumer:dev
 
 # -timeout bounds each package's test binary: a hung test fails with its goroutines' stacks instead
 # of holding `make test` for ever. The slowest package here (cmd/dispatcher, the storms) took 205 s
@@ -23,6 +25,9 @@ GO_TEST_FLAGS ?= -count=1 -timeout=20m
 # The data plane is a module of its own in sdk/ (sdk/go.mod; go.mod's replace points at it): Go
 # commands for its packages run from that directory, and every target here covers both modules.
 SDK_DIR := sdk
+# examples/ is a third module (examples/go.mod), the complete small consumer a team would write: it
+# depends on the data plane's module as a user's go.mod does (a replace to ../sdk for development).
+EXAMPLES_DIR := examples
 # The packages with goroutines of their own run under the race detector in `make test`: in the
 # operator's module the controllers, Kafka clients and statistics, Kubernetes circuit reporting
 # (pkg/kubereport); in the data plane's (SDK_RACE_PKGS, from sdk/) the dispatcher, circuit-state
@@ -64,25 +69,28 @@ fmt: ## Run gofmt on the code.
 	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
 
 .PHONY: vet
-vet: ## Run go vet on both modules.
+vet: ## Run go vet on every module.
 	go vet ./...
 	cd $(SDK_DIR) && go vet ./...
+	cd $(EXAMPLES_DIR) && go vet ./...
 
 .PHONY: verify
 verify: manifests generate dashboard ## Fail when generated files are stale, gofmt would change a file, go vet complains or a go.mod or go.sum is untidy (both modules).
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@if [ -n "$$(git status --porcelain -- api config charts docs/api-reference.md)" ]; then \
 	  echo "generated files are stale: run 'make manifests generate dashboard' and commit:"; git status --porcelain -- api config charts docs/api-reference.md; git --no-pager diff --stat -- api config charts docs/api-reference.md; exit 1; fi
-	@for dir in . $(SDK_DIR); do if ! diff=$$(cd $$dir && go mod tidy -diff); then \
+	@for dir in . $(SDK_DIR) $(EXAMPLES_DIR); do if ! diff=$$(cd $$dir && go mod tidy -diff); then \
 	  echo "$$dir/go.mod or go.sum is untidy: run 'go mod tidy' in $$dir and commit:"; echo "$$diff"; exit 1; fi; done
 	go vet ./...
 	cd $(SDK_DIR) && go vet ./...
+	cd $(EXAMPLES_DIR) && go vet ./...
 
 .PHONY: lint
 lint: ## Run golangci-lint on both modules (.golangci.yml) and kube-api-linter on the API types (.golangci-kal.yml).
 	@lint=$$(hack/setup-lint.sh) && \
 	  $$lint run ./... && \
 	  (cd $(SDK_DIR) && $$lint run --config ../.golangci.yml ./...) && \
+	  (cd $(EXAMPLES_DIR) && $$lint run --config ../.golangci.yml ./...) && \
 	  $$lint run --config .golangci-kal.yml ./api/...
 
 .PHONY: setup-envtest
@@ -109,6 +117,7 @@ test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, co
 	  go test $(GO_TEST_FLAGS) $$rest && \
 	  echo "(cd $(SDK_DIR) && go test -race $(GO_TEST_FLAGS) $(SDK_RACE_PKGS))" && \
 	  go test -race $(GO_TEST_FLAGS) $$race
+	@echo "(cd $(EXAMPLES_DIR) && go test $(GO_TEST_FLAGS) ./...)" && cd $(EXAMPLES_DIR) && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: console-screenshots
 console-screenshots: ## Refresh docs/console-*.png: the console's browser test in headless Chromium (hack/setup-chromium.sh), writing its screenshots into docs/.
@@ -141,6 +150,10 @@ dev: ## The whole loop locally: control plane, embedded Kafka, manager, dispatch
 .PHONY: docker-build
 docker-build: ## Build the operator image (needs a Docker engine).
 	docker build -t $(IMG) .
+
+.PHONY: docker-build-example
+docker-build-example: ## Build the example consumer's image (examples/consumer), which the library-mode sample pipeline runs (needs a Docker engine).
+	docker build -f examples/Dockerfile -t $(EXAMPLE_IMG) .
 
 .PHONY: install
 install: manifests ## Install the CRDs into the cluster of the current kubeconfig.

@@ -13,14 +13,18 @@ import (
 const (
 	module = "github.com/retryops/retry-operator/"
 	// sdk is the data plane's module (sdk/go.mod), a module of its own inside this repository.
-	sdk   = module + "sdk/"
-	franz = "github.com/twmb/franz-go/..."
+	sdk = module + "sdk/"
+	// examples is the examples' module (examples/go.mod), which depends on the data plane's as a
+	// user's consumer does.
+	examples = module + "examples/"
+	franz    = "github.com/twmb/franz-go/..."
 )
 
 // The modules' directories, relative to this package: go list runs in the one a package belongs to.
 const (
-	rootDir = "../.."
-	sdkDir  = "../../sdk"
+	rootDir     = "../.."
+	sdkDir      = "../../sdk"
+	examplesDir = "../../examples"
 )
 
 // matches reports whether the import path d is f, or under f when f ends in /... .

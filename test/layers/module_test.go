@@ -45,6 +45,22 @@ func TestTheDataPlaneModuleNeedsNoKubernetes(t *testing.T) {
 	}
 }
 
+// TestTheExamplesNeedNoKubernetes fails when the examples' consumer, as a user builds it against the
+// data-plane module alone, depends on Kubernetes beyond the clock or on the operator's module: what
+// the examples show is what a team's consumer gets.
+func TestTheExamplesNeedNoKubernetes(t *testing.T) {
+	deps := goList(t, examplesDir, "-deps", "-test", "-f", "{{.ImportPath}}", "./...")
+	deps = slices.DeleteFunc(deps, func(d string) bool {
+		return strings.HasPrefix(d, "[") || strings.HasPrefix(d, examples)
+	})
+	if !slices.Contains(deps, sdk+"retryloop") {
+		t.Fatalf("the examples do not depend on %sretryloop: the check would prove nothing", sdk)
+	}
+	for _, d := range moduleBoundaryViolations(deps) {
+		t.Errorf("the examples depend on %s: only the data-plane module, franz-go, the Prometheus client and %v", d, kubeAllowed)
+	}
+}
+
 // TestModuleBoundaryViolationsAreFound: the check finds client-go, apimachinery, controller-runtime,
 // another k8s.io/utils package and an operator package, in test variants too, and passes the clock,
 // the sdk's own packages and third parties.
