@@ -87,13 +87,19 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	return c, nil
 }
 
-// readFile reads at most MaxConfigBytes of the file at path.
+// readFile reads at most MaxConfigBytes of the regular file at path (symlinks followed, as a
+// ConfigMap volume has them). Anything else is refused: a FIFO would block and a device never end.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|openFlags, 0)
 	if err != nil {
 		return nil, fmt.Errorf("reading the config file (%s): %w", EnvConfig, err)
 	}
 	defer func() { _ = f.Close() }()
+	if fi, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("reading the config file (%s): %w", EnvConfig, err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("reading the config file (%s): %s is not a regular file (%s)", EnvConfig, path, fi.Mode().Type())
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the config file (%s): %w", EnvConfig, err)
