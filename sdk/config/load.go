@@ -124,6 +124,9 @@ func Parse(data []byte) (*Config, error) {
 	if err := s.value(reflect.TypeFor[Config](), "", true); err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
+	if s.dup != "" {
+		return nil, fmt.Errorf("invalid JSON: duplicate field \"%s\": a field may appear once, in any case", s.dup)
+	}
 	var v string
 	if len(version) > 0 && string(version) != "null" {
 		if err := json.Unmarshal(version, &v); err != nil {
@@ -139,6 +142,9 @@ func Parse(data []byte) (*Config, error) {
 	}
 	if s.unknown.count() > 0 {
 		return nil, unknownFieldsError(v, minor, &s.unknown)
+	}
+	if s.valueErr != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", s.valueErr)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
