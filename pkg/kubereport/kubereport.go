@@ -46,6 +46,12 @@ func (c ConfigMaps) MergePatch(ctx context.Context, name string, patch []byte, f
 func Connect(namespace string, getenv func(string) string) (circuitstate.ConfigMapPatcher, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kc := getenv(clientcmd.RecommendedConfigPathEnvVar); kc != "" {
+		// clientcmd reads the file whole: a FIFO would block the consumer's start, a device never end.
+		if fi, err := os.Stat(kc); err != nil {
+			return nil, fmt.Errorf("KUBECONFIG: %w", err)
+		} else if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("KUBECONFIG %s is not a regular file (%s)", kc, fi.Mode().Type())
+		}
 		rules.ExplicitPath = kc
 	}
 	rest, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
