@@ -53,3 +53,18 @@ func TestAValueErrorNamesItsField(t *testing.T) {
 		t.Errorf("null for an optional duration: %v", err)
 	}
 }
+
+// TestAnEmptyVariableKeepsTheFile: only a variable set to something overrides the file (a
+// Deployment that sets KAFKA_TOPIC_PRIMARY="" keeps the file's source), and one set to blanks
+// overrides it with nothing, which validation names.
+func TestAnEmptyVariableKeepsTheFile(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "c.json", `{`+minimal+`}`)
+	c, err := config.Load(path, envOf(map[string]string{config.EnvTopicPrimary: "", config.EnvConsumerGroup: ""}))
+	if err != nil || c.Topics.Source != "a" || c.ConsumerGroup != "g" {
+		t.Fatalf("Load with empty variables: %v, %+v", err, c)
+	}
+	_, err = config.Load(path, envOf(map[string]string{config.EnvTopicPrimary: "  "}))
+	if err == nil || !strings.Contains(err.Error(), "topics.source (KAFKA_TOPIC_PRIMARY) is required") {
+		t.Errorf("Load with a blank KAFKA_TOPIC_PRIMARY: %v", err)
+	}
+}

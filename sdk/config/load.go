@@ -16,8 +16,9 @@ import (
 	"github.com/retryops/retry-operator/sdk/retry"
 )
 
-// The environment variables Load reads. A variable that is set (even to "") overrides the file;
-// an empty value for a required field then fails validation.
+// The environment variables Load reads. A variable set to a non-empty value overrides the file; an
+// empty one is ignored, and one of blanks overrides it with nothing (which validation names for a
+// required field).
 const (
 	// EnvConfig names the JSON config file (the mounted ConfigMap key).
 	EnvConfig = "RETRYOPS_CONFIG"
