@@ -1,10 +1,14 @@
 package kubereport
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 )
@@ -62,4 +66,33 @@ func TestConnectRefusesAHostileKubeconfig(t *testing.T) {
 			g.Expect(r.err).To(HaveOccurred())
 		})
 	}
+}
+
+// TestAWriteToAnAPIServerThatNeverAnswersFails: a server that accepts and never answers makes the
+// write fail (the Reporter logs and retries it) instead of holding it until the consumer stops.
+func TestAWriteToAnAPIServerThatNeverAnswersFails(t *testing.T) {
+	g := NewWithT(t)
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(hang) })
+	defer func(d time.Duration) { requestTimeout = d }(requestTimeout)
+	requestTimeout = 100 * time.Millisecond
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\ncurrent-context: x\nclusters: [{name: c, cluster: {server: \""+
+		srv.URL+"\"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"), 0o600)).To(Succeed())
+	cms, err := Connect("shop", func(k string) string { return map[string]string{"KUBECONFIG": kubeconfig}[k] })
+	g.Expect(err).NotTo(HaveOccurred())
+	done := make(chan error, 1)
+	go func() {
+		done <- cms.MergePatch(context.Background(), "orders-circuit", []byte(`{"data":{}}`), "retryops-dispatcher")
+	}()
+	var werr error
+	g.Eventually(done).Should(Receive(&werr), "the write returned")
+	g.Expect(werr).To(HaveOccurred())
 }
