@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,12 +41,23 @@ func (c ConfigMaps) MergePatch(ctx context.Context, name string, patch []byte, f
 	return err
 }
 
+// requestTimeout bounds each request: client-go sets none, so an API server that accepts and never
+// answers held the report's write (and every later state) until the consumer stopped, unlogged. A
+// request that times out is a failed write, logged and retried.
+var requestTimeout = 10 * time.Second
+
 // Connect is a circuitstate.Connector: the ConfigMaps of namespace, reached the way kubectl
 // reaches the API server (KUBECONFIG, read through getenv, when set; else the pod's
 // ServiceAccount, in-cluster).
 func Connect(namespace string, getenv func(string) string) (circuitstate.ConfigMapPatcher, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kc := getenv(clientcmd.RecommendedConfigPathEnvVar); kc != "" {
+		// clientcmd reads the file whole: a FIFO would block the consumer's start, a device never end.
+		if fi, err := os.Stat(kc); err != nil {
+			return nil, fmt.Errorf("KUBECONFIG: %w", err)
+		} else if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("KUBECONFIG %s is not a regular file (%s)", kc, fi.Mode().Type())
+		}
 		rules.ExplicitPath = kc
 	}
 	rest, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
@@ -53,6 +65,7 @@ func Connect(namespace string, getenv func(string) string) (circuitstate.ConfigM
 		return nil, fmt.Errorf("no Kubernetes API configuration (in-cluster or KUBECONFIG): %w", err)
 	}
 	rest.UserAgent = circuitstate.FieldManager
+	rest.Timeout = requestTimeout
 	core, err := corev1client.NewForConfig(rest)
 	if err != nil {
 		return nil, err

@@ -16,8 +16,9 @@ import (
 	"github.com/retryops/retry-operator/sdk/retry"
 )
 
-// The environment variables Load reads. A variable that is set (even to "") overrides the file;
-// an empty value for a required field then fails validation.
+// The environment variables Load reads. A variable set to a non-empty value overrides the file; an
+// empty one is ignored, and one of blanks overrides it with nothing (which validation names for a
+// required field).
 const (
 	// EnvConfig names the JSON config file (the mounted ConfigMap key).
 	EnvConfig = "RETRYOPS_CONFIG"
@@ -87,13 +88,19 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	return c, nil
 }
 
-// readFile reads at most MaxConfigBytes of the file at path.
+// readFile reads at most MaxConfigBytes of the regular file at path (symlinks followed, as a
+// ConfigMap volume has them). Anything else is refused: a FIFO would block and a device never end.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|openFlags, 0)
 	if err != nil {
 		return nil, fmt.Errorf("reading the config file (%s): %w", EnvConfig, err)
 	}
 	defer func() { _ = f.Close() }()
+	if fi, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("reading the config file (%s): %w", EnvConfig, err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("reading the config file (%s): %s is not a regular file (%s)", EnvConfig, path, fi.Mode().Type())
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the config file (%s): %w", EnvConfig, err)
@@ -118,6 +125,9 @@ func Parse(data []byte) (*Config, error) {
 	if err := s.value(reflect.TypeFor[Config](), "", true); err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
+	if s.dup != "" {
+		return nil, fmt.Errorf("invalid JSON: duplicate field \"%s\": a field may appear once, in any case", s.dup)
+	}
 	var v string
 	if len(version) > 0 && string(version) != "null" {
 		if err := json.Unmarshal(version, &v); err != nil {
@@ -133,6 +143,9 @@ func Parse(data []byte) (*Config, error) {
 	}
 	if s.unknown.count() > 0 {
 		return nil, unknownFieldsError(v, minor, &s.unknown)
+	}
+	if s.valueErr != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", s.valueErr)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -159,18 +159,26 @@ var (
 // the fields t has no place for (object keys matched as encoding/json matches them: exactly, else
 // case-insensitively). It reads the file's top-level "version" into *version. Its recursion follows
 // t, not the file, so a hostile nesting depth costs no stack; values t does not describe are
-// skipped, and their type errors are left to the decoder.
+// skipped, and their type errors are left to the decoder. It also finds what encoding/json would
+// take silently or report without a path: a field given twice (dup: the decoder keeps the last, or
+// merges two objects) and the first value a json.Unmarshaler refuses (valueErr, with its path).
 type scan struct {
-	dec     *json.Decoder
-	unknown unknownFields
-	version *json.RawMessage
+	dec      *json.Decoder
+	unknown  unknownFields
+	version  *json.RawMessage
+	dup      string
+	valueErr error
 }
 
 func (s *scan) value(t reflect.Type, path string, top bool) error {
+	nullable := false
 	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+		t, nullable = t.Elem(), true
 	}
-	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+		return s.unmarshaler(t, path, nullable)
+	}
+	if reflect.PointerTo(t).Implements(textUnmarshaler) {
 		return s.skip()
 	}
 	tok, err := s.dec.Token()
@@ -179,17 +187,22 @@ func (s *scan) value(t reflect.Type, path string, top bool) error {
 	}
 	switch {
 	case tok == json.Delim('{') && (t.Kind() == reflect.Struct || t.Kind() == reflect.Map):
+		seen := map[string]bool{}
 		for s.dec.More() {
 			key, err := s.dec.Token()
 			if err != nil {
 				return err
 			}
 			name, _ := key.(string)
-			field, known := fieldType(t, name)
+			field, id, known := fieldType(t, name)
 			p := printable(name)
 			if path != "" {
 				p = path + "." + p
 			}
+			if known && seen[id] && s.dup == "" {
+				s.dup = p
+			}
+			seen[id] = true
 			if top && known && t.Kind() == reflect.Struct && strings.EqualFold(name, "version") {
 				var raw json.RawMessage
 				if err := s.dec.Decode(&raw); err != nil {
@@ -223,6 +236,22 @@ func (s *scan) value(t reflect.Type, path string, top bool) error {
 	return err
 }
 
+// unmarshaler reads a value of a type with its own UnmarshalJSON, calls it as encoding/json would
+// (but for null into a pointer, which is nil) and keeps the first error with its path.
+func (s *scan) unmarshaler(t reflect.Type, path string, nullable bool) error {
+	var raw json.RawMessage
+	if err := s.dec.Decode(&raw); err != nil {
+		return err
+	}
+	if nullable && string(raw) == "null" {
+		return nil
+	}
+	if err := reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil && s.valueErr == nil {
+		s.valueErr = fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
 // skip reads one value, whatever it holds.
 func (s *scan) skip() error {
 	tok, err := s.dec.Token()
@@ -252,22 +281,26 @@ func (s *scan) skipRest() error {
 	return nil
 }
 
-// fieldType is the type of the value under key in an object decoded into t: a map's element, or
-// the struct field encoding/json would fill (its JSON name exactly, else case-insensitively).
-func fieldType(t reflect.Type, key string) (reflect.Type, bool) {
+// fieldType is the type of the value under key in an object decoded into t, and what it fills: a
+// map's element under key, or the struct field encoding/json would fill (its JSON name exactly,
+// else case-insensitively), named by its JSON name.
+func fieldType(t reflect.Type, key string) (reflect.Type, string, bool) {
 	if t.Kind() == reflect.Map {
-		return t.Elem(), true
+		return t.Elem(), key, true
 	}
-	var folded reflect.Type
+	var folded *jsonField
 	for _, f := range jsonFields(t) {
 		if f.name == key {
-			return f.typ, true
+			return f.typ, f.name, true
 		}
 		if folded == nil && strings.EqualFold(f.name, key) {
-			folded = f.typ
+			folded = &f
 		}
 	}
-	return folded, folded != nil
+	if folded == nil {
+		return nil, "", false
+	}
+	return folded.typ, folded.name, true
 }
 
 type jsonField struct {
