@@ -67,18 +67,26 @@ func burstsSink() *devenv.DemoSink {
 	}
 }
 
-// produceBursts writes burstsSize records to burstsTopic once the bursts pipeline has its source
-// topic, then again every burstsEvery, until ctx ends.
-func produceBursts(ctx context.Context, stack *devenv.Stack) {
-	for ctx.Err() == nil {
-		if out, err := kubectl(stack.Kubeconfig, nil, "get", "cpl", "bursts", "-n", demoNamespace, "-o", "jsonpath={.status.topics.sourcePartitions}"); err == nil && strings.TrimSpace(out) != "" {
-			break
+// awaitSourceTopic waits until the demo pipeline's status shows its source topic (the operator made
+// or found it), polling every 2 s; it reports false when ctx ended first.
+func awaitSourceTopic(ctx context.Context, stack *devenv.Stack, pipeline string) bool {
+	for {
+		if out, err := kubectl(stack.Kubeconfig, nil, "get", "cpl", pipeline, "-n", demoNamespace, "-o", "jsonpath={.status.topics.sourcePartitions}"); err == nil && strings.TrimSpace(out) != "" {
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(2 * time.Second):
 		}
+	}
+}
+
+// produceBursts writes burstsSize records to burstsTopic once the bursts pipeline has its source
+// topic, then again every burstsEvery, until ctx ends.
+func produceBursts(ctx context.Context, stack *devenv.Stack) {
+	if !awaitSourceTopic(ctx, stack, "bursts") {
+		return
 	}
 	for n := 0; ctx.Err() == nil; n += burstsSize {
 		if err := devenv.Produce(ctx, stack.KafkaOptions(), burstsTopic, n, n+burstsSize, 0); err != nil && ctx.Err() == nil {

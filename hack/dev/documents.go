@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -54,15 +53,8 @@ func demoDocuments(round int) []*kgo.Record {
 // produceDocuments writes a round of demoDocuments once the documents pipeline has its source
 // topic, then another every documentsEvery, until ctx ends; produced counts the rounds written.
 func produceDocuments(ctx context.Context, stack *devenv.Stack, produced *atomic.Int32) {
-	for ctx.Err() == nil {
-		if out, err := kubectl(stack.Kubeconfig, nil, "get", "cpl", "documents", "-n", demoNamespace, "-o", "jsonpath={.status.topics.sourcePartitions}"); err == nil && strings.TrimSpace(out) != "" {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(2 * time.Second):
-		}
+	if !awaitSourceTopic(ctx, stack, "documents") {
+		return
 	}
 	cl, err := kgo.NewClient(stack.KafkaOptions()...)
 	if err != nil {

@@ -1,7 +1,6 @@
 package circuitstate
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/retryops/retry-operator/sdk/testutil/syncbuf"
 )
 
 const (
@@ -26,24 +27,11 @@ const (
 	waitFor  = 3 * time.Second
 )
 
-// lockedBuffer is an io.Writer the test can read while the reporter logs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) records(t *testing.T) []map[string]any {
+// logRecords returns the JSON log records written to logs so far.
+func logRecords(t *testing.T, logs *syncbuf.Buffer) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		if line == "" {
 			continue
 		}
@@ -397,7 +385,7 @@ func TestReporterRetriesFailedWrites(t *testing.T) {
 		}
 		return nil
 	})
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	r := e.reporter(time.Hour) // only retries, no repeats
 	r.RetryInterval = 10 * time.Millisecond
 	r.Log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -439,7 +427,7 @@ func TestReporterRetriesFailedWrites(t *testing.T) {
 		t.Fatal("entry not removed at stop")
 	}
 
-	recs := logs.records(t)
+	recs := logRecords(t, logs)
 	if len(recs) != 2 {
 		t.Fatalf("%d log records, want 2: %v", len(recs), recs)
 	}
