@@ -8,7 +8,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,7 +16,6 @@ import (
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/render"
-	"github.com/retryops/retry-operator/internal/ruleapi"
 )
 
 // Condition reasons of the children (DeploymentReady, AlertsReady) that only this controller uses.
@@ -167,11 +165,11 @@ func (r *ConsumerPipelineReconciler) reconcileAlerts(ctx context.Context, s *pip
 		return nil
 	}
 	in := r.renderInputs(s)
-	msg, err := r.Rules.Apply(ctx, r.Client, s.p, ruleapi.Rules{
-		Rule:      func() (*unstructured.Unstructured, error) { return render.PrometheusRule(in) },
-		ConfigMap: func() (*corev1.ConfigMap, error) { return render.AlertConfigMap(in) },
-		Key:       client.ObjectKey{Namespace: s.p.Namespace, Name: render.PipelineAlertsName(s.p)},
-	})
+	set, err := render.PipelineRuleSet(in)
+	msg := ""
+	if err == nil {
+		msg, err = r.Rules.Apply(ctx, r.Client, s.p, set)
+	}
 	if err != nil {
 		return recordProblem(&s.alertProblems, childProblem(err))
 	}

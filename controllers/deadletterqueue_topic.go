@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,7 +23,6 @@ import (
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/render"
-	"github.com/retryops/retry-operator/internal/ruleapi"
 )
 
 // reconcileAlerts is the Alerts step: it applies the queue's own alert rules (size, growth, oldest
@@ -33,11 +31,10 @@ import (
 // another owner) makes Ready False without stopping the other steps.
 func (r *DeadLetterQueueReconciler) reconcileAlerts(ctx context.Context, s *dlqScope) error {
 	in := &render.DeadLetterQueueInputs{DLQ: s.dlq, RuleLabels: r.RuleLabels, RunbookBaseURL: r.RunbookBaseURL}
-	_, err := r.Rules.Apply(ctx, r.Client, s.dlq, ruleapi.Rules{
-		Rule:      func() (*unstructured.Unstructured, error) { return render.DeadLetterQueuePrometheusRule(in) },
-		ConfigMap: func() (*corev1.ConfigMap, error) { return render.DeadLetterQueueAlertConfigMap(in) },
-		Key:       client.ObjectKey{Namespace: s.dlq.Namespace, Name: render.DeadLetterQueueAlertsName(s.dlq)},
-	})
+	set, err := render.DeadLetterQueueRuleSet(in)
+	if err == nil {
+		_, err = r.Rules.Apply(ctx, r.Client, s.dlq, set)
+	}
 	return recordProblem(&s.problems, childProblem(err))
 }
 

@@ -46,6 +46,9 @@ type scaleSpec struct {
 	// atReady, when set, is called once every resource is Ready, with the run's API client and
 	// namespace (the floor benchmark reads the children made there).
 	atReady func(ctx context.Context, api client.Client, ns string)
+	// minimalFloor makes benchmarkFloor write only what no design could leave out (see
+	// BenchmarkFloorMinimal500DLQsAnd500Pipelines).
+	minimalFloor bool
 }
 
 func (s scaleSpec) policyOf(i int) string {

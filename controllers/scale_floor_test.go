@@ -20,6 +20,7 @@ import (
 
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
+	"github.com/retryops/retry-operator/internal/render"
 )
 
 // BenchmarkFloor500DLQsAnd500Pipelines is the floor under BenchmarkReconcile500DLQsAnd500Pipelines:
@@ -36,6 +37,35 @@ func BenchmarkFloor500DLQsAnd500Pipelines(b *testing.B) {
 // BenchmarkFloor5000DLQsAnd5000Pipelines is BenchmarkFloor500DLQsAnd500Pipelines with 10,000.
 func BenchmarkFloor5000DLQsAnd5000Pipelines(b *testing.B) {
 	benchmarkFloor(b, scaleSpec{dlqs: 5000, pipelines: 5000, sharedPolicies: 4})
+}
+
+// BenchmarkFloorMinimal500DLQsAnd500Pipelines is the floor under any design of the operator, however
+// few objects it made: each resource, its status and, for a pipeline, only what runs its consumers
+// (its Deployment and the dispatcher ConfigMap the Deployment mounts). No topic ledger, no alert
+// rules, no circuit report: what a user creates and reads back as Ready, and the pods' spec.
+func BenchmarkFloorMinimal500DLQsAnd500Pipelines(b *testing.B) {
+	benchmarkFloor(b, scaleSpec{dlqs: 500, pipelines: 500, sharedPolicies: 4, minimalFloor: true})
+}
+
+// BenchmarkFloorMinimal5000DLQsAnd5000Pipelines is BenchmarkFloorMinimal500DLQsAnd500Pipelines with
+// 10,000.
+func BenchmarkFloorMinimal5000DLQsAnd5000Pipelines(b *testing.B) {
+	benchmarkFloor(b, scaleSpec{dlqs: 5000, pipelines: 5000, sharedPolicies: 4, minimalFloor: true})
+}
+
+// minimal keeps of t only what BenchmarkFloorMinimal500DLQsAnd500Pipelines writes: the Deployments
+// and the dispatcher ConfigMaps among the children, no ledger record.
+func (t *floorTemplate) minimal() {
+	for kind, cs := range t.children {
+		var kept []*unstructured.Unstructured
+		for _, c := range cs {
+			if c.GetKind() == "Deployment" || (c.GetKind() == "ConfigMap" && c.GetLabels()[render.LabelComponent] == "config") {
+				kept = append(kept, c)
+			}
+		}
+		t.children[kind] = kept
+	}
+	t.ledger = map[string]*unstructured.Unstructured{}
 }
 
 // floorKinds are the kinds of the children the operator makes in a resource's namespace.
@@ -61,6 +91,9 @@ func benchmarkFloor(b *testing.B, spec scaleSpec) {
 	tmpl := floorTemplate{children: map[string][]*unstructured.Unstructured{}, ledger: map[string]*unstructured.Unstructured{},
 		status: map[string]any{}, names: map[string]string{}, uids: map[string]types.UID{}}
 	runScale(b, scaleSpec{dlqs: 1, pipelines: 1, isolated: true, readyOnly: true, atReady: tmpl.read}, 30*time.Second)
+	if spec.minimalFloor {
+		tmpl.minimal()
+	}
 	for kind, cs := range tmpl.children {
 		for _, c := range cs {
 			b.Logf("floor: a %s has %s %s", kind, c.GetKind(), c.GetName())

@@ -70,12 +70,19 @@ func Cached(ctx context.Context, c client.Reader, key client.ObjectKey, obj clie
 // rejects as invalid, a pod template that passes the CRD's schema but not the Deployment's
 // validation, say).
 func Owned(ctx context.Context, c client.Client, owner client.Object, desired runtime.Object, live client.Object) (*unstructured.Unstructured, bool, error) {
+	u, applied, _, err := owned(ctx, c, owner, desired, live)
+	return u, applied, err
+}
+
+// owned is Owned, and tells also whether live was found to hold desired already (not only not
+// applied again because an apply over this version is in flight).
+func owned(ctx context.Context, c client.Client, owner client.Object, desired runtime.Object, live client.Object) (_ *unstructured.Unstructured, applied, equal bool, _ error) {
 	u, err := Object(desired)
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if err := controllerutil.SetControllerReference(owner, u, c.Scheme()); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if live == nil {
 		// Not seen: never applied over an object the cache has not shown yet (an apply would adopt
@@ -85,7 +92,7 @@ func Owned(ctx context.Context, c client.Client, owner client.Object, desired ru
 		// the reconcile right after an apply does not apply it again).
 		existing, err := checkUncached(ctx, c, u)
 		if err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
 		live = existing
 	}
@@ -97,11 +104,11 @@ func Owned(ctx context.Context, c client.Client, owner client.Object, desired ru
 			if ref != nil {
 				ce.OwnerKind, ce.OwnerName = ref.Kind, ref.Name
 			}
-			return nil, false, ce
+			return nil, false, false, ce
 		}
 		have, err := toUnstructuredMap(live)
 		if err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
 		want := maps.Clone(u.Object)
 		// Objects read from the cache may lack their apiVersion and kind.
@@ -115,22 +122,22 @@ func Owned(ctx context.Context, c client.Client, owner client.Object, desired ru
 		}
 		if same && contains(have, want) {
 			appliedOver.forget(keyOf(owner, u))
-			return &unstructured.Unstructured{Object: have}, false, nil
+			return &unstructured.Unstructured{Object: have}, false, true, nil
 		}
 		if appliedOver.appliedAlready(keyOf(owner, u), live, u) {
-			return &unstructured.Unstructured{Object: have}, false, nil
+			return &unstructured.Unstructured{Object: have}, false, false, nil
 		}
 	}
 	// Before the apply, which fills u with the API server's answer.
 	key := keyOf(owner, u)
 	sum, summed := sumOf(u)
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if live != nil && summed {
 		appliedOver.remember(key, live, sum)
 	}
-	return u, true, nil
+	return u, true, false, nil
 }
 
 // UncachedReader is a client that can also read from the API server, past its cache: Owned uses it

@@ -52,6 +52,7 @@ func keyOf(owner client.Object, u *unstructured.Unstructured) memoKey {
 // equal, a list another manager added to, keeps its entry while the owner lives).
 func ForgetOwner(kind, namespace, name string) {
 	appliedOver.forgetOwner(kind, namespace, name)
+	foundEqual.forgetOwner(kind, namespace, name)
 }
 
 func (m *memo) forgetOwner(kind, namespace, name string) {

@@ -7,10 +7,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
@@ -350,51 +346,6 @@ func DeadLetterQueueAlertRules(in *DeadLetterQueueInputs) (RuleFile, error) {
 	return RuleFile{Groups: []RuleGroup{{Name: "retryops.deadletterqueue." + ns + "." + name, Rules: rules}}}, nil
 }
 
-// PrometheusRule renders the pipeline's rules as a monitoring.coreos.com/v1 PrometheusRule named
-// PipelineAlertsName.
-func PrometheusRule(in *Inputs) (*unstructured.Unstructured, error) {
-	f, err := AlertRules(in)
-	if err != nil {
-		return nil, err
-	}
-	return prometheusRule(PipelineAlertsName(in.Pipeline), in.Pipeline.Namespace, withExtra(pipelineLabels(in.Pipeline, "alerts"), in.RuleLabels), f)
-}
-
-// AlertConfigMap renders the pipeline's rules as a ConfigMap named PipelineAlertsName holding the rule
-// file under the key "<namespace>.<name>.consumerpipeline.rules.yaml", labelled
-// retry.retryops.dev/alert-rules=true.
-func AlertConfigMap(in *Inputs) (*corev1.ConfigMap, error) {
-	f, err := AlertRules(in)
-	if err != nil {
-		return nil, err
-	}
-	p := in.Pipeline
-	return ruleConfigMap(PipelineAlertsName(p), p.Namespace, withExtra(pipelineLabels(p, "alerts"), in.RuleLabels),
-		RuleFileKey(p.Namespace, p.Name, "consumerpipeline"), f)
-}
-
-// DeadLetterQueuePrometheusRule renders the DLQ's rules as a PrometheusRule named
-// DeadLetterQueueAlertsName.
-func DeadLetterQueuePrometheusRule(in *DeadLetterQueueInputs) (*unstructured.Unstructured, error) {
-	f, err := DeadLetterQueueAlertRules(in)
-	if err != nil {
-		return nil, err
-	}
-	return prometheusRule(DeadLetterQueueAlertsName(in.DLQ), in.DLQ.Namespace, withExtra(dlqLabels(in.DLQ), in.RuleLabels), f)
-}
-
-// DeadLetterQueueAlertConfigMap renders the DLQ's rules as a ConfigMap named
-// DeadLetterQueueAlertsName holding the rule file under "<namespace>.<name>.deadletterqueue.rules.yaml".
-func DeadLetterQueueAlertConfigMap(in *DeadLetterQueueInputs) (*corev1.ConfigMap, error) {
-	f, err := DeadLetterQueueAlertRules(in)
-	if err != nil {
-		return nil, err
-	}
-	d := in.DLQ
-	return ruleConfigMap(DeadLetterQueueAlertsName(d), d.Namespace, withExtra(dlqLabels(d), in.RuleLabels),
-		RuleFileKey(d.Namespace, d.Name, "deadletterqueue"), f)
-}
-
 // RuleFileKey is the ConfigMap key of a rule file: "<namespace>.<name>.<kind>.rules.yaml", distinct
 // across resources so that several rule ConfigMaps can be projected into one directory.
 func RuleFileKey(namespace, name, kind string) string {
@@ -419,30 +370,4 @@ func withExtra(ours, extra map[string]string) map[string]string {
 	}
 	maps.Copy(out, ours)
 	return out
-}
-
-func prometheusRule(name, namespace string, labels map[string]string, f RuleFile) (*unstructured.Unstructured, error) {
-	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&f)
-	if err != nil {
-		return nil, fmt.Errorf("render: converting the rule file: %w", err)
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-	u.SetGroupVersionKind(PrometheusRuleGVK)
-	u.SetName(name)
-	u.SetNamespace(namespace)
-	u.SetLabels(labels)
-	return u, nil
-}
-
-func ruleConfigMap(name, namespace string, labels map[string]string, key string, f RuleFile) (*corev1.ConfigMap, error) {
-	data, err := f.YAML()
-	if err != nil {
-		return nil, fmt.Errorf("render: encoding the rule file: %w", err)
-	}
-	labels[LabelAlertRules] = "true"
-	return &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
-		Data:       map[string]string{key: string(data)},
-	}, nil
 }
