@@ -36,6 +36,8 @@ type memoEntry struct {
 	uid             types.UID
 	resourceVersion string
 	sum             [sha256.Size]byte
+	// owner is the owner's UID where the key leaves it out (foundEqual).
+	owner types.UID
 }
 
 // keyOf is the key of u, whose controller reference to owner is set.

@@ -7,13 +7,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // foundEqual remembers, per child whose rendering is costly, the digest of the inputs of the last
 // rendering found equal to the child as cached, and that child's version: while the cache shows the
 // same version and the inputs have the same digest, rendering again would give the same object and
-// applying it would write nothing. An entry lives until the owner is forgotten (ForgetOwner).
+// applying it would write nothing. An entry lives until the owner is forgotten (ForgetOwner). Its
+// key names the owner without its UID, which the entry holds: an owner deleted and made again under
+// the same name before a reconcile saw it gone (and so forgot it) takes its predecessor's entry
+// instead of leaving it behind.
 var foundEqual = &memo{m: map[memoKey]memoEntry{}}
 
 // equalKey is the memo key of live, owner's child of kind gvk: false when owner does not control it
@@ -23,16 +27,23 @@ func equalKey(owner client.Object, gvk schema.GroupVersionKind, live client.Obje
 	if ref == nil || ref.UID != owner.GetUID() {
 		return memoKey{}, false
 	}
-	return memoKey{owner: owner.GetUID(), ownerKind: ref.Kind, ownerName: owner.GetName(), gvk: gvk,
+	return memoKey{ownerKind: ref.Kind, ownerName: owner.GetName(), gvk: gvk,
 		namespace: live.GetNamespace(), name: live.GetName()}, true
 }
 
-// holds reports whether k's entry is live's version with digest.
-func (m *memo) holds(k memoKey, live client.Object, digest [sha256.Size]byte) bool {
+// holds reports whether k's entry is owner's, of live's version with digest.
+func (m *memo) holds(k memoKey, owner types.UID, live client.Object, digest [sha256.Size]byte) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.m[k]
-	return ok && e.uid == live.GetUID() && e.resourceVersion == live.GetResourceVersion() && e.sum == digest
+	return ok && e.owner == owner && e.uid == live.GetUID() && e.resourceVersion == live.GetResourceVersion() && e.sum == digest
+}
+
+// rememberEqual records that owner's child live was found equal to a rendering of digest.
+func (m *memo) rememberEqual(k memoKey, owner types.UID, live client.Object, digest [sha256.Size]byte) {
+	m.mu.Lock()
+	m.m[k] = memoEntry{uid: live.GetUID(), resourceVersion: live.GetResourceVersion(), sum: digest, owner: owner}
+	m.mu.Unlock()
 }
 
 // OwnedRendered is Owned for a child of kind gvk whose rendering costs more than a digest of its
@@ -45,7 +56,7 @@ func OwnedRendered(ctx context.Context, c client.Client, owner client.Object, gv
 	k, keyed := memoKey{}, false
 	if live != nil {
 		k, keyed = equalKey(owner, gvk, live)
-		if keyed && foundEqual.holds(k, live, digest) {
+		if keyed && foundEqual.holds(k, owner.GetUID(), live, digest) {
 			return false, nil
 		}
 	}
@@ -60,11 +71,11 @@ func OwnedRendered(ctx context.Context, c client.Client, owner client.Object, gv
 			foundEqual.forget(k)
 		}
 	case equal && live != nil && keyed:
-		foundEqual.remember(k, live, digest)
+		foundEqual.rememberEqual(k, owner.GetUID(), live, digest)
 	case equal && live == nil && got != nil:
 		// Found past the cache (checkUncached): remembered at the version read.
 		if k, ok := equalKey(owner, gvk, got); ok {
-			foundEqual.remember(k, got, digest)
+			foundEqual.rememberEqual(k, owner.GetUID(), got, digest)
 		}
 	}
 	return applied, err
