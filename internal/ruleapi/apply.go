@@ -49,7 +49,7 @@ func (a *API) Apply(ctx context.Context, c client.Client, owner client.Object, s
 		}
 		return fmt.Sprintf("alert rules in ConfigMap %s (the PrometheusRule kind is not served: load the rule file into Prometheus)", key.Name), nil
 	}
-	// When the cache cannot tell, the rules are applied without comparing.
+	// When the rule cache cannot tell, live stays nil and Owned reads the object from the API server.
 	var live client.Object
 	if u, err := a.live(ctx, key); err == nil && u != nil {
 		live = u
