@@ -83,6 +83,9 @@ func benchmarkScale(b *testing.B, spec scaleSpec) {
 		b.ReportMetric(r.requestsPerResync()/scaleConnections, "kafka-requests/resync/conn")
 		b.ReportMetric(float64(sum(r.steadyAdmin, topicChangeKeys...)), "topic-changes/resync")
 		b.ReportMetric(float64(r.steadyWrites), "k8s-writes/resync")
+		// The window holds two resyncs of every resource and one offsets round.
+		b.ReportMetric(r.steadyCPU["test"]/2, "cpu-s-manager/resync")
+		b.ReportMetric(r.steadyCPU["kube-apiserver"]/2, "cpu-s-apiserver/resync")
 		if len(r.foreignTopics) > 0 {
 			b.Errorf("the manager created topics of no resource of this run: %v", r.foreignTopics)
 		}

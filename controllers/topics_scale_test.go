@@ -153,6 +153,8 @@ type scaleResult struct {
 	// tierTopics is the number of retry tiers, whose due offsets the pipelines read.
 	tierTopics   int
 	steadyWrites int64 // writes and refused writes
+	// steadyCPU is the CPU seconds of the window, by process (as cpuToReady).
+	steadyCPU map[string]float64
 	steadyEvents int
 	// foreignTopics are topics the manager asked kfake to create that belong to no resource of
 	// the run, from start to the end of the steady-state resync.
@@ -306,14 +308,14 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 	reconcilesBefore := reconciles.snapshot()
 	before, writesBefore, eventsBefore := requests.snapshot(), writes.ok.Load()+writes.conflicts.Load(), res.events
 	offsetsBefore := len(requests.listOffsetsTopics())
-	steadyStart := time.Now()
+	steadyStart, steadyCPU := time.Now(), cpuSeconds()
 	clk.Step(interval)
 	g.Eventually(func() bool {
 		mem.sample()
 		now := requests.snapshot()
 		return now[kmsg.ListOffsets]-before[kmsg.ListOffsets] > 0 && reconciles.resyncedTwice(reconcilesBefore, dlqs, pipelines)
 	}, timeout, 100*time.Millisecond).Should(BeTrue(), "a full resync")
-	res.steadyWindow = time.Since(steadyStart)
+	res.steadyWindow, res.steadyCPU = time.Since(steadyStart), cpuSince(steadyCPU)
 	after := reconciles.snapshot()
 	res.steadyReconciles = reconcileCount{pipelines: after.pipelines - reconcilesBefore.pipelines, queues: after.queues - reconcilesBefore.queues}
 	res.steadyAdmin = diff(requests.snapshot(), before)

@@ -16,11 +16,45 @@ import (
 // still shows that version it has not seen the apply yet, and applying the same object again (a
 // reconcile that comes before the child's watch event) would be a write that changes nothing. An
 // entry lives until the child's next reconcile sees another version.
-var appliedOver = &memo{m: map[memoKey]memoEntry{}}
+var appliedOver = &memo{}
 
+// memo holds its entries by owner, so that forgetting an owner costs its own entries only.
 type memo struct {
 	mu sync.Mutex
-	m  map[memoKey]memoEntry
+	m  map[ownerID]map[memoKey]memoEntry
+}
+
+// ownerID names an owner (its children are in its namespace).
+type ownerID struct{ kind, namespace, name string }
+
+func (k memoKey) ownerID() ownerID { return ownerID{k.ownerKind, k.namespace, k.ownerName} }
+
+// get, set and del are called with mu held.
+func (m *memo) get(k memoKey) (memoEntry, bool) {
+	e, ok := m.m[k.ownerID()][k]
+	return e, ok
+}
+
+func (m *memo) set(k memoKey, e memoEntry) {
+	if m.m == nil {
+		m.m = map[ownerID]map[memoKey]memoEntry{}
+	}
+	byOwner := m.m[k.ownerID()]
+	if byOwner == nil {
+		byOwner = map[memoKey]memoEntry{}
+		m.m[k.ownerID()] = byOwner
+	}
+	byOwner[k] = e
+}
+
+func (m *memo) del(k memoKey) {
+	id := k.ownerID()
+	if byOwner := m.m[id]; byOwner != nil {
+		delete(byOwner, k)
+		if len(byOwner) == 0 {
+			delete(m.m, id)
+		}
+	}
 }
 
 type memoKey struct {
@@ -60,17 +94,17 @@ func ForgetOwner(kind, namespace, name string) {
 func (m *memo) forgetOwner(kind, namespace, name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k := range m.m {
-		if k.ownerKind == kind && k.namespace == namespace && k.ownerName == name {
-			delete(m.m, k)
-		}
-	}
+	delete(m.m, ownerID{kind, namespace, name})
 }
 
 func (m *memo) len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.m)
+	n := 0
+	for _, byOwner := range m.m {
+		n += len(byOwner)
+	}
+	return n
 }
 
 // sumOf is a digest of what is applied (encoding/json sorts map keys).
@@ -86,9 +120,9 @@ func sumOf(u *unstructured.Unstructured) ([sha256.Size]byte, bool) {
 // another version is dropped.
 func (m *memo) appliedAlready(k memoKey, live client.Object, u *unstructured.Unstructured) bool {
 	m.mu.Lock()
-	e, ok := m.m[k]
+	e, ok := m.get(k)
 	if ok && (e.uid != live.GetUID() || e.resourceVersion != live.GetResourceVersion()) {
-		delete(m.m, k)
+		m.del(k)
 		ok = false
 	}
 	m.mu.Unlock()
@@ -102,13 +136,13 @@ func (m *memo) appliedAlready(k memoKey, live client.Object, u *unstructured.Uns
 // forget drops k's entry: the cache shows the child as wanted.
 func (m *memo) forget(k memoKey) {
 	m.mu.Lock()
-	delete(m.m, k)
+	m.del(k)
 	m.mu.Unlock()
 }
 
 // remember records that an object of digest sum was applied over live.
 func (m *memo) remember(k memoKey, live client.Object, sum [sha256.Size]byte) {
 	m.mu.Lock()
-	m.m[k] = memoEntry{uid: live.GetUID(), resourceVersion: live.GetResourceVersion(), sum: sum}
+	m.set(k, memoEntry{uid: live.GetUID(), resourceVersion: live.GetResourceVersion(), sum: sum})
 	m.mu.Unlock()
 }

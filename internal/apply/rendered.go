@@ -18,7 +18,7 @@ import (
 // key names the owner without its UID, which the entry holds: an owner deleted and made again under
 // the same name before a reconcile saw it gone (and so forgot it) takes its predecessor's entry
 // instead of leaving it behind.
-var foundEqual = &memo{m: map[memoKey]memoEntry{}}
+var foundEqual = &memo{}
 
 // equalKey is the memo key of live, owner's child of kind gvk: false when owner does not control it
 // (such a child is never skipped: Owned reports the conflict).
@@ -35,14 +35,14 @@ func equalKey(owner client.Object, gvk schema.GroupVersionKind, live client.Obje
 func (m *memo) holds(k memoKey, owner types.UID, live client.Object, digest [sha256.Size]byte) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.m[k]
+	e, ok := m.get(k)
 	return ok && e.owner == owner && e.uid == live.GetUID() && e.resourceVersion == live.GetResourceVersion() && e.sum == digest
 }
 
 // rememberEqual records that owner's child live was found equal to a rendering of digest.
 func (m *memo) rememberEqual(k memoKey, owner types.UID, live client.Object, digest [sha256.Size]byte) {
 	m.mu.Lock()
-	m.m[k] = memoEntry{uid: live.GetUID(), resourceVersion: live.GetResourceVersion(), sum: digest, owner: owner}
+	m.set(k, memoEntry{uid: live.GetUID(), resourceVersion: live.GetResourceVersion(), sum: digest, owner: owner})
 	m.mu.Unlock()
 }
 

@@ -21,13 +21,7 @@ import (
 func entriesOf(kind, namespace, name string) int {
 	foundEqual.mu.Lock()
 	defer foundEqual.mu.Unlock()
-	n := 0
-	for k := range foundEqual.m {
-		if k.ownerKind == kind && k.namespace == namespace && k.ownerName == name {
-			n++
-		}
-	}
-	return n
+	return len(foundEqual.m[ownerID{kind, namespace, name}])
 }
 
 // TestARecreatedOwnerDoesNotPileUpEntries: an owner deleted and made again under the same name
