@@ -50,12 +50,12 @@ func TestAlertRulesSkippedWhileUnchangedStillFollowEveryChange(t *testing.T) {
 	g.Expect(cm).To(ownedBy(q, "DeadLetterQueue"))
 	steady()
 
-	// Replaced by someone else's: a conflict, at every resync, until it goes.
-	g.Expect(env.Client.Delete(ctx, cm)).To(Succeed())
-	theirs := rules()
-	theirs.Labels = map[string]string{render.LabelManagedBy: render.LabelManagedByValue, render.LabelAlertRules: "true"}
+	// Taken over by someone else (its controller reference removed: deleting it and creating theirs
+	// would race the operator making its own again): a conflict, at every resync, until it goes.
+	theirs := cm.DeepCopy()
+	theirs.OwnerReferences = nil
 	theirs.Data = map[string]string{key: "groups: []\n"}
-	g.Expect(env.Client.Create(ctx, theirs)).To(Succeed())
+	g.Expect(env.Client.Update(ctx, theirs)).To(Succeed())
 	g.Eventually(dlqReady(q), wait, poll).Should(notReady(v1.ReasonChildConflict))
 	g.Consistently(dlqReady(q), oneResync, poll).Should(notReady(v1.ReasonChildConflict))
 	g.Expect(getter(theirs)()).To(HaveField("Data", HaveKeyWithValue(key, "groups: []\n")), "never adopted nor overwritten")

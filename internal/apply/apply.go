@@ -6,6 +6,7 @@ package apply
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"math"
@@ -36,6 +37,13 @@ func (e *ConflictError) Error() string {
 	}
 	return fmt.Sprintf("%s %s exists and belongs to %s %s: delete or rename it", e.Kind, e.Name, e.OwnerKind, e.OwnerName)
 }
+
+// AppliedAnnotation is the SHA-256 (hex) of what Owned last applied to a child, applied with it: a
+// child that holds every field rendered but another digest holds a field the operator no longer
+// renders (a label, an annotation or a data key dropped from the rendering: a pod annotation removed
+// from a pipeline's template, a flag's label, an operator upgrade), and is applied again, which
+// removes it. Children applied before the annotation existed are applied once more for it.
+const AppliedAnnotation = "retry.retryops.dev/applied-sha256"
 
 // Cached reads an object from c (the manager's cache) into obj: obj when it exists, nil when it
 // does not or the read failed (then Owned applies without comparing).
@@ -84,6 +92,15 @@ func owned(ctx context.Context, c client.Client, owner client.Object, desired ru
 	if err := controllerutil.SetControllerReference(owner, u, c.Scheme()); err != nil {
 		return nil, false, false, err
 	}
+	sum, summed := sumOf(u)
+	if summed {
+		annotations := u.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[AppliedAnnotation] = hex.EncodeToString(sum[:])
+		u.SetAnnotations(annotations)
+	}
 	if live == nil {
 		// Not seen: never applied over an object the cache has not shown yet (an apply would adopt
 		// it). The cache holds only objects with the operator's label, so one of the name may exist
@@ -124,13 +141,12 @@ func owned(ctx context.Context, c client.Client, owner client.Object, desired ru
 			appliedOver.forget(keyOf(owner, u))
 			return &unstructured.Unstructured{Object: have}, false, true, nil
 		}
-		if appliedOver.appliedAlready(keyOf(owner, u), live, u) {
+		if summed && appliedOver.appliedAlready(keyOf(owner, u), live, sum) {
 			return &unstructured.Unstructured{Object: have}, false, false, nil
 		}
 	}
 	// Before the apply, which fills u with the API server's answer.
 	key := keyOf(owner, u)
-	sum, summed := sumOf(u)
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return nil, false, false, err
 	}

@@ -41,6 +41,7 @@ func TestOwnedComparesDataTheCacheKeepsAsDigests(t *testing.T) {
 			server := rendered()
 			server.UID = types.UID(name) // another object for the memo of what was applied over what
 			g.Expect(controllerutil.SetControllerReference(owner, server, clientgoscheme.Scheme)).To(Succeed())
+			appliedAs(t, owner, server)
 			if tc.onServer != nil {
 				tc.onServer(server)
 			}

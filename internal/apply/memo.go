@@ -116,9 +116,9 @@ func sumOf(u *unstructured.Unstructured) ([sha256.Size]byte, bool) {
 	return sha256.Sum256(b), true
 }
 
-// appliedAlready reports whether u was applied over live as the cache shows it now; an entry for
-// another version is dropped.
-func (m *memo) appliedAlready(k memoKey, live client.Object, u *unstructured.Unstructured) bool {
+// appliedAlready reports whether the object of digest sum was applied over live as the cache shows
+// it now; an entry for another version is dropped.
+func (m *memo) appliedAlready(k memoKey, live client.Object, sum [sha256.Size]byte) bool {
 	m.mu.Lock()
 	e, ok := m.get(k)
 	if ok && (e.uid != live.GetUID() || e.resourceVersion != live.GetResourceVersion()) {
@@ -126,10 +126,6 @@ func (m *memo) appliedAlready(k memoKey, live client.Object, u *unstructured.Uns
 		ok = false
 	}
 	m.mu.Unlock()
-	if !ok {
-		return false
-	}
-	sum, ok := sumOf(u)
 	return ok && sum == e.sum
 }
 

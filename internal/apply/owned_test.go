@@ -77,7 +77,7 @@ func TestOwnedChecksAChildTheCacheDoesNotShowWithARead(t *testing.T) {
 		"another owner's":                 {existing: controlledBy(other, nil), conflict: "ConfigMap child exists and belongs to ConfigMap other: delete or rename it"},
 		"nobody's":                        {existing: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "child"}}, conflict: "ConfigMap child exists and is not controlled by this resource; the operator does not adopt it: delete or rename it"},
 		"ours, its label removed":         {existing: controlledBy(owner, func(cm *corev1.ConfigMap) { cm.Labels = nil }), sent: []string{"apply"}, applied: true},
-		"ours as applied, not cached yet": {existing: controlledBy(owner, nil)},
+		"ours as applied, not cached yet": {existing: appliedAs(t, owner, controlledBy(owner, nil))},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
