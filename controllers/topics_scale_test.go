@@ -154,7 +154,7 @@ type scaleResult struct {
 	tierTopics   int
 	steadyWrites int64 // writes and refused writes
 	// steadyCPU is the CPU seconds of the window, by process (as cpuToReady).
-	steadyCPU map[string]float64
+	steadyCPU    map[string]float64
 	steadyEvents int
 	// foreignTopics are topics the manager asked kfake to create that belong to no resource of
 	// the run, from start to the end of the steady-state resync.
