@@ -65,15 +65,12 @@ func OwnedRendered(ctx context.Context, c client.Client, owner client.Object, gv
 		return false, err
 	}
 	got, applied, equal, err := owned(ctx, c, owner, desired, live)
-	switch {
-	case err != nil || applied:
+	if err != nil || applied {
 		if keyed {
 			foundEqual.forget(k)
 		}
-	case equal && live != nil && keyed:
-		foundEqual.rememberEqual(k, owner.GetUID(), live, digest)
-	case equal && live == nil && got != nil:
-		// Found past the cache (checkUncached): remembered at the version read.
+	} else if equal {
+		// got is the version compared: the cached one, or the one read past the cache.
 		if k, ok := equalKey(owner, gvk, got); ok {
 			foundEqual.rememberEqual(k, owner.GetUID(), got, digest)
 		}
