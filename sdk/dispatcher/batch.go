@@ -166,6 +166,7 @@ func (e *Engine) processBatchSafe(b []*item) (next *item) {
 			"panic", msg, "stack", string(debug.Stack()))
 		for _, it := range pr.items[pr.finished:] {
 			e.busyEnd(it)
+			e.releasePermit(it)
 			e.mu.Lock()
 			settled := it.fate != fateUnsettled
 			e.mu.Unlock()
@@ -273,15 +274,11 @@ func (e *Engine) unsendable(b []*item, pr *batchProgress) []*item {
 	}
 	pr.items = send
 	for _, it := range revoked {
-		if it.allowed {
-			e.breaker.Record(true) // the permit back: the sink was not asked
-		}
+		e.releasePermit(it) // the sink was not asked
 		e.settle(it, fateAbandoned, nil)
 	}
 	for _, it := range expired {
-		if it.allowed {
-			e.breaker.Record(true)
-		}
+		e.releasePermit(it)
 		e.deadLetter(it, &failure{reason: headers.ReasonDeadlineExceeded, errorType: headers.ErrorTypeDeadlineExceeded, at: now,
 			message: "the record is past its deadline (" + e.pol.Policy().Deadline.String() + " after " + headers.FormatTime(it.srcTime) +
 				") while waiting for its batch to fill"}, it.attempt-1)

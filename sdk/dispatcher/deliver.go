@@ -67,6 +67,7 @@ func (e *Engine) processSafe(it *item) (next *item) {
 		}
 		e.log.Error("Processing a record panicked; dead-lettering it", "topic", it.rec.Topic, "partition", it.rec.Partition,
 			"offset", it.rec.Offset, "panic", msg, "stack", string(debug.Stack()))
+		e.releasePermit(it) // unless finish recorded the outcome
 		e.mu.Lock()
 		settled := it.fate != fateUnsettled
 		e.mu.Unlock()
@@ -121,17 +122,14 @@ func (e *Engine) finish(it *item, res Result, start, now time.Time) *item {
 	e.m.DeliveryDuration.Observe(now.Sub(start).Seconds())
 	if res.Success {
 		e.m.Attempt(it.attempt, true)
-		if it.allowed {
-			e.breaker.Record(true)
-		}
+		e.recordPermit(it, true)
 		return e.settleInWorker(it, fateDelivered)
 	}
 	if it.part.ctx.Err() != nil {
 		// A failure while abandoning in-flight work (a stop past its drain timeout, a revocation):
-		// likely caused by the cancellation itself, so neither committed nor retried.
-		if it.allowed {
-			e.breaker.Record(true)
-		}
+		// likely caused by the cancellation itself, so neither committed nor retried, and saying
+		// nothing of the sink: the breaker's permit goes back unused.
+		e.releasePermit(it)
 		e.settle(it, fateAbandoned, nil)
 		return nil
 	}
@@ -143,9 +141,7 @@ func (e *Engine) finish(it *item, res Result, start, now time.Time) *item {
 		f.httpStatus = 0
 	}
 	if res.Undeliverable {
-		if it.allowed {
-			e.breaker.Record(true) // the sink is fine; the record is not
-		}
+		e.recordPermit(it, true) // the sink is fine; the record is not
 		f.reason = headers.ReasonUndeliverable
 		f.errorType = o.ErrorType
 		if f.errorType == "" {
@@ -155,9 +151,7 @@ func (e *Engine) finish(it *item, res Result, start, now time.Time) *item {
 		return nil
 	}
 	dec := e.decide(it, res, now)
-	if it.allowed {
-		e.breaker.Record(!unhealthy(o, dec))
-	}
+	e.recordPermit(it, !unhealthy(o, dec))
 	f.rule = dec.Rule
 	f.errorType = dec.ErrorType
 	if f.errorType == "" && f.httpStatus != 0 {
@@ -176,6 +170,24 @@ func (e *Engine) finish(it *item, res Result, start, now time.Time) *item {
 		return e.settleInWorker(it, fateDropped)
 	}
 	return nil
+}
+
+// recordPermit gives the breaker the outcome of a delivery it admitted (it.allowed), once.
+func (e *Engine) recordPermit(it *item, success bool) {
+	if it.allowed {
+		it.allowed = false
+		e.breaker.Record(success)
+	}
+}
+
+// releasePermit hands back the breaker's permit of a record it admitted whose delivery was never
+// made or says nothing of the sink (abandoned, past its deadline before it was sent, a panic),
+// once: it neither closes nor opens the breaker, and a half-open breaker admits another probe.
+func (e *Engine) releasePermit(it *item) {
+	if it.allowed {
+		it.allowed = false
+		e.breaker.Release()
+	}
 }
 
 // settleInWorker settles it from a worker and returns the record settling dispatched first, for

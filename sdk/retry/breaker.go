@@ -53,8 +53,9 @@ func OnStateChange(fn func(from, to State)) BreakerOption {
 // fresh OpenDuration; once successes*100 > CloseSuccessPercent*HalfOpenRequests it closes with an
 // empty window.
 //
-// Every Allow that returned true must be followed by exactly one Record. Outcomes recorded while open
-// (requests admitted before the breaker opened) are ignored.
+// Every Allow that returned true must be followed by exactly one Record, or by one Release when
+// the request was never made. Outcomes recorded while open (requests admitted before the breaker
+// opened) are ignored.
 type Breaker struct {
 	mu       sync.Mutex
 	cfg      CircuitBreakerConfig
@@ -166,6 +167,19 @@ func (b *Breaker) Record(success bool) {
 		if int64(b.successes)*100 > int64(b.cfg.CloseSuccessPercent)*int64(b.cfg.HalfOpenRequests) {
 			b.setState(StateClosed, now)
 		}
+	}
+}
+
+// Release hands back the permit of a request that Allow admitted but that was never made (or whose
+// outcome says nothing of the sink): it counts as neither a success nor a failure, so it neither
+// closes nor opens the breaker. A half-open breaker admits another probe in its place; with no
+// probe outstanding (more Releases than Allows) a Release hands back nothing.
+func (b *Breaker) Release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tick(b.clock.Now())
+	if b.state == StateHalfOpen && b.probes > b.successes {
+		b.probes--
 	}
 }
 
