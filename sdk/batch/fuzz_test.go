@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzParseResponse checks that a success is only ever returned for an id of the request every one
@@ -56,7 +57,7 @@ func FuzzParseResponse(f *testing.F) {
 			if res.Status != StatusSuccess && res.Status != StatusFailure {
 				t.Fatalf("status %q", res.Status)
 			}
-			if len(res.ErrorType) > MaxErrorTypeBytes || len(res.Message) > MaxMessageBytes || res.RetryAfter < 0 || res.RetryAfter > MaxRetryAfter {
+			if len(res.ErrorType) > len(body) || !utf8.ValidString(res.ErrorType) || len(res.Message) > MaxMessageBytes || !utf8.ValidString(res.Message) || res.RetryAfter < 0 || res.RetryAfter > MaxRetryAfter {
 				t.Fatalf("unbounded result %+v", res)
 			}
 			if res.HTTPStatus != 0 && (res.HTTPStatus < 100 || res.HTTPStatus > 599) {

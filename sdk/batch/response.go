@@ -25,10 +25,11 @@ const (
 	StatusFailure Status = "failure"
 )
 
-// Bounds of what a response's result carries (longer ones are cut on a UTF-8 boundary).
+// Bounds of what a response's result carries.
 const (
-	MaxErrorTypeBytes = 256
-	MaxMessageBytes   = 4096
+	// MaxMessageBytes bounds a result's message (a longer one is cut on a UTF-8 boundary): more
+	// than the dispatcher reads of a message, so that the cut changes nothing it matches.
+	MaxMessageBytes = 4096
 	// MaxRetryAfter bounds a result's Retry-After, as a single delivery's is bounded.
 	MaxRetryAfter = 365 * 24 * time.Hour
 )
@@ -143,8 +144,11 @@ func ParseResponse(r io.Reader, ids []string, limit int64) (map[string]Result, e
 //   - an httpStatus outside 100-599 (or not a number), 2xx on a failure or not 2xx on a success is
 //     dropped and the record fails with ErrorTypeInvalidStatus;
 //   - a status other than success or failure is a failure ErrorTypeResponseInvalid;
-//   - error types and messages are cut (MaxErrorTypeBytes, MaxMessageBytes), control characters
-//     replaced; a retryAfter that is not a positive number of seconds nor duration is absent.
+//   - a failure's error type and message are kept as the sink wrote them, control characters
+//     included (a JSON string decodes to valid UTF-8), the message cut at MaxMessageBytes: the
+//     dispatcher reads them as it reads a single answer's Retryops-Error-Type and body, so that
+//     the policy matches the same text (and the response's limit bounds them);
+//   - a retryAfter that is not a positive number of seconds nor duration is absent.
 //
 // Stats counts each of these but the whole-batch failures. A record absent from the map was not
 // mentioned: the caller fails it with ErrorTypeResultMissing.
@@ -161,7 +165,7 @@ func ParseResponseStats(r io.Reader, ids []string, limit int64) (map[string]Resu
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return nil, st, errorf(ErrorTypeResponseInvalid, "%s", clean(err.Error(), MaxMessageBytes))
 	}
-	if err := checkVersion(clean(doc.Version, MaxErrorTypeBytes), ErrorTypeResponseInvalid); err != nil {
+	if err := checkVersion(clean(doc.Version, maxVersionBytes), ErrorTypeResponseInvalid); err != nil {
 		return nil, st, err
 	}
 	known := make(map[string]struct{}, len(ids))
@@ -225,8 +229,8 @@ func normalise(w *resultWire) (res Result, bad int) {
 		return Result{ID: w.ID, Status: StatusFailure, ErrorType: ErrorTypeResponseInvalid,
 			Message: "unknown status " + strconv.Quote(clean(w.Status, 64))}, badResult
 	}
-	res.ErrorType = clean(w.ErrorType, MaxErrorTypeBytes)
-	res.Message = clean(w.Message, MaxMessageBytes)
+	res.ErrorType = w.ErrorType
+	res.Message = cut(w.Message, MaxMessageBytes)
 	res.RetryAfter = retryAfter(w.RetryAfter)
 	if !statusOK || (status >= 200 && status <= 299) {
 		res.ErrorType = ErrorTypeInvalidStatus
@@ -282,8 +286,11 @@ func retryAfter(raw json.RawMessage) time.Duration {
 	return time.Duration(secs * float64(time.Second))
 }
 
+// maxVersionBytes bounds the version quoted in the error of a response of another version.
+const maxVersionBytes = 256
+
 // clean replaces control characters and invalid UTF-8 with U+FFFD and cuts s to at most n bytes on
-// a UTF-8 boundary.
+// a UTF-8 boundary: the texts this package writes itself about a bad response.
 func clean(s string, n int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
@@ -294,6 +301,11 @@ func clean(s string, n int) string {
 			return r
 		}, s)
 	}
+	return cut(s, n)
+}
+
+// cut cuts s to at most n bytes on a UTF-8 boundary.
+func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -162,15 +162,11 @@ func transportResult(ctx context.Context, err error) Result {
 // statusOutcome is the Outcome of a non-2xx answer, whose body it reads for the message.
 func (s *HTTPSink) statusOutcome(resp *http.Response) retry.Outcome {
 	var body []byte
-	readBody(resp.Body, maxDrain, maxMessageRead, &body)
-	msg := strings.TrimSpace(string(body))
-	if msg == "" {
-		msg = resp.Status
-	}
+	readBody(resp.Body, maxDrain, maxMessageKeep, &body)
 	return retry.Outcome{
 		HTTPStatus: resp.StatusCode,
-		ErrorType:  resp.Header.Get(headers.HTTPErrorType),
-		Message:    msg,
+		ErrorType:  failureErrorType(resp.Header.Get(headers.HTTPErrorType)),
+		Message:    failureMessage(string(body), resp.StatusCode),
 		RetryAfter: parseRetryAfter(resp.Header.Get(headers.HTTPRetryAfter), s.clock.Now()),
 	}
 }

@@ -8,9 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/retryops/retry-operator/sdk/batch"
 	"github.com/retryops/retry-operator/sdk/headers"
@@ -145,29 +143,17 @@ func reportAnswer(ctx context.Context, records int, p answerProblems) {
 }
 
 // recordResult is the Result of a record's failure, as a single answer with its status, error
-// type, message and Retry-After would give.
+// type, message and Retry-After would give: its texts are read as a single answer's are
+// (failureErrorType, failureMessage), so the policy matches the same text.
 func recordResult(r batch.Result) Result {
-	// As a single answer's body is read: its first maxMessageRead bytes, trimmed (the policy's
-	// messagePatterns must match the same text).
-	msg := r.Message
-	if len(msg) > maxMessageRead {
-		n := maxMessageRead
-		for n > 0 && !utf8.RuneStart(msg[n]) {
-			n--
-		}
-		msg = msg[:n]
-	}
-	msg = strings.TrimSpace(msg)
 	if r.HTTPStatus == 0 && sinkProtocolError(r.ErrorType) {
 		// The sink's answer for this record is itself wrong (results that disagree, an unknown
 		// status, a status that is no HTTP status): classified as a bad answer to the whole batch
 		// is, a 502, not by the policy's default.
 		r.HTTPStatus = http.StatusBadGateway
 	}
-	if msg == "" && r.HTTPStatus != 0 {
-		msg = strconv.Itoa(r.HTTPStatus) + " " + http.StatusText(r.HTTPStatus)
-	}
-	return failureResult(retry.Outcome{HTTPStatus: r.HTTPStatus, ErrorType: r.ErrorType, Message: msg, RetryAfter: r.RetryAfter})
+	return failureResult(retry.Outcome{HTTPStatus: r.HTTPStatus, ErrorType: failureErrorType(r.ErrorType),
+		Message: failureMessage(r.Message, r.HTTPStatus), RetryAfter: r.RetryAfter})
 }
 
 // sinkProtocolError tells the error types package batch gives a record whose result broke the contract.

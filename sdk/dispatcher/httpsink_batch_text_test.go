@@ -191,12 +191,17 @@ func genAnswer(r *rand.Rand) rawAnswer {
 	if r.IntN(4) == 0 {
 		a.errorType = " " + a.errorType + "\t"
 	}
-	switch r.IntN(6) {
+	switch r.IntN(7) {
 	case 0:
 	case 1:
 		a.message = []string{"quota exceeded\n", "quota\texceeded", "\x00", "é", "  "}[r.IntN(5)]
+	case 2: // a rune, or bytes that are none, across the 1 KiB read of a body
+		a.message = strings.Repeat("m", 1018+r.IntN(7)) + genText(r, 12, false)
 	default:
 		a.message = genText(r, lengths[r.IntN(len(lengths))], false)
+	}
+	if a.status == http.StatusNotModified {
+		a.message = "" // a 304 alone has no body
 	}
 	switch r.IntN(4) {
 	case 0:
