@@ -242,3 +242,24 @@ func TestBatchResultIsASingleAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchErrorTypeRecordedAsAlone: an error type longer than 256 bytes is matched whole and
+// recorded with its first headers.MaxErrorTypeBytes bytes, in a batch as alone.
+func TestBatchErrorTypeRecordedAsAlone(t *testing.T) {
+	pol := textPolicy(t)
+	for _, et := range []string{strings.Repeat("é", 150), strings.Repeat("t", 400)} {
+		a := rawAnswer{status: 503, errorType: et, message: "busy"}
+		single, alone := outcomeOf(t, pol, a, false)
+		batched, inBatch := outcomeOf(t, pol, a, true)
+		want := et[:min(len(et), headers.MaxErrorTypeBytes)]
+		if got := headers.TruncateErrorType(single.Outcome.ErrorType); got != want {
+			t.Errorf("%d-byte error type alone recorded as %d bytes, want %d", len(et), len(got), len(want))
+		}
+		if got := headers.TruncateErrorType(batched.Outcome.ErrorType); got != want {
+			t.Errorf("%d-byte error type in a batch recorded as %d bytes, want %d", len(et), len(got), len(want))
+		}
+		if alone.Rule != inBatch.Rule {
+			t.Errorf("%d-byte error type: rule %q alone, %q in a batch", len(et), alone.Rule, inBatch.Rule)
+		}
+	}
+}
