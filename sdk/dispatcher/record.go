@@ -26,6 +26,8 @@ type item struct {
 	replayCount int    // and its headers.ReplayCount
 
 	batchSize int64 // what it puts in a batch (batchRecordSize), once sized; 0 before
+	heapIdx   int   // its index in its retry tier's dueHeap while queued there
+	repark    bool  // started to be written again to the tail of its tier (repark.go), not delivered
 
 	size    int64    // bytes of key, value and headers as consumed (the look-ahead window's measure)
 	pre     *failure // non-nil: dead-letter without delivering

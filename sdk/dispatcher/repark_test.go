@@ -15,6 +15,7 @@ import (
 	"github.com/retryops/retry-operator/sdk/dispatcher"
 	dt "github.com/retryops/retry-operator/sdk/dispatcher/dispatchertest"
 	"github.com/retryops/retry-operator/sdk/headers"
+	"github.com/retryops/retry-operator/sdk/metrics"
 	"github.com/retryops/retry-operator/sdk/policy"
 )
 
@@ -133,6 +134,15 @@ func TestLongRetryAfterHoldsNothingUp(t *testing.T) {
 	if ds := d.get(headers.IdempotencyKey(src, 0, 500)); len(ds) != 1 || ds[0].attempt != 3 || !ds[0].at.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("the long record: %+v; want one delivery, attempt 3, at +1h", ds)
 	}
-	dt.Eventually(t, 20*time.Second, func() bool { return p.committed(t, tier, 0) == endOffset(t, p, tier, 0) },
-		"the tier committed to its end")
+	end := endOffset(t, p, tier, 0)
+	if end != n+2 {
+		t.Fatalf("the tier holds %d records, want %d: the long record written again once", end, n+2)
+	}
+	dt.Eventually(t, 20*time.Second, func() bool {
+		fc.Step(time.Second) // the committer waits for commitInterval on the clock
+		return p.committed(t, tier, 0) == end
+	}, "the tier committed to its end")
+	if got := dt.Gauge(reg, metrics.ReparkedTotal); got != 1 {
+		t.Fatalf("%s = %v, want 1", metrics.ReparkedTotal, got)
+	}
 }
