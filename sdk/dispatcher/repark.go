@@ -25,22 +25,33 @@ import (
 // write at a time per partition (the next head waits for the write of this one): a record is
 // re-parked only while records follow it in the partition, never a lone one. Retry tiers keep no
 // per-key order (their records are delivered at their due times), so nothing is reordered that
-// was ordered. Only the current tiers re-park; a draining tier receives nothing new.
+// was ordered. A draining tier (whose delays are no longer known) re-parks into itself once a
+// minute: its committed offsets reach its end, and the operator drops it, only once its last
+// record is delivered, as without re-parking.
 
 // minReparkAge is the least a record waits in its tier before it is re-parked, whatever the tier's
-// delays (a tier of zero delays would re-park without pause).
-const minReparkAge = time.Second
+// delays (a tier of zero delays would re-park without pause); drainingReparkAge that of a draining
+// tier.
+const (
+	minReparkAge      = time.Second
+	drainingReparkAge = time.Minute
+)
 
-// reparkAge is how long a record of current tier t waits before it is re-parked: the tier's longest
-// backoff delay, at least minReparkAge.
-func (s *settings) reparkAge(t int) time.Duration { return max(s.tierWin[t].Latest, minReparkAge) }
+// reparkAge is how long a record of tier t waits before it is re-parked: a current tier's longest
+// backoff delay, at least minReparkAge; drainingReparkAge in a draining tier.
+func (s *settings) reparkAge(t int) time.Duration {
+	if t >= len(s.tierWin) {
+		return drainingReparkAge
+	}
+	return max(s.tierWin[t].Latest, minReparkAge)
+}
 
 // reparkLocked starts the first unfinished record of retry-tier partition ps as a re-park (or a
 // deadline dead letter) when it should be: queued, to be delivered, followed by other records, in
 // the tier for reparkAge, and still not due within reparkAge. It returns when to look again (zero:
 // on the next event).
 func (e *Engine) reparkLocked(ps *partState, now time.Time, next **item) time.Time {
-	if ps.tier < 1 || ps.tier >= len(e.tierWin) || ps.revoking || e.active >= e.maxInFlight {
+	if ps.tier < 1 || ps.revoking || e.active >= e.maxInFlight {
 		return time.Time{}
 	}
 	it := ps.first()
