@@ -187,3 +187,25 @@ func TestDrainingTierReparks(t *testing.T) {
 		return p.committed(t, old, 0) == behind+2
 	}, "the draining tier committed to its end")
 }
+
+// TestReparkIgnoresAFutureTimestamp: a long record whose Kafka timestamp is years ahead (a
+// producer's clock, or a forged record) waits in its tier from when it was fetched: it is
+// re-parked after the tier's delay all the same, not left holding the tier for years.
+func TestReparkIgnoresAFutureTimestamp(t *testing.T) {
+	p := newPipeline(t, "repark-future", 1, longWaitPolicy(), nil)
+	t0 := time.Now().Truncate(time.Millisecond)
+	fc := clocktesting.NewFakeClock(t0)
+	d := &deliveredAt{at: map[string][]delivery{}}
+	reg := prometheus.NewRegistry()
+	start(t, dispatcher.Options{Config: p.cfg, Handler: d.handler(fc), Clock: fc, Registerer: reg})
+	dt.Produce(t, p.prod,
+		longTierRecord(p, "long", 500, t0.AddDate(10, 0, 0), t0.Add(time.Hour)),
+		longTierRecord(p, "behind", 1000, t0, t0.Add(2*time.Second)))
+	dt.Eventually(t, 20*time.Second, func() bool { return dt.Gauge(reg, metrics.Buffered) == 2 }, "the tier's records fetched")
+	fc.Step(2 * time.Second)
+	dt.Eventually(t, 20*time.Second, func() bool { return dt.Gauge(reg, metrics.ReparkedTotal) == 1 },
+		"the long record re-parked after the tier's delay")
+	if ds := d.get(headers.IdempotencyKey(p.cfg.Topics.Source, 0, 1000)); len(ds) != 1 {
+		t.Fatalf("the record behind: %+v, want one delivery", ds)
+	}
+}
