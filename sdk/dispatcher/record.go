@@ -21,6 +21,7 @@ type item struct {
 	due          time.Time // when it may be delivered; zero: at once
 	srcTime      time.Time // start of the deadline
 	firstFailure time.Time // zero before the first failure
+	fetched      time.Time // when it was consumed
 
 	replayOf    string // a replayed dead letter's headers.ReplayOf, carried forward; "" when not replayed
 	replayCount int    // and its headers.ReplayCount
@@ -69,7 +70,7 @@ const maxClockSkew = time.Minute
 // 1970 (-1 from old producers) starts the deadline at now, when the record is first seen.
 func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 	maxBytes := s.maxRecordBytes
-	it := &item{rec: r, view: r, part: ps, attempt: 1, srcTime: r.Timestamp}
+	it := &item{rec: r, view: r, part: ps, attempt: 1, srcTime: r.Timestamp, fetched: now}
 	size := int64(len(r.Key) + len(r.Value))
 	owned := false
 	var ownBytes int64

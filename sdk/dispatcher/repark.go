@@ -62,7 +62,13 @@ func (e *Engine) reparkLocked(ps *partState, now time.Time, next **item) time.Ti
 	if !it.due.After(now.Add(age)) {
 		return time.Time{} // due soon: delivered as any record of the tier
 	}
-	if at := it.rec.Timestamp.Add(age); at.After(now) {
+	// Its wait in the tier started when it was written (its Kafka timestamp), or at the latest when
+	// it was fetched: a producer's clock ahead, or a forged timestamp, does not make it wait longer.
+	since := it.rec.Timestamp
+	if since.After(it.fetched) {
+		since = it.fetched
+	}
+	if at := since.Add(age); at.After(now) {
 		return at
 	}
 	if dl, ok := e.pol.DeadlineOf(it.srcTime); ok && it.due.After(dl) {
