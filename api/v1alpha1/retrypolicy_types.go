@@ -260,7 +260,8 @@ type RetryAfter struct {
 	// +required
 	Mode RetryAfterMode `json:"mode"`
 
-	// maxDelay caps an honoured Retry-After. Defaults to backoff.maxDelay.
+	// maxDelay caps an honoured Retry-After. Defaults to backoff.maxDelay. A cap above 8760h (a year)
+	// counts as 8760h, the longest any Retry-After waits.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
 	// +optional

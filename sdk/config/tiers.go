@@ -12,10 +12,11 @@ import (
 )
 
 // Bounds of Topics.Draining: how many tiers of earlier policies a dispatcher drains, and how far
-// ahead a record of such a tier may be due (its delays are no longer known).
+// ahead a record of such a tier may be due: as far as any policy can schedule a retry, as in every
+// tier, so that no record an earlier policy scheduled is refused.
 const (
 	MaxDrainingTiers = 32
-	MaxDrainingDelay = 7 * 24 * time.Hour
+	MaxDrainingDelay = retry.MaxScheduleDelay
 )
 
 // Tier names: Kafka's limit on a topic name, and how much of it the suffix .retry.<n> or

@@ -85,6 +85,10 @@ func (e *Engine) processSafe(it *item) (next *item) {
 // or once the record it needs is written (retried, dead-lettered). It returns the next item for
 // this worker, when settling this one dispatched another.
 func (e *Engine) process(it *item) *item {
+	if it.repark {
+		e.reparkWrite(it)
+		return nil
+	}
 	if it.pre != nil {
 		it.pre.at = e.clock.Now()
 		e.deadLetter(it, it.pre, it.attempt-1)

@@ -71,6 +71,7 @@
 //	record.go     a consumed record (item): its retryops.* headers parsed (a replayed dead letter's
 //	              included), what the handler sees
 //	scheduler.go  which records start now, pausing tier partitions, and the timer for the next due time
+//	repark.go     a tier's head due much later than its tier's delays, written again to the tier's tail
 //	deliver.go    the workers: delivery to the Handler and the decision on its outcome (a fate)
 //	batch.go      delivery.batch: the batch being filled, its delivery to the BatchHandler, a
 //	              Result per record finished as deliver.go finishes one record

@@ -75,9 +75,6 @@ type settings struct {
 	// topicTier maps each consumed topic to its partState.tier: 0 the source, 1.. the current retry
 	// tiers, then the draining ones.
 	topicTier map[string]int
-	// tierLatest[t] is the longest delay a record of retry tier t (partState.tier, 1-based) can
-	// wait: the latest of its retries' windows, or the Retry-After cap when honoured and larger.
-	tierLatest []time.Duration
 	// tierWin[t] is the range of backoff delays (no Retry-After) of current tier t (1-based), and
 	// tierEarliest[t] the shortest delay any record of tier t waits (0 when unknown): what the
 	// look-ahead needs to know that no record behind the last one fetched can be due sooner.
@@ -319,6 +316,7 @@ func newSettings(cfg *config.Config, pol *retry.Compiled) (settings, error) {
 	if s.raMax == 0 {
 		s.raMax = p.Backoff.MaxDelay
 	}
+	s.raMax = min(s.raMax, retry.MaxRetryAfter)
 	for i, t := range cfg.Topics.Retries {
 		s.topicTier[t.Name] = i + 1
 		s.tierNames = append(s.tierNames, t.Name)
@@ -335,7 +333,6 @@ func newSettings(cfg *config.Config, pol *retry.Compiled) (settings, error) {
 		s.drainNames = append(s.drainNames, name)
 	}
 	n := len(cfg.Topics.Retries) + 1
-	s.tierLatest = make([]time.Duration, n, n+len(s.drainNames))
 	s.tierWin = make([]retry.Window, n)
 	s.tierEarliest = make([]time.Duration, n, n+len(s.drainNames))
 	seen := make([]bool, n)
@@ -348,10 +345,6 @@ func newSettings(cfg *config.Config, pol *retry.Compiled) (settings, error) {
 			s.tierWin[t].Earliest = min(s.tierWin[t].Earliest, w.Earliest)
 			s.tierWin[t].Latest = max(s.tierWin[t].Latest, w.Latest)
 			seen[t] = true
-			s.tierLatest[t] = max(s.tierLatest[t], w.Latest)
-		}
-		if s.raHonor {
-			s.tierLatest[t] = max(s.tierLatest[t], s.raMax)
 		}
 	}
 	// A Retry-After shorter than every tier's delays goes to the tier with the shortest, and may be
@@ -362,8 +355,7 @@ func newSettings(cfg *config.Config, pol *retry.Compiled) (settings, error) {
 			s.tierEarliest[t] = s.tierWin[t].Earliest
 		}
 	}
-	for range s.drainNames { // delays unknown: due at most MaxDrainingDelay ahead, maybe at once
-		s.tierLatest = append(s.tierLatest, config.MaxDrainingDelay)
+	for range s.drainNames { // delays unknown: maybe due at once
 		s.tierEarliest = append(s.tierEarliest, 0)
 	}
 	s.batchMax, s.batchBytes, s.batchWait = batchSettings(cfg.Delivery.Batch)

@@ -18,6 +18,8 @@ type write struct {
 	f     *failure // the failure written; f.reason is the dead letter's reason
 	toDLQ bool
 	alone bool // written in a batch of its own, after its batch was rejected as too large
+	// repark: the record written again to its tier, not yet due (repark.go); f then says so.
+	repark bool
 }
 
 // toRetryTier writes the record to the tier of its next attempt (retryTier), or dead-letters it
@@ -57,10 +59,13 @@ func (e *Engine) written(w *write, err error) {
 	where := wherePrefixP + w.rec.Topic
 	if err == nil {
 		e.kafkaOKAt(where)
-		if w.toDLQ {
+		switch {
+		case w.toDLQ:
 			e.m.DeadLetter(w.f.reason)
 			e.settle(it, fateDeadLettered, nil)
-		} else {
+		case w.repark:
+			e.settle(it, fateReparked, nil)
+		default:
 			e.settle(it, fateRetried, nil)
 		}
 		return
@@ -91,7 +96,12 @@ func (e *Engine) written(w *write, err error) {
 	g.reason = headers.ReasonUndeliverable
 	g.errorType = headers.ErrorTypeRetryProduceFailed
 	g.message = "writing to retry tier " + w.rec.Topic + " failed: " + err.Error() + " (last failure: " + f.errorType + ": " + f.message + ")"
-	e.deadLetter(it, &g, it.attempt)
+	attempts := it.attempt // the delivery that just failed
+	if w.repark {
+		g.message = "writing to retry tier " + w.rec.Topic + " failed: " + err.Error() + " (" + f.message + ")"
+		attempts-- // not delivered this time
+	}
+	e.deadLetter(it, &g, attempts)
 }
 
 // tooLarge reports whether a write failed because the broker took its batch for too large.

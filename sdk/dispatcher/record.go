@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/retryops/retry-operator/sdk/headers"
+	"github.com/retryops/retry-operator/sdk/retry"
 )
 
 // item is one consumed record on its way through the dispatcher.
@@ -20,11 +21,14 @@ type item struct {
 	due          time.Time // when it may be delivered; zero: at once
 	srcTime      time.Time // start of the deadline
 	firstFailure time.Time // zero before the first failure
+	fetched      time.Time // when it was consumed
 
 	replayOf    string // a replayed dead letter's headers.ReplayOf, carried forward; "" when not replayed
 	replayCount int    // and its headers.ReplayCount
 
 	batchSize int64 // what it puts in a batch (batchRecordSize), once sized; 0 before
+	heapIdx   int   // its index in its retry tier's dueHeap while queued there
+	repark    bool  // started to be written again to the tail of its tier (repark.go), not delivered
 
 	size    int64    // bytes of key, value and headers as consumed (the look-ahead window's measure)
 	pre     *failure // non-nil: dead-letter without delivering
@@ -53,6 +57,12 @@ type failure struct {
 const headerOverhead = int64(len(headers.HTTPKafkaHeaderPrefix) + len(": \r\n"))
 
 // maxClockSkew is the tolerance of the due-time bound for clocks of dispatcher replicas that differ.
+// The bound itself is the API's, not the current policy's: a retry any policy the API accepts
+// could have scheduled (retry.MaxScheduleDelay ahead at most) is delivered when due, so that a
+// policy edit never dead-letters the records an earlier policy left waiting. The policies a
+// pipeline had are not known here (nor kept across a resource re-created under the same name);
+// the cost of the looser bound is only that a forged record of the pipeline's own tier, due within
+// it, waits instead of being dead-lettered at once, and a long wait holds nothing up (repark.go).
 const maxClockSkew = time.Minute
 
 // newItem parses a record consumed from partition ps at time now. s bounds the size of what is
@@ -60,7 +70,7 @@ const maxClockSkew = time.Minute
 // 1970 (-1 from old producers) starts the deadline at now, when the record is first seen.
 func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 	maxBytes := s.maxRecordBytes
-	it := &item{rec: r, view: r, part: ps, attempt: 1, srcTime: r.Timestamp}
+	it := &item{rec: r, view: r, part: ps, attempt: 1, srcTime: r.Timestamp, fetched: now}
 	size := int64(len(r.Key) + len(r.Value))
 	owned := false
 	var ownBytes int64
@@ -95,8 +105,8 @@ func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 
 // parse reads the retryops.* headers and builds the view without them. On a retry tier (tier > 0)
 // every retry header must decode, and the attempt count (1..maxAttempts, or 0 for a replayed dead
-// letter) and the due time (at most the tier's latest delay after now, plus maxClockSkew) must be
-// in range. The replay headers (headers.ReplayOf and headers.ReplayCount) come together or not at
+// letter) and the due time (from 1970 to retry.MaxScheduleDelay after now, plus maxClockSkew) must
+// be in range. The replay headers (headers.ReplayOf and headers.ReplayCount) come together or not at
 // all, each at most once and valid; a tier record with 0 attempts must have them, and is then a
 // fresh first delivery: attempt 1, no first failure, its deadline counted from its due time (the
 // replay time). A retryops.original.topic that is not a valid topic name is malformed on a tier. On
@@ -199,11 +209,13 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 			": only a replayed dead letter starts from 0 deliveries"
 	case attempts < 0 || attempts > maxAttemptsHeader:
 		malformed = headers.Attempts + " " + quoteBounded(attemptsRaw) + " out of range 1.." + strconv.Itoa(maxAttemptsHeader)
-	case due.IsZero():
+	case dueRaw == "":
 		bad = "missing " + headers.Due
-	case tier < len(s.tierLatest) && due.After(now.Add(s.tierLatest[tier]+maxClockSkew)):
-		malformed = headers.Due + " " + quoteBounded(dueRaw) + " later than the tier's latest delay (" +
-			s.tierLatest[tier].String() + ") after " + headers.FormatTime(now)
+	case due.Before(time.UnixMilli(0)):
+		malformed = headers.Due + " " + quoteBounded(dueRaw) + " before 1970: no retry policy schedules it"
+	case due.After(now.Add(retry.MaxScheduleDelay + maxClockSkew)):
+		malformed = headers.Due + " " + quoteBounded(dueRaw) + " later than any retry policy schedules a retry (" +
+			retry.MaxScheduleDelay.String() + ") after " + headers.FormatTime(now)
 	}
 	if malformed != "" {
 		it.pre = &failure{reason: headers.ReasonMalformed, errorType: headers.ErrorTypeMalformedHeaders, message: malformed}

@@ -16,7 +16,7 @@ import (
 // only with valid replay headers, which it then carries.
 func FuzzTierRecordReplayHeaders(f *testing.F) {
 	const maxAttempts = 3
-	s := &settings{maxRecordBytes: 1 << 20, tierFor: make([]int, maxAttempts+1), tierLatest: []time.Duration{0, time.Minute}}
+	s := &settings{maxRecordBytes: 1 << 20, tierFor: make([]int, maxAttempts+1)}
 	ps := &partState{tier: 1}
 	f.Add("0", "orders.dlq/0/7", "1", true, true, false)
 	f.Add("0", "", "", false, false, false)

@@ -95,6 +95,13 @@ func (e *Engine) scheduleTo(next **item) {
 			}
 		}
 	}
+	for _, ps := range e.order {
+		if ps.tier > 0 {
+			if at := e.reparkLocked(ps, now, next); !at.IsZero() {
+				wake = earliest(wake, at)
+			}
+		}
+	}
 	wake = e.batchDueLocked(now, wake)
 
 	e.holdSourceLocked()

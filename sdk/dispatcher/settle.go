@@ -10,11 +10,12 @@ const (
 	fateDropped                  // the policy dropped it
 	fateRetried                  // written to a retry tier
 	fateDeadLettered             // written to the dead letter topic
+	fateReparked                 // written again to the tail of its tier, not yet due (repark.go)
 	fateAbandoned                // given up in a stop or a revocation: never committed
 )
 
 // finished says the record's offset may be committed.
-func (f fate) finished() bool { return f >= fateDelivered && f <= fateDeadLettered }
+func (f fate) finished() bool { return f >= fateDelivered && f <= fateReparked }
 
 // settle makes a record's fate take effect: it counts the outcome, undoes a stuck dead letter's
 // count, moves its partition's commit point (or, abandoned, only releases its slot), starts the
@@ -31,6 +32,8 @@ func (e *Engine) settle(it *item, f fate, next **item) {
 		e.m.DeadLettered.Inc()
 	case fateDropped:
 		e.m.Dropped.Inc()
+	case fateReparked:
+		e.m.Reparked.Inc()
 	}
 	e.mu.Lock()
 	unstuck, stuck := false, int32(0)

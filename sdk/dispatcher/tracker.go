@@ -82,9 +82,32 @@ func (t *partitionTracker) start() {
 	} else {
 		t.next++
 	}
+	t.started()
+}
+
+func (t *partitionTracker) started() {
 	t.nQueued--
 	t.inFlight++
 	t.held++
+}
+
+// first returns the first unfinished record of a retry tier when it is queued (not started), else
+// nil: the record that holds the tier's look-ahead window and its commits.
+func (t *partitionTracker) first() *item {
+	if !t.byDue || t.head >= len(t.items) {
+		return nil
+	}
+	it := t.items[t.head]
+	if i := it.heapIdx; i < 0 || i >= len(t.ready) || t.ready[i] != it {
+		return nil
+	}
+	return it
+}
+
+// startFirst marks the record first returned as in flight, out of its due order.
+func (t *partitionTracker) startFirst(it *item) {
+	heap.Remove(&t.ready, it.heapIdx)
+	t.started()
 }
 
 // noteStart records that the record at offset started, for redelivery counting.
@@ -221,12 +244,20 @@ func (h dueHeap) Less(i, j int) bool {
 	}
 	return h[i].rec.Offset < h[j].rec.Offset
 }
-func (h dueHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *dueHeap) Push(x any)   { *h = append(*h, x.(*item)) }
+func (h dueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *dueHeap) Push(x any) {
+	it := x.(*item)
+	it.heapIdx = len(*h)
+	*h = append(*h, it)
+}
 func (h *dueHeap) Pop() any {
 	old := *h
 	it := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
+	it.heapIdx = -1
 	return it
 }

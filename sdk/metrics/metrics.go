@@ -30,6 +30,7 @@ type Metrics struct {
 	Panics           prometheus.Counter
 	StuckDeadLetters prometheus.Gauge
 	Redeliveries     prometheus.Counter
+	Reparked         prometheus.Counter
 
 	// KafkaFailures and KafkaFailing are indexed by KafkaReasons.
 	KafkaFailures [3]prometheus.Counter
@@ -137,6 +138,11 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 		Help: "Records fetched again at an offset this process had already started delivering (after a rebalance or a fetch position reset); each is delivered again.",
 	}, []string{LabelPipeline})
 
+	reparked := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: ReparkedTotal,
+		Help: "Retry-tier records written again to the tail of their tier, not yet due, so as not to hold up the records behind them.",
+	}, []string{LabelPipeline})
+
 	kafkaFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: KafkaConnectionFailuresTotal,
 		Help: "Failures of the Kafka connection that retrying does not fix, by reason: authentication, tls, authorization.",
@@ -166,7 +172,7 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 		Help: "What the sink's answers to batches got wrong, by problem; none of them acknowledges a record.",
 	}, []string{LabelPipeline, LabelProblem})
 
-	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics, stuck, redeliveries, kafkaFailures, kafkaFailing, batches, batchSize, batchDuration, answerProblems} {
+	for _, c := range []prometheus.Collector{records, m.attemptsVec, duration, lateness, inFlight, uncommitted, buffered, circuit, paused, ready, m.lag, m.deadLetters, produceErrs, commitErrs, panics, stuck, redeliveries, reparked, kafkaFailures, kafkaFailing, batches, batchSize, batchDuration, answerProblems} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -197,6 +203,7 @@ func New(reg prometheus.Registerer, pipeline string, maxAttempts int32) (*Metric
 	m.Panics = panics.WithLabelValues(pipeline)
 	m.StuckDeadLetters = stuck.WithLabelValues(pipeline)
 	m.Redeliveries = redeliveries.WithLabelValues(pipeline)
+	m.Reparked = reparked.WithLabelValues(pipeline)
 	for i, r := range KafkaReasons {
 		m.KafkaFailures[i] = kafkaFailures.WithLabelValues(pipeline, r)
 		m.KafkaFailing[i] = kafkaFailing.WithLabelValues(pipeline, r)

@@ -55,6 +55,10 @@ const (
 	// (Idempotency-Key is the same). Redeliveries after a crash happen in the next process and are
 	// bounded by the in-flight and uncommitted gauges at the crash.
 	RedeliveriesTotal = "retryops_dispatcher_redeliveries_total"
+	// ReparkedTotal counts retry-tier records written again to the tail of their tier (counter;
+	// label pipeline): a record due later than its tier's longest delay (a long Retry-After, a
+	// policy since shortened) that would hold up the records behind it. Each is delivered when due.
+	ReparkedTotal = "retryops_dispatcher_reparked_total"
 	// StuckDeadLetters is the number of records whose dead-letter write failed even stripped to its
 	// coordinates and reason (gauge; label pipeline): nothing past them is committed in their
 	// partitions, the write is retried slowly, and the dispatcher is not ready while any is stuck.
@@ -181,6 +185,7 @@ var All = []Desc{
 	{PanicsTotal, "counter", []string{LabelPipeline}},
 	{StuckDeadLetters, "gauge", []string{LabelPipeline}},
 	{RedeliveriesTotal, "counter", []string{LabelPipeline}},
+	{ReparkedTotal, "counter", []string{LabelPipeline}},
 	{KafkaConnectionFailuresTotal, "counter", []string{LabelPipeline, LabelReason}},
 	{KafkaConnectionFailing, "gauge", []string{LabelPipeline, LabelReason}},
 	{BatchesTotal, "counter", []string{LabelPipeline, LabelResult}},

@@ -144,7 +144,8 @@ const (
 type RetryAfter struct {
 	// Mode is Honor or Ignore.
 	Mode RetryAfterMode `json:"mode"`
-	// MaxDelay caps an honoured Retry-After. Nil means Backoff.MaxDelay.
+	// MaxDelay caps an honoured Retry-After. Nil means Backoff.MaxDelay. Above a year
+	// (retry.MaxRetryAfter) it is a year.
 	MaxDelay *Duration `json:"maxDelay,omitempty"`
 }
 

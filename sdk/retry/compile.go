@@ -152,6 +152,7 @@ func Compile(p Policy) (*Compiled, error) {
 	if c.retryAfterMax == 0 {
 		c.retryAfterMax = p.Backoff.MaxDelay
 	}
+	c.retryAfterMax = min(c.retryAfterMax, MaxRetryAfter)
 	if p.CircuitBreaker != nil {
 		validateBreaker(&v, "circuitBreaker.", *p.CircuitBreaker)
 	}

@@ -90,6 +90,11 @@ func TestDecide(t *testing.T) {
 			want: retry.Decision{Action: retry.ActionRetry, Rule: "temporary", MaxAttempts: 4, Delay: 5 * time.Minute, Due: t0.Add(5 * time.Minute), FromRetryAfter: true},
 		},
 		{
+			name: "an honoured Retry-After waits at most MaxRetryAfter, whatever its maxDelay", policy: withRetryAfter(seed002Delegation(), retry.RetryAfter{Honor: true, MaxDelay: 1<<63 - 1}),
+			outcome: retry.Outcome{ErrorType: "Throttling", RetryAfter: 1<<63 - 1}, attempt: 1, now: t0,
+			want: retry.Decision{Action: retry.ActionRetry, Rule: "dynamodb-transient", ErrorType: "Throttling", MaxAttempts: 4, Delay: retry.MaxRetryAfter, Due: t0.Add(retry.MaxRetryAfter), FromRetryAfter: true},
+		},
+		{
 			name: "a Retry-After without its own cap is capped at the backoff's maxDelay", policy: withRetryAfter(seed002Delegation(), retry.RetryAfter{Honor: true}),
 			outcome: retry.Outcome{ErrorType: "Throttling", RetryAfter: time.Minute}, attempt: 1, now: t0,
 			want: retry.Decision{Action: retry.ActionRetry, Rule: "dynamodb-transient", ErrorType: "Throttling", MaxAttempts: 4, Delay: 10 * s, Due: t0.Add(10 * s), FromRetryAfter: true},

@@ -71,6 +71,13 @@ const (
 	MaxMultiplierLength = 32
 	// MaxJitterPercent is the largest Proportional MaxPercent Compile accepts.
 	MaxJitterPercent = 1000
+	// MaxRetryAfter caps every honoured Retry-After, whatever RetryAfter.MaxDelay allows: a sink or a
+	// handler asking for a longer wait waits a year.
+	MaxRetryAfter = 365 * 24 * time.Hour
+	// MaxScheduleDelay is the longest delay any policy Compile accepts gives a retry: an honoured
+	// Retry-After (at most MaxRetryAfter) or a backoff delay (at most MaxTotalDelay, the bound of the
+	// whole plan). A retry due later than that after it was scheduled was not scheduled by a policy.
+	MaxScheduleDelay = max(MaxRetryAfter, MaxTotalDelay)
 )
 
 // Jitter is the random part of a retry delay. Only the fields of the chosen Mode are read.
@@ -135,7 +142,7 @@ type Classification struct {
 type RetryAfter struct {
 	// Honor makes a positive Outcome.RetryAfter replace the sampled backoff delay.
 	Honor bool
-	// MaxDelay caps an honoured Retry-After; 0 means Backoff.MaxDelay.
+	// MaxDelay caps an honoured Retry-After; 0 means Backoff.MaxDelay. Above MaxRetryAfter it is MaxRetryAfter.
 	MaxDelay time.Duration
 }
 
