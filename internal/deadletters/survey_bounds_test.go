@@ -45,7 +45,9 @@ func TestSurveyTombstonesDecisionsBeyondTheEnd(t *testing.T) {
 			tombstoned = append(tombstoned, u.ID)
 		}
 	}
-	slices.SortFunc(tombstoned, func(a, b deadletters.ID) int { return int(a.Partition-b.Partition)*1000 + int(min(a.Offset, 999)-min(b.Offset, 999)) })
+	slices.SortFunc(tombstoned, func(a, b deadletters.ID) int {
+		return int(a.Partition-b.Partition)*1000 + int(min(a.Offset, 999)-min(b.Offset, 999))
+	})
 	if !slices.Equal(tombstoned, beyond) {
 		t.Errorf("survey tombstones %v, want the decisions beyond the end %v", tombstoned, beyond)
 	}
