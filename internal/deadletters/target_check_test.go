@@ -20,7 +20,7 @@ func refusalFixture(t *testing.T) (*kafkafake.Fake, kafka.Connection) {
 	conn := kafka.Connection{BootstrapServers: []string{"kafka:9092"}}
 	f := kafkafake.New()
 	state, _ := deadletters.StateTopic(dlqTopic)
-	for _, tp := range []string{dlqTopic, state, tierTopic, "billing.retry.1", "payments.dlq", "payments.dlq.state", "orders"} {
+	for _, tp := range []string{dlqTopic, state, tierTopic, "billing.retry.1", "payments.dlq", "payments.dlq.state", "orders", "shared.retry.1"} {
 		f.AddTopic(tp, 1, 1, nil)
 	}
 	dl := kafka.ProduceRecord{Key: []byte("k"), Value: []byte(`{"state":"Resolved","requestedBy":"mallory"}`), Headers: []kafka.Header{
@@ -59,10 +59,10 @@ func TestRunRefusesTargetsItMayNotWrite(t *testing.T) {
 			spec := v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "mallory", Target: c.spec}
 			_, err := deadletters.Run(ctx, deadletters.Options{
 				Spec: spec, Ref: ref, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: 1},
-				Target: deadletters.Targets(spec.Target, "shop", conn, lookup),
+				Target: deadletters.Targets(spec.Target, "shop", conn, lookup), Holders: testLedger,
 			})
-			if err == nil || errors.Is(err, deadletters.ErrNoTarget) || !strings.Contains(err.Error(), c.topic) {
-				t.Errorf("run: %v, want an error that stops it and names %q", err, c.topic)
+			if !errors.Is(err, deadletters.ErrTargetRefused) || !strings.Contains(err.Error(), c.topic) {
+				t.Errorf("run: %v, want it refused (an error that stops it) naming %q", err, c.topic)
 			}
 			state, _ := deadletters.StateTopic(dlqTopic)
 			for _, tp := range []string{c.topic, state} {
@@ -75,5 +75,30 @@ func TestRunRefusesTargetsItMayNotWrite(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRunWithoutTheLedgerRefusesAReplay: a Replay without the topic ledger to check its targets
+// against does not start; a ledger that cannot be read stops the run (an error worth retrying, not
+// a refusal) before anything is written.
+func TestRunWithoutTheLedgerRefusesAReplay(t *testing.T) {
+	ctx := context.Background()
+	f, conn := refusalFixture(t)
+	spec := v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "jane"}
+	o := deadletters.Options{Spec: spec, Ref: ref, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: 1},
+		Target: func(context.Context, *deadletters.Entry) (deadletters.Target, error) {
+			return deadletters.Target{Topic: tierTopic, Conn: conn, Pipeline: ordersPipe}, nil
+		}}
+	if _, err := deadletters.Run(ctx, o); err == nil || !strings.Contains(err.Error(), "topic ledger") {
+		t.Errorf("without the ledger: %v, want the Replay refused", err)
+	}
+	o.Holders = func(context.Context, string) ([]deadletters.Holder, error) {
+		return nil, errors.New("API server unreachable")
+	}
+	if _, err := deadletters.Run(ctx, o); err == nil || errors.Is(err, deadletters.ErrTargetRefused) || !strings.Contains(err.Error(), "unreachable") {
+		t.Errorf("the ledger failing: %v, want its error", err)
+	}
+	if got := f.Records(tierTopic, 0); len(got) != 0 {
+		t.Errorf("%d records replayed, want none", len(got))
 	}
 }
