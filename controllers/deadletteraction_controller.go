@@ -234,7 +234,7 @@ func (r *DeadLetterActionReconciler) start(ctx context.Context, a *v1.DeadLetter
 			Spec: a.Spec, Ref: deadletters.ActionRef{Namespace: a.Namespace, Name: a.Name, UID: string(a.UID)},
 			Topic: string(dlq.Spec.Topic.Name), Conn: conn, Kafka: r.Factory, Clock: r.RunClock,
 			Snapshot: deadletters.OffsetsFromStatus(a.Status.Snapshot), Resume: deadletters.FromStatus(&a.Status),
-			Target: r.replayTarget(a, conn),
+			Target: r.replayTarget(a, conn), Holders: r.topicHolders,
 			OnProgress: func(p deadletters.Progress) {
 				if err := r.patchActionStatus(runCtx, a, func(st *v1.DeadLetterActionStatus) { p.ApplyTo(st); setActionConditions(st, a.Generation, nil) }); err != nil {
 					log.Error(err, "Could not record the action's progress")

@@ -3,8 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
@@ -66,25 +64,18 @@ func (r *DeadLetterActionReconciler) checkTargetClaim(a *v1.DeadLetterAction) *p
 }
 
 // ledgerRole names what topic is to the resource whose ledger record h holds it, and whether a
-// replay may write into it: only a pipeline's source topic.
+// replay may write into it: only a pipeline's source topic (deadletters.TopicRole).
 func ledgerRole(h kafkaspec.Holder, topic string) (role string, allowed bool) {
-	switch h.Kind {
-	case "DeadLetterQueue":
-		if dlq, ok := strings.CutSuffix(topic, deadletters.StateTopicSuffix); ok && slices.Contains(h.Topics, dlq) {
-			return "record of decisions", false
-		}
-		return "dead-letter topic", false
-	case "ConsumerPipeline":
-		if deadletters.IsRetryTierName(topic) {
-			return "retry topic", false
-		}
-		for _, other := range h.Topics {
-			if strings.HasPrefix(topic, other+".retry.") {
-				return "retry topic", false
-			}
-		}
-		return "source topic", true
-	default:
-		return "topic", false
+	return deadletters.TopicRole(deadletters.Holder(h), topic)
+}
+
+// topicHolders is the topic ledger as the dead-letter engine checks a Replay's targets against it
+// (deadletters.Options.Holders).
+func (r *DeadLetterActionReconciler) topicHolders(ctx context.Context, topic string) ([]deadletters.Holder, error) {
+	hs, err := r.Ledger.Holders(ctx, topic)
+	out := make([]deadletters.Holder, len(hs))
+	for i, h := range hs {
+		out[i] = deadletters.Holder(h)
 	}
+	return out, err
 }

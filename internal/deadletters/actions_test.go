@@ -25,7 +25,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 		{Action: v1.DeadLetterPurge, RequestedBy: "jane", Selector: &v1.DeadLetterSelector{Before: &metav1.Time{Time: before}, States: []v1.DeadLetterState{v1.DeadLetterResolved}}},
 	} {
 		spec.Mode = v1.ActionModeDryRun
-		prog, err := deadletters.Run(ctxT(t), deadletters.Options{Spec: spec, Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: snap, Target: e.toOrdersTier})
+		prog, err := deadletters.Run(ctxT(t), deadletters.Options{Spec: spec, Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: snap, Target: e.toOrdersTier, Holders: testLedger})
 		if err != nil {
 			t.Fatalf("%s: %v", spec.Action, err)
 		}
@@ -181,14 +181,14 @@ func TestPurgeDeletesTheMatchingPrefixAndReportsTheBlocker(t *testing.T) {
 func TestRunRefusesWhatItCannotDo(t *testing.T) {
 	e := newEnv(t)
 	for name, o := range map[string]deadletters.Options{
-		"missing topic":     {Spec: replaySpec(1), Topic: "nope", Conn: e.conn, Kafka: e.kafka, Target: e.toOrdersTier},
+		"missing topic":     {Spec: replaySpec(1), Topic: "nope", Conn: e.conn, Kafka: e.kafka, Target: e.toOrdersTier, Holders: testLedger},
 		"replay no target":  {Spec: replaySpec(1), Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
 		"purge pending":     {Spec: v1.DeadLetterActionSpec{Action: v1.DeadLetterPurge, Selector: &v1.DeadLetterSelector{Before: &metav1.Time{Time: time.Now()}, States: []v1.DeadLetterState{v1.DeadLetterPending}}}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
 		"purge no before":   {Spec: v1.DeadLetterActionSpec{Action: v1.DeadLetterPurge}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
 		"bad record":        {Spec: v1.DeadLetterActionSpec{Action: v1.DeadLetterIgnore, Selector: &v1.DeadLetterSelector{Records: []v1.RecordRef{"x"}}}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
 		"unknown action":    {Spec: v1.DeadLetterActionSpec{Action: "Archive"}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
-		"topic, no state t": {Spec: replaySpec(1), Topic: tierTopic, Conn: e.conn, Kafka: e.kafka, Target: e.toOrdersTier},
-		"no snapshot":       {Spec: replaySpec(1), Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Target: e.toOrdersTier},
+		"topic, no state t": {Spec: replaySpec(1), Topic: tierTopic, Conn: e.conn, Kafka: e.kafka, Target: e.toOrdersTier, Holders: testLedger},
+		"no snapshot":       {Spec: replaySpec(1), Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Target: e.toOrdersTier, Holders: testLedger},
 	} {
 		if name != "no snapshot" {
 			o.Snapshot = map[int32]int64{0: 1}
@@ -218,7 +218,7 @@ func TestReplayRateWithTheRealClock(t *testing.T) {
 	}
 	e.seed(dls)
 	e.kafka.clk = clock.RealClock{}
-	prog, err := deadletters.Run(ctxT(t), deadletters.Options{Spec: replaySpec(200), Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: e.snapshot(), Target: e.toOrdersTier})
+	prog, err := deadletters.Run(ctxT(t), deadletters.Options{Spec: replaySpec(200), Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: e.snapshot(), Target: e.toOrdersTier, Holders: testLedger})
 	if err != nil || prog.Done != 400 {
 		t.Fatalf("%+v %v", prog, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -232,9 +233,34 @@ func (e *env) states() *deadletters.States {
 // no target.
 func (e *env) toOrdersTier(_ context.Context, en *deadletters.Entry) (deadletters.Target, error) {
 	if en.Pipeline == ordersPipe {
-		return deadletters.Target{Topic: tierTopic, Conn: e.conn}, nil
+		return deadletters.Target{Topic: tierTopic, Conn: e.conn, Pipeline: ordersPipe}, nil
 	}
 	return deadletters.Target{}, fmt.Errorf("%w: pipeline %q", deadletters.ErrNoTarget, en.Pipeline)
+}
+
+// testLedger is the topic ledger of the tests: queue shop/orders-dlq holds dlqTopic and its record of
+// decisions, bank/payments-dlq holds payments.dlq and its; pipeline shop/orders its source topic
+// orders and its tier tierTopic, pipeline shop/billing its tier billing.retry.1, pipeline shop/audit
+// the source topic orders too and its tier audit.retry.1; the tier shared.retry.1 of pipeline
+// shop/shared is also queue shop/squatter's.
+func testLedger(_ context.Context, topic string) ([]deadletters.Holder, error) {
+	state, _ := deadletters.StateTopic(dlqTopic)
+	all := []deadletters.Holder{
+		{Kind: "DeadLetterQueue", Namespace: "shop", Name: "orders-dlq", Topics: []string{dlqTopic, state}},
+		{Kind: "DeadLetterQueue", Namespace: "bank", Name: "payments-dlq", Topics: []string{"payments.dlq", "payments.dlq.state"}},
+		{Kind: "ConsumerPipeline", Namespace: "shop", Name: "orders", Topics: []string{"orders", tierTopic}},
+		{Kind: "ConsumerPipeline", Namespace: "shop", Name: "billing", Topics: []string{"billing", "billing.retry.1"}},
+		{Kind: "ConsumerPipeline", Namespace: "shop", Name: "audit", Topics: []string{"orders", "audit.retry.1"}},
+		{Kind: "ConsumerPipeline", Namespace: "shop", Name: "shared", Topics: []string{"shared", "shared.retry.1"}},
+		{Kind: "DeadLetterQueue", Namespace: "shop", Name: "squatter", Topics: []string{"shared.retry.1"}},
+	}
+	var out []deadletters.Holder
+	for _, h := range all {
+		if slices.Contains(h.Topics, topic) {
+			out = append(out, h)
+		}
+	}
+	return out, nil
 }
 
 func header(r kafka.Record, name string) (string, bool) {

@@ -34,6 +34,9 @@ func (r *run) replayable(ctx context.Context, e *Entry, st State, p *pending) (b
 		r.prog.skip(SkipNoTarget)
 		return false, nil
 	}
+	if err == nil {
+		err = r.checkedTarget(ctx, target)
+	}
 	if err != nil {
 		return false, fmt.Errorf("replay target of %s: %w", e.ID, err)
 	}

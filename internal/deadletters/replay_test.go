@@ -56,7 +56,7 @@ func TestReplayLetsAtMostTheRateThroughInAnySecond(t *testing.T) {
 			}
 			prog, err := deadletters.Run(ctxT(t), deadletters.Options{
 				Spec: replaySpec(50), Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: e.snapshot(),
-				Target: target, Clock: clk, ProgressEvery: tc.progressEvery,
+				Target: target, Holders: testLedger, Clock: clk, ProgressEvery: tc.progressEvery,
 			})
 			if err != nil || prog.Done != 60 {
 				t.Fatalf("Run: %+v %v", prog, err)

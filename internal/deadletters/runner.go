@@ -62,6 +62,10 @@ type Options struct {
 	// the entry's Pipeline ("<namespace>/<name>") and returns that pipeline's first retry tier; with
 	// spec.target set, the named pipeline's tier or the named topic.
 	Target func(ctx context.Context, e *Entry) (Target, error)
+	// Holders is the topic ledger (required for Replay): Run refuses, before it writes anything for
+	// a dead letter, a target a replay never writes into (a dead-letter topic, a record of
+	// decisions, another pipeline's tier; ErrTargetRefused), whatever Target gave.
+	Holders TopicHolders
 	// Clock paces the replay and the progress reports (the real clock when nil).
 	Clock clock.Clock
 	// OnProgress, when set, is called with the progress at most every ProgressEvery dead letters or
@@ -99,6 +103,7 @@ type run struct {
 	batchN  int
 	lim     limiter
 	dryRun  bool
+	checked map[string]error // Replay: the targets checked (checkedTarget)
 
 	sinceReport  int
 	lastReport   time.Time
@@ -135,8 +140,8 @@ func Run(ctx context.Context, o Options) (Progress, error) {
 	if len(o.Snapshot) == 0 {
 		return r.prog, errors.New("no snapshot: capture the end offsets with Snapshot when the action starts")
 	}
-	if o.Spec.Action == v1.DeadLetterReplay && o.Target == nil {
-		return r.prog, errors.New("a Replay needs a Target function")
+	if o.Spec.Action == v1.DeadLetterReplay && (o.Target == nil || o.Holders == nil) {
+		return r.prog, errors.New("a Replay needs a Target function and the topic ledger (Holders) to check its targets")
 	}
 	if o.Spec.MaxRecords != nil {
 		r.maxRecords = *o.Spec.MaxRecords

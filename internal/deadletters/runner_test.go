@@ -87,7 +87,7 @@ func TestReplayProducesExactlyTheMatchingDeadLettersAtTheRate(t *testing.T) {
 	start := clk.Now()
 	prog, err := deadletters.Run(ctxT(t), deadletters.Options{
 		Spec: replaySpec(200), Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: snap,
-		Target: e.toOrdersTier, Clock: clk, ProgressEvery: 100,
+		Target: e.toOrdersTier, Holders: testLedger, Clock: clk, ProgressEvery: 100,
 		OnProgress: func(p deadletters.Progress) { reports = append(reports, p) },
 	})
 	if err != nil {
@@ -182,7 +182,7 @@ func TestReplayProducesExactlyTheMatchingDeadLettersAtTheRate(t *testing.T) {
 	// The same action again (a new one with the same selector) finds them Replayed and skips them.
 	again, err := deadletters.Run(ctxT(t), deadletters.Options{
 		Spec: replaySpec(10000), Ref: deadletters.ActionRef{Namespace: "shop", Name: "replay-2", UID: "uid-2"},
-		Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: e.snapshot(), Target: e.toOrdersTier, Clock: clk,
+		Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: e.snapshot(), Target: e.toOrdersTier, Holders: testLedger, Clock: clk,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +212,7 @@ func TestReplayKeepsToItsSnapshotAndTheReplayLimit(t *testing.T) {
 	for run, wantDone := range []int64{1, 1, 0} {
 		prog, err := deadletters.Run(ctxT(t), deadletters.Options{
 			Spec: spec, Ref: deadletters.ActionRef{UID: "uid-" + strconv.Itoa(run)}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka,
-			Snapshot: snap, Target: e.toOrdersTier,
+			Snapshot: snap, Target: e.toOrdersTier, Holders: testLedger,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -248,7 +248,7 @@ func TestResumeFromACheckpointProducesNoRecordTwiceExceptInFlight(t *testing.T) 
 	// First run: stopped (ctx canceled) from the progress callback once 40 are done.
 	ctx, cancel := context.WithCancel(ctxT(t))
 	_, err := deadletters.Run(ctx, deadletters.Options{
-		Spec: spec, Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: snap, Target: e.toOrdersTier, ProgressEvery: 10,
+		Spec: spec, Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: snap, Target: e.toOrdersTier, Holders: testLedger, ProgressEvery: 10,
 		OnProgress: func(p deadletters.Progress) {
 			p.ApplyTo(status)
 			if p.Done >= 40 {
@@ -268,7 +268,7 @@ func TestResumeFromACheckpointProducesNoRecordTwiceExceptInFlight(t *testing.T) 
 	e.kafka.mu.Unlock()
 	prog, err := deadletters.Run(ctxT(t), deadletters.Options{
 		Spec: spec, Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: deadletters.OffsetsFromStatus(status.Snapshot),
-		Resume: deadletters.FromStatus(status), Target: e.toOrdersTier, OnProgress: func(p deadletters.Progress) { p.ApplyTo(status) },
+		Resume: deadletters.FromStatus(status), Target: e.toOrdersTier, Holders: testLedger, OnProgress: func(p deadletters.Progress) { p.ApplyTo(status) },
 	})
 	if err == nil {
 		t.Fatal("the injected state write failure did not stop the run")
@@ -277,7 +277,7 @@ func TestResumeFromACheckpointProducesNoRecordTwiceExceptInFlight(t *testing.T) 
 	// Third run: to the end.
 	prog, err = deadletters.Run(ctxT(t), deadletters.Options{
 		Spec: spec, Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: deadletters.OffsetsFromStatus(status.Snapshot),
-		Resume: deadletters.FromStatus(status), Target: e.toOrdersTier,
+		Resume: deadletters.FromStatus(status), Target: e.toOrdersTier, Holders: testLedger,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -210,10 +210,43 @@ func LoadStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, c
 // ScanStates reads the state topic of dlqTopic from the offsets from (per partition; its start
 // where lower or absent; nil: from the start) to its current end, and calls fn with every record:
 // its key's ID and its value decoded, or err when either is invalid (a record whose key is no ID
-// has the zero ID). It returns the state topic's offsets as they were when the scan started (their
-// End is where a later scan goes on). A missing state topic is an error matching
-// kafka.ErrTopicNotFound.
+// has the zero ID); read-from records (ReadFrom) are passed over. It returns the state topic's
+// offsets as they were when the scan started (their End is where a later scan goes on). A missing
+// state topic is an error matching kafka.ErrTopicNotFound.
 func ScanStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn kafka.Connection, dlqTopic string, from map[int32]int64, fn func(id ID, st State, err error)) ([]kafka.PartitionOffsets, error) {
+	return scanStates(ctx, admin, scanner, conn, dlqTopic, from, func(r stateRecord) {
+		if r.readFrom == nil {
+			fn(r.id, r.st, r.err)
+		}
+	})
+}
+
+// ScanStatesAt is ScanStates over the offsets span of the state topic as the caller listed them
+// (Admin.ListOffsets of StateTopic(dlqTopic)): a caller that lists the dead letter topic's offsets
+// after span knows every decision it is given was recorded on a record below those ends.
+func ScanStatesAt(ctx context.Context, scanner kafka.Scanner, conn kafka.Connection, dlqTopic string, span []kafka.PartitionOffsets, from map[int32]int64, fn func(id ID, st State, err error)) error {
+	topic, ok := StateTopic(dlqTopic)
+	if !ok {
+		return fmt.Errorf("dead letter topic %q has no valid state topic name", dlqTopic)
+	}
+	return scanStateRange(ctx, scanner, conn, topic, span, from, func(r stateRecord) {
+		if r.readFrom == nil {
+			fn(r.id, r.st, r.err)
+		}
+	})
+}
+
+// stateRecord is one record of a state topic as read: a decision (id, st or err) or, with readFrom
+// set, a read-from record; at is its offset.
+type stateRecord struct {
+	id       ID
+	st       State
+	err      error
+	at       int64
+	readFrom *ReadFrom
+}
+
+func scanStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn kafka.Connection, dlqTopic string, from map[int32]int64, fn func(stateRecord)) ([]kafka.PartitionOffsets, error) {
 	topic, ok := StateTopic(dlqTopic)
 	if !ok {
 		return nil, fmt.Errorf("dead letter topic %q has no valid state topic name", dlqTopic)
@@ -226,6 +259,13 @@ func ScanStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, c
 	if !ok {
 		return nil, kafka.NewError("load states", kafka.KindTopicNotFound, fmt.Errorf("%w: %s", kafka.ErrTopicNotFound, topic), "")
 	}
+	if err := scanStateRange(ctx, scanner, conn, topic, parts, from, fn); err != nil {
+		return nil, err
+	}
+	return parts, nil
+}
+
+func scanStateRange(ctx context.Context, scanner kafka.Scanner, conn kafka.Connection, topic string, parts []kafka.PartitionOffsets, from map[int32]int64, fn func(stateRecord)) error {
 	ranges := map[int32]kafka.OffsetRange{}
 	for _, p := range parts {
 		start := max(p.Start, from[p.Partition])
@@ -234,27 +274,32 @@ func ScanStates(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, c
 		}
 	}
 	if len(ranges) == 0 {
-		return parts, nil
+		return nil
 	}
-	err = scanner.Scan(ctx, conn, map[string]map[int32]kafka.OffsetRange{topic: ranges}, func(r kafka.Record) {
+	return scanner.Scan(ctx, conn, map[string]map[int32]kafka.OffsetRange{topic: ranges}, func(r kafka.Record) {
+		if string(r.Key) == ReadFromKey {
+			if rf, err := decodeReadFrom(r.Value); err == nil {
+				fn(stateRecord{at: r.Offset, readFrom: &rf})
+			}
+			return
+		}
 		id, ok := ParseID(string(bounded(r.Key, 31)))
 		if !ok || len(r.Key) > 30 {
-			fn(ID{}, State{}, errors.New("state record key is no <partition>/<offset>"))
+			fn(stateRecord{at: r.Offset, err: errors.New("state record key is no <partition>/<offset>")})
 			return
 		}
 		st, err := DecodeState(r.Value)
-		fn(id, st, err)
+		fn(stateRecord{id: id, st: st, err: err, at: r.Offset})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return parts, nil
 }
 
 // StateUpdate is one decision to record; a Pending State writes a tombstone.
 type StateUpdate struct {
 	ID    ID
 	State State
+	// ReadFrom, when set, makes the update a read-from record (ID and State unused), which a survey
+	// returns after its tombstones.
+	ReadFrom *ReadFrom
 }
 
 // WriteStates records updates in the state topic of dlqTopic, keyed "<partition>/<offset>", with the
@@ -268,6 +313,14 @@ func WriteStates(ctx context.Context, producer kafka.Producer, conn kafka.Connec
 	recs := make([]kafka.ProduceRecord, len(updates))
 	for i, u := range updates {
 		recs[i] = kafka.ProduceRecord{Key: []byte(u.ID.String()), Partition: -1}
+		if u.ReadFrom != nil {
+			v, err := encodeReadFrom(*u.ReadFrom)
+			if err != nil {
+				return make([]bool, len(updates)), err
+			}
+			recs[i].Key, recs[i].Value = []byte(ReadFromKey), v
+			continue
+		}
 		if !u.State.Pending() {
 			v, err := EncodeState(u.State)
 			if err != nil {

@@ -91,7 +91,7 @@ func TestRunOnTheFakeSkipsMalformedDeadLetters(t *testing.T) {
 	e := &env{t: t, conn: conn}
 	spec := v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "jane"}
 	prog, err := deadletters.Run(ctx, deadletters.Options{
-		Spec: spec, Ref: ref, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: int64(len(recs))}, Target: e.toOrdersTier,
+		Spec: spec, Ref: ref, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: int64(len(recs))}, Target: e.toOrdersTier, Holders: testLedger,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -170,9 +170,12 @@ func TestCheckTopicTarget(t *testing.T) {
 func TestReplayNamesItsTargetPipeline(t *testing.T) {
 	ctx := context.Background()
 	conn := kafka.Connection{BootstrapServers: []string{"kafka:9092"}}
+	// The tier of each target pipeline, or a source topic for a topic the action names.
+	into := map[string]string{ordersPipe: tierTopic, "shop/audit": "audit.retry.1", "": "orders"}
 	for target, want := range map[string]string{ordersPipe: ordersPipe, "shop/audit": "shop/audit", "": ordersPipe} {
 		f := kafkafake.New()
 		state, _ := deadletters.StateTopic(dlqTopic)
+		tierTopic := into[target]
 		for _, tp := range []string{dlqTopic, state, tierTopic} {
 			f.AddTopic(tp, 1, 1, nil)
 		}
@@ -189,7 +192,7 @@ func TestReplayNamesItsTargetPipeline(t *testing.T) {
 		}
 		spec := v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "jane"}
 		if _, err := deadletters.Run(ctx, deadletters.Options{
-			Spec: spec, Ref: ref, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: 1}, Target: to,
+			Spec: spec, Ref: ref, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: 1}, Target: to, Holders: testLedger,
 		}); err != nil {
 			t.Fatal(err)
 		}

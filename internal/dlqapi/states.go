@@ -131,13 +131,25 @@ func (s *Storage) loadStates(ctx context.Context, admin kafka.Admin, q Queue) (*
 	if !okT || !okS {
 		return none, nil
 	}
+	// The record of decisions' offsets first, then the topic's: every decision read (recorded
+	// before the first listing) is on a record below the ends of the second, so a decision at or
+	// beyond them is on no dead letter.
+	stateOffs, err := admin.ListOffsets(ctx, stateTopic)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	span, ok := stateOffs[stateTopic]
+	if !ok {
+		return none, nil
+	}
 	offs, err := admin.ListOffsets(ctx, q.Topic)
 	if err != nil {
 		return nil, unavailable(err)
 	}
 	starts := map[int32]int64{}
+	ends := map[int32]int64{}
 	for _, p := range offs[q.Topic] {
-		starts[p.Partition] = p.Start
+		starts[p.Partition], ends[p.Partition] = p.Start, p.End
 	}
 	key := q.Conn.Key() + "\x00" + q.Topic
 	clk := s.clock()
@@ -145,7 +157,7 @@ func (s *Storage) loadStates(ctx context.Context, admin kafka.Admin, q Queue) (*
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
 	if qs.overAt.IsZero() || qs.overIDs != topicID+"\x00"+stateID || clk.Since(qs.overAt) >= overRetry {
-		all, err := qs.advance(ctx, admin, s.Kafka, q, topicID, stateID, starts)
+		all, err := qs.advance(ctx, s.Kafka, q, topicID, stateID, span, starts, ends)
 		s.cache.charge(key, qs)
 		switch {
 		case errors.Is(err, kafka.ErrTopicNotFound):
@@ -161,29 +173,29 @@ func (s *Storage) loadStates(ctx context.Context, admin kafka.Admin, q Queue) (*
 	return &stateSource{admin: admin, sc: s.Kafka, q: q, topicID: topicID}, nil
 }
 
-// advance brings the decisions kept up to the end of the record of decisions and returns them:
-// from where the last read stopped when the topics are the same (same IDs, no record below that
-// point removed), from the start otherwise. Decisions on records below starts are dropped. It
-// stops reading, keeps nothing and returns errTooMany as soon as the decisions take more than
-// maxCachedStateBytes.
-func (qs *queueStates) advance(ctx context.Context, admin kafka.Admin, sc kafka.Scanner, q Queue, topicID, stateID string, starts map[int32]int64) (*decisions, error) {
+// advance brings the decisions kept up to span, the end of the record of decisions as listed, and
+// returns them: from where the last read stopped when the topics are the same (same IDs, no record
+// below that point removed), else from the start, or from where the reconciler found that every
+// record before is superseded or on no dead letter held (deadletters.FindReadFrom). Decisions on
+// records outside [starts, ends) are dropped. It stops reading, keeps nothing and returns
+// errTooMany as soon as the decisions take more than maxCachedStateBytes.
+func (qs *queueStates) advance(ctx context.Context, sc kafka.Scanner, q Queue, topicID, stateID string, span []kafka.PartitionOffsets, starts, ends map[int32]int64) (*decisions, error) {
 	from := qs.next
-	if !qs.complete || qs.topicID != topicID || qs.stateID != stateID || len(starts) != len(qs.starts) {
-		from = nil
-	}
+	fresh := !qs.complete || qs.topicID != topicID || qs.stateID != stateID || len(starts) != len(qs.starts)
 	for p, start := range starts {
 		if was, ok := qs.starts[p]; !ok || start < was {
 			// A partition new to the cache, or a start offset gone back (a topic created again on
 			// brokers without topic IDs): the decisions dropped as gone may be back.
-			from = nil
+			fresh = true
 		}
 	}
 	held := func(id deadletters.ID) bool {
 		start, ok := starts[id.Partition]
-		return ok && id.Offset >= start
+		return ok && id.Offset >= start && id.Offset < ends[id.Partition]
 	}
 	var cur *interner // the copy being written, made at the first change
-	if from != nil {
+	var rf *deadletters.ReadFrom
+	if !fresh {
 		for id := range qs.kept.d.byID {
 			if !held(id) {
 				cur = qs.kept.fork()
@@ -192,11 +204,16 @@ func (qs *queueStates) advance(ctx context.Context, admin kafka.Admin, sc kafka.
 		}
 	} else {
 		cur = newInterner()
+		var err error
+		if rf, err = deadletters.FindReadFrom(ctx, sc, q.Conn, q.Topic, topicID, span); err != nil {
+			qs.complete = false
+			return nil, err
+		}
 	}
 	scanCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	over := false
-	span, err := deadletters.ScanStates(scanCtx, admin, sc, q.Conn, q.Topic, from, func(id deadletters.ID, st deadletters.State, err error) {
+	record := func(id deadletters.ID, st deadletters.State, err error) {
 		if over || err != nil {
 			return // an invalid record leaves an earlier valid decision on its key
 		}
@@ -215,7 +232,13 @@ func (qs *queueStates) advance(ctx context.Context, admin kafka.Admin, sc kafka.
 			over = true
 			cancel()
 		}
-	})
+	}
+	var err error
+	if fresh {
+		err = deadletters.ScanStatesFrom(scanCtx, sc, q.Conn, q.Topic, span, rf, record)
+	} else {
+		err = deadletters.ScanStatesAt(scanCtx, sc, q.Conn, q.Topic, span, from, record)
+	}
 	if over {
 		qs.complete, qs.kept, qs.bytes = false, nil, 0
 		return nil, errTooMany
@@ -227,16 +250,16 @@ func (qs *queueStates) advance(ctx context.Context, admin kafka.Admin, sc kafka.
 	next := map[int32]int64{}
 	for _, p := range span {
 		next[p.Partition] = p.End
-		if was, ok := from[p.Partition]; from != nil && (!ok || p.Start > was || p.End < was) {
+		if was, ok := from[p.Partition]; !fresh && (!ok || p.Start > was || p.End < was) {
 			// Records were removed below where the last read stopped, the partition holds fewer than
 			// were read, or it is new: what is kept may be stale. Read it all again.
 			qs.complete = false
-			return qs.advance(ctx, admin, sc, q, topicID, stateID, starts)
+			return qs.advance(ctx, sc, q, topicID, stateID, span, starts, ends)
 		}
 	}
-	if from != nil && len(from) != len(next) {
+	if !fresh && len(from) != len(next) {
 		qs.complete = false
-		return qs.advance(ctx, admin, sc, q, topicID, stateID, starts)
+		return qs.advance(ctx, sc, q, topicID, stateID, span, starts, ends)
 	}
 	if cur == nil {
 		cur = qs.kept // unchanged, and every decision kept is on a record held
