@@ -168,5 +168,6 @@ func TestPipelineAtZeroWakesForAReplayAtOnce(t *testing.T) {
 
 // newKafkaAccessForTest is the Kafka access of the live figures, on clk.
 func newKafkaAccessForTest(clk *clocktesting.FakePassiveClock) *kafkaAccess {
-	return &kafkaAccess{Offsets: kafkastats.NewOffsets(clk), Commits: kafkastats.NewCommits(clk), Due: kafkastats.NewDueOffsets(clk)}
+	return &kafkaAccess{Offsets: kafkastats.NewOffsets(clk), Commits: kafkastats.NewCommits(clk), Due: kafkastats.NewDueOffsets(clk),
+		Replayed: &kafkastats.Replayed{}}
 }
