@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
@@ -10,7 +12,7 @@ import (
 // replayFactory is the factory a dead-letter action's run writes through: where it writes replayed
 // records (those carrying headers.ReplayOf) is noted in k.Replayed, so that a pipeline's due lag
 // and wake time count them as due when written (readDueLag).
-func (k *kafkaAccess) replayFactory(f kafka.ClientFactory) kafka.ClientFactory {
+func (k *kafkaAccess) replayFactory(f kafka.ClientFactory, _ client.Reader) kafka.ClientFactory {
 	if k.Replayed == nil {
 		return f
 	}

@@ -96,7 +96,7 @@ func (x *replayFixture) replay(t *testing.T, partition int32, n int) {
 		}
 		recs = append(recs, rec)
 	}
-	_, err := x.r.Kafka.replayFactory(x.f).ProduceRecords(context.Background(), x.conn, x.tier, recs)
+	_, err := x.r.Kafka.replayFactory(x.f, nil).ProduceRecords(context.Background(), x.conn, x.tier, recs)
 	g.Expect(err).NotTo(HaveOccurred())
 }
 
