@@ -7,10 +7,12 @@ import (
 	"github.com/retryops/retry-operator/internal/kafka"
 )
 
-// Bounds of Replayed: the offset ranges kept per partition, and the tiers kept.
+// Bounds of Replayed: the offset ranges kept per partition, the tiers kept, and the ranges kept in
+// all (16 bytes each: 1 MiB).
 const (
-	maxReplayedRanges = 256
-	maxReplayedTopics = 4096
+	maxReplayedRanges      = 256
+	maxReplayedTopics      = 4096
+	maxReplayedRangesTotal = 1 << 16
 )
 
 // Replayed remembers where the dead-letter replays of this manager wrote into retry tiers: per
@@ -23,18 +25,33 @@ const (
 // again. The ranges of a partition the group has read are dropped as the figures are read; past
 // maxReplayedRanges on a partition the two closest ranges merge (the records between them then count
 // as due: the figure errs towards waking and scaling up, never towards a record left waiting), and
-// past maxReplayedTopics the tier written longest ago is forgotten.
+// past maxReplayedTopics tiers or maxReplayedRangesTotal ranges the tier written longest ago is
+// forgotten.
 type Replayed struct {
 	mu     sync.Mutex
 	seq    uint64
+	ranges int // in all topics
 	topics map[replayedKey]*replayedTopic
 }
 
 type replayedKey struct{ conn, topic string }
 
 type replayedTopic struct {
-	seq   uint64 // when last written, in Note calls
-	parts map[int32][]offsetRange
+	seq    uint64 // when last written, in Note calls
+	ranges int    // in all its partitions
+	parts  map[int32][]offsetRange
+}
+
+// set replaces partition p's ranges of t by rs, keeping the counts.
+func (r *Replayed) set(t *replayedTopic, p int32, rs []offsetRange) {
+	d := len(rs) - len(t.parts[p])
+	t.ranges += d
+	r.ranges += d
+	if len(rs) == 0 {
+		delete(t.parts, p)
+		return
+	}
+	t.parts[p] = rs
 }
 
 // offsetRange is the offsets [first, end), sorted and disjoint in a partition's list.
@@ -82,7 +99,10 @@ func (r *Replayed) Note(connKey, topic string, results []kafka.ProduceResult) {
 		for len(rs) > maxReplayedRanges {
 			rs = mergeClosest(rs)
 		}
-		t.parts[p] = rs
+		r.set(t, p, rs)
+	}
+	for r.ranges > maxReplayedRangesTotal && len(r.topics) > 1 {
+		r.evictOldest()
 	}
 }
 
@@ -95,6 +115,7 @@ func (r *Replayed) evictOldest() {
 			oldest, seq, first = k, t.seq, false
 		}
 	}
+	r.ranges -= r.topics[oldest].ranges
 	delete(r.topics, oldest)
 }
 
@@ -158,11 +179,10 @@ func (r *Replayed) ReplayedDue(connKey, topic string, offsets []kafka.PartitionO
 			k++
 		}
 		rs = rs[k:]
+		r.set(t, o.Partition, rs)
 		if len(rs) == 0 {
-			delete(t.parts, o.Partition)
 			continue
 		}
-		t.parts[o.Partition] = rs
 		counted := from
 		if at, ok := dueEnd[o.Partition]; ok {
 			end := at.Offset

@@ -74,6 +74,28 @@ func TestReplayedStaysBounded(t *testing.T) {
 	if _, ok := r.topics[replayedKey{"c", "t"}]; ok {
 		t.Fatal("the tier written longest ago is kept")
 	}
+
+	// Ranges in all: many partitions of many tiers.
+	var many Replayed
+	for i := range maxReplayedRangesTotal/maxReplayedRanges + 3 {
+		var res []kafka.ProduceResult
+		for j := range int64(maxReplayedRanges) {
+			res = append(res, kafka.ProduceResult{Partition: int32(j % 4), Offset: j * 10})
+		}
+		many.Note("c", "tier-"+strconv.Itoa(i), res)
+		if many.ranges > maxReplayedRangesTotal {
+			t.Fatalf("%d ranges kept after tier %d", many.ranges, i)
+		}
+	}
+	n := 0
+	for _, tp := range many.topics {
+		for _, rs := range tp.parts {
+			n += len(rs)
+		}
+	}
+	if n != many.ranges {
+		t.Fatalf("%d ranges counted, %d kept", many.ranges, n)
+	}
 }
 
 func TestAddRangeMerges(t *testing.T) {
