@@ -105,7 +105,8 @@ func (r *ConsumerPipelineReconciler) refreshLiveFigures(ctx context.Context, s *
 }
 
 // readDueLag works out the due lag from the offsets and commits just read and the due offsets of
-// the tiers (one batched round per connection, kafkastats.DueOffsets). A tier whose delays the
+// the tiers (one batched round per connection, kafkastats.DueOffsets), and the records dead-letter
+// replays wrote into the tiers, due when written (kafkastats.Replayed: no Kafka request). A tier whose delays the
 // plan does not give (the policy is missing) and a draining tier count whole: their records must
 // be consumed and nothing says they wait.
 func (r *ConsumerPipelineReconciler) readDueLag(ctx context.Context, s *pipelineScope, offsets map[string][]kafka.PartitionOffsets, commits map[string]map[int32]int64) {
@@ -125,17 +126,26 @@ func (r *ConsumerPipelineReconciler) readDueLag(ctx context.Context, s *pipeline
 	}
 	due := *s.live.consumerLag
 	if len(ask) > 0 {
-		ends, _, err := r.Kafka.Due.Get(ctx, s.admin, s.connKey, pipelineOwner(client.ObjectKeyFromObject(s.p)), ask, r.RefreshInterval)
+		ends, taken, err := r.Kafka.Due.Get(ctx, s.admin, s.connKey, pipelineOwner(client.ObjectKeyFromObject(s.p)), ask, r.RefreshInterval)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Info("Could not read which retry-tier records are due; due lag in status is left as it was",
 				"consumerPipeline", klog.KObj(s.p), "error", truncate(err.Error(), maxConditionMessage))
 			return
 		}
+		earlier := func(at time.Time) {
+			if s.live.earliestDue == nil || at.Before(*s.live.earliestDue) {
+				s.live.earliestDue = &at
+			}
+		}
 		for name := range ask {
 			due += kafkastats.DueLag(offsets[name], commits[name], ends[name])
-			if at, ok := kafkastats.EarliestWaiting(offsets[name], commits[name], ends[name], earliest[name]); ok &&
-				(s.live.earliestDue == nil || at.Before(*s.live.earliestDue)) {
-				s.live.earliestDue = &at
+			if at, ok := kafkastats.EarliestWaiting(offsets[name], commits[name], ends[name], earliest[name]); ok {
+				earlier(at)
+			}
+			// Records a Replay wrote are due when written, whatever their timestamps say.
+			if n := r.Kafka.replayedDue(s.connKey, name, offsets[name], commits[name], ends[name]); n > 0 {
+				due += n
+				earlier(taken)
 			}
 		}
 	}

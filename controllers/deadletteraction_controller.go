@@ -232,7 +232,7 @@ func (r *DeadLetterActionReconciler) start(ctx context.Context, a *v1.DeadLetter
 	r.runs.begin(key, queue, exclusive, func(runCtx context.Context) {
 		o := deadletters.Options{
 			Spec: a.Spec, Ref: deadletters.ActionRef{Namespace: a.Namespace, Name: a.Name, UID: string(a.UID)},
-			Topic: string(dlq.Spec.Topic.Name), Conn: conn, Kafka: r.Factory, Clock: r.RunClock,
+			Topic: string(dlq.Spec.Topic.Name), Conn: conn, Kafka: r.Kafka.replayFactory(r.Factory, r.Client), Clock: r.RunClock,
 			Snapshot: deadletters.OffsetsFromStatus(a.Status.Snapshot), Resume: deadletters.FromStatus(&a.Status),
 			Target: r.replayTarget(a, conn), Holders: r.topicHolders,
 			OnProgress: func(p deadletters.Progress) {

@@ -162,8 +162,11 @@ type kafkaAccess struct {
 	Topics  *kafkastats.Topics
 	Commits *kafkastats.Commits
 	// Due finds where the due records of each retry tier end (status.dueLag).
-	Due     *kafkastats.DueOffsets
-	Tallies *kafkastats.Tallies
+	Due *kafkastats.DueOffsets
+	// Replayed is where dead-letter replays wrote into retry tiers: records due when written, which
+	// Due takes for retries (nil: none noted).
+	Replayed *kafkastats.Replayed
+	Tallies  *kafkastats.Tallies
 	// ByPipeline is each queue's complete count of dead letters by pipeline, as last written to its
 	// status (status.pipelines shows the 20 largest only), by the queue's owner name.
 	ByPipeline *kafkastats.Counts
@@ -262,6 +265,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 		Due:         kafkastats.NewDueOffsets(opts.Clock),
 		Tallies:     kafkastats.NewTallies(offsets, opts.Kafka),
 		ByPipeline:  &kafkastats.Counts{},
+		Replayed:    &kafkastats.Replayed{},
 	}
 	// Whether PrometheusRule is served, shared by both controllers that apply alert rules.
 	rules := ruleapi.New(mgr, opts.WatchNamespaces)

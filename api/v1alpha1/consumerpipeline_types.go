@@ -417,7 +417,8 @@ type ConsumerPipelineStatus struct {
 	// consumed (consumerLag) plus the retry-tier records whose due time has passed, not those still
 	// waiting for it, plus every record of a draining tier. A tier record counts as due once its
 	// Kafka timestamp is older than the tier's longest delay (jitter included): its due time is at
-	// the latest then. Read with the other figures, so at most one refresh interval old.
+	// the latest then; a record a DeadLetterAction Replay wrote counts as due when written. Read
+	// with the other figures, so at most one refresh interval old.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	DueLag *int64 `json:"dueLag,omitempty"`

@@ -1,6 +1,8 @@
 package render
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -34,11 +36,33 @@ const ExternalMetricDueLag = externalMetricDueLag
 // (the Prometheus gauge's label of the same name).
 const ExternalMetricPipelineLabel = externalMetricPipelineLabel
 
+// ExternalMetricNameHashLabel is the label a value of the external metric carries when its
+// pipeline's name is too long for a label value: the SHA-256 of the whole name, in 32 hex digits.
+const ExternalMetricNameHashLabel = externalMetricPipelineLabel + "-sha256"
+
 // ExternalMetricLabels are the labels of a pipeline's value of the external metric: its name, made
 // a valid label value (names longer than 63 characters are shortened with a hash, as the
-// pipeline label of its children is).
+// pipeline label of its children is), and for a name so shortened ExternalMetricNameHashLabel.
+// A shortened name is itself a valid name that another pipeline of the namespace may have:
+// ExternalMetricSelector tells them apart.
 func ExternalMetricLabels(pipeline string) map[string]string {
-	return map[string]string{externalMetricPipelineLabel: labelValue(pipeline)}
+	l := map[string]string{externalMetricPipelineLabel: labelValue(pipeline)}
+	if l[externalMetricPipelineLabel] != pipeline {
+		sum := sha256.Sum256([]byte(pipeline))
+		l[ExternalMetricNameHashLabel] = hex.EncodeToString(sum[:16])
+	}
+	return l
+}
+
+// ExternalMetricSelector selects the value of the external metric of one pipeline: its labels, and
+// for a name that was not shortened the absence of ExternalMetricNameHashLabel, so that neither of
+// two pipelines, one named like the other's shortened label, reads the other's due lag.
+func ExternalMetricSelector(pipeline string) *metav1.LabelSelector {
+	sel := &metav1.LabelSelector{MatchLabels: ExternalMetricLabels(pipeline)}
+	if _, shortened := sel.MatchLabels[ExternalMetricNameHashLabel]; !shortened {
+		sel.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: ExternalMetricNameHashLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}
+	}
+	return sel
 }
 
 // Autoscaling is what the autoscaler of a pipeline is given: spec.autoscaling with its defaults,
@@ -131,7 +155,7 @@ func HorizontalPodAutoscaler(p *v1.ConsumerPipeline, a *Autoscaling) *autoscalin
 				External: &autoscalingv2.ExternalMetricSource{
 					Metric: autoscalingv2.MetricIdentifier{
 						Name:     externalMetricDueLag,
-						Selector: &metav1.LabelSelector{MatchLabels: ExternalMetricLabels(p.Name)},
+						Selector: ExternalMetricSelector(p.Name),
 					},
 					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: resource.NewQuantity(a.Target, resource.DecimalSI)},
 				},

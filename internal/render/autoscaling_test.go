@@ -77,7 +77,14 @@ func TestHorizontalPodAutoscalerOfAPipelineWithALongName(t *testing.T) {
 	h := render.HorizontalPodAutoscaler(p, render.AutoscalingOf(p, 0))
 	v := h.Spec.Metrics[0].External.Metric.Selector.MatchLabels["consumerpipeline"]
 	g.Expect(len(v)).To(BeNumerically("<=", 63), "a valid label value")
-	g.Expect(render.ExternalMetricLabels(p.Name)).To(Equal(map[string]string{"consumerpipeline": v}))
+	g.Expect(render.ExternalMetricLabels(p.Name)).To(Equal(map[string]string{"consumerpipeline": v,
+		"consumerpipeline-sha256": "2816597888e4a0d3a36b82b83316ab32"}), "the shortened label and the whole name's hash")
+	g.Expect(h.Spec.Metrics[0].External.Metric.Selector.MatchExpressions).To(BeEmpty())
+	p.Name = "orders"
+	h = render.HorizontalPodAutoscaler(p, render.AutoscalingOf(p, 0))
+	g.Expect(h.Spec.Metrics[0].External.Metric.Selector.MatchLabels).To(Equal(map[string]string{"consumerpipeline": "orders"}))
+	g.Expect(h.Spec.Metrics[0].External.Metric.Selector.MatchExpressions).To(Equal([]metav1.LabelSelectorRequirement{
+		{Key: "consumerpipeline-sha256", Operator: metav1.LabelSelectorOpDoesNotExist}}), "a name that fits: no hash label")
 	g.Expect(h.Spec.ScaleTargetRef.Name).To(Equal(p.Name))
 }
 

@@ -14,7 +14,8 @@
 // retryops.due), earliest first whatever its offset. A tier partition reads ahead within a window
 // (maxBufferedRecords records, at least 16 MiB) and is paused (franz-go PauseFetchPartitions) only
 // while that window is full or while nothing it holds, nor anything behind the last record fetched
-// (that record's timestamp plus the tier's shortest delay), can fall due within resumeLead; a timer
+// (the latest timestamp of the retries fetched plus the tier's shortest delay; a Replay's record,
+// due when written, is no retry's and does not count), can fall due within resumeLead; a timer
 // runs the scheduler at the next due time. So nothing sleeps, the policy's jitter survives the tier,
 // and the source topic keeps flowing. A Retry-After wait goes to the tier whose delays cover it
 // (settings.retryTier), which keeps each tier roughly in due order.

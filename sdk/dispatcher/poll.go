@@ -28,7 +28,7 @@ type partState struct {
 	batched  int         // records in the batch being filled (batch.go)
 	stuck    int         // in-flight dead letters that cannot be written (deadletter.go)
 	hw       int64       // high watermark seen in the last fetch
-	lastTime time.Time   // timestamp of the last record fetched (at most now): a retry tier's look-ahead
+	lastTime time.Time   // latest timestamp of the retries fetched (at most now; a Replay's records not counted): a retry tier's look-ahead
 
 	// ctx ends when the partition is forgotten (or every delivery is abandoned at a stop): it is
 	// the context of its deliveries; dlqCtx, ending then too (or when pending writes are
@@ -109,8 +109,11 @@ func (e *Engine) pollLoop(ctx context.Context) error {
 				if r.Offset < ps.startedTo {
 					e.m.Redeliveries.Inc()
 				}
-				ps.add(newItem(r, ps, &e.settings, now))
-				if r.Timestamp.After(ps.lastTime) {
+				it := newItem(r, ps, &e.settings, now)
+				ps.add(it)
+				// A Replay's record is due when written: only a retry's timestamp, taken when its
+				// delay started, bounds when the records behind it come due.
+				if !it.replayWrite && r.Timestamp.After(ps.lastTime) {
 					ps.lastTime = r.Timestamp
 				}
 			}

@@ -25,6 +25,9 @@ type item struct {
 
 	replayOf    string // a replayed dead letter's headers.ReplayOf, carried forward; "" when not replayed
 	replayCount int    // and its headers.ReplayCount
+	// replayWrite is set on a Replay's own record (0 attempts on a tier): due when written, its
+	// timestamp is not the start of a delay, so it says nothing of when the records behind it are due.
+	replayWrite bool
 
 	batchSize int64 // what it puts in a batch (batchRecordSize), once sized; 0 before
 	heapIdx   int   // its index in its retry tier's dueHeap while queued there
@@ -226,7 +229,7 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 		return
 	}
 	if attempts == 0 { // a replayed dead letter: a fresh first delivery from the replay time on
-		it.attempt, it.due, it.srcTime = 1, due, due
+		it.attempt, it.due, it.srcTime, it.replayWrite = 1, due, due, true
 		return
 	}
 	it.attempt = int32(attempts) + 1

@@ -181,8 +181,10 @@ func (e *Engine) holdSourceLocked() {
 // (zero: on the next event). Every partition pauses while the breaker is open; a source partition
 // while the source is held for back-pressure (holdSourceLocked). A retry tier also
 // pauses while its look-ahead window is full, and while nothing it holds nor anything behind it can
-// fall due within resumeLead: no record behind the last one fetched is due before that record's
-// timestamp plus the tier's shortest delay.
+// fall due within resumeLead: no retry behind the last one fetched is due before that retry's
+// timestamp plus the tier's shortest delay. A Replay's record, due when written, does not count
+// (partState.lastTime): a rate-limited Replay's next records are fetched as they are written, but
+// those written behind a waiting retry wait, in a paused partition, until that retry is due.
 func (e *Engine) wantPausedLocked(ps *partState, now time.Time, breakerOpen bool) (bool, time.Time) {
 	if ps.revoking || ps.gone {
 		return false, time.Time{}
