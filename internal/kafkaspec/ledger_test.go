@@ -103,3 +103,28 @@ func TestLedgerEpochIsWhenTheManagerStarted(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "op", Name: "retry-operator-topic-ledger"}, cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("since", "2026-11-23T12:00:00Z"))
 }
+
+// TestLedgerIgnoresTheCreatedTopicsAnnotation: retry.retryops.dev/created-topics, which the resource's
+// author can write, never enters the ledger, however old the resource and whichever manager (first
+// or restarted) meets it first: nothing is recorded, owned or served for it.
+func TestLedgerIgnoresTheCreatedTopicsAnnotation(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	forged := map[string]string{"retry.retryops.dev/created-topics": "other.payments,other.payments.state"}
+	old := queue("old", "old", now.Add(-365*24*time.Hour), forged)
+	l, c := newLedger(t, now)
+	g.Expect(l.Topics(ctx, old)).To(BeEmpty())
+	g.Expect(l.Owns(ctx, old, "other.payments")).To(BeFalse())
+
+	// A restarted manager, started later still, with a resource created just before it.
+	restarted := &kafkaspec.Ledger{Reader: c, Writer: c, Namespace: "op", Clock: clocktesting.NewFakePassiveClock(now.Add(time.Hour))}
+	justBefore := queue("before-restart", "before-restart", now.Add(59*time.Minute), forged)
+	for _, q := range []*v1.DeadLetterQueue{old, justBefore} {
+		g.Expect(restarted.Topics(ctx, q)).To(BeEmpty(), q.Name)
+		g.Expect(restarted.Recorded(ctx, q, "other.payments")).To(BeFalse(), q.Name)
+	}
+	list := &corev1.ConfigMapList{}
+	g.Expect(c.List(ctx, list, client.InNamespace("op"))).To(Succeed())
+	g.Expect(list.Items).To(BeEmpty(), "nothing is written to the ledger for an annotation")
+}
