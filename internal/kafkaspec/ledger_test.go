@@ -128,3 +128,24 @@ func TestLedgerIgnoresTheCreatedTopicsAnnotation(t *testing.T) {
 	g.Expect(c.List(ctx, list, client.InNamespace("op"))).To(Succeed())
 	g.Expect(list.Items).To(BeEmpty(), "nothing is written to the ledger for an annotation")
 }
+
+// TestLedgerHoldersOf: one list of the ledger says, for each topic asked about, every resource whose
+// record holds it.
+func TestLedgerHoldersOf(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	l, _ := newLedger(t, now)
+	a, b := queue("a", "a", now, nil), queue("b", "b", now, nil)
+	g.Expect(l.Record(ctx, a, "t", "a.state")).To(Succeed())
+	g.Expect(l.Record(ctx, b, "t")).To(Succeed())
+	by, err := l.HoldersOf(ctx, "t", "a.state", "nobody")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(by).To(HaveLen(2))
+	g.Expect(by["t"]).To(ConsistOf(
+		HaveField("String()", "DeadLetterQueue team/a"), HaveField("String()", "DeadLetterQueue team/b")))
+	g.Expect(by["a.state"]).To(ConsistOf(And(HaveField("String()", "DeadLetterQueue team/a"), HaveField("Topics", []string{"a.state", "t"}))))
+	g.Expect(by["a.state"][0].Is("DeadLetterQueue", "team", "a")).To(BeTrue())
+	g.Expect(by["a.state"][0].Is("ConsumerPipeline", "team", "a")).To(BeFalse())
+	g.Expect(l.Holders(ctx, "nobody")).To(BeEmpty())
+}
