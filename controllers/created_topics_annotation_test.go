@@ -20,18 +20,18 @@ import (
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
-// createdTopicsAnnotation is where a release before the topic ledger would have recorded the topics
-// it created; its resource's author can write it.
+// createdTopicsAnnotation is where the operator recorded created topics before the topic ledger; a
+// resource's author can write it.
 const createdTopicsAnnotation = "retry.retryops.dev/created-topics"
 
 // TestACreatedTopicsAnnotationGainsNothing: under --topic-prefix '{namespace}.', a tenant annotates
 // its pipeline (deletionPolicy Delete) with another namespace's topic that holds records, and its
-// queue (a count limit, Delete) names that namespace's dead-letter topic and is annotated with it.
-// The manager reconciling them starts after they were created, on a ledger it has never used, and
-// is then restarted. Whatever the annotation says, the pipeline's dispatchers do not consume the
-// other's topic nor does the manager delete it; the queue is refused by the claim policy, trims
-// nothing, is not what the deadletters API serves that topic for (the ledger does not record it for
-// the queue) and its deletion keeps the topic.
+// queue (a count limit, Delete, Adopt) names that namespace's dead-letter topic and is annotated
+// with it. The manager reconciling them starts after they were created, on a ledger it has never
+// used, and is then restarted. Whatever the annotation says, the pipeline's dispatchers do not
+// consume the other's topic nor does the manager delete it; the queue is refused by the claim
+// policy, trims nothing, is not what the deadletters API serves that topic for (the ledger does not
+// record it for the queue) and its deletion keeps the topic.
 func TestACreatedTopicsAnnotationGainsNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -53,6 +53,7 @@ func TestACreatedTopicsAnnotationGainsNothing(t *testing.T) {
 	stolen.Labels = labels
 	stolen.Annotations = map[string]string{createdTopicsAnnotation: billing + "," + billing + ".state"}
 	stolen.Spec.Topic.Partitions = 1
+	stolen.Spec.Topic.ExistingTopic = v1.ExistingTopicAdopt
 	stolen.Spec.Retention = &v1.DeadLetterRetention{MaxMessages: ptr.To(int64(1))}
 	stolen.Spec.DeletionPolicy = v1.DeletionPolicyDelete
 	g.Expect(env.Client.Create(ctx, backoffPolicy(tenant, "p", 2, time.Second, time.Minute))).To(Succeed())
