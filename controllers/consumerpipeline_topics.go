@@ -250,6 +250,12 @@ func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pip
 			}
 		}
 	}
+	// The claim policy first: its refusal is of the spec, for good.
+	for _, name := range names {
+		if p := r.claimProblem(s.p, name); p != nil {
+			return p
+		}
+	}
 	conflict, err := r.heldElsewhere(ctx, s, adoptedSource, existing)
 	if err != nil {
 		return err
@@ -261,11 +267,6 @@ func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pip
 		return &problem{Reason: v1.ReasonTopicNotOwned, Kind: problemUser, Message: truncate(fmt.Sprintf(
 			"retry topics %s exist and the operator did not create them for this pipeline: they are left unchanged and the pipeline does not run on them; "+
 				"delete them, or set spec.source.create.existingTopic: Adopt to manage them", strings.Join(foreign, ", ")), maxConditionMessage)}
-	}
-	for _, name := range names {
-		if p := r.claimProblem(s.p, name); p != nil {
-			return p
-		}
 	}
 	if len(names) == 0 {
 		return nil
