@@ -1,10 +1,6 @@
 package controllers
 
-import (
-	"time"
-
-	"github.com/retryops/retry-operator/internal/kafkaspec"
-)
+import "time"
 
 // topicFinalizer guards the Kafka topics of DeadLetterQueues and ConsumerPipelines: it is added
 // before the first Kafka side effect and removed once the deletion policy has been carried out, or
@@ -14,11 +10,6 @@ const topicFinalizer = "retry.retryops.dev/topic"
 // Annotations the operator writes on the DeadLetterQueues and ConsumerPipelines it reconciles (status
 // is rebuilt from the world and never read back as a record of what the operator did).
 const (
-	// annotationCreatedTopics is where versions before the topic ledger (kafkaspec.Ledger) recorded
-	// the topics they created: read once, for resources older than the ledger, never written. The
-	// ledger, in the manager's namespace, is the record now: an annotation is the resource author's
-	// to write, and could name anyone's topic.
-	annotationCreatedTopics = kafkaspec.LegacyCreatedTopicsAnnotation
 	// annotationDeletionFailure is the error of the last failed attempt to delete a deleting
 	// resource's topics. Once the deletion bound has passed it means an attempt was made and failed:
 	// no new one is made, and the finalizer goes with a Warning event quoting it.

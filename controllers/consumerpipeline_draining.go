@@ -24,7 +24,7 @@ import (
 )
 
 // The retry tiers a policy or naming change leaves behind (the unused tiers: created by the
-// pipeline, annotationCreatedTopics, and no longer in the plan) may still hold records waiting for
+// pipeline, in its topic ledger record, and no longer in the plan) may still hold records waiting for
 // a retry. While they do (the consumer group's committed offsets are below their end), they drain:
 // the dispatcher config lists them under topics.draining, so the consumers deliver those records at
 // their due time and then follow the current policy. This is so under both deletion policies. Once

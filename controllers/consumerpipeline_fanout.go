@@ -167,28 +167,56 @@ func (r *ConsumerPipelineReconciler) findSourceOwner(ctx context.Context, s *pip
 	return nil
 }
 
-// heldTiers returns, of the existing tiers the pipeline did not create (foreign), those another
-// resource's ledger record holds, with that resource: an older pipeline's tiers (the tiers of a
-// release that named them after the source, draining) or a queue's. It lists the whole ledger, so
-// it runs only when such a tier exists.
-func (r *ConsumerPipelineReconciler) heldTiers(ctx context.Context, s *pipelineScope, foreign []string) (held []string, by string, err error) {
-	for _, name := range foreign {
-		hs, err := r.Ledger.Holders(ctx, name)
-		if err != nil {
-			return nil, "", err
-		}
-		for _, h := range hs {
-			if h.Namespace == s.p.Namespace && h.Name == s.p.Name && h.Kind == "ConsumerPipeline" {
-				continue
-			}
+// heldElsewhere is the TopicConflict of the existing topics the pipeline would run on or take
+// without having created them, when another resource's ledger record holds one: of tiers (the
+// retry tiers it would adopt, or would report as someone else's), an older pipeline's (the tiers of a
+// release that named them after the source, draining) or a queue's; of source (the source it would
+// adopt; "" when none), any but a pipeline reading it as its source too (which of those manages it
+// is findSourceOwner's to say). Adoption never takes what another resource manages: both would
+// reconfigure it, read it as their own and, under deletionPolicy Delete, delete it under the other.
+// It lists the whole ledger, so it runs only when such a topic exists.
+func (r *ConsumerPipelineReconciler) heldElsewhere(ctx context.Context, s *pipelineScope, source string, tiers []string) (*problem, error) {
+	topics := slices.Clone(tiers)
+	if source != "" {
+		topics = append(topics, source)
+	}
+	if len(topics) == 0 {
+		return nil, nil
+	}
+	holders, err := r.Ledger.HoldersOf(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	self := func(h kafkaspec.Holder) bool { return h.Is("ConsumerPipeline", s.p.Namespace, s.p.Name) }
+	var held []string
+	var by string
+	for _, name := range tiers {
+		if i := slices.IndexFunc(holders[name], func(h kafkaspec.Holder) bool { return !self(h) }); i >= 0 {
 			held = append(held, name)
 			if by == "" {
-				by = h.String()
+				by = holders[name][i].String()
 			}
-			break
 		}
 	}
-	return held, by, nil
+	if len(held) > 0 {
+		return tierConflict(joinTiers(held), by), nil
+	}
+	for _, h := range holders[source] {
+		if self(h) {
+			continue
+		}
+		if h.Kind == "ConsumerPipeline" {
+			// One that cannot be read (gone, its record not swept yet) may still be what the record says.
+			o := &v1.ConsumerPipeline{}
+			if r.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Name}, o) == nil && string(o.Spec.Source.Topic) == source {
+				continue
+			}
+		}
+		return &problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
+			"source topic %q is managed by %s (the operator's topic ledger holds it for that one): spec.source.create.existingTopic Adopt never takes it over; "+
+				"this pipeline leaves it alone and runs no consumers until that one lets it go, or drop spec.source.create", source, h), maxConditionMessage)}, nil
+	}
+	return nil, nil
 }
 
 // otherPipelinesSharing maps a pipeline to the other pipelines on its source, in its consumer group

@@ -214,47 +214,59 @@ func (r *topicReconciler) noteTopicChange(connKey, name string, now kafka.TopicI
 // adopt, all in one write, before any is created. Each must be one the manager's claim policy gives
 // the namespace. An existing retry tier the operator did not create is someone else's topic: the
 // pipeline stops there (TopicNotOwned) unless spec.source.create.existingTopic is Adopt, rather
-// than reconfigure it and mix its records with retries.
+// than reconfigure it and mix its records with retries. Nothing is adopted that another resource's
+// ledger record holds (heldElsewhere): the pipeline stops with TopicConflict, as for a tier base
+// another pipeline has.
 func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pipelineScope) error {
 	var names []string
 	sourceName := string(s.p.Spec.Source.Topic)
 	source := s.described[sourceName]
 	sourcePartitions := source.Partitions
+	var adoptedSource string
 	if want, managed := sourceSpec(s); managed && !slices.Contains(s.owned, sourceName) {
 		names = append(names, want.Name)
 		if !source.Exists {
 			sourcePartitions = want.Partitions
+		} else {
+			adoptedSource = sourceName
 		}
 	}
 	adopt := s.p.Spec.Source.Create != nil && s.p.Spec.Source.Create.ExistingTopic == v1.ExistingTopicAdopt
-	var foreign []string
+	// existing are the tiers that exist and that the pipeline did not create: adopted, or foreign
+	// (someone else's) without Adopt.
+	var existing, foreign []string
 	if want, _ := tierSpec(s.p, sourcePartitions); s.planKnown && want.Partitions > 0 {
 		for _, t := range s.tiers {
 			switch {
 			case s.blocked[t.Name] || slices.Contains(s.owned, t.Name):
-			case !s.described[t.Name].Exists || adopt:
+			case !s.described[t.Name].Exists:
+				names = append(names, t.Name)
+			case adopt:
+				existing = append(existing, t.Name)
 				names = append(names, t.Name)
 			default:
+				existing = append(existing, t.Name)
 				foreign = append(foreign, t.Name)
 			}
 		}
 	}
-	held, by, err := r.heldTiers(ctx, s, foreign)
+	// The claim policy first: its refusal is of the spec, for good.
+	for _, name := range names {
+		if p := r.claimProblem(s.p, name); p != nil {
+			return p
+		}
+	}
+	conflict, err := r.heldElsewhere(ctx, s, adoptedSource, existing)
 	if err != nil {
 		return err
 	}
-	if len(held) > 0 {
-		return r.refuse(s, tierConflict(joinTiers(held), by))
+	if conflict != nil {
+		return r.refuse(s, conflict)
 	}
 	if len(foreign) > 0 {
 		return &problem{Reason: v1.ReasonTopicNotOwned, Kind: problemUser, Message: truncate(fmt.Sprintf(
 			"retry topics %s exist and the operator did not create them for this pipeline: they are left unchanged and the pipeline does not run on them; "+
 				"delete them, or set spec.source.create.existingTopic: Adopt to manage them", strings.Join(foreign, ", ")), maxConditionMessage)}
-	}
-	for _, name := range names {
-		if p := r.claimProblem(s.p, name); p != nil {
-			return p
-		}
 	}
 	if len(names) == 0 {
 		return nil

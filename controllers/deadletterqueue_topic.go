@@ -90,7 +90,7 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 		take := []takenTopic{{s.want.Name, have}}
 		// The record of decisions is taken with the topic when it may be: one write of the ledger,
 		// not two. When it may not, reconcileStateTopic reports why.
-		if n := s.stateWant.Name; n != "" && !slices.Contains(owned, n) && r.takeProblem(s, n, s.stateHave) == nil {
+		if n := s.stateWant.Name; n != "" && !slices.Contains(owned, n) {
 			take = append(take, takenTopic{n, s.stateHave})
 		}
 		if err := r.takeTopics(ctx, s, take...); err != nil {
@@ -145,35 +145,90 @@ type takenTopic struct {
 	have kafka.TopicInfo
 }
 
-// takeTopics makes topics not yet in the ledger the queue's own: refused when one exists and the
-// queue does not ask to adopt it, or when the claim policy does not give the namespace its name;
-// otherwise they are recorded in the ledger, in one write, before they are created or adopted.
+// takeTopics makes topics not yet in the ledger the queue's own: the first must be taken, the others
+// are taken with it when they may be (their own step reports why not). One is refused when it
+// exists and the queue does not ask to adopt it, when the claim policy does not give the namespace
+// its name, or when it exists and another resource's ledger record holds it (heldElsewhere); the
+// others are recorded in the ledger, in one write, before they are created or adopted.
 func (r *DeadLetterQueueReconciler) takeTopics(ctx context.Context, s *dlqScope, topics ...takenTopic) error {
-	names := make([]string, 0, len(topics))
-	for _, t := range topics {
-		if p := r.takeProblem(s, t.name, t.have); p != nil {
-			if p.Reason == v1.ReasonTopicNotOwned {
-				r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
+	problems := make([]*problem, len(topics))
+	var adopting []string
+	for i, t := range topics {
+		if problems[i] = r.takeProblem(s, t.name, t.have); problems[i] == nil && t.have.Exists {
+			adopting = append(adopting, t.name)
+		}
+	}
+	if problems[0] == nil {
+		held, err := r.heldElsewhere(ctx, s, adopting)
+		if err != nil {
+			return err
+		}
+		for i, t := range topics {
+			if problems[i] == nil {
+				problems[i] = held[t.name]
 			}
-			return p
+		}
+	}
+	if p := problems[0]; p != nil {
+		if p.Reason == v1.ReasonTopicNotOwned || p.Reason == v1.ReasonTopicConflict {
+			r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
+		}
+		return p
+	}
+	var names, adopted []string
+	for i, t := range topics {
+		if problems[i] != nil {
+			continue
 		}
 		names = append(names, t.name)
+		if t.have.Exists {
+			adopted = append(adopted, t.name)
+		}
 	}
 	if err := r.recordCreatedTopics(ctx, s.dlq, names...); err != nil {
 		return err
 	}
-	var adopted []string
-	for _, t := range topics {
-		if t.have.Exists {
-			ctrl.LoggerFrom(ctx).Info("Adopted topic", "deadLetterQueue", klog.KObj(s.dlq), "topic", t.name)
-			adopted = append(adopted, t.name)
-		}
+	for _, name := range adopted {
+		ctrl.LoggerFrom(ctx).Info("Adopted topic", "deadLetterQueue", klog.KObj(s.dlq), "topic", name)
 	}
 	if len(adopted) > 0 {
 		// One event: a second of the same reason would join its series and lose its note.
 		r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, eventTopicAdopted, "ReconcileTopic", "Topic %s adopted (existingTopic Adopt)", strings.Join(adopted, " and "))
 	}
 	return nil
+}
+
+// heldElsewhere returns, of the existing topics the queue would adopt (names), the TopicConflict of
+// each one that another resource's ledger record holds: a pipeline's source or retry tier, or a
+// queue's topic or record of decisions. A queue whose own topic is this queue's is left to the
+// Claim step (the oldest of the two has it). Adoption never takes what another resource manages:
+// both would reconfigure and trim it and, under deletionPolicy Delete, delete it under the other.
+// It lists the whole ledger, so it runs only for an adoption.
+func (r *DeadLetterQueueReconciler) heldElsewhere(ctx context.Context, s *dlqScope, names []string) (map[string]*problem, error) {
+	holders, err := r.Ledger.HoldersOf(ctx, names...)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*problem{}
+	for _, name := range names {
+		for _, h := range holders[name] {
+			if h.Is("DeadLetterQueue", s.dlq.Namespace, s.dlq.Name) {
+				continue
+			}
+			if h.Kind == "DeadLetterQueue" {
+				// One that cannot be read (gone, its record not swept yet) may still be what the record says.
+				o := &v1.DeadLetterQueue{}
+				if r.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Name}, o) == nil && o.Spec.Topic.Name == s.dlq.Spec.Topic.Name {
+					continue
+				}
+			}
+			out[name] = &problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
+				"topic %q is managed by %s (the operator's topic ledger holds it for that one): existingTopic Adopt never takes it over; "+
+					"this queue leaves it alone until that one lets it go, or name another topic", name, h), maxConditionMessage)}
+			break
+		}
+	}
+	return out, nil
 }
 
 // takeProblem says why the queue may not take name, described as have, as its own; nil when it may.

@@ -11,9 +11,10 @@ import (
 )
 
 // A Replay goes through a pipeline's first retry topic only while that topic is the pipeline's
-// alone: a queue that adopted it (existingTopic: Adopt; the pipeline then reports a TopicConflict
-// and leaves it) has made it a dead-letter topic, and the replayed records would be dead letters
-// of that queue. The dead letter is skipped as having no target, and nothing is written there.
+// alone: a queue that made it first (its dead-letter topic, named as the pipeline's first tier
+// would be; the pipeline then reports a TopicConflict and leaves it) has made it a dead-letter
+// topic, and the replayed records would be dead letters of that queue. The dead letter is skipped as
+// having no target, and nothing is written there.
 func TestReplayNeverGoesThroughATierAQueueTook(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -22,18 +23,17 @@ func TestReplayNeverGoesThroughATierAQueueTook(t *testing.T) {
 	q := newDLQ(ns, "dlq", ns+".dlq")
 	q.Spec.Topic.Partitions = 1
 	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
+	tier := ns + ".orders.retry.1"
+	thief := newDLQ(ns, "thief", tier)
+	thief.Spec.Topic.Partitions = 1
+	g.Expect(env.Client.Create(ctx, thief)).To(Succeed())
+	g.Eventually(dlqReady(thief), wait, poll).Should(isReady())
 	g.Expect(env.Client.Create(ctx, samplePolicy(t, "chatbot", ns))).To(Succeed())
 	p := newPipeline(ns, "orders", ns+".src", "chatbot", "dlq")
 	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
-	tier := p.Status.Topics.Retries[0].Name
-	thief := newDLQ(ns, "thief", tier)
-	thief.Spec.Topic.ExistingTopic = v1.ExistingTopicAdopt
-	thief.Spec.Topic.Partitions = 1
-	g.Expect(env.Client.Create(ctx, thief)).To(Succeed())
-	g.Eventually(dlqReady(thief), wait, poll).Should(isReady())
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).ShouldNot(isReady())
+	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicConflict), HaveField("Message", ContainSubstring(tier))))
+	g.Expect(p.Status.Topics.Retries[0].Name).To(Equal(tier))
 	g.Eventually(dlqReady(q), wait, poll).Should(isReady())
 	writeDeadLetters(t, ns+".dlq", ns+".src", ns+"/orders", []actionDeadLetter{{reason: headers.ReasonNonRetriable, errorType: "HTTP422"}})
 	a := newAction(ns, "replay", "dlq", v1.DeadLetterReplay, nil)

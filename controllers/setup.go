@@ -276,9 +276,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 	if opts.OperatorNamespace == "" {
 		opts.OperatorNamespace = DefaultOperatorNamespace
 	}
-	// The ledger's epoch, if this is its first manager, is now: a resource created from here on is
-	// younger than the ledger, however late its first reconcile.
-	ledger := &kafkaspec.Ledger{Reader: mgr.GetAPIReader(), Writer: c, Namespace: opts.OperatorNamespace, Clock: opts.Clock, Since: opts.Clock.Now()}
+	ledger := &kafkaspec.Ledger{Reader: mgr.GetAPIReader(), Writer: c, Namespace: opts.OperatorNamespace, Clock: opts.Clock}
 	// Secrets are read uncached, never through an informer (cache.go).
 	c = secretsFromAPI{Client: c, api: mgr.GetAPIReader()}
 	topics := func(name string) topicReconciler {
@@ -444,13 +442,10 @@ func specOrLifecycleChanged() predicate.Predicate {
 // userAnnotations are the annotations of o but those the operator writes.
 func userAnnotations(o client.Object) map[string]string {
 	a := o.GetAnnotations()
-	if _, ok := a[annotationCreatedTopics]; !ok {
-		if _, ok := a[annotationDeletionFailure]; !ok {
-			return a
-		}
+	if _, ok := a[annotationDeletionFailure]; !ok {
+		return a
 	}
 	a = maps.Clone(a)
-	delete(a, annotationCreatedTopics)
 	delete(a, annotationDeletionFailure)
 	return a
 }

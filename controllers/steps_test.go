@@ -160,7 +160,6 @@ func TestTheOperatorsOwnAnnotationsTriggerNoReconcile(t *testing.T) {
 	g := NewWithT(t)
 	old := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Name: "q", Annotations: map[string]string{"team": "a"}}}
 	own := old.DeepCopy()
-	own.Annotations[annotationCreatedTopics] = "q.dlq"
 	own.Annotations[annotationDeletionFailure] = "refused"
 	p := specOrLifecycleChanged()
 	g.Expect(p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: own})).To(BeFalse())

@@ -93,7 +93,7 @@ func TestDeadLetterQueueNeverTouchesATopicItDidNotCreate(t *testing.T) {
 	g.Expect(describe(adm, topic)()).To(Equal(topicState{Exists: true, Partitions: 2, Configs: map[string]string{"retention.ms": "86400000"}}))
 
 	q := newDLQ(ns, "stolen", topic)
-	q.Annotations = map[string]string{kafkaspec.LegacyCreatedTopicsAnnotation: topic} // forged
+	q.Annotations = map[string]string{createdTopicsAnnotation: topic} // forged
 	q.Spec.Topic.Partitions = 6
 	q.Spec.Topic.Config = map[string]string{"cleanup.policy": "compact"}
 	q.Spec.Retention = &v1.DeadLetterRetention{MaxMessages: ptr.To(int64(1))}

@@ -168,7 +168,9 @@ type TopicCreation struct {
 	// existingTopic is what happens when the topic exists and the operator did not create it (for
 	// this pipeline): Refuse (the default) consumes it but never changes its configs or partitions
 	// nor deletes it; Adopt manages it as if created here, which the manager allows only for names
-	// its topic claim policy gives this namespace (--topic-prefix).
+	// its topic claim policy gives this namespace (--topic-prefix), and never for a topic the
+	// operator manages for another resource (reason TopicConflict; pipelines sharing a source are
+	// the exception: one of them manages it).
 	// +kubebuilder:default=Refuse
 	// +optional
 	ExistingTopic ExistingTopic `json:"existingTopic,omitempty"`

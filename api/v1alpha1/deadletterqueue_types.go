@@ -72,7 +72,8 @@ type DeadLetterTopic struct {
 	// existingTopic is what happens when the topic exists and the operator did not create it (for
 	// this queue): Refuse (the default) leaves it unchanged, reads none of its records and reports
 	// TopicReady False with reason TopicNotOwned; Adopt manages it as if created here, which the
-	// manager allows only for names its topic claim policy gives this namespace (--topic-prefix).
+	// manager allows only for names its topic claim policy gives this namespace (--topic-prefix),
+	// and never for a topic the operator manages for another resource (reason TopicConflict).
 	// +kubebuilder:default=Refuse
 	// +optional
 	ExistingTopic ExistingTopic `json:"existingTopic,omitempty"`

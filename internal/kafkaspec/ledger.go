@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,19 +20,13 @@ import (
 // each resource: one ConfigMap per resource in the manager's own namespace, which tenants cannot
 // write, unlike the resource itself (an annotation on it could be forged to make the operator trim
 // or delete someone else's topic). It survives a status wipe and the resource's annotations being
-// edited, and goes when the resource's finalizer lets go.
+// edited, and goes when the resource's finalizer lets go. Nothing on the resource is ever read into
+// it: a topic enters it only through Record, after the claim checks of the one recording it.
 const (
 	// LedgerLabel marks the ledger's ConfigMaps (value: the kind of the resource).
 	LedgerLabel = "retry.retryops.dev/topic-ledger"
 	// ledgerTopicsKey holds the topic names, one per line, sorted.
 	ledgerTopicsKey = "topics"
-	// ledgerEpochName is the ConfigMap that says since when the ledger is kept (ledgerEpochKey, RFC
-	// 3339): a resource created before that, with no ledger entry, had its created topics recorded
-	// in LegacyCreatedTopicsAnnotation by an earlier version, and those are taken over once.
-	ledgerEpochName = "retry-operator-topic-ledger"
-	ledgerEpochKey  = "since"
-	// LegacyCreatedTopicsAnnotation is where versions before the ledger recorded created topics.
-	LegacyCreatedTopicsAnnotation = "retry.retryops.dev/created-topics"
 	// maxLedgerTopics bounds the topics one resource may have recorded (a pipeline's source and its
 	// retry tiers, drained ones included, stay far below it).
 	maxLedgerTopics = 1000
@@ -48,19 +41,14 @@ type Ledger struct {
 	Writer client.Client
 	// Namespace is the manager's own namespace, which holds the ledger.
 	Namespace string
-	// Clock stamps the ledger's epoch; the real clock when nil.
+	// Clock tells a sweep how old a record is; the real clock when nil.
 	Clock clock.PassiveClock
-	// Since is when the ledger's manager started: the epoch recorded on first use when none is yet
-	// (Clock's now when zero). A resource created after it cannot be older than the ledger, however
-	// late its first reconcile comes.
-	Since time.Time
 
 	mu     sync.Mutex
 	topics map[types.UID][]string
 	// stored are the resources whose record exists, as read or written: a change to it is a patch,
 	// without a create refused first.
 	stored map[types.UID]bool
-	epoch  time.Time
 }
 
 // ledgerName is the ConfigMap holding o's topics.
@@ -92,16 +80,7 @@ func (l *Ledger) load(ctx context.Context, o client.Object) ([]string, error) {
 		names = parseLedger(cm.Data[ledgerTopicsKey])
 		l.markStored(o.GetUID())
 	case apierrors.IsNotFound(err):
-		legacy, err := l.legacyTopics(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		if len(legacy) > 0 {
-			if err := l.write(ctx, o, legacy); err != nil {
-				return nil, err
-			}
-		}
-		names = legacy
+		// Nothing recorded yet.
 	default:
 		return nil, fmt.Errorf("reading the topic ledger: %w", err)
 	}
@@ -110,52 +89,6 @@ func (l *Ledger) load(ctx context.Context, o client.Object) ([]string, error) {
 	}
 	l.topics[o.GetUID()] = names
 	return names, nil
-}
-
-// legacyTopics are the topics an earlier version recorded in o's annotation, trusted only when o
-// predates the ledger: a resource created since cannot forge its way into the ledger.
-func (l *Ledger) legacyTopics(ctx context.Context, o client.Object) ([]string, error) {
-	v := o.GetAnnotations()[LegacyCreatedTopicsAnnotation]
-	if v == "" {
-		return nil, nil
-	}
-	epoch, err := l.loadEpoch(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !o.GetCreationTimestamp().Time.Before(epoch) {
-		return nil, nil
-	}
-	return parseLedger(strings.ReplaceAll(v, ",", "\n")), nil
-}
-
-// loadEpoch reads, or on first use records, since when the ledger is kept; l.mu is held.
-func (l *Ledger) loadEpoch(ctx context.Context) (time.Time, error) {
-	if !l.epoch.IsZero() {
-		return l.epoch, nil
-	}
-	key := client.ObjectKey{Namespace: l.Namespace, Name: ledgerEpochName}
-	cm := &corev1.ConfigMap{}
-	err := l.Reader.Get(ctx, key, cm)
-	if apierrors.IsNotFound(err) {
-		cm = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{LedgerLabel: "epoch"}},
-			Data:       map[string]string{ledgerEpochKey: l.since().UTC().Format(time.RFC3339)},
-		}
-		err = l.Writer.Create(ctx, cm)
-		if apierrors.IsAlreadyExists(err) {
-			err = l.Reader.Get(ctx, key, cm)
-		}
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("reading the topic ledger's epoch: %w", err)
-	}
-	t, err := time.Parse(time.RFC3339, cm.Data[ledgerEpochKey])
-	if err != nil {
-		return time.Time{}, fmt.Errorf("the topic ledger's epoch %s/%s is not an RFC 3339 time: %w", key.Namespace, key.Name, err)
-	}
-	l.epoch = t
-	return t, nil
 }
 
 // Record adds names to o's topics before they are created (or adopted), so that a crash between the
@@ -269,8 +202,7 @@ func parseLedger(v string) []string {
 
 // Recorded reports whether topic is in o's record, read afresh: for readers that are not the leader
 // (the deadletters API serves on every replica), which must neither trust a memo the leader may have
-// moved past nor write. A pre-ledger resource's annotation is not consulted: the leader moves it into
-// the ledger at its first reconcile.
+// moved past nor write.
 func (l *Ledger) Recorded(ctx context.Context, o client.Object, topic string) (bool, error) {
 	cm := &corev1.ConfigMap{}
 	err := l.Reader.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: ledgerName(o.GetUID())}, cm)
@@ -281,14 +213,6 @@ func (l *Ledger) Recorded(ctx context.Context, o client.Object, topic string) (b
 		return false, fmt.Errorf("reading the topic ledger: %w", err)
 	}
 	return slices.Contains(parseLedger(cm.Data[ledgerTopicsKey]), topic), nil
-}
-
-// since is the epoch to record on first use: Since, else now.
-func (l *Ledger) since() time.Time {
-	if !l.Since.IsZero() {
-		return l.Since
-	}
-	return l.clock().Now()
 }
 
 // clock is l.Clock, or the real clock.

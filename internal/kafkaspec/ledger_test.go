@@ -64,42 +64,48 @@ func TestLedgerRecordsForgetsAndDrops(t *testing.T) {
 	g.Expect(l2.Drop(ctx, q.UID)).To(Succeed(), "dropping twice is fine")
 }
 
-// The annotation earlier versions wrote is taken over for a resource older than the ledger, and
-// ignored (it could be forged) for one created since.
-func TestLedgerTakesOverTheLegacyAnnotationOnlyForOlderResources(t *testing.T) {
+// TestLedgerIgnoresTheCreatedTopicsAnnotation: retry.retryops.dev/created-topics, which the resource's
+// author can write, never enters the ledger, however old the resource and whichever manager (first
+// or restarted) meets it first: nothing is recorded, owned or served for it.
+func TestLedgerIgnoresTheCreatedTopicsAnnotation(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	epoch := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	l, c := newLedger(t, epoch)
-	legacy := map[string]string{kafkaspec.LegacyCreatedTopicsAnnotation: "s,s.retry.1"}
-	old := queue("old", "old", epoch.Add(-time.Hour), legacy)
-	forged := queue("new", "new", epoch.Add(time.Second), legacy)
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	forged := map[string]string{"retry.retryops.dev/created-topics": "other.payments,other.payments.state"}
+	old := queue("old", "old", now.Add(-365*24*time.Hour), forged)
+	l, c := newLedger(t, now)
+	g.Expect(l.Topics(ctx, old)).To(BeEmpty())
+	g.Expect(l.Owns(ctx, old, "other.payments")).To(BeFalse())
 
-	g.Expect(l.Topics(ctx, old)).To(Equal([]string{"s", "s.retry.1"}))
-	g.Expect(l.Topics(ctx, forged)).To(BeEmpty())
-	cm := &corev1.ConfigMap{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "op", Name: "retry-operator-topic-ledger"}, cm)).To(Succeed())
-	g.Expect(cm.Data).To(HaveKeyWithValue("since", "2026-11-23T12:00:00Z"))
-	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "op", Name: "topics-uid-old"}, cm)).To(Succeed(), "taken over once, into the ledger")
-
-	// A later manager keeps the first epoch.
-	l2 := &kafkaspec.Ledger{Reader: c, Writer: c, Namespace: "op", Clock: clocktesting.NewFakePassiveClock(epoch.Add(24 * time.Hour))}
-	g.Expect(l2.Topics(ctx, queue("newer", "newer", epoch.Add(time.Hour), legacy))).To(BeEmpty())
+	// A restarted manager, started later still, with a resource created just before it.
+	restarted := &kafkaspec.Ledger{Reader: c, Writer: c, Namespace: "op", Clock: clocktesting.NewFakePassiveClock(now.Add(time.Hour))}
+	justBefore := queue("before-restart", "before-restart", now.Add(59*time.Minute), forged)
+	for _, q := range []*v1.DeadLetterQueue{old, justBefore} {
+		g.Expect(restarted.Topics(ctx, q)).To(BeEmpty(), q.Name)
+		g.Expect(restarted.Recorded(ctx, q, "other.payments")).To(BeFalse(), q.Name)
+	}
+	list := &corev1.ConfigMapList{}
+	g.Expect(c.List(ctx, list, client.InNamespace("op"))).To(Succeed())
+	g.Expect(list.Items).To(BeEmpty(), "nothing is written to the ledger for an annotation")
 }
 
-// TestLedgerEpochIsWhenTheManagerStarted: the epoch is the time the ledger's manager started
-// (Ledger.Since), not the time it first needed it: a resource created after the start with a forged
-// annotation, whose first reconcile comes a moment later, is not trusted (before, the epoch was
-// recorded at that first reconcile, after the resource's creation, and the forgery was taken over).
-func TestLedgerEpochIsWhenTheManagerStarted(t *testing.T) {
+// TestLedgerHoldersOf: one list of the ledger says, for each topic asked about, every resource whose
+// record holds it.
+func TestLedgerHoldersOf(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	started := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	l, c := newLedger(t, started.Add(2*time.Second)) // first used two seconds after the start
-	l.Since = started
-	forged := queue("forged", "forged", started.Add(time.Second), map[string]string{kafkaspec.LegacyCreatedTopicsAnnotation: "payments"})
-	g.Expect(l.Topics(ctx, forged)).To(BeEmpty(), "a resource created after the manager started is not trusted")
-	cm := &corev1.ConfigMap{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "op", Name: "retry-operator-topic-ledger"}, cm)).To(Succeed())
-	g.Expect(cm.Data).To(HaveKeyWithValue("since", "2026-11-23T12:00:00Z"))
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	l, _ := newLedger(t, now)
+	a, b := queue("a", "a", now, nil), queue("b", "b", now, nil)
+	g.Expect(l.Record(ctx, a, "t", "a.state")).To(Succeed())
+	g.Expect(l.Record(ctx, b, "t")).To(Succeed())
+	by, err := l.HoldersOf(ctx, "t", "a.state", "nobody")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(by).To(HaveLen(2))
+	g.Expect(by["t"]).To(ConsistOf(
+		HaveField("String()", "DeadLetterQueue team/a"), HaveField("String()", "DeadLetterQueue team/b")))
+	g.Expect(by["a.state"]).To(ConsistOf(And(HaveField("String()", "DeadLetterQueue team/a"), HaveField("Topics", []string{"a.state", "t"}))))
+	g.Expect(by["a.state"][0].Is("DeadLetterQueue", "team", "a")).To(BeTrue())
+	g.Expect(by["a.state"][0].Is("ConsumerPipeline", "team", "a")).To(BeFalse())
+	g.Expect(l.Holders(ctx, "nobody")).To(BeEmpty())
 }
