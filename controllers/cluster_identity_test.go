@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
@@ -68,8 +69,8 @@ func TestOneClusterSpelledTwoWaysSharesItsGroupsAndTiers(t *testing.T) {
 	g.Expect(consumers(twin)).To(BeNil(), "no consumers")
 }
 
-// Two queues claiming one topic of one cluster spelled two ways: the newer is refused, naming the
-// older, and leaves the topic alone.
+// Two queues claiming one topic of one cluster spelled two ways: the newer, though it asks to adopt
+// an existing topic, is refused, naming the older, and leaves the topic alone.
 func TestOneClusterSpelledTwoWaysSharesItsQueueTopics(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -82,9 +83,43 @@ func TestOneClusterSpelledTwoWaysSharesItsQueueTopics(t *testing.T) {
 	newer := newDLQ(ns, "b-newer", topic)
 	newer.Spec.Kafka = otherSpelling(t)
 	newer.Spec.Topic.Partitions = 5
+	newer.Spec.Topic.ExistingTopic = v1.ExistingTopicAdopt
 	g.Expect(env.Client.Create(ctx, newer)).To(Succeed())
 	g.Eventually(dlqReady(newer), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
 		HaveField("Message", ContainSubstring("DeadLetterQueue "+ns+"/a-older"))))
 	g.Expect(describe(newKadm(t), topic)()).To(HaveField("Partitions", 3), "the older queue's topic, left alone")
 	holdsThroughResync(t, older, dlqReady(older), isReady())
+}
+
+// An older pipeline whose cluster cannot be told (its brokers never answered) keeps its consumer
+// group: the newer waits, saying why, rather than join a group the other may be running in; the
+// wait ends when the other goes.
+func TestAClaimantWhoseClusterCannotBeToldKeepsItsGroup(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, adm := sharingFixture(t)
+	createTopic(t, adm, ns+".a", 1)
+	createTopic(t, adm, ns+".b", 1)
+	// A port nothing listens on: the connection is refused.
+	dark, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	addr := dark.Addr().String()
+	g.Expect(dark.Close()).To(Succeed())
+
+	older := newPipeline(ns, "a-older", ns+".a", "p", "dlq")
+	older.Spec.Source.ConsumerGroup = ns + ".shared"
+	older.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{addr}}
+	g.Expect(env.Client.Create(ctx, older)).To(Succeed())
+	g.Eventually(pipelineCondition(older, v1.ConditionTopicsReady), wait, poll).Should(And(Not(BeNil()), HaveField("Status", BeEquivalentTo("False"))))
+	g.Eventually(func() bool { return metav1.Now().Unix() > older.CreationTimestamp.Unix() }, wait, poll).Should(BeTrue())
+
+	newer := newPipeline(ns, "b-newer", ns+".b", "p", "dlq")
+	newer.Spec.Source.ConsumerGroup = ns + ".shared"
+	g.Expect(env.Client.Create(ctx, newer)).To(Succeed())
+	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonConsumerGroupConflict),
+		HaveField("Message", And(ContainSubstring("ConsumerPipeline "+ns+"/a-older"), ContainSubstring("cannot be told")))))
+	g.Expect(consumers(newer)).To(BeNil(), "no consumers")
+
+	g.Expect(env.Client.Delete(ctx, older)).To(Succeed())
+	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(isReady())
 }

@@ -74,8 +74,9 @@ func TestARefusedClaimHoldsNothing(t *testing.T) {
 
 	squatQueue := newDLQ(tenant, "squat", victim+".billing-dlq")
 	create(squatQueue)
+	create(newDLQ(tenant, "own", tenant+".dlq"))
 	create(backoffPolicy(tenant, "p", 2, time.Second, time.Minute))
-	squatter := newPipeline(tenant, "squatter", tenant+".orders", "p", "squat")
+	squatter := newPipeline(tenant, "squatter", tenant+".orders", "p", "own")
 	squatter.Spec.Source.ConsumerGroup = victim + ".billing"
 	create(squatter)
 	g.Eventually(dlqReady(squatQueue), wait, poll).Should(notReady(v1.ReasonTopicClaimRefused))
