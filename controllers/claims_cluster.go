@@ -1,7 +1,9 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -83,13 +85,23 @@ func (r *topicReconciler) queueClaimRefusal(q *v1.DeadLetterQueue) error {
 // sharingRivals returns, of the pipelines claiming a name self claims (list from a claim index),
 // those that may hold it against self: on self's cluster, or of a cluster that cannot be told
 // (unknown), whose claim the policy allows, created no later than self's second (a newer one never
-// wins, sharingOwner). Only those are compared, so that a check costs Kafka nothing when no older
-// pipeline on other servers claims the name.
+// wins, sharingOwner). They are compared oldest first, and once one is found, only those of its
+// second (which tie with it) are: a check costs Kafka nothing when no older pipeline on other
+// servers claims the name, and at most one unreachable rival's timeout otherwise.
 func (r *ConsumerPipelineReconciler) sharingRivals(ctx context.Context, s *pipelineScope, self *kafkaspec.Party, list []v1.ConsumerPipeline) (rivals []v1.ConsumerPipeline, unknown map[types.UID]bool) {
 	p := s.p
+	list = slices.Clone(list)
+	slices.SortStableFunc(list, func(a, b v1.ConsumerPipeline) int {
+		return cmp.Compare(a.CreationTimestamp.Unix(), b.CreationTimestamp.Unix())
+	})
+	found := int64(-1)
 	for i := range list {
 		o := &list[i]
-		if o.UID == p.UID || o.CreationTimestamp.Unix() > p.CreationTimestamp.Unix() || r.pipelineClaimRefusal(o) != nil {
+		second := o.CreationTimestamp.Unix()
+		if second > p.CreationTimestamp.Unix() || (found >= 0 && second > found) {
+			break
+		}
+		if o.UID == p.UID || r.pipelineClaimRefusal(o) != nil {
 			continue
 		}
 		same, err := r.claimClusters().Same(ctx, self, pipelineParty(o))
@@ -98,6 +110,9 @@ func (r *ConsumerPipelineReconciler) sharingRivals(ctx context.Context, s *pipel
 		}
 		if same {
 			rivals = append(rivals, *o)
+			if found < 0 && second < p.CreationTimestamp.Unix() {
+				found = second
+			}
 		}
 	}
 	return rivals, unknown
@@ -172,22 +187,34 @@ func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, s *dlqScope)
 		return s.admin, nil
 	}
 	me := kafkaspec.ClaimantOf("DeadLetterQueue", dlq)
-	cs := []kafkaspec.Claimant{me}
-	var unknowns map[types.UID]bool
+	var older []*v1.DeadLetterQueue
 	for i := range list.Items {
-		o := &list.Items[i]
-		c := kafkaspec.ClaimantOf("DeadLetterQueue", o)
-		if o.UID == dlq.UID || !c.OlderThan(me) || r.queueClaimRefusal(o) != nil {
+		if o := &list.Items[i]; o.UID != dlq.UID && kafkaspec.ClaimantOf("DeadLetterQueue", o).OlderThan(me) {
+			older = append(older, o)
+		}
+	}
+	// Oldest first: the first on the cluster is the owner, and no later one is asked about.
+	slices.SortFunc(older, func(a, b *v1.DeadLetterQueue) int {
+		ca, cb := kafkaspec.ClaimantOf("DeadLetterQueue", a), kafkaspec.ClaimantOf("DeadLetterQueue", b)
+		switch {
+		case ca.OlderThan(cb):
+			return -1
+		case cb.OlderThan(ca):
+			return 1
+		}
+		return 0
+	})
+	for _, o := range older {
+		if r.queueClaimRefusal(o) != nil {
 			continue
 		}
 		same, err := r.claimClusters().Same(ctx, self, queueParty(o))
 		if err != nil {
-			unknowns = noteUnknownCluster(ctx, unknowns, o.UID, client.ObjectKeyFromObject(o), err)
+			noteUnknownCluster(ctx, nil, o.UID, client.ObjectKeyFromObject(o), err)
 		}
 		if same {
-			cs = append(cs, c)
+			return kafkaspec.ClaimantOf("DeadLetterQueue", o), err != nil, nil
 		}
 	}
-	w, _ := kafkaspec.Winner(cs)
-	return w, unknowns[w.UID], nil
+	return me, false, nil
 }
