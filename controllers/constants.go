@@ -18,18 +18,18 @@ const (
 
 // Field indexes.
 const (
-	// indexDLQByClaim indexes DeadLetterQueues by kafkaspec.ClaimKey(servers, topic), cluster-wide:
-	// topics are cluster-wide in Kafka, so queues in different namespaces can claim the same one.
+	// indexDLQByClaim indexes DeadLetterQueues by topic name, cluster-wide: topics are cluster-wide
+	// in Kafka, so queues in different namespaces can claim the same one. The claim indexes hold the
+	// name alone, on any Kafka cluster: the checks keep the resources on their own (claims_cluster.go).
 	indexDLQByClaim = ".spec.topic.claim"
-	// indexPipelineBySourceClaim indexes ConsumerPipelines by kafkaspec.ClaimKey(servers, source
-	// topic), cluster-wide: the pipelines on one source, one of which manages it when several ask
-	// to create it.
+	// indexPipelineBySourceClaim indexes ConsumerPipelines by source topic, cluster-wide: the
+	// pipelines on one source, one of which manages it when several ask to create it.
 	indexPipelineBySourceClaim = ".spec.source.claim"
-	// indexPipelineByGroupClaim indexes ConsumerPipelines by kafkaspec.ClaimKey(servers, consumer
-	// group), cluster-wide: two pipelines in one group would split its partitions.
+	// indexPipelineByGroupClaim indexes ConsumerPipelines by consumer group, cluster-wide: two
+	// pipelines in one group would split its partitions.
 	indexPipelineByGroupClaim = ".spec.source.consumerGroup.claim"
-	// indexPipelineByTierClaim indexes ConsumerPipelines by kafkaspec.ClaimKey(servers, tier base),
-	// cluster-wide: two pipelines with one base would share their retry tiers.
+	// indexPipelineByTierClaim indexes ConsumerPipelines by tier base, cluster-wide: two pipelines
+	// with one base would share their retry tiers.
 	indexPipelineByTierClaim = ".retryTiers.claim"
 	// indexPipelineByPolicy and indexPipelineByDLQ index ConsumerPipelines by the objects they
 	// reference, so that a policy or a dead letter queue finds its pipelines without listing every

@@ -56,8 +56,7 @@ type ConsumerPipelineReconciler struct {
 // pipelineScope is the state of one ConsumerPipeline reconcile, filled in by the steps. The figures
 // start from the previous status, so that what a step could not find out this time keeps its value.
 type pipelineScope struct {
-	p       *v1.ConsumerPipeline
-	servers []string
+	p *v1.ConsumerPipeline
 
 	kafkaClient
 
@@ -170,15 +169,15 @@ func (r *ConsumerPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if ok, err := r.fetch(ctx, req, p, r.forget); !ok {
 		return ctrl.Result{}, err
 	}
-	s := newPipelineScope(p, r.Kafka.Defaults)
+	s := newPipelineScope(p)
 	if !p.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
 	}
 	return r.reconcileNormal(ctx, s)
 }
 
-func newPipelineScope(p *v1.ConsumerPipeline, d kafkaspec.Defaults) *pipelineScope {
-	s := &pipelineScope{p: p, servers: kafkaspec.Servers(p.Spec.Kafka, d), blocked: map[string]bool{}}
+func newPipelineScope(p *v1.ConsumerPipeline) *pipelineScope {
+	s := &pipelineScope{p: p, blocked: map[string]bool{}}
 	if t := p.Status.Topics; t != nil {
 		s.sourcePartitions = t.SourcePartitions
 		s.retries = slices.Clone(t.Retries)

@@ -18,7 +18,7 @@ import (
 // Fan-out: any number of pipelines consume one source, each with its own consumer group and its own
 // retry tiers (named after the pipeline, tierBase). What pipelines may not share is a consumer group
 // (they would split its partitions and commit each other's offsets) and a retry tier (each would
-// read the other's retries): of two pipelines that would, the older (kafkaspec.Owner) goes on, and
+// read the other's retries): of two pipelines on one cluster that would, the older goes on, and
 // the newer reports the conflict naming the other and runs no consumers until the other goes. Of
 // several pipelines that ask to create their source, the one whose ledger records it manages it.
 
@@ -28,29 +28,33 @@ func tierBase(p *v1.ConsumerPipeline, d kafkaspec.Defaults) string {
 }
 
 // checkSharing is the Sharing step: a consumer group or a tier base that an older pipeline on the
-// same cluster has ends the topic steps with ConsumerGroupConflict or TopicConflict, and, as a
-// refused claim does, stops the consumers and withholds the figures (they would be the other's).
+// same cluster has (sharingRivals: a refused claim holds nothing) ends the topic steps with
+// ConsumerGroupConflict or TopicConflict, and, as a refused claim does, stops the consumers and
+// withholds the figures (they would be the other's).
 func (r *ConsumerPipelineReconciler) checkSharing(ctx context.Context, s *pipelineScope) error {
 	p := s.p
+	self := r.selfParty(s)
 	group := consumerGroup(p)
 	list := &v1.ConsumerPipelineList{}
-	if err := r.List(ctx, list, client.MatchingFields{indexPipelineByGroupClaim: kafkaspec.ClaimKey(s.servers, group)}); err != nil {
+	if err := r.List(ctx, list, client.MatchingFields{indexPipelineByGroupClaim: group}); err != nil {
 		return err
 	}
-	w := sharingOwner(p, list.Items)
+	rivals, unknown := r.sharingRivals(ctx, s, self, list.Items)
+	w := sharingOwner(p, rivals)
 	if w.UID != p.UID {
 		return r.refuse(s, &problem{Reason: v1.ReasonConsumerGroupConflict, Kind: problemWaiting, Message: fmt.Sprintf(
-			"consumer group %q is already joined by %s, created earlier: two pipelines in one group would split its partitions and commit each other's offsets; "+
-				"this pipeline runs no consumers until that one goes, or set another spec.source.consumerGroup", group, w)})
+			"consumer group %q is already joined by %s, created earlier%s: two pipelines in one group would split its partitions and commit each other's offsets; "+
+				"this pipeline runs no consumers until that one goes, or set another spec.source.consumerGroup", group, w, unknownClusterNote(unknown, w.UID))})
 	}
 	base := tierBase(p, r.Kafka.Defaults)
 	list = &v1.ConsumerPipelineList{}
-	if err := r.List(ctx, list, client.MatchingFields{indexPipelineByTierClaim: kafkaspec.ClaimKey(s.servers, base)}); err != nil {
+	if err := r.List(ctx, list, client.MatchingFields{indexPipelineByTierClaim: base}); err != nil {
 		return err
 	}
-	w = sharingOwner(p, list.Items)
+	rivals, unknown = r.sharingRivals(ctx, s, self, list.Items)
+	w = sharingOwner(p, rivals)
 	if w.UID != p.UID {
-		return r.refuse(s, tierConflict(base+".retry.*", w.String()))
+		return r.refuse(s, tierConflict(base+".retry.*", w.String()+unknownClusterNote(unknown, w.UID)))
 	}
 	return nil
 }
@@ -140,23 +144,33 @@ func (r *ConsumerPipelineReconciler) findSourceOwner(ctx context.Context, s *pip
 		return nil
 	}
 	list := &v1.ConsumerPipelineList{}
-	if err := r.List(ctx, list, client.MatchingFields{indexPipelineBySourceClaim: kafkaspec.ClaimKey(s.servers, source)}); err != nil {
+	if err := r.List(ctx, list, client.MatchingFields{indexPipelineBySourceClaim: source}); err != nil {
 		return err
 	}
 	var recorders []kafkaspec.Claimant
 	if slices.Contains(s.owned, source) {
 		recorders = append(recorders, kafkaspec.ClaimantOf("ConsumerPipeline", p))
 	}
+	self := r.selfParty(s)
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.UID == p.UID || o.Spec.Source.Create == nil {
+		if o.UID == p.UID || o.Spec.Source.Create == nil || r.pipelineClaimRefusal(o) != nil || r.Kafka.Defaults.CheckClaim(o.Namespace, source) != nil {
 			continue
 		}
 		owns, err := r.Ledger.Owns(ctx, o, source)
 		if err != nil {
 			return err
 		}
-		if owns {
+		if !owns {
+			continue
+		}
+		// A pipeline on another cluster manages a topic of the same name there; one whose cluster
+		// cannot be told keeps managing it here.
+		same, err := r.claimClusters().Same(ctx, self, pipelineParty(o))
+		if err != nil {
+			noteUnknownCluster(ctx, nil, o.UID, client.ObjectKeyFromObject(o), err)
+		}
+		if same {
 			recorders = append(recorders, kafkaspec.ClaimantOf("ConsumerPipeline", o))
 		}
 	}
@@ -219,18 +233,18 @@ func (r *ConsumerPipelineReconciler) heldElsewhere(ctx context.Context, s *pipel
 	return nil, nil
 }
 
-// otherPipelinesSharing maps a pipeline to the other pipelines on its source, in its consumer group
-// or with its tier base, so that the loser of a conflict takes over as soon as the winner goes and
-// a source's other pipelines see a new owner of it.
+// otherPipelinesSharing maps a pipeline to the other pipelines on a source of its source's name, in
+// a group of its group's name or with its tier base, on any cluster (their reconciles tell which are
+// on their own), so that the loser of a conflict takes over as soon as the winner goes and a
+// source's other pipelines see a new owner of it.
 func (r *ConsumerPipelineReconciler) otherPipelinesSharing(ctx context.Context, o client.Object) []ctrl.Request {
 	p := o.(*v1.ConsumerPipeline)
-	servers := kafkaspec.Servers(p.Spec.Kafka, r.Kafka.Defaults)
 	seen := map[string]bool{}
 	var out []ctrl.Request
 	for index, key := range map[string]string{
-		indexPipelineBySourceClaim: kafkaspec.ClaimKey(servers, string(p.Spec.Source.Topic)),
-		indexPipelineByGroupClaim:  kafkaspec.ClaimKey(servers, consumerGroup(p)),
-		indexPipelineByTierClaim:   kafkaspec.ClaimKey(servers, tierBase(p, r.Kafka.Defaults)),
+		indexPipelineBySourceClaim: string(p.Spec.Source.Topic),
+		indexPipelineByGroupClaim:  consumerGroup(p),
+		indexPipelineByTierClaim:   tierBase(p, r.Kafka.Defaults),
 	} {
 		for _, req := range requestsFor(ctx, r.Client, &v1.ConsumerPipelineList{}, p, client.MatchingFields{index: key}) {
 			if k := req.String(); !seen[k] {

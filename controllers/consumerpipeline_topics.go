@@ -17,7 +17,6 @@ import (
 
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
-	"github.com/retryops/retry-operator/internal/kafkaspec"
 	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
 	"github.com/retryops/retry-operator/sdk/retry"
 )
@@ -150,19 +149,20 @@ func (r *ConsumerPipelineReconciler) checkClaims(ctx context.Context, s *pipelin
 		names = append(names, source)
 	}
 	slices.Sort(names)
+	self := r.selfParty(s)
 	for _, name := range slices.Compact(names) {
-		dlqs := &v1.DeadLetterQueueList{}
-		if err := r.List(ctx, dlqs, client.MatchingFields{indexDLQByClaim: kafkaspec.ClaimKey(s.servers, name)}); err != nil {
+		dlqs, err := r.queuesClaiming(ctx, s, self, name)
+		if err != nil {
 			return err
 		}
-		if len(dlqs.Items) == 0 {
+		if len(dlqs) == 0 {
 			continue
 		}
 		s.blocked[name] = true
 		if slices.ContainsFunc(s.tiers, func(t dispatchercfg.RetryTier) bool { return t.Name == name }) || name == source {
 			s.topicProblems.add(&problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: fmt.Sprintf(
 				"topic %q is the dead letter topic of DeadLetterQueue %s/%s; this pipeline leaves it alone",
-				name, dlqs.Items[0].Namespace, dlqs.Items[0].Name)})
+				name, dlqs[0].Namespace, dlqs[0].Name)})
 		}
 	}
 	return nil

@@ -197,7 +197,7 @@ func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqS
 	if n := s.stateWant.Name; n != "" && slices.Contains(owned, n) {
 		topics = append(topics, n)
 	}
-	winner, err := r.topicOwner(ctx, dlq)
+	winner, _, err := r.topicOwner(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -255,13 +255,9 @@ func (r *DeadLetterQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
-// otherClaimants maps a queue to the other queues claiming its topic.
+// otherClaimants maps a queue to the other queues claiming a topic of its name, on any cluster (the
+// reconcile tells which are on its own).
 func (r *DeadLetterQueueReconciler) otherClaimants(ctx context.Context, o client.Object) []ctrl.Request {
 	dlq := o.(*v1.DeadLetterQueue)
-	return requestsFor(ctx, r.Client, &v1.DeadLetterQueueList{}, dlq, client.MatchingFields{indexDLQByClaim: r.claimKey(dlq)})
-}
-
-// claimKey is the claim of dlq on its topic.
-func (r *DeadLetterQueueReconciler) claimKey(dlq *v1.DeadLetterQueue) string {
-	return kafkaspec.ClaimKey(kafkaspec.Servers(dlq.Spec.Kafka, r.Kafka.Defaults), string(dlq.Spec.Topic.Name))
+	return requestsFor(ctx, r.Client, &v1.DeadLetterQueueList{}, dlq, client.MatchingFields{indexDLQByClaim: string(dlq.Spec.Topic.Name)})
 }

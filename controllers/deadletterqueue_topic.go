@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,7 +21,6 @@ import (
 	v1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
-	"github.com/retryops/retry-operator/internal/kafkaspec"
 	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -43,10 +43,10 @@ func (r *DeadLetterQueueReconciler) connectQueue(ctx context.Context, s *dlqScop
 	return r.connect(ctx, &s.kafkaClient, dlqOwner(client.ObjectKeyFromObject(s.dlq)), s.dlq.Namespace, s.dlq.Spec.Kafka)
 }
 
-// claimTopic makes sure this queue is the oldest one claiming its topic; a newer one reports the
-// conflict and leaves the topic alone.
+// claimTopic makes sure this queue is the oldest one claiming its topic on its cluster (topicOwner);
+// a newer one reports the conflict and leaves the topic alone.
 func (r *DeadLetterQueueReconciler) claimTopic(ctx context.Context, s *dlqScope) error {
-	winner, err := r.topicOwner(ctx, s.dlq)
+	winner, unknown, err := r.topicOwner(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -54,14 +54,9 @@ func (r *DeadLetterQueueReconciler) claimTopic(ctx context.Context, s *dlqScope)
 		return nil
 	}
 	r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
-	return &problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: fmt.Sprintf(
-		"topic %q is already managed by %s, created earlier; this queue leaves the topic alone until that one is deleted",
-		s.want.Name, winner)}
-}
-
-// topicOwner returns the oldest queue claiming dlq's topic on dlq's cluster.
-func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, dlq *v1.DeadLetterQueue) (kafkaspec.Claimant, error) {
-	return kafkaspec.Owner(ctx, r.Client, dlq, "DeadLetterQueue", &v1.DeadLetterQueueList{}, client.MatchingFields{indexDLQByClaim: r.claimKey(dlq)})
+	return &problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
+		"topic %q is already managed by %s, created earlier%s; this queue leaves the topic alone until that one is deleted",
+		s.want.Name, winner, unknownClusterNote(map[types.UID]bool{winner.UID: unknown}, winner.UID)), maxConditionMessage)}
 }
 
 // reconcileTopic creates the topic, grows its partitions and sets its configs back when they

@@ -368,8 +368,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 }
 
 // setupIndexes registers the field indexes of constants.go: the pipelines by the objects they
-// reference and the claims of queue topics, of pipeline sources, consumer groups and tier bases (by
-// cluster and name).
+// reference and the claims of queue topics, of pipeline sources, consumer groups and tier bases, by
+// name alone: a cluster is identified by the ID Kafka gives it, which no spec tells, so the checks
+// keep, of the resources an index lists, those on their own cluster (claims_cluster.go).
 func setupIndexes(ctx context.Context, mgr ctrl.Manager, d kafkaspec.Defaults) error {
 	idx := mgr.GetFieldIndexer()
 	for _, i := range []struct {
@@ -384,20 +385,16 @@ func setupIndexes(ctx context.Context, mgr ctrl.Manager, d kafkaspec.Defaults) e
 			return []string{o.(*v1.ConsumerPipeline).Spec.DeadLetterQueueRef.Name}
 		}},
 		{&v1.DeadLetterQueue{}, indexDLQByClaim, func(o client.Object) []string {
-			q := o.(*v1.DeadLetterQueue)
-			return []string{kafkaspec.ClaimKey(kafkaspec.Servers(q.Spec.Kafka, d), string(q.Spec.Topic.Name))}
+			return []string{string(o.(*v1.DeadLetterQueue).Spec.Topic.Name)}
 		}},
 		{&v1.ConsumerPipeline{}, indexPipelineBySourceClaim, func(o client.Object) []string {
-			p := o.(*v1.ConsumerPipeline)
-			return []string{kafkaspec.ClaimKey(kafkaspec.Servers(p.Spec.Kafka, d), string(p.Spec.Source.Topic))}
+			return []string{string(o.(*v1.ConsumerPipeline).Spec.Source.Topic)}
 		}},
 		{&v1.ConsumerPipeline{}, indexPipelineByGroupClaim, func(o client.Object) []string {
-			p := o.(*v1.ConsumerPipeline)
-			return []string{kafkaspec.ClaimKey(kafkaspec.Servers(p.Spec.Kafka, d), consumerGroup(p))}
+			return []string{consumerGroup(o.(*v1.ConsumerPipeline))}
 		}},
 		{&v1.ConsumerPipeline{}, indexPipelineByTierClaim, func(o client.Object) []string {
-			p := o.(*v1.ConsumerPipeline)
-			return []string{kafkaspec.ClaimKey(kafkaspec.Servers(p.Spec.Kafka, d), tierBase(p, d))}
+			return []string{tierBase(o.(*v1.ConsumerPipeline), d)}
 		}},
 	} {
 		if err := idx.IndexField(ctx, i.obj, i.field, i.index); err != nil {

@@ -90,6 +90,15 @@ type Admin interface {
 	// authentication. Use IsUnreachable / IsAuthError / IsTLSError on the
 	// error to set a status condition.
 	Ping(ctx context.Context) error
+
+	// ClusterID returns the ID of the cluster the client reaches, as the brokers' Metadata answers
+	// give it (Kafka 0.10.1 and later): what identifies a cluster whatever its bootstrap servers are
+	// called (127.0.0.1 or localhost, a Service's short or long DNS name, one broker or all). The ID
+	// of the latest Metadata answer the client received, whichever call asked for it, is remembered
+	// for the client's life: a call that finds one issues no request, even while the brokers are
+	// unreachable; otherwise it issues one Metadata request (no topics). A cluster that gives no ID
+	// is an error.
+	ClusterID(ctx context.Context) (string, error)
 }
 
 // TopicInfo describes one topic as returned by DescribeTopics.

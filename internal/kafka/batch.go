@@ -309,6 +309,9 @@ func (b *Batching) GroupOffsets(ctx context.Context, groups ...string) (map[stri
 // Ping implements Admin.
 func (b *Batching) Ping(ctx context.Context) error { return b.admin().Ping(ctx) }
 
+// ClusterID implements Admin, straight through.
+func (b *Batching) ClusterID(ctx context.Context) (string, error) { return b.admin().ClusterID(ctx) }
+
 // distinct returns the distinct non-empty names, in first-seen order.
 func distinct(names []string) []string {
 	seen := make(map[string]bool, len(names))

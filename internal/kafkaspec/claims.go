@@ -1,28 +1,27 @@
 package kafkaspec
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// ClaimKey identifies a topic on a cluster: the normalised bootstrap servers and the topic name.
-// Two resources whose spec.kafka resolve to the same servers and name the same topic claim the same
-// topic. (Different server lists that reach one cluster are not recognised: Kafka has no cheap
-// cluster identity in the Admin interface.)
-func ClaimKey(servers []string, topic string) string {
-	return normalizeServers(servers) + "|" + topic
-}
+// A claim is a name (a topic, a consumer group, a retry tier base) on a Kafka cluster. The cluster
+// is what Kafka says it is, its cluster ID (kafka.Admin.ClusterID), not how a spec spells its
+// bootstrap servers: 127.0.0.1:9092 and localhost:9092, a Service's short and long DNS names, or one
+// broker and the whole list reach one cluster. No spec tells the ID without asking Kafka, so the
+// field indexes of claims hold the name alone, and the resources they list for a name are kept or
+// dropped by cluster when a claim is checked (Clusters.Same).
 
-// normalizeServers returns the servers lower-cased, trimmed, sorted and distinct: the identity of a
-// cluster for topic claims.
+// SameServers reports whether a and b name the same bootstrap servers, trimmed, lower-cased, in any
+// order and repeats ignored: one cluster, known without asking Kafka.
+func SameServers(a, b []string) bool { return normalizeServers(a) == normalizeServers(b) }
+
+// normalizeServers returns the servers lower-cased, trimmed, sorted and distinct.
 func normalizeServers(servers []string) string {
 	out := make([]string, 0, len(servers))
 	for _, s := range servers {
@@ -48,9 +47,9 @@ func ClaimantOf(kind string, o client.Object) Claimant {
 
 func (c Claimant) String() string { return fmt.Sprintf("%s %s/%s", c.Kind, c.Namespace, c.Name) }
 
-// olderThan orders claimants: the earlier creation timestamp first, then namespace, name and UID
+// OlderThan orders claimants: the earlier creation timestamp first, then namespace, name and UID
 // (creation timestamps have a one-second resolution).
-func (c Claimant) olderThan(o Claimant) bool {
+func (c Claimant) OlderThan(o Claimant) bool {
 	if !c.Created.Equal(o.Created) {
 		return c.Created.Before(o.Created)
 	}
@@ -67,26 +66,9 @@ func (c Claimant) olderThan(o Claimant) bool {
 // claimants.
 func Winner(cs []Claimant) (winner Claimant, ok bool) {
 	for i, c := range cs {
-		if i == 0 || c.olderThan(winner) {
+		if i == 0 || c.OlderThan(winner) {
 			winner = c
 		}
 	}
 	return winner, len(cs) > 0
-}
-
-// Owner returns the oldest of self (of kind kind) and the objects of list's kind that c lists with
-// opts (those indexed under the claim key of self's topic): the one that manages the topic.
-func Owner(ctx context.Context, c client.Reader, self client.Object, kind string, list client.ObjectList, opts ...client.ListOption) (Claimant, error) {
-	if err := c.List(ctx, list, opts...); err != nil {
-		return Claimant{}, err
-	}
-	cs := []Claimant{ClaimantOf(kind, self)}
-	err := meta.EachListItem(list, func(o runtime.Object) error {
-		if obj, ok := o.(client.Object); ok && obj.GetUID() != self.GetUID() {
-			cs = append(cs, ClaimantOf(kind, obj))
-		}
-		return nil
-	})
-	w, _ := Winner(cs)
-	return w, err
 }

@@ -37,8 +37,8 @@ func TestClaimWinner(t *testing.T) {
 	NewWithT(t).Expect(ok).To(BeFalse())
 }
 
-func TestClaimKeyIgnoresServerOrderAndCase(t *testing.T) {
+func TestSameServersIgnoresOrderCaseAndRepeats(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(ClaimKey([]string{"B:9092", " a:9092"}, "t")).To(Equal(ClaimKey([]string{"a:9092", "b:9092", "a:9092"}, "t")))
-	g.Expect(ClaimKey([]string{"a:9092"}, "t")).NotTo(Equal(ClaimKey([]string{"a:9092"}, "u")))
+	g.Expect(SameServers([]string{"B:9092", " a:9092"}, []string{"a:9092", "b:9092", "a:9092"})).To(BeTrue())
+	g.Expect(SameServers([]string{"127.0.0.1:9092"}, []string{"localhost:9092"})).To(BeFalse(), "told apart by the cluster ID only")
 }

@@ -34,6 +34,9 @@ type kadmAdmin struct {
 	secret string       // SASL password, scrubbed from error messages
 	sasl   *saslTracker // nil without SASL
 
+	// clusterID is the cluster ID of the latest Metadata answer (metadata); nil before one.
+	clusterID atomic.Pointer[string]
+
 	inflight atomic.Int64
 	lastUsed atomic.Int64 // clock.Now().UnixNano()
 	closed   atomic.Bool

@@ -18,7 +18,8 @@ import (
 // metadata issues one uncached Metadata request for topics (none if topics
 // is empty). franz-go stores the answer in its metadata cache, so kadm
 // helpers called right after (ListStartOffsets, ...) and request sharding
-// reuse it instead of asking again.
+// reuse it instead of asking again. The cluster ID of the answer is kept
+// for ClusterID.
 func (a *kadmAdmin) metadata(ctx context.Context, topics []string) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.Topics = []kmsg.MetadataRequestTopic{}
@@ -27,7 +28,12 @@ func (a *kadmAdmin) metadata(ctx context.Context, topics []string) (*kmsg.Metada
 		rt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, rt)
 	}
-	return req.RequestWith(ctx, a.cl)
+	resp, err := req.RequestWith(ctx, a.cl)
+	if err == nil && resp.ClusterID != nil && *resp.ClusterID != "" {
+		id := *resp.ClusterID
+		a.clusterID.Store(&id)
+	}
+	return resp, err
 }
 
 // topicMeta is what we keep of one topic's metadata.
@@ -335,3 +341,27 @@ func (a *kadmAdmin) Ping(ctx context.Context) error {
 		return nil
 	})
 }
+
+// ClusterID implements Admin: the ID of the latest Metadata answer, else one Metadata request.
+func (a *kadmAdmin) ClusterID(ctx context.Context) (string, error) {
+	if id := a.clusterID.Load(); id != nil {
+		return *id, nil
+	}
+	op := "cluster id " + strings.Join(a.servers, ",")
+	err := a.do(ctx, op, func(ctx context.Context, c *call) error {
+		if _, err := a.metadata(ctx, nil); err != nil {
+			return c.fail(ctx, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if id := a.clusterID.Load(); id != nil {
+		return *id, nil
+	}
+	return "", newError(op, kafka.KindOther, errNoClusterID, "")
+}
+
+// errNoClusterID is the error of brokers whose Metadata answers carry no cluster ID.
+var errNoClusterID = errors.New("the brokers' Metadata answer carries no cluster ID (Kafka before 0.10.1)")

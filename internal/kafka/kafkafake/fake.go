@@ -81,6 +81,9 @@ type Fake struct {
 	queued  map[string][]error
 	calls   []Call
 	ids     int // topic IDs handed out
+
+	clusterID  string            // SetClusterID without servers
+	clusterIDs map[string]string // serversKey -> cluster ID
 }
 
 var _ kafka.Admin = (*Fake)(nil)

@@ -22,13 +22,17 @@ const (
 
 var _ kafka.ClientFactory = (*Fake)(nil)
 
-// Admin implements kafka.AdminFactory: every connection reaches the same Fake. It fails, as the real
-// factory does, when conn is invalid.
+// Admin implements kafka.AdminFactory: every connection reaches the same Fake, through an Admin
+// whose ClusterID is the connection's (SetClusterID). It fails, as the real factory does, when conn
+// is invalid.
 func (f *Fake) Admin(ctx context.Context, conn kafka.Connection) (kafka.Admin, error) {
 	if err := conn.Validate(); err != nil {
 		return nil, err
 	}
-	return f, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return connAdmin{Fake: f, servers: serversKey(conn.BootstrapServers)}, nil
 }
 
 // Forget implements kafka.AdminFactory; the Fake caches nothing.

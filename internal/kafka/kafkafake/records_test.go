@@ -43,7 +43,7 @@ func TestFakeProducesAndScansRecords(t *testing.T) {
 	if rs := f.Records("t", 1); len(rs) != 2 || string(rs[0].Value) != "2" {
 		t.Fatalf("Records: %+v", rs)
 	}
-	if a, err := f.Admin(ctx, conn); err != nil || a != f {
+	if a, err := f.Admin(ctx, conn); err != nil || a.(connAdmin).Fake != f {
 		t.Fatalf("Admin: %v %v", a, err)
 	}
 	if f.CallCount(ProduceRecords) != 2 || f.CallCount(Scan) != 1 {

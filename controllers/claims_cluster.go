@@ -1,0 +1,220 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/kafkaspec"
+)
+
+// Claims among resources. A consumer group, a retry tier base or a topic is claimed on a Kafka
+// cluster, which is what Kafka says it is (its cluster ID), however a spec spells its servers: the
+// claim indexes (setupIndexes) list every resource claiming a name on any cluster, and a check keeps
+// those on the checking resource's cluster (kafkaspec.Clusters.Same: the same servers at once,
+// otherwise the clients' cluster IDs, one Metadata request per connection, remembered).
+//
+// Two rules decide who holds a claim besides age:
+//   - A claim the manager's claim policy refuses holds nothing (claimRefusal): its resource runs no
+//     consumers and makes no topic, so it never keeps a name from the resource the policy gives
+//     it to. It is computed from the spec, never from a status that could lag a policy change.
+//   - A resource whose cluster cannot be told (its connection does not resolve, its brokers never
+//     answered this manager) keeps its claim against newer resources: they wait, with a message
+//     that says so, rather than join a consumer group it may be running in. The wait ends when its
+//     cluster can be told, when it is deleted or changed, or when the policy refuses it; a cluster ID
+//     once read stays known while the brokers are out of reach, so an outage alone never moves a
+//     claim.
+
+// claimClusters is how the reconcilers compare clusters.
+func (r *topicReconciler) claimClusters() kafkaspec.Clusters {
+	return kafkaspec.Clusters{Reader: r.Client, Defaults: r.Kafka.Defaults, Registry: r.Kafka.Connections}
+}
+
+// pipelineParty is p's connection, for kafkaspec.Clusters.Same.
+func pipelineParty(p *v1.ConsumerPipeline) *kafkaspec.Party {
+	return &kafkaspec.Party{Owner: pipelineOwner(client.ObjectKeyFromObject(p)), Namespace: p.Namespace, Kafka: p.Spec.Kafka}
+}
+
+// selfParty is the reconciled pipeline's connection: its own connection step, run on first need (the
+// Connection step later finds the same client).
+func (r *ConsumerPipelineReconciler) selfParty(s *pipelineScope) *kafkaspec.Party {
+	self := pipelineParty(s.p)
+	self.Connect = func(ctx context.Context) (kafka.Admin, error) {
+		if s.admin == nil {
+			if err := r.connectPipeline(ctx, s); err != nil {
+				return nil, err
+			}
+		}
+		return s.admin, nil
+	}
+	return self
+}
+
+// pipelineClaimRefusal is why the claim policy refuses what p claims when it runs (its connection,
+// the source it reads, the consumer group it joins): its consumers are stopped, it holds nothing.
+// Nil when it is allowed.
+func (r *topicReconciler) pipelineClaimRefusal(p *v1.ConsumerPipeline) error {
+	d := r.Kafka.Defaults
+	if err := d.CheckConnection(p.Spec.Kafka); err != nil {
+		return err
+	}
+	if err := d.CheckSourceClaim(p.Namespace, string(p.Spec.Source.Topic)); err != nil {
+		return err
+	}
+	return d.CheckGroupClaim(p.Namespace, consumerGroup(p))
+}
+
+// queueClaimRefusal is why the claim policy refuses q its topic (or its connection); nil when it is
+// allowed.
+func (r *topicReconciler) queueClaimRefusal(q *v1.DeadLetterQueue) error {
+	if err := r.Kafka.Defaults.CheckConnection(q.Spec.Kafka); err != nil {
+		return err
+	}
+	if p := r.claimProblem(q, string(q.Spec.Topic.Name)); p != nil {
+		return p
+	}
+	return nil
+}
+
+// sharingRivals returns, of the pipelines claiming a name self claims (list from a claim index),
+// those that may hold it against self: on self's cluster, or of a cluster that cannot be told
+// (unknown), whose claim the policy allows, created no later than self's second (a newer one never
+// wins, sharingOwner). They are compared oldest first, and once one is found, only those of its
+// second (which tie with it) are: a check costs Kafka nothing when no older pipeline on other
+// servers claims the name, and at most one unreachable rival's timeout otherwise.
+func (r *ConsumerPipelineReconciler) sharingRivals(ctx context.Context, s *pipelineScope, self *kafkaspec.Party, list []v1.ConsumerPipeline) (rivals []v1.ConsumerPipeline, unknown map[types.UID]bool) {
+	p := s.p
+	list = slices.Clone(list)
+	slices.SortStableFunc(list, func(a, b v1.ConsumerPipeline) int {
+		return cmp.Compare(a.CreationTimestamp.Unix(), b.CreationTimestamp.Unix())
+	})
+	found := int64(-1)
+	for i := range list {
+		o := &list[i]
+		second := o.CreationTimestamp.Unix()
+		if second > p.CreationTimestamp.Unix() || (found >= 0 && second > found) {
+			break
+		}
+		if o.UID == p.UID || r.pipelineClaimRefusal(o) != nil {
+			continue
+		}
+		same, err := r.claimClusters().Same(ctx, self, pipelineParty(o))
+		if err != nil {
+			unknown = noteUnknownCluster(ctx, unknown, o.UID, client.ObjectKeyFromObject(o), err)
+		}
+		if same {
+			rivals = append(rivals, *o)
+			if found < 0 && second < p.CreationTimestamp.Unix() {
+				found = second
+			}
+		}
+	}
+	return rivals, unknown
+}
+
+// noteUnknownCluster logs why a claimant's cluster cannot be told and adds it to unknown. The error
+// stays in the log: it is about another resource (its Secrets, its servers), not for this one's
+// status.
+func noteUnknownCluster(ctx context.Context, unknown map[types.UID]bool, uid types.UID, key client.ObjectKey, err error) map[types.UID]bool {
+	ctrl.LoggerFrom(ctx).Info("Cannot tell the cluster of a claimant; it keeps its claim", "claimant", key.String(), "error", err.Error())
+	if unknown == nil {
+		unknown = map[types.UID]bool{}
+	}
+	unknown[uid] = true
+	return unknown
+}
+
+// unknownClusterNote is what a conflict's message adds when the winner's cluster cannot be told.
+func unknownClusterNote(unknown map[types.UID]bool, winner types.UID) string {
+	if !unknown[winner] {
+		return ""
+	}
+	return " (its cluster cannot be told from this one's: its Kafka connection does not resolve or its brokers have not answered; it keeps its claim until they do, or it is changed or deleted)"
+}
+
+// queuesClaiming returns the queues claiming topic name on the pipeline's cluster (or of a cluster
+// that cannot be told) whose claim the policy allows: a pipeline leaves their topics alone.
+func (r *ConsumerPipelineReconciler) queuesClaiming(ctx context.Context, s *pipelineScope, self *kafkaspec.Party, name string) ([]v1.DeadLetterQueue, error) {
+	list := &v1.DeadLetterQueueList{}
+	if err := r.List(ctx, list, client.MatchingFields{indexDLQByClaim: name}); err != nil {
+		return nil, err
+	}
+	var out []v1.DeadLetterQueue
+	for i := range list.Items {
+		q := &list.Items[i]
+		if r.queueClaimRefusal(q) != nil {
+			continue
+		}
+		same, err := r.claimClusters().Same(ctx, self, queueParty(q))
+		if err != nil {
+			noteUnknownCluster(ctx, nil, q.UID, client.ObjectKeyFromObject(q), err)
+		}
+		if same {
+			out = append(out, *q)
+		}
+	}
+	return out, nil
+}
+
+// queueParty is q's connection, for kafkaspec.Clusters.Same.
+func queueParty(q *v1.DeadLetterQueue) *kafkaspec.Party {
+	return &kafkaspec.Party{Owner: dlqOwner(client.ObjectKeyFromObject(q)), Namespace: q.Namespace, Kafka: q.Spec.Kafka}
+}
+
+// topicOwner returns the queue that manages s's topic: the oldest of the queues claiming it on its
+// cluster whose claim the policy allows (s's own included, whatever the policy says of it: the
+// caller refuses it later); unknown is set when that is an older queue whose cluster cannot be told.
+func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, s *dlqScope) (owner kafkaspec.Claimant, unknown bool, err error) {
+	dlq := s.dlq
+	list := &v1.DeadLetterQueueList{}
+	if err := r.List(ctx, list, client.MatchingFields{indexDLQByClaim: string(dlq.Spec.Topic.Name)}); err != nil {
+		return kafkaspec.Claimant{}, false, err
+	}
+	self := queueParty(dlq)
+	self.Admin = s.admin
+	self.Connect = func(ctx context.Context) (kafka.Admin, error) {
+		if s.admin == nil {
+			if err := r.connectQueue(ctx, s); err != nil {
+				return nil, err
+			}
+		}
+		return s.admin, nil
+	}
+	me := kafkaspec.ClaimantOf("DeadLetterQueue", dlq)
+	var older []*v1.DeadLetterQueue
+	for i := range list.Items {
+		if o := &list.Items[i]; o.UID != dlq.UID && kafkaspec.ClaimantOf("DeadLetterQueue", o).OlderThan(me) {
+			older = append(older, o)
+		}
+	}
+	// Oldest first: the first on the cluster is the owner, and no later one is asked about.
+	slices.SortFunc(older, func(a, b *v1.DeadLetterQueue) int {
+		ca, cb := kafkaspec.ClaimantOf("DeadLetterQueue", a), kafkaspec.ClaimantOf("DeadLetterQueue", b)
+		switch {
+		case ca.OlderThan(cb):
+			return -1
+		case cb.OlderThan(ca):
+			return 1
+		}
+		return 0
+	})
+	for _, o := range older {
+		if r.queueClaimRefusal(o) != nil {
+			continue
+		}
+		same, err := r.claimClusters().Same(ctx, self, queueParty(o))
+		if err != nil {
+			noteUnknownCluster(ctx, nil, o.UID, client.ObjectKeyFromObject(o), err)
+		}
+		if same {
+			return kafkaspec.ClaimantOf("DeadLetterQueue", o), err != nil, nil
+		}
+	}
+	return me, false, nil
+}

@@ -1,0 +1,125 @@
+package controllers_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
+)
+
+// otherSpelling is spec.kafka naming the suite broker as localhost where the default connection
+// says 127.0.0.1: the same cluster, spelled another way.
+func otherSpelling(t *testing.T) *v1.KafkaConnection {
+	t.Helper()
+	var servers []string
+	for _, a := range broker.ListenAddrs() {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host != "127.0.0.1" {
+			t.Fatalf("the suite broker listens on %q, not 127.0.0.1:<port>", a)
+		}
+		servers = append(servers, net.JoinHostPort("localhost", port))
+	}
+	return &v1.KafkaConnection{BootstrapServers: servers}
+}
+
+// One cluster spelled two ways (127.0.0.1:port and localhost:port) is one cluster: a pipeline
+// joining a consumer group an older pipeline joined through the other spelling is refused, naming
+// it, and runs no consumers; so is one whose tier base is another's.
+func TestOneClusterSpelledTwoWaysSharesItsGroupsAndTiers(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, adm := sharingFixture(t)
+	createTopic(t, adm, ns+".a", 1)
+	createTopic(t, adm, ns+".b", 1)
+
+	older := newPipeline(ns, "a-older", ns+".a", "p", "dlq")
+	older.Spec.Source.ConsumerGroup = ns + ".shared"
+	g.Expect(env.Client.Create(ctx, older)).To(Succeed())
+	g.Eventually(pipelineCondition(older, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+
+	newer := newPipeline(ns, "b-newer", ns+".b", "p", "dlq")
+	newer.Spec.Source.ConsumerGroup = ns + ".shared"
+	newer.Spec.Kafka = otherSpelling(t)
+	g.Expect(env.Client.Create(ctx, newer)).To(Succeed())
+	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonConsumerGroupConflict),
+		HaveField("Message", ContainSubstring("ConsumerPipeline "+ns+"/a-older"))))
+	g.Expect(consumers(newer)).To(BeNil(), "no consumers")
+	holdsThroughResync(t, older, pipelineCondition(older, v1.ConditionTopicsReady), isReady())
+
+	// Tiers: a name crafted as the shortened tier base of a long one (TierBase).
+	long := strings.Repeat("n", 253-len(ns))
+	base := dispatchercfg.TierBase("", ns, long)
+	crafted := strings.TrimPrefix(base, ns+".")
+	holder := newPipeline(ns, long, ns+".a", "p", "dlq")
+	holder.Spec.Source.ConsumerGroup = ns + ".holder"
+	g.Expect(env.Client.Create(ctx, holder)).To(Succeed())
+	g.Eventually(ledgerOf(holder), wait, poll).Should(ContainElement(base + ".retry.1"))
+	twin := newPipeline(ns, crafted, ns+".a", "p", "dlq")
+	twin.Spec.Source.ConsumerGroup = ns + ".twin"
+	twin.Spec.Kafka = otherSpelling(t)
+	g.Expect(env.Client.Create(ctx, twin)).To(Succeed())
+	g.Eventually(pipelineCondition(twin, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
+		HaveField("Message", ContainSubstring(base+".retry.*"))))
+	g.Expect(consumers(twin)).To(BeNil(), "no consumers")
+}
+
+// Two queues claiming one topic of one cluster spelled two ways: the newer, though it asks to adopt
+// an existing topic, is refused, naming the older, and leaves the topic alone.
+func TestOneClusterSpelledTwoWaysSharesItsQueueTopics(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	topic := ns + ".letters"
+	older := newDLQ(ns, "a-older", topic)
+	g.Expect(env.Client.Create(ctx, older)).To(Succeed())
+	g.Eventually(dlqReady(older), wait, poll).Should(isReady())
+
+	newer := newDLQ(ns, "b-newer", topic)
+	newer.Spec.Kafka = otherSpelling(t)
+	newer.Spec.Topic.Partitions = 5
+	newer.Spec.Topic.ExistingTopic = v1.ExistingTopicAdopt
+	g.Expect(env.Client.Create(ctx, newer)).To(Succeed())
+	g.Eventually(dlqReady(newer), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
+		HaveField("Message", ContainSubstring("DeadLetterQueue "+ns+"/a-older"))))
+	g.Expect(describe(newKadm(t), topic)()).To(HaveField("Partitions", 3), "the older queue's topic, left alone")
+	holdsThroughResync(t, older, dlqReady(older), isReady())
+}
+
+// An older pipeline whose cluster cannot be told (its brokers never answered) keeps its consumer
+// group: the newer waits, saying why, rather than join a group the other may be running in; the
+// wait ends when the other goes.
+func TestAClaimantWhoseClusterCannotBeToldKeepsItsGroup(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, adm := sharingFixture(t)
+	createTopic(t, adm, ns+".a", 1)
+	createTopic(t, adm, ns+".b", 1)
+	// A port nothing listens on: the connection is refused.
+	dark, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	addr := dark.Addr().String()
+	g.Expect(dark.Close()).To(Succeed())
+
+	older := newPipeline(ns, "a-older", ns+".a", "p", "dlq")
+	older.Spec.Source.ConsumerGroup = ns + ".shared"
+	older.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{addr}}
+	g.Expect(env.Client.Create(ctx, older)).To(Succeed())
+	g.Eventually(pipelineCondition(older, v1.ConditionTopicsReady), wait, poll).Should(And(Not(BeNil()), HaveField("Status", BeEquivalentTo("False"))))
+	g.Eventually(func() bool { return metav1.Now().Unix() > older.CreationTimestamp.Unix() }, wait, poll).Should(BeTrue())
+
+	newer := newPipeline(ns, "b-newer", ns+".b", "p", "dlq")
+	newer.Spec.Source.ConsumerGroup = ns + ".shared"
+	g.Expect(env.Client.Create(ctx, newer)).To(Succeed())
+	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonConsumerGroupConflict),
+		HaveField("Message", And(ContainSubstring("ConsumerPipeline "+ns+"/a-older"), ContainSubstring("cannot be told")))))
+	g.Expect(consumers(newer)).To(BeNil(), "no consumers")
+
+	g.Expect(env.Client.Delete(ctx, older)).To(Succeed())
+	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+}
