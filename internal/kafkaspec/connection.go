@@ -134,7 +134,10 @@ func Resolve(ctx context.Context, c client.Reader, namespace string, spec *v1.Ka
 			if err != nil {
 				return kafka.Connection{}, err
 			}
-			t.CAPEM = ca
+			// The certificates alone, encoded again; the pods read the Secret itself.
+			if t.CAPEM, err = kafka.CABundle(ca); err != nil {
+				return kafka.Connection{}, &Error{Message: fmt.Sprintf("Secret %q key %q: TLS CA bundle: %v", ref.Name, key, err)}
+			}
 		}
 		if ref := spec.TLS.ClientCertSecretRef; ref != nil {
 			cert, err := read(ref.Name, secretKeyCert)
