@@ -33,7 +33,9 @@ func TestTemplatePolicyKeepsReplicasAndKafkaToDeployers(t *testing.T) {
 		change(u)
 		return c.Update(ctx, u, client.DryRunAll)
 	}
-	replicas := func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, int64(50), "spec", "replicas") }
+	replicas := func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, int64(50), "spec", "replicas")
+	}
 	kafka := func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, map[string]any{"bootstrapServers": []any{"elsewhere.example:9092"}}, "spec", "kafka")
 	}
