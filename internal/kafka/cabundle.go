@@ -6,7 +6,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"regexp"
 )
 
 // CABundle reads data as a CA bundle and returns its certificates encoded again, PEM block after
@@ -28,9 +27,14 @@ func CABundle(data []byte) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// blockType is a PEM type the errors may repeat: the types PEM files hold. Any other BEGIN line is
-// reported without its text.
-var blockType = regexp.MustCompile(`^[A-Z0-9][A-Z0-9 ]{0,38}[A-Z0-9]$`)
+// knownTypes are the PEM types the errors may repeat, those of the files a CA bundle is confused
+// with; any other BEGIN line is reported without its text, which could be anything.
+var knownTypes = map[string]bool{
+	"CERTIFICATE": true, "TRUSTED CERTIFICATE": true, "CERTIFICATE REQUEST": true, "X509 CRL": true,
+	"PRIVATE KEY": true, "RSA PRIVATE KEY": true, "EC PRIVATE KEY": true, "ENCRYPTED PRIVATE KEY": true,
+	"OPENSSH PRIVATE KEY": true, "DSA PRIVATE KEY": true, "PUBLIC KEY": true, "RSA PUBLIC KEY": true,
+	"EC PARAMETERS": true, "DH PARAMETERS": true, "PGP PUBLIC KEY BLOCK": true, "PGP PRIVATE KEY BLOCK": true,
+}
 
 const pemBegin, pemEnd, pemDashes = "-----BEGIN ", "-----END ", "-----"
 
@@ -52,8 +56,8 @@ func parseCABundle(data []byte) ([]*x509.Certificate, error) {
 			return nil, fmt.Errorf("line %d: text outside a PEM block (not shown); a CA bundle holds CERTIFICATE blocks only", i+1)
 		}
 		start := i
-		shown := "a PEM block"
-		if blockType.MatchString(typ) {
+		shown := "PEM block of a type not shown"
+		if knownTypes[typ] {
 			shown = fmt.Sprintf("PEM block %q", typ)
 		}
 		end := -1

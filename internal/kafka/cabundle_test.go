@@ -32,8 +32,9 @@ func TestCABundleRefusesAnythingButCertificates(t *testing.T) {
 		"a private key":                         {cat(ca, string(key)), `unexpected PEM block "EC PRIVATE KEY"`},
 		"bad base64 in a certificate": {cat("-----BEGIN CERTIFICATE-----\nhunter2!!\n-----END CERTIFICATE-----\n"),
 			"certificate 1 (line 1) is not valid PEM"},
-		"a certificate that does not parse": {pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("hunter2")}), "certificate 1 (line 1)"},
-		"nothing but blank lines":           {[]byte("\n \n"), "no PEM encoded certificate found"},
+		"a certificate that does not parse":   {pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("hunter2")}), "certificate 1 (line 1)"},
+		"a block of a type that is not shown": {cat(ca, "-----BEGIN HUNTER2-----\nAAAA\n-----END HUNTER2-----\n"), "line 11: unexpected PEM block of a type not shown (want CERTIFICATE)"},
+		"nothing but blank lines":             {[]byte("\n \n"), "no PEM encoded certificate found"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := (&TLSConfig{CAPEM: tc.data}).Config()
