@@ -53,6 +53,11 @@ git -c user.name=test-verify -c user.email=test-verify@example.invalid commit -q
 expect_failure "the chart's copy of the dashboard was edited instead of regenerated (hack/chartgen)" "generated files are stale"
 git reset -q --hard HEAD~1
 
+sed -i 's#"pattern": "^(debug|info|#"pattern": "^(debug|verbose|info|#' charts/retry-operator/values.schema.json
+git -c user.name=test-verify -c user.email=test-verify@example.invalid commit -qam "a generated schema constraint edited by hand"
+expect_failure "a constraint of values.schema.json generated from internal/chartschema was edited by hand (hack/chartgen)" "generated files are stale"
+git reset -q --hard HEAD~1
+
 sed -i 's|^# API reference$|# The API reference|' docs/api-reference.md
 git -c user.name=test-verify -c user.email=test-verify@example.invalid commit -qam "the API reference edited by hand"
 expect_failure "docs/api-reference.md was edited instead of regenerated (hack/apidocs)" "generated files are stale"

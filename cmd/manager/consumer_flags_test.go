@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"os"
 	"strings"
@@ -90,12 +91,41 @@ func TestKafkaCABundleHoldsCertificatesOnly(t *testing.T) {
 			t.Errorf("%s: the error shows the file: %v", name, err)
 		}
 	}
-	bundle := append(append([]byte("# a comment before the blocks\n"), pki.CAPEM...), cert...)
+	// What goes into the ConfigMaps is the certificates as parsed and encoded again, not the file's
+	// bytes: blank lines and CRLF line endings are gone.
+	bundle := append(append([]byte("\r\n\n"), bytes.ReplaceAll(pki.CAPEM, []byte("\n"), []byte("\r\n"))...), cert...)
 	p := dir + "/bundle.crt"
 	if err := os.WriteFile(p, bundle, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--kafka-bootstrap-servers=kafka:9093", "--kafka-tls-ca-file=" + p}); err != nil {
-		t.Errorf("a bundle of certificates: %v", err)
+	o, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--kafka-bootstrap-servers=kafka:9093", "--kafka-tls-ca-file=" + p})
+	if err != nil {
+		t.Fatalf("a bundle of certificates: %v", err)
+	}
+	if got, want := string(o.controllers.DefaultKafkaTLS.CAPEM), string(pki.CAPEM)+string(cert); got != want {
+		t.Errorf("the CA bundle copied to the pipelines' ConfigMaps is\n%q\nwant the certificates encoded again\n%q", got, want)
+	}
+}
+
+// Text outside the PEM blocks of the CA bundle, which would be copied to every tenant, is refused
+// at start with a message naming the flag and the line, never the text.
+func TestKafkaCABundleRefusesTextOutsideCertificates(t *testing.T) {
+	dir := t.TempDir()
+	a, b := kafkatest.NewPKI(t, "a"), kafkatest.NewPKI(t, "b")
+	for name, data := range map[string]string{
+		"a password above the certificate":   "sasl.password=hunter2\n" + string(a.CAPEM),
+		"a broken PRIVATE KEY block between": string(a.CAPEM) + "-----BEGIN PRIVATE KEY-----\nhunter2\n" + string(b.CAPEM),
+	} {
+		p := dir + "/" + strings.ReplaceAll(name, " ", "-")
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--kafka-bootstrap-servers=kafka:9093", "--kafka-tls-ca-file=" + p})
+		if err == nil || !strings.Contains(err.Error(), "--kafka-tls-ca-file "+p+": line ") {
+			t.Errorf("%s: %v, want the flag, the file and the line refused", name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the error shows the file: %v", name, err)
+		}
 	}
 }

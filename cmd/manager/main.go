@@ -240,7 +240,10 @@ func (k *kafkaFlags) resolve(readFile func(string) ([]byte, error), getenv func(
 			if len(ca) > maxCABundle {
 				return nil, nil, fmt.Errorf("--kafka-tls-ca-file: %d bytes, more than the %d a CA bundle may hold here", len(ca), maxCABundle)
 			}
-			tlsCfg.CAPEM = ca
+			// Only the certificates, encoded again, reach the ConfigMaps: never other text of the file.
+			if tlsCfg.CAPEM, err = kafka.CABundle(ca); err != nil {
+				return nil, nil, fmt.Errorf("--kafka-tls-ca-file %s: %w", k.caFile, err)
+			}
 		}
 		if k.certFile != "" {
 			cert, err := readFile(k.certFile)

@@ -8,7 +8,8 @@
 // config/: the Grafana dashboards (config/grafana, written by `make dashboard`) into files/dashboards,
 // which templates/dashboards.yaml renders, and the Argo CD health checks' argocd-cm snippet and Helm
 // values (config/argocd, written by `go run ./config/argocd/gen`) into files/argocd. Run it after
-// those generators: `make manifests` and `make dashboard` do.
+// those generators: `make manifests` and `make dashboard` do. Last, it writes into values.schema.json
+// the constraints of internal/chartschema: the values the manager would refuse at start.
 //
 //	go run ./hack/chartgen [-repo DIR]
 package main
@@ -140,6 +141,9 @@ func main() {
 	}
 	for i, o := range outs {
 		files[o.path] = texts[i]
+	}
+	if files[schemaPath], err = valuesSchema(*repo); err != nil {
+		fail(err)
 	}
 	// A CRD (or a copied file) removed from config/ leaves the chart too.
 	dirs := []string{filepath.Join(chart, "templates/crds")}

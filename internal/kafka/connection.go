@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"hash"
@@ -343,32 +342,15 @@ func (t *TLSConfig) Config() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// appendPEMCerts parses every CERTIFICATE block, failing on garbage so that a
-// truncated or wrong Secret key is reported instead of silently ignored.
+// appendPEMCerts adds the certificates of the CA bundle data to pool, refusing anything but
+// certificates (CABundle).
 func appendPEMCerts(pool *x509.CertPool, data []byte) error {
-	rest := data
-	n := 0
-	for {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			return fmt.Errorf("unexpected PEM block %q (want CERTIFICATE)", block.Type)
-		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return fmt.Errorf("certificate %d: %w", n+1, err)
-		}
-		pool.AddCert(cert)
-		n++
+	certs, err := parseCABundle(data)
+	if err != nil {
+		return err
 	}
-	if n == 0 {
-		return errors.New("no PEM encoded certificate found")
-	}
-	if strings.TrimSpace(string(rest)) != "" {
-		return errors.New("trailing data after the last PEM certificate")
+	for _, c := range certs {
+		pool.AddCert(c)
 	}
 	return nil
 }

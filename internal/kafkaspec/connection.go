@@ -22,6 +22,15 @@ const (
 	secretKeyPassword = "password"
 )
 
+// The bounds of what a connection reads from a tenant's Secret, which it keeps (a Secret holds up to
+// 1 MiB): a CA bundle as large as the manager's own may be, a client certificate chain or key, a
+// user name or password (a token included).
+const (
+	maxSecretCA         = 256 << 10
+	maxSecretCert       = 64 << 10
+	maxSecretCredential = 16 << 10
+)
+
 // Defaults is the operator-wide default Kafka connection, used by resources whose spec.kafka
 // names no bootstrap servers, and the manager's limits on the connections of resources.
 //
@@ -109,7 +118,7 @@ func Resolve(ctx context.Context, c client.Reader, namespace string, spec *v1.Ka
 		return conn, nil
 	}
 	conn := kafka.Connection{BootstrapServers: spec.BootstrapServers}
-	read := func(name, key string) ([]byte, error) {
+	read := func(name, key string, limit int) ([]byte, error) {
 		s := &corev1.Secret{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -121,6 +130,9 @@ func Resolve(ctx context.Context, c client.Reader, namespace string, spec *v1.Ka
 		if !ok || len(v) == 0 {
 			return nil, &Error{Missing: true, Message: fmt.Sprintf("Secret %q has no key %q", name, key)}
 		}
+		if len(v) > limit {
+			return nil, &Error{Message: fmt.Sprintf("Secret %q key %q holds %d bytes, more than %d", name, key, len(v), limit)}
+		}
 		return v, nil
 	}
 	if spec.TLS != nil {
@@ -130,18 +142,21 @@ func Resolve(ctx context.Context, c client.Reader, namespace string, spec *v1.Ka
 			if key == "" {
 				key = secretKeyCA
 			}
-			ca, err := read(ref.Name, key)
+			ca, err := read(ref.Name, key, maxSecretCA)
 			if err != nil {
 				return kafka.Connection{}, err
 			}
-			t.CAPEM = ca
+			// The certificates alone, encoded again; the pods read the Secret itself.
+			if t.CAPEM, err = kafka.CABundle(ca); err != nil {
+				return kafka.Connection{}, &Error{Message: fmt.Sprintf("Secret %q key %q: TLS CA bundle: %v", ref.Name, key, err)}
+			}
 		}
 		if ref := spec.TLS.ClientCertSecretRef; ref != nil {
-			cert, err := read(ref.Name, secretKeyCert)
+			cert, err := read(ref.Name, secretKeyCert, maxSecretCert)
 			if err != nil {
 				return kafka.Connection{}, err
 			}
-			key, err := read(ref.Name, secretKeyKey)
+			key, err := read(ref.Name, secretKeyKey, maxSecretCert)
 			if err != nil {
 				return kafka.Connection{}, err
 			}
@@ -150,11 +165,11 @@ func Resolve(ctx context.Context, c client.Reader, namespace string, spec *v1.Ka
 		conn.TLS = t
 	}
 	if spec.SASL != nil {
-		user, err := read(spec.SASL.SecretRef.Name, secretKeyUsername)
+		user, err := read(spec.SASL.SecretRef.Name, secretKeyUsername, maxSecretCredential)
 		if err != nil {
 			return kafka.Connection{}, err
 		}
-		pass, err := read(spec.SASL.SecretRef.Name, secretKeyPassword)
+		pass, err := read(spec.SASL.SecretRef.Name, secretKeyPassword, maxSecretCredential)
 		if err != nil {
 			return kafka.Connection{}, err
 		}

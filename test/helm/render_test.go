@@ -178,8 +178,8 @@ func TestChartRefusesWhatWouldNotRun(t *testing.T) {
 	}{
 		{"a latest tag", []string{"image.tag=latest"}, "/image/tag"},
 		{"a malformed digest", []string{"dispatcherImage.digest=sha256:abc"}, "/dispatcherImage/digest"},
-		{"SASL without a user", []string{"kafka.sasl.mechanism=PLAIN", "kafka.sasl.secretName=s"}, "kafka.sasl.username is required"},
-		{"SASL without a Secret", []string{"kafka.sasl.mechanism=PLAIN", "kafka.sasl.username=u"}, "kafka.sasl.secretName is required"},
+		{"SASL without a user", []string{"kafka.sasl.mechanism=SCRAM-SHA-512", "kafka.sasl.secretName=s"}, "kafka.sasl.username is required"},
+		{"SASL without a Secret", []string{"kafka.sasl.mechanism=SCRAM-SHA-512", "kafka.sasl.username=u"}, "kafka.sasl.secretName is required"},
 		{"a memory limit in an unknown unit", []string{"resources.limits.memory=1.5Gi"}, "resources.limits.memory"},
 		{"an unknown value", []string{"replicas=2"}, "replicas"},
 		{"a lease namespace that is no namespace", []string{"leaderElection.namespace=Team_A"}, "/leaderElection/namespace"},

@@ -112,3 +112,26 @@ label the chart sets: a duplicate key would be read as one or the other, or refu
 {{- end }}
 {{- with $extra }}{{ toYaml . }}{{ end }}
 {{- end }}
+
+{{/*
+The rules between values that the manager checks at start: a release it would refuse fails here, with
+the values to change, instead of a manager that exits. A single value's rules are in values.schema.json.
+*/}}
+{{- define "retry-operator.validate" -}}
+{{- $kafka := .Values.kafka }}
+{{- if and (eq $kafka.sasl.mechanism "PLAIN") (not $kafka.tls.enabled) (not $kafka.sasl.allowPlaintextPassword) }}
+{{- fail "kafka.sasl.mechanism PLAIN without kafka.tls.enabled would send the password in clear text, which the manager refuses: set kafka.tls.enabled, use SCRAM-SHA-256 or SCRAM-SHA-512, or set kafka.sasl.allowPlaintextPassword (a test cluster only)" }}
+{{- end }}
+{{- if and $kafka.tls.certKey (not $kafka.tls.enabled) }}
+{{- fail (printf "kafka.tls.certKey %q is set but kafka.tls.enabled is false: enable TLS, or leave certKey empty" $kafka.tls.certKey) }}
+{{- end }}
+{{- if and $kafka.tls.certKey (not $kafka.tls.secretName) }}
+{{- fail (printf "kafka.tls.certKey %q needs kafka.tls.secretName: the Secret holding the certificate, which is mounted into the manager" $kafka.tls.certKey) }}
+{{- end }}
+{{- if and $kafka.tls.keyKey (not $kafka.tls.certKey) }}
+{{- fail (printf "kafka.tls.keyKey %q needs kafka.tls.certKey: the client certificate of that key" $kafka.tls.keyKey) }}
+{{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
+{{- fail (printf "replicaCount %d needs leaderElection.enabled: without it every replica reconciles, and the topic ledger has one writer" (int .Values.replicaCount)) }}
+{{- end }}
+{{- end }}
