@@ -52,7 +52,7 @@ func otherPipelineFixture(t *testing.T) (*kafkafake.Fake, kafka.Connection) {
 func TestDefaultReplaySkipsAnotherPipelinesRecord(t *testing.T) {
 	ctx := context.Background()
 	state, _ := deadletters.StateTopic(dlqTopic)
-	run := func(f *kafkafake.Fake, conn kafka.Connection, target *v1.ReplayTarget) (deadletters.Progress, error) {
+	run := func(f *kafkafake.Fake, conn kafka.Connection, target *v1.ReplayTarget, uid string) (deadletters.Progress, error) {
 		lookup := func(_ context.Context, ns, name string) (deadletters.Target, error) {
 			if ns+"/"+name == ordersPipe {
 				return deadletters.Target{Topic: tierTopic, Conn: conn}, nil
@@ -61,7 +61,7 @@ func TestDefaultReplaySkipsAnotherPipelinesRecord(t *testing.T) {
 		}
 		spec := v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "jane", Target: target}
 		return deadletters.Run(ctx, deadletters.Options{
-			Spec: spec, Ref: ref, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: 3},
+			Spec: spec, Ref: deadletters.ActionRef{Namespace: "shop", Name: "replay-" + uid, UID: uid}, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: 3},
 			Target: deadletters.Targets(spec.Target, "shop", conn, lookup), Holders: testLedger,
 		})
 	}
@@ -73,7 +73,7 @@ func TestDefaultReplaySkipsAnotherPipelinesRecord(t *testing.T) {
 	}
 
 	f, conn := otherPipelineFixture(t)
-	prog, err := run(f, conn, nil)
+	prog, err := run(f, conn, nil, "uid-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +96,21 @@ func TestDefaultReplaySkipsAnotherPipelinesRecord(t *testing.T) {
 		t.Errorf("the default target of such a dead letter: %v, want ErrNoTarget saying to set spec.target", err)
 	}
 
+	// A Target function of the caller's own that replays by retryops.pipeline: Run skips it still.
+	f2, conn2 := otherPipelineFixture(t)
+	prog, err = deadletters.Run(ctx, deadletters.Options{
+		Spec: v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "jane"}, Ref: ref, Topic: dlqTopic, Conn: conn2, Kafka: f2,
+		Snapshot: map[int32]int64{0: 3}, Holders: testLedger,
+		Target: func(context.Context, *deadletters.Entry) (deadletters.Target, error) {
+			return deadletters.Target{Topic: tierTopic, Conn: conn2, Pipeline: ordersPipe}, nil
+		},
+	})
+	if err != nil || prog.SkippedBy[deadletters.SkipOtherPipeline] != 1 || len(f2.Records(tierTopic, 0)) != 2 {
+		t.Errorf("a Target function routing by the header: %v, progress %+v, %d replayed; want it skipped", err, prog, len(f2.Records(tierTopic, 0)))
+	}
+
 	// The action names the pipeline: the skipped dead letter is replayed, into that pipeline's tier.
-	prog, err = run(f, conn, &v1.ReplayTarget{Pipeline: "orders"})
+	prog, err = run(f, conn, &v1.ReplayTarget{Pipeline: "orders"}, "uid-2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +123,7 @@ func TestDefaultReplaySkipsAnotherPipelinesRecord(t *testing.T) {
 
 	// The action names a topic: replayed there.
 	f, conn = otherPipelineFixture(t)
-	prog, err = run(f, conn, &v1.ReplayTarget{Topic: "orders"})
+	prog, err = run(f, conn, &v1.ReplayTarget{Topic: "orders"}, "uid-3")
 	if err != nil {
 		t.Fatal(err)
 	}
