@@ -35,7 +35,9 @@
 // retryops.replay.count one more than the replays known (the dead letter's header or the record of
 // decisions, whichever is higher), retryops.original.* copied (so the sink sees the original
 // Idempotency-Key), retryops.attempts "0" and retryops.due now. A dead letter replayed
-// spec.maxReplays times already is skipped (SkipReplayLimit). The rate is spec.rate.recordsPerSecond:
+// spec.maxReplays times already is skipped (SkipReplayLimit), and so is, without spec.target, the
+// dead letter of a record of another pipeline's retry tier (SkipOtherPipeline): it names the
+// pipeline that refused the record, whose sink it was kept from. The rate is spec.rate.recordsPerSecond:
 // no more than rate records go in any second, the n-th record no earlier than n/rate after the
 // first, and a run that fell behind (a slow scan or Kafka) makes up at most one batch at once,
 // measured with Options.Clock.

@@ -230,6 +230,14 @@ func (e *Entry) PipelineRef() (namespace, name string, ok bool) {
 	return ns, n, true
 }
 
+// OtherPipelineRecord reports whether e is the dispatcher's refusal of a record of another
+// pipeline's retry tier (reason malformed, error type headers.ErrorTypeOtherPipeline). Its
+// Pipeline is the pipeline that refused the record, not one the record belongs to; an error type
+// alone, which a sink or a library handler may choose, is not the dispatcher's word.
+func (e *Entry) OtherPipelineRecord() bool {
+	return e.Reason == headers.ReasonMalformed && e.ErrorType == headers.ErrorTypeOtherPipeline
+}
+
 // text is v as a string of at most limit bytes: cut on a UTF-8 boundary, invalid UTF-8 replaced.
 func text(v []byte, limit int) string {
 	v = bounded(v, limit)

@@ -24,6 +24,11 @@ const (
 	SkipReplayLimit = "ReplayLimit"
 	// SkipNoTarget: Replay found nowhere to produce the dead letter (no or an unknown pipeline).
 	SkipNoTarget = "NoTarget"
+	// SkipOtherPipeline: Replay without spec.target of a dead letter the dispatcher wrote for a
+	// record of another pipeline's retry tier (reason malformed, error type OtherPipelineRecord):
+	// its retryops.pipeline is the pipeline that refused it, so replaying by it would deliver the
+	// record to the sink it was kept from. Only a target the action names replays it.
+	SkipOtherPipeline = "OtherPipelineRecord"
 	// SkipMalformed: Replay of a dead letter whose context headers cannot make a replay (no valid
 	// retryops.original.* headers, an invalid replay count).
 	SkipMalformed = "MalformedDeadLetter"

@@ -30,7 +30,14 @@ func (r *run) replayable(ctx context.Context, e *Entry, st State, p *pending) (b
 		return false, nil
 	}
 	target, err := r.o.Target(ctx, e)
-	if errors.Is(err, ErrNoTarget) {
+	if err == nil && e.OtherPipelineRecord() && !namesTarget(r.o.Spec.Target) {
+		err = otherPipelineError(e) // whatever a Target function given by the caller said
+	}
+	switch {
+	case errors.Is(err, ErrOtherPipelineRecord):
+		r.prog.skip(SkipOtherPipeline)
+		return false, nil
+	case errors.Is(err, ErrNoTarget):
 		r.prog.skip(SkipNoTarget)
 		return false, nil
 	}
@@ -77,6 +84,9 @@ func (r *run) replayable(ctx context.Context, e *Entry, st State, p *pending) (b
 	p.state.ReplayCount = prev + 1
 	return true, nil
 }
+
+// namesTarget reports whether the action names where its replays go (spec.target).
+func namesTarget(t *v1.ReplayTarget) bool { return t != nil && (t.Pipeline != "" || t.Topic != "") }
 
 // produce sends the batch's records, one call per target, setting ok for those acknowledged. A
 // record that failed for a reason worth retrying (or the context) stops the run; one refused for

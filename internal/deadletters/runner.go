@@ -26,7 +26,8 @@ const (
 )
 
 // ErrNoTarget is wrapped by a Target function's error when a dead letter has nowhere to go: the
-// dead letter is skipped (SkipNoTarget). Any other error of the function stops the run.
+// dead letter is skipped (SkipNoTarget; SkipOtherPipeline when it wraps ErrOtherPipelineRecord too).
+// Any other error of the function stops the run.
 var ErrNoTarget = errors.New("no replay target")
 
 // Target is where Replay produces one dead letter.

@@ -13,6 +13,19 @@ import (
 	"github.com/retryops/retry-operator/sdk/headers"
 )
 
+// ErrOtherPipelineRecord is wrapped, with ErrNoTarget, by the error of a Replay's default target
+// for a dead letter of a record of another pipeline's retry tier (Entry.OtherPipelineRecord): the
+// dead letter is skipped (SkipOtherPipeline) unless the action names its target.
+var ErrOtherPipelineRecord = errors.New("a record of another pipeline's retry tier")
+
+// otherPipelineError is the error of the default target of e, a dead letter of a record of
+// another pipeline's retry tier.
+func otherPipelineError(e *Entry) error {
+	return fmt.Errorf("%w: %w: dead letter %s was refused by pipeline %s, which its retryops.pipeline names; "+
+		"replaying it there would deliver it to the sink it was kept from: set spec.target.pipeline or spec.target.topic",
+		ErrNoTarget, ErrOtherPipelineRecord, e.ID, cutString(e.Pipeline, 317))
+}
+
 // PipelineTier finds the replay target of the pipeline namespace/name: its first retry tier (which
 // only its consumer group reads) and the connection to its cluster. It returns an error wrapping
 // ErrNoTarget when there is no such pipeline or it has no retry tier yet; any other error (an API
@@ -23,7 +36,8 @@ type PipelineTier func(ctx context.Context, namespace, name string) (Target, err
 // on the dead letter topic's connection dlqConn; with spec.target.pipeline, that pipeline's tier
 // (tier); otherwise each dead letter's own pipeline (its retryops.pipeline header) through tier, and
 // only a pipeline of the action's own namespace: a header naming another namespace's pipeline, or
-// none, is ErrNoTarget, so that an action never writes into another namespace's topics. Lookups are
+// none, is ErrNoTarget, so that an action never writes into another namespace's topics, and so is a
+// dead letter of a record of another pipeline's retry tier (ErrOtherPipelineRecord too). Lookups are
 // remembered for the run (a pipeline is looked up once). The function is safe for concurrent use.
 func Targets(spec *v1.ReplayTarget, namespace string, dlqConn kafka.Connection, tier PipelineTier) func(ctx context.Context, e *Entry) (Target, error) {
 	if spec != nil && spec.Topic != "" {
@@ -61,6 +75,9 @@ func Targets(spec *v1.ReplayTarget, namespace string, dlqConn kafka.Connection, 
 		return func(ctx context.Context, _ *Entry) (Target, error) { return lookup(ctx, spec.Pipeline) }
 	}
 	return func(ctx context.Context, e *Entry) (Target, error) {
+		if e.OtherPipelineRecord() {
+			return Target{}, otherPipelineError(e)
+		}
 		ns, name, ok := e.PipelineRef()
 		if !ok {
 			return Target{}, fmt.Errorf("%w: dead letter %s names no pipeline", ErrNoTarget, e.ID)

@@ -17,8 +17,9 @@ import (
 // TestTierRecordOfAnotherPipeline: several pipelines may consume one source, so a retry-tier record
 // names its pipeline. One naming another pipeline (misrouted or forged: another name, an
 // over-long value, control characters), or a replay of another pipeline's dead letter, is
-// dead-lettered as malformed without being delivered, its dead letter naming this pipeline and the
-// header's value, escaped and bounded. A tier record naming this pipeline, a replay of this
+// dead-lettered as malformed (error type OtherPipelineRecord, which a Replay without a target
+// skips) without being delivered, its dead letter naming this pipeline and the header's value,
+// escaped and bounded. A tier record naming this pipeline, a replay of this
 // pipeline's dead letter, one without the header (written by an earlier release) and the record
 // behind them are delivered. A record naming two pipelines is another's whichever comes last.
 func TestTierRecordOfAnotherPipeline(t *testing.T) {
@@ -97,6 +98,9 @@ func TestTierRecordOfAnotherPipeline(t *testing.T) {
 			!strings.Contains(msg, quoted) || len(msg) > 300 || strings.ContainsAny(msg, "\r\n") {
 			t.Errorf("dead letter %q: reason %s, message %q; want %s naming %s, the value claimed and %s",
 				dl.Key, reason, msg, headers.ReasonMalformed, headers.Pipeline, own)
+		}
+		if et, _ := dt.Header(dl, headers.ErrorType); et != headers.ErrorTypeOtherPipeline {
+			t.Errorf("dead letter %q: error type %q, want %s", dl.Key, et, headers.ErrorTypeOtherPipeline)
 		}
 		if len(pipelines) != 1 || pipelines[0] != own {
 			t.Errorf("dead letter %q names pipelines %q, want only this one, %s", dl.Key, pipelines, own)

@@ -115,8 +115,9 @@ func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 // replay time). A retryops.original.topic that is not a valid topic name is malformed on a tier. On
 // the source topic only complete and valid original coordinates and valid replay headers are kept
 // (anything else is ignored), and the attempt count and deadline start afresh. A tier record whose
-// retryops.pipeline is not this pipeline's (s.pipelineID) is malformed whatever else it carries:
-// another pipeline's record (misrouted or forged) is never delivered to this one's sink. A tier
+// retryops.pipeline is not this pipeline's (s.pipelineID) is malformed whatever else it carries,
+// with error type headers.ErrorTypeOtherPipeline: another pipeline's record (misrouted or forged)
+// is never delivered to this one's sink. A tier
 // record without it was written by an earlier release and is read as before.
 func (it *item) parse(tier int, s *settings, now time.Time) {
 	r := it.rec
@@ -221,7 +222,13 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 			retry.MaxScheduleDelay.String() + ") after " + headers.FormatTime(now)
 	}
 	if malformed != "" {
-		it.pre = &failure{reason: headers.ReasonMalformed, errorType: headers.ErrorTypeMalformedHeaders, message: malformed}
+		et := headers.ErrorTypeMalformedHeaders
+		if pipelineBad != "" {
+			// Its dead letter names this pipeline (the header is untrusted); the error type tells
+			// a Replay without a target not to send it here.
+			et = headers.ErrorTypeOtherPipeline
+		}
+		it.pre = &failure{reason: headers.ReasonMalformed, errorType: et, message: malformed}
 		return
 	}
 	if bad != "" {

@@ -130,6 +130,11 @@ const (
 	ErrorTypeUnsupportedMediaType = "UnsupportedMediaType"
 	// ErrorTypeMalformedHeaders: a retry-tier record's retryops.* headers could not be decoded.
 	ErrorTypeMalformedHeaders = "MalformedRetryHeaders"
+	// ErrorTypeOtherPipeline: a retry-tier record's retryops.pipeline names another pipeline than
+	// the one reading the tier (misrouted or forged); it is dead-lettered with reason malformed,
+	// its dead letter naming the pipeline that read it. A Replay without spec.target skips such a
+	// dead letter (it would go to that pipeline's sink): only a target the action names replays it.
+	ErrorTypeOtherPipeline = "OtherPipelineRecord"
 	// ErrorTypeRetryProduceFailed: the record could not be written to its retry tier.
 	ErrorTypeRetryProduceFailed = "RetryProduceFailed"
 	// ErrorTypeDeadlineExceeded: the record was past its deadline before it was delivered.
