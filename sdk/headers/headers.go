@@ -112,11 +112,11 @@ const (
 	ReasonDeadlineExceeded   = "deadline_exceeded"
 	ReasonUndeliverable      = "undeliverable"
 	// ReasonMalformed: a retry-tier record's retryops.* headers are out of range (a pipeline other
-	// than the one reading the tier, an attempt count outside 1..maxAttempts, a due time later than its tier's latest delay allows, an attempt count
-	// of 0 without the replay headers, a replay header invalid, repeated or without the other, an
-	// original topic that is not a valid topic name); the
-	// record is dead-lettered at once, without being delivered, and the error message names the
-	// header.
+	// than the one reading the tier, an attempt count outside 1..maxAttempts, a due time later than
+	// any retry policy the API allows could schedule, an attempt count of 0 without the replay
+	// headers, a replay header invalid, repeated or without the other, an original topic that is not
+	// a valid topic name); the record is dead-lettered at once, without being delivered, and the
+	// error message names the header.
 	ReasonMalformed = "malformed"
 )
 
