@@ -41,7 +41,7 @@ func valuesSchema(repo string) ([]byte, error) {
 				var p any
 				node, ok = props.(*object)
 				if ok {
-					p, ok = node.get(name)
+					p, _ = node.get(name)
 					node, ok = p.(*object)
 				}
 			}

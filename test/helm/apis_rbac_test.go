@@ -70,7 +70,7 @@ func TestTheManagersServiceAccountMayServeTheAPIs(t *testing.T) {
 					g.Expect(u.GetNamespace()).To(Equal(tc.namespace))
 					sa = u.GetName()
 				}
-				g.Expect(env.Client.Patch(ctx, u, client.Apply, client.FieldOwner("test"), client.ForceOwnership)).To(Succeed(), key(u))
+				g.Expect(env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("test"), client.ForceOwnership)).To(Succeed(), key(u))
 				t.Cleanup(func() { _ = env.Client.Delete(ctx, u) })
 			}
 			g.Expect(sa).NotTo(BeEmpty(), "no ServiceAccount")
