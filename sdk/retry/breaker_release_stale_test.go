@@ -1,0 +1,34 @@
+package retry_test
+
+import (
+	"testing"
+
+	"github.com/retryops/retry-operator/sdk/retry"
+)
+
+// TestBreakerReleaseOfAnEarlierPermitFreesNoProbe: a permit admitted while the breaker was closed
+// (a record waiting for its batch to fill, a slow delivery) and handed back unused once the
+// breaker is half-open is not one of the probes: it frees none, so no more than halfOpenRequests
+// probes reach a sink that may still be down.
+func TestBreakerReleaseOfAnEarlierPermitFreesNoProbe(t *testing.T) {
+	h := newHarness(t, func(c *retry.CircuitBreakerConfig) { c.HalfOpenRequests, c.CloseSuccessPercent = 1, 50 })
+	for range 3 {
+		if !h.b.Allow() {
+			t.Fatal("a closed breaker refused a request")
+		}
+	}
+	h.halfOpen()
+	if !h.b.Allow() {
+		t.Fatal("the probe was not admitted")
+	}
+	for range 3 {
+		h.b.Release()
+		if h.b.Allow() {
+			t.Fatal("a second probe admitted with halfOpenRequests 1: a permit from before the half-open state freed one")
+		}
+	}
+	h.b.Release()
+	if !h.b.Allow() {
+		t.Fatal("no probe admitted after the probe was handed back unused")
+	}
+}
