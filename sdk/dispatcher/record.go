@@ -36,6 +36,7 @@ type item struct {
 	size    int64    // bytes of key, value and headers as consumed (the look-ahead window's measure)
 	pre     *failure // non-nil: dead-letter without delivering
 	allowed bool     // the breaker admitted the delivery, until recordPermit or releasePermit
+	permit  retry.Permit // what the breaker admitted, for releasePermit
 
 	fate fate     // set by settle alone
 	dlq  dlqState // the dead letter being written: failed tries and what it gave up (deadletter.go)

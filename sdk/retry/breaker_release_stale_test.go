@@ -12,23 +12,27 @@ import (
 // probes reach a sink that may still be down.
 func TestBreakerReleaseOfAnEarlierPermitFreesNoProbe(t *testing.T) {
 	h := newHarness(t, func(c *retry.CircuitBreakerConfig) { c.HalfOpenRequests, c.CloseSuccessPercent = 1, 50 })
+	var early []retry.Permit
 	for range 3 {
-		if !h.b.Allow() {
+		p, ok := h.b.Admit()
+		if !ok {
 			t.Fatal("a closed breaker refused a request")
 		}
+		early = append(early, p)
 	}
 	h.halfOpen()
-	if !h.b.Allow() {
+	probe, ok := h.b.Admit()
+	if !ok {
 		t.Fatal("the probe was not admitted")
 	}
-	for range 3 {
-		h.b.Release()
-		if h.b.Allow() {
+	for _, p := range early {
+		h.b.Release(p)
+		if _, ok := h.b.Admit(); ok {
 			t.Fatal("a second probe admitted with halfOpenRequests 1: a permit from before the half-open state freed one")
 		}
 	}
-	h.b.Release()
-	if !h.b.Allow() {
+	h.b.Release(probe)
+	if _, ok := h.b.Admit(); !ok {
 		t.Fatal("no probe admitted after the probe was handed back unused")
 	}
 }
