@@ -70,8 +70,8 @@ type Breaker struct {
 	last    int64 // highest bucket number seen, so that a clock stepping back never corrupts the ring
 	buckets [breakerBuckets]bucket
 
-	probes    int32 // admitted while half-open
-	successes int32 // successful probes while half-open
+	probes    int32  // admitted while half-open
+	successes int32  // successful probes while half-open
 	halfOpens uint64 // times half-open was entered: which half-open state a probe's Permit is of
 }
 
