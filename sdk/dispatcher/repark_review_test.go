@@ -1,12 +1,16 @@
 package dispatcher_test
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/retryops/retry-operator/sdk/dispatcher"
@@ -59,5 +63,86 @@ func TestLongRecordsWithNothingBehindAreNotReparked(t *testing.T) {
 	}
 	if got := dt.Gauge(reg, metrics.ReparkedTotal); got != 1 {
 		t.Fatalf("%s = %v, want 1", metrics.ReparkedTotal, got)
+	}
+}
+
+// TestReparkedRecordSurvivesACrashBeforeItsCommit: a dispatcher that re-parks a long record and
+// stops before the commit of its offset (every commit refused, as at a crash) leaves the record
+// and its copy in the tier. The next dispatcher delivers the record when due, at most twice (the
+// same idempotency key), dead-letters nothing, and commits the tier to its end.
+func TestReparkedRecordSurvivesACrashBeforeItsCommit(t *testing.T) {
+	p := newPipeline(t, "repark-crash", 1, longWaitPolicy(), nil)
+	tier := p.cfg.Topics.Retries[len(p.cfg.Topics.Retries)-1].Name
+	var refuse atomic.Bool
+	refuse.Store(true)
+	p.c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		p.c.KeepControl()
+		if !refuse.Load() {
+			return nil, nil, false
+		}
+		r := req.(*kmsg.OffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.GroupAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	t0 := time.Now().Truncate(time.Millisecond)
+	fc := clocktesting.NewFakeClock(t0)
+	d := &deliveredAt{at: map[string][]delivery{}}
+	reg := prometheus.NewRegistry()
+	e, err := dispatcher.New(dispatcher.Options{Config: p.cfg, Handler: d.handler(fc), Clock: fc, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	dt.Produce(t, p.prod, longTierRecord(p, "long", 500, t0, t0.Add(time.Hour)),
+		longTierRecord(p, "behind-0", 1000, t0, t0.Add(2*time.Second)),
+		longTierRecord(p, "behind-1", 1001, t0, t0.Add(2*time.Second)))
+	dt.Eventually(t, 20*time.Second, func() bool { return dt.Gauge(reg, metrics.Buffered) == 3 }, "the tier's records fetched")
+	fc.Step(2 * time.Second)
+	dt.Eventually(t, 20*time.Second, func() bool { return dt.Gauge(reg, metrics.ReparkedTotal) == 1 }, "the long record re-parked")
+	cancel()
+	select {
+	case err := <-done:
+		t.Logf("the first dispatcher stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first dispatcher did not stop")
+	}
+	if c := p.committed(t, tier, 0); c > 0 {
+		t.Fatalf("the tier committed to %d although every commit was refused", c)
+	}
+	refuse.Store(false)
+	start(t, dispatcher.Options{Config: p.cfg, Handler: d.handler(fc), Clock: fc})
+	src := p.cfg.Topics.Source
+	dt.Eventually(t, 20*time.Second, func() bool {
+		return len(d.get(headers.IdempotencyKey(src, 0, 1000))) >= 1 && len(d.get(headers.IdempotencyKey(src, 0, 1001))) >= 1
+	}, "the records behind delivered")
+	fc.SetTime(t0.Add(time.Hour))
+	dt.Eventually(t, 20*time.Second, func() bool {
+		fc.Step(time.Second)
+		return p.committed(t, tier, 0) == endOffset(t, p, tier, 0)
+	}, "the tier committed to its end")
+	ds := d.get(headers.IdempotencyKey(src, 0, 500))
+	t.Logf("the long record: %d deliveries %v; the tier holds %d records", len(ds), ds, endOffset(t, p, tier, 0))
+	if len(ds) < 1 || len(ds) > 2 {
+		t.Fatalf("the long record delivered %d times, want once or twice (its copy)", len(ds))
+	}
+	for _, x := range ds {
+		if x.at.Before(t0.Add(time.Hour)) {
+			t.Fatalf("the long record delivered at %v, before it was due", x.at)
+		}
+	}
+	if n := topicRecords(t, p, p.cfg.Topics.DeadLetter); n != 0 {
+		t.Fatalf("%d dead letters, want none", n)
 	}
 }
