@@ -190,7 +190,7 @@ func (e *Engine) recordPermit(it *item, success bool) {
 func (e *Engine) releasePermit(it *item) {
 	if it.allowed {
 		it.allowed = false
-		e.breaker.Release()
+		e.breaker.Release(it.permit)
 	}
 }
 

@@ -33,9 +33,10 @@ type item struct {
 	heapIdx   int   // its index in its retry tier's dueHeap while queued there
 	repark    bool  // started to be written again to the tail of its tier (repark.go), not delivered
 
-	size    int64    // bytes of key, value and headers as consumed (the look-ahead window's measure)
-	pre     *failure // non-nil: dead-letter without delivering
-	allowed bool     // the breaker admitted the delivery, until recordPermit or releasePermit
+	size    int64        // bytes of key, value and headers as consumed (the look-ahead window's measure)
+	pre     *failure     // non-nil: dead-letter without delivering
+	allowed bool         // the breaker admitted the delivery, until recordPermit or releasePermit
+	permit  retry.Permit // what the breaker admitted, for releasePermit
 
 	fate fate     // set by settle alone
 	dlq  dlqState // the dead letter being written: failed tries and what it gave up (deadletter.go)

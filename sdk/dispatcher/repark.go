@@ -23,7 +23,9 @@ import (
 //
 // How often: once per reparkAge of its tier at most, so about due/reparkAge times in all, and one
 // write at a time per partition (the next head waits for the write of this one): a record is
-// re-parked only while records follow it in the partition, never a lone one. Retry tiers keep no
+// re-parked only while records follow it in the partition, never a lone one, and only while one
+// of them waits for it: a record behind it due sooner, or finished (its commit held), or a full
+// window (the records not fetched may be due sooner). A tier of long waits alone is left as it is. Retry tiers keep no
 // per-key order (their records are delivered at their due times), so nothing is reordered that
 // was ordered. A draining tier (whose delays are no longer known) re-parks into itself once a
 // minute: its committed offsets reach its end, and the operator drops it, only once its last
@@ -56,6 +58,13 @@ func (e *Engine) reparkLocked(ps *partState, now time.Time, next **item) time.Ti
 	}
 	it := ps.first()
 	if it == nil || it.pre != nil || (ps.hw <= it.rec.Offset+1 && len(ps.items)-ps.head < 2) {
+		return time.Time{}
+	}
+	// Nothing waits for it: every record fetched behind it is queued and due no sooner (the
+	// earliest due is itself), and the window has room, so the records not yet fetched are fetched
+	// as they come due. Re-parking would only copy the tier's long waits round and round.
+	if records, bytes := ps.window(); records == ps.nQueued && ps.peek() == it &&
+		records < e.lookAheadRecords && bytes < e.lookAheadBytes {
 		return time.Time{}
 	}
 	age := e.reparkAge(ps.tier)

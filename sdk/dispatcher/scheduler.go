@@ -68,11 +68,12 @@ func (e *Engine) scheduleTo(next **item) {
 						break
 					}
 					if e.breaker != nil {
-						if !e.breaker.Allow() {
+						p, ok := e.breaker.Admit()
+						if !ok {
 							sinkBlocked = true
 							break
 						}
-						it.allowed = true
+						it.allowed, it.permit = true, p
 					}
 				}
 			}

@@ -53,8 +53,8 @@ func OnStateChange(fn func(from, to State)) BreakerOption {
 // fresh OpenDuration; once successes*100 > CloseSuccessPercent*HalfOpenRequests it closes with an
 // empty window.
 //
-// Every Allow that returned true must be followed by exactly one Record, or by one Release when
-// the request was never made. Outcomes recorded while open (requests admitted before the breaker
+// Every Allow or Admit that returned true must be followed by exactly one Record, or by one
+// Release of its Permit when the request was never made. Outcomes recorded while open (requests admitted before the breaker
 // opened) are ignored.
 type Breaker struct {
 	mu       sync.Mutex
@@ -70,8 +70,14 @@ type Breaker struct {
 	last    int64 // highest bucket number seen, so that a clock stepping back never corrupts the ring
 	buckets [breakerBuckets]bucket
 
-	probes    int32 // admitted while half-open
-	successes int32 // successful probes while half-open
+	probes    int32  // admitted while half-open
+	successes int32  // successful probes while half-open
+	halfOpens uint64 // times half-open was entered: which half-open state a probe's Permit is of
+}
+
+// Permit is a request Admit admitted, for Release to hand back.
+type Permit struct {
+	probe uint64 // the half-open state (Breaker.halfOpens) it is a probe of; 0: not a probe
 }
 
 // NewBreaker returns a closed Breaker reading the time from clk; a nil clk is clock.RealClock. The
@@ -103,6 +109,7 @@ func (b *Breaker) setState(to State, now time.Time) {
 		b.probes, b.successes = 0, 0
 	case StateHalfOpen:
 		b.probes, b.successes = 0, 0
+		b.halfOpens++
 	case StateClosed:
 		b.buckets = [breakerBuckets]bucket{}
 		b.probes, b.successes = 0, 0
@@ -122,22 +129,26 @@ func (b *Breaker) tick(now time.Time) {
 // Allow reports whether a request may go through now. In the half-open state a true result admits
 // one of the HalfOpenRequests probes.
 func (b *Breaker) Allow() bool {
+	_, ok := b.Admit()
+	return ok
+}
+
+// Admit is Allow, returning the Permit that Release hands back.
+func (b *Breaker) Admit() (Permit, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Now()
 	b.tick(now)
 	switch b.state {
 	case StateClosed:
-		return true
+		return Permit{}, true
 	case StateHalfOpen:
 		if b.probes < b.cfg.HalfOpenRequests {
 			b.probes++
-			return true
+			return Permit{probe: b.halfOpens}, true
 		}
-		return false
-	default:
-		return false
 	}
+	return Permit{}, false
 }
 
 // Record records the outcome of a request that Allow admitted.
@@ -172,13 +183,13 @@ func (b *Breaker) Record(success bool) {
 
 // Release hands back the permit of a request that Allow admitted but that was never made (or whose
 // outcome says nothing of the sink): it counts as neither a success nor a failure, so it neither
-// closes nor opens the breaker. A half-open breaker admits another probe in its place; with no
-// probe outstanding (more Releases than Allows) a Release hands back nothing.
-func (b *Breaker) Release() {
+// closes nor opens the breaker. A half-open breaker admits another probe in place of one of its
+// own probes; a permit admitted before (while closed, or in an earlier half-open state) frees none.
+func (b *Breaker) Release(p Permit) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(b.clock.Now())
-	if b.state == StateHalfOpen && b.probes > b.successes {
+	if b.state == StateHalfOpen && p.probe == b.halfOpens && b.probes > b.successes {
 		b.probes--
 	}
 }

@@ -15,13 +15,14 @@ func TestBreakerReleaseIsNeitherOutcome(t *testing.T) {
 	t.Run("half-open", func(t *testing.T) {
 		h := newHarness(t, func(c *retry.CircuitBreakerConfig) { c.HalfOpenRequests, c.CloseSuccessPercent = 1, 50 })
 		h.halfOpen()
-		if !h.b.Allow() {
+		probe, ok := h.b.Admit()
+		if !ok {
 			t.Fatal("the probe was not admitted")
 		}
 		if h.b.Allow() {
 			t.Fatal("a second probe admitted with halfOpenRequests 1")
 		}
-		h.b.Release()
+		h.b.Release(probe)
 		if got := h.b.State(); got != retry.StateHalfOpen {
 			t.Fatalf("state %s after a probe was handed back unused, want %s", got, retry.StateHalfOpen)
 		}
@@ -39,16 +40,19 @@ func TestBreakerReleaseIsNeitherOutcome(t *testing.T) {
 	t.Run("half-open, every probe handed back", func(t *testing.T) {
 		h := newHarness(t, nil) // 5 probes, more than 80% close
 		h.halfOpen()
+		var probes []retry.Permit
 		for range 5 {
-			if !h.b.Allow() {
+			p, ok := h.b.Admit()
+			if !ok {
 				t.Fatal("a probe was not admitted")
 			}
+			probes = append(probes, p)
 		}
-		for range 5 {
-			h.b.Release()
+		for _, p := range probes {
+			h.b.Release(p)
 		}
 		// Releasing more than was admitted hands back nothing more.
-		h.b.Release()
+		h.b.Release(probes[0])
 		h.wantState(retry.StateHalfOpen)
 		for i := range 5 {
 			if !h.b.Allow() {
@@ -65,10 +69,11 @@ func TestBreakerReleaseIsNeitherOutcome(t *testing.T) {
 		h := newHarness(t, nil) // opens at >50% failures over >= 10 requests
 		h.do(5, false)
 		for range 20 {
-			if !h.b.Allow() {
+			p, ok := h.b.Admit()
+			if !ok {
 				t.Fatal("a closed breaker refused a request")
 			}
-			h.b.Release()
+			h.b.Release(p)
 		}
 		// Had a release counted as a success, 5 failures of 26 would keep it closed.
 		h.do(5, false)
@@ -77,7 +82,7 @@ func TestBreakerReleaseIsNeitherOutcome(t *testing.T) {
 	t.Run("open", func(t *testing.T) {
 		h := newHarness(t, nil)
 		h.open()
-		h.b.Release()
+		h.b.Release(retry.Permit{})
 		h.clock.Step(30*time.Second - time.Millisecond)
 		h.wantState(retry.StateOpen)
 	})
