@@ -181,14 +181,16 @@ func (r *ConsumerPipelineReconciler) findSourceOwner(ctx context.Context, s *pip
 	return nil
 }
 
-// heldElsewhere is the TopicConflict of the existing topics the pipeline would run on or take
-// without having created them, when another resource's ledger record holds one: of tiers (the
-// retry tiers it would adopt, or would report as someone else's), an older pipeline's (the tiers of a
-// release that named them after the source, draining) or a queue's; of source (the source it would
-// adopt; "" when none), any but a pipeline reading it as its source too (which of those manages it
-// is findSourceOwner's to say). Adoption never takes what another resource manages: both would
+// heldElsewhere is the TopicConflict of the topics the pipeline would run on or take without
+// having recorded them, existing or not, when another resource's ledger record holds one: of tiers
+// (the retry tiers it would create or adopt, or would report as someone else's), an older
+// pipeline's (the tiers of a release that named them after the source, draining) or a queue's; of
+// source (the source it would create or adopt; "" when none), any but a pipeline reading it as its
+// source too (which of those manages it is findSourceOwner's to say). A record may hold a topic that
+// does not exist: its resource records before it creates, and a topic may be deleted outside the
+// operator. Neither creation nor adoption takes what another resource manages: both would
 // reconfigure it, read it as their own and, under deletionPolicy Delete, delete it under the other.
-// It lists the whole ledger, so it runs only when such a topic exists.
+// It lists the whole ledger, so it runs only when there is something to record.
 func (r *ConsumerPipelineReconciler) heldElsewhere(ctx context.Context, s *pipelineScope, source string, tiers []string) (*problem, error) {
 	topics := slices.Clone(tiers)
 	if source != "" {
@@ -227,8 +229,8 @@ func (r *ConsumerPipelineReconciler) heldElsewhere(ctx context.Context, s *pipel
 			}
 		}
 		return &problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
-			"source topic %q is managed by %s (the operator's topic ledger holds it for that one): spec.source.create.existingTopic Adopt never takes it over; "+
-				"this pipeline leaves it alone and runs no consumers until that one lets it go, or drop spec.source.create", source, h), maxConditionMessage)}, nil
+			"source topic %q is managed by %s (the operator's topic ledger holds it for that one): this pipeline neither creates nor adopts it "+
+				"and runs no consumers until that one lets it go, or drop spec.source.create", source, h), maxConditionMessage)}, nil
 	}
 	return nil, nil
 }

@@ -214,40 +214,38 @@ func (r *topicReconciler) noteTopicChange(connKey, name string, now kafka.TopicI
 // adopt, all in one write, before any is created. Each must be one the manager's claim policy gives
 // the namespace. An existing retry tier the operator did not create is someone else's topic: the
 // pipeline stops there (TopicNotOwned) unless spec.source.create.existingTopic is Adopt, rather
-// than reconfigure it and mix its records with retries. Nothing is adopted that another resource's
-// ledger record holds (heldElsewhere): the pipeline stops with TopicConflict, as for a tier base
-// another pipeline has.
+// than reconfigure it and mix its records with retries. Nothing is created or adopted that another
+// resource's ledger record holds (heldElsewhere), whether it exists or not: the pipeline stops with
+// TopicConflict, as for a tier base another pipeline has.
 func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pipelineScope) error {
 	var names []string
 	sourceName := string(s.p.Spec.Source.Topic)
 	source := s.described[sourceName]
 	sourcePartitions := source.Partitions
-	var adoptedSource string
+	var takenSource string
 	if want, managed := sourceSpec(s); managed && !slices.Contains(s.owned, sourceName) {
 		names = append(names, want.Name)
+		takenSource = sourceName
 		if !source.Exists {
 			sourcePartitions = want.Partitions
-		} else {
-			adoptedSource = sourceName
 		}
 	}
 	adopt := s.p.Spec.Source.Create != nil && s.p.Spec.Source.Create.ExistingTopic == v1.ExistingTopicAdopt
-	// existing are the tiers that exist and that the pipeline did not create: adopted, or foreign
-	// (someone else's) without Adopt.
-	var existing, foreign []string
+	// taken are the tiers the pipeline did not create that it would create, adopt, or report as
+	// foreign (someone else's, existing, without Adopt): another record may hold one that does not
+	// exist (recorded, not created yet; or deleted outside the operator) as well as one that does.
+	var taken, foreign []string
 	if want, _ := tierSpec(s.p, sourcePartitions); s.planKnown && want.Partitions > 0 {
 		for _, t := range s.tiers {
 			switch {
 			case s.blocked[t.Name] || slices.Contains(s.owned, t.Name):
-			case !s.described[t.Name].Exists:
-				names = append(names, t.Name)
-			case adopt:
-				existing = append(existing, t.Name)
+				continue
+			case !s.described[t.Name].Exists || adopt:
 				names = append(names, t.Name)
 			default:
-				existing = append(existing, t.Name)
 				foreign = append(foreign, t.Name)
 			}
+			taken = append(taken, t.Name)
 		}
 	}
 	// The claim policy first: its refusal is of the spec, for good.
@@ -256,7 +254,7 @@ func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pip
 			return p
 		}
 	}
-	conflict, err := r.heldElsewhere(ctx, s, adoptedSource, existing)
+	conflict, err := r.heldElsewhere(ctx, s, takenSource, taken)
 	if err != nil {
 		return err
 	}

@@ -143,18 +143,18 @@ type takenTopic struct {
 // takeTopics makes topics not yet in the ledger the queue's own: the first must be taken, the others
 // are taken with it when they may be (their own step reports why not). One is refused when it
 // exists and the queue does not ask to adopt it, when the claim policy does not give the namespace
-// its name, or when it exists and another resource's ledger record holds it (heldElsewhere); the
-// others are recorded in the ledger, in one write, before they are created or adopted.
+// its name, or when another resource's ledger record holds it (heldElsewhere), whether it exists
+// or not; the others are recorded in the ledger, in one write, before they are created or adopted.
 func (r *DeadLetterQueueReconciler) takeTopics(ctx context.Context, s *dlqScope, topics ...takenTopic) error {
 	problems := make([]*problem, len(topics))
-	var adopting []string
+	var taking []string
 	for i, t := range topics {
-		if problems[i] = r.takeProblem(s, t.name, t.have); problems[i] == nil && t.have.Exists {
-			adopting = append(adopting, t.name)
+		if problems[i] = r.takeProblem(s, t.name, t.have); problems[i] == nil {
+			taking = append(taking, t.name)
 		}
 	}
 	if problems[0] == nil {
-		held, err := r.heldElsewhere(ctx, s, adopting)
+		held, err := r.heldElsewhere(ctx, s, taking)
 		if err != nil {
 			return err
 		}
@@ -193,12 +193,14 @@ func (r *DeadLetterQueueReconciler) takeTopics(ctx context.Context, s *dlqScope,
 	return nil
 }
 
-// heldElsewhere returns, of the existing topics the queue would adopt (names), the TopicConflict of
-// each one that another resource's ledger record holds: a pipeline's source or retry tier, or a
-// queue's topic or record of decisions. A queue whose own topic is this queue's is left to the
-// Claim step (the oldest of the two has it). Adoption never takes what another resource manages:
-// both would reconfigure and trim it and, under deletionPolicy Delete, delete it under the other.
-// It lists the whole ledger, so it runs only for an adoption.
+// heldElsewhere returns, of the topics the queue would create or adopt (names), the TopicConflict
+// of each one that another resource's ledger record holds: a pipeline's source or retry tier, or a
+// queue's topic or record of decisions. A record may hold a topic that does not exist: its resource
+// records before it creates, and a topic may be deleted outside the operator. A queue whose own
+// topic is this queue's is left to the Claim step (the oldest of the two has it). Neither creation
+// nor adoption takes what another resource manages: both would reconfigure and trim it and, under
+// deletionPolicy Delete, delete it under the other. It lists the whole ledger, so it runs only when
+// the queue takes a topic.
 func (r *DeadLetterQueueReconciler) heldElsewhere(ctx context.Context, s *dlqScope, names []string) (map[string]*problem, error) {
 	holders, err := r.Ledger.HoldersOf(ctx, names...)
 	if err != nil {
@@ -218,8 +220,8 @@ func (r *DeadLetterQueueReconciler) heldElsewhere(ctx context.Context, s *dlqSco
 				}
 			}
 			out[name] = &problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
-				"topic %q is managed by %s (the operator's topic ledger holds it for that one): existingTopic Adopt never takes it over; "+
-					"this queue leaves it alone until that one lets it go, or name another topic", name, h), maxConditionMessage)}
+				"topic %q is managed by %s (the operator's topic ledger holds it for that one): this queue neither creates nor adopts it "+
+					"until that one lets it go, or name another topic", name, h), maxConditionMessage)}
 			break
 		}
 	}

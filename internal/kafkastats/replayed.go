@@ -26,7 +26,8 @@ const (
 // maxReplayedRanges on a partition the two closest ranges merge (the records between them then count
 // as due: the figure errs towards waking and scaling up, never towards a record left waiting), and
 // past maxReplayedTopics tiers or maxReplayedRangesTotal ranges the tier written longest ago is
-// forgotten.
+// forgotten; a tier over maxReplayedRangesTotal alone merges ranges down to an equal share for each
+// of its partitions.
 type Replayed struct {
 	mu     sync.Mutex
 	seq    uint64
@@ -103,6 +104,16 @@ func (r *Replayed) Note(connKey, topic string, results []kafka.ProduceResult) {
 	}
 	for r.ranges > maxReplayedRangesTotal && len(r.topics) > 1 {
 		r.evictOldest()
+	}
+	if r.ranges > maxReplayedRangesTotal {
+		// t alone is over the bound (it has many partitions): each keeps its share.
+		share := max(1, maxReplayedRangesTotal/len(t.parts))
+		for p, rs := range t.parts {
+			for len(rs) > share {
+				rs = mergeClosest(rs)
+			}
+			r.set(t, p, rs)
+		}
 	}
 }
 
