@@ -84,7 +84,7 @@ func batchAnswer(t testing.TB, a rawAnswer) roundTrip {
 		if err != nil {
 			t.Fatalf("encoding the answer: %v", err)
 		}
-		return &http.Response{StatusCode: 200, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 			Header:        http.Header{"Content-Type": {batch.MediaType}},
 			Body:          readCloser{bytes.NewReader(body)},
 			ContentLength: int64(len(body)), Request: req}, nil

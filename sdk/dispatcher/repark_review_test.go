@@ -2,7 +2,6 @@ package dispatcher_test
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,8 +49,8 @@ func TestLongRecordsWithNothingBehindAreNotReparked(t *testing.T) {
 	tier := p.cfg.Topics.Retries[len(p.cfg.Topics.Retries)-1].Name
 	defer func() {
 		if t.Failed() {
-			t.Log(fmt.Sprintf("delivered %v, p1 end %d, p0 end %d, in flight %v, reparked %v", d.get(headers.IdempotencyKey(p.cfg.Topics.Source, 0, 700)),
-				endOffset(t, p, tier, 1), endOffset(t, p, tier, 0), dt.Gauge(reg, metrics.InFlight), dt.Gauge(reg, metrics.ReparkedTotal)))
+			t.Logf("delivered %v, p1 end %d, p0 end %d, in flight %v, reparked %v", d.get(headers.IdempotencyKey(p.cfg.Topics.Source, 0, 700)),
+				endOffset(t, p, tier, 1), endOffset(t, p, tier, 0), dt.Gauge(reg, metrics.InFlight), dt.Gauge(reg, metrics.ReparkedTotal))
 		}
 	}()
 	dt.Eventually(t, 20*time.Second, func() bool {
