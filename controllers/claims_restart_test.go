@@ -86,6 +86,13 @@ func TestAQueueRefusedAfterThePolicyTightensHoldsNothing(t *testing.T) {
 	// A spec change, so that the condition read is the new manager's.
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(squat), squat)).To(Succeed())
 	squat.Spec.Topic.Partitions = 4
+	squat.Spec.DeletionPolicy = v1.DeletionPolicyDelete
 	g.Expect(env.Client.Update(ctx, squat)).To(Succeed())
 	g.Eventually(dlqReady(squat), wait, poll).Should(notReady(v1.ReasonTopicClaimRefused))
+	g.Expect(describe(newKadm(t), victim+".billing-dlq")()).To(HaveField("Partitions", 3), "left unchanged")
+
+	// Deleted under Delete, it leaves the topic (the policy gives it to the other namespace).
+	g.Expect(env.Client.Delete(ctx, squat)).To(Succeed())
+	g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(squat), squat) }, wait, poll).Should(MatchError(ContainSubstring("not found")))
+	g.Expect(describe(newKadm(t), victim+".billing-dlq")()).To(HaveField("Exists", true), "the topic is kept")
 }
