@@ -91,6 +91,14 @@ func TestAQueueRefusedAfterThePolicyTightensHoldsNothing(t *testing.T) {
 	g.Eventually(dlqReady(squat), wait, poll).Should(notReady(v1.ReasonTopicClaimRefused))
 	g.Expect(describe(newKadm(t), victim+".billing-dlq")()).To(HaveField("Partitions", 3), "left unchanged")
 
+	// No action runs on it: it would decide on, trim or replay the other namespace's dead letters.
+	resolve := newAction(tenant, "resolve", "squat", v1.DeadLetterResolve, nil)
+	resolve.Spec.Note = "done"
+	resolve.SetLabels(map[string]string{benchmarkLabel: tenant})
+	g.Expect(env.Client.Create(ctx, resolve)).To(Succeed())
+	t.Cleanup(func() { letGo(t, resolve) })
+	g.Eventually(actionReady(resolve), wait, poll).Should(notReady(v1.ReasonTopicClaimRefused))
+
 	// Deleted under Delete, it leaves the topic (the policy gives it to the other namespace).
 	g.Expect(env.Client.Delete(ctx, squat)).To(Succeed())
 	g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(squat), squat) }, wait, poll).Should(MatchError(ContainSubstring("not found")))
