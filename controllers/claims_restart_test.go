@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/labels"
@@ -79,6 +80,15 @@ func TestAQueueRefusedAfterThePolicyTightensHoldsNothing(t *testing.T) {
 	t.Cleanup(func() { letGo(t, squat) })
 	g.Eventually(dlqReady(squat), wait, poll).Should(isReady(), "no policy: any name")
 	g.Eventually(ledgerOf(squat), wait, poll).Should(ContainElement(victim + ".billing-dlq"))
+	createTopic(t, newKadm(t), tenant+".orders", 1)
+	policy := backoffPolicy(tenant, "p", 2, time.Second, time.Minute)
+	writer := newPipeline(tenant, "writer", tenant+".orders", "p", "squat")
+	for _, o := range []client.Object{policy, writer} {
+		o.SetLabels(map[string]string{benchmarkLabel: tenant})
+		g.Expect(env.Client.Create(ctx, o)).To(Succeed())
+		t.Cleanup(func() { letGo(t, o) })
+	}
+	g.Eventually(pipelineCondition(writer, v1.ConditionTopicsReady), wait, poll).Should(isReady(), "its dead letters go to the queue's topic")
 
 	// The operator turns the claim policy on: a restart with --topic-prefix '{namespace}.'.
 	stop()
@@ -90,6 +100,12 @@ func TestAQueueRefusedAfterThePolicyTightensHoldsNothing(t *testing.T) {
 	g.Expect(env.Client.Update(ctx, squat)).To(Succeed())
 	g.Eventually(dlqReady(squat), wait, poll).Should(notReady(v1.ReasonTopicClaimRefused))
 	g.Expect(describe(newKadm(t), victim+".billing-dlq")()).To(HaveField("Partitions", 3), "left unchanged")
+
+	// No pipeline sends dead letters there.
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(writer), writer)).To(Succeed())
+	writer.Spec.Sink.URI = "http://sink.example:8081/"
+	g.Expect(env.Client.Update(ctx, writer)).To(Succeed())
+	g.Eventually(pipelineCondition(writer, v1.ConditionTopicsReady), wait, poll).Should(notReady(v1.ReasonTopicClaimRefused))
 
 	// No action runs on it: it would decide on, trim or replay the other namespace's dead letters.
 	resolve := newAction(tenant, "resolve", "squat", v1.DeadLetterResolve, nil)
