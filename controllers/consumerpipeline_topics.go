@@ -111,6 +111,12 @@ func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s 
 		return err
 	}
 	s.deadLetter = string(dlq.Spec.Topic.Name)
+	// Nor to one the claim policy gives another namespace, whatever the ledger recorded before it.
+	if p := r.claimProblem(dlq, s.deadLetter); p != nil {
+		s.topicProblems.add(&problem{Reason: v1.ReasonTopicClaimRefused, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
+			"DeadLetterQueue %q: %s; no dead letters are sent there", name, p.Message), maxConditionMessage)})
+		return nil
+	}
 	// Dead letters go only to a topic the queue manages (created or adopted): never, with the
 	// operator's credentials, to a topic of someone else's that a queue merely names.
 	owned, err := r.Ledger.Owns(ctx, dlq, s.deadLetter)

@@ -133,6 +133,11 @@ func (r *DeadLetterActionReconciler) resolveQueue(ctx context.Context, a *v1.Dea
 		return nil, nil, &problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
 	}
 	topic := string(dlq.Spec.Topic.Name)
+	// A ledger record from before the claim policy gives the topic to another namespace holds nothing.
+	if p := r.claimProblem(dlq, topic); p != nil {
+		p.Message = truncate(fmt.Sprintf("DeadLetterQueue %q: %s; actions run only on a topic the claim policy gives the queue", dlq.Name, p.Message), maxConditionMessage)
+		return nil, nil, p
+	}
 	owned, err := r.Ledger.Owns(ctx, dlq, topic)
 	if err != nil {
 		return nil, nil, &problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}

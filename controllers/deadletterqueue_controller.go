@@ -183,6 +183,11 @@ func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqS
 		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept (deletionPolicy Retain)", s.want.Name)
 		return letGo()
 	}
+	if p := r.claimProblem(dlq, s.want.Name); p != nil {
+		log.Info("Kept topic the claim policy refuses the queue")
+		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept: the claim policy does not give it to this queue's namespace", s.want.Name)
+		return letGo()
+	}
 	owned, err := r.ownedTopics(ctx, dlq)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -43,9 +43,15 @@ func (r *DeadLetterQueueReconciler) connectQueue(ctx context.Context, s *dlqScop
 	return r.connect(ctx, &s.kafkaClient, dlqOwner(client.ObjectKeyFromObject(s.dlq)), s.dlq.Namespace, s.dlq.Spec.Kafka)
 }
 
-// claimTopic makes sure this queue is the oldest one claiming its topic on its cluster (topicOwner);
-// a newer one reports the conflict and leaves the topic alone.
+// claimTopic makes sure the claim policy gives this queue its topic and that it is the oldest one
+// claiming it on its cluster (topicOwner); a newer one reports the conflict and leaves the topic
+// alone. The policy is checked at every reconcile, not only when the topic is taken: a queue whose
+// ledger record holds a topic the policy now gives another namespace holds nothing either.
 func (r *DeadLetterQueueReconciler) claimTopic(ctx context.Context, s *dlqScope) error {
+	if p := r.claimProblem(s.dlq, string(s.dlq.Spec.Topic.Name)); p != nil {
+		r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
+		return p
+	}
 	winner, unknown, err := r.topicOwner(ctx, s)
 	if err != nil {
 		return err

@@ -62,9 +62,15 @@ const maxOwnedMemo = 10000
 // NotOwnedError says a queue does not manage the topic it names: its records are not served.
 type NotOwnedError struct {
 	Namespace, Queue, Topic string
+	// Refused is set when the claim policy gives the topic to another namespace.
+	Refused bool
 }
 
 func (e *NotOwnedError) Error() string {
+	if e.Refused {
+		return fmt.Sprintf("DeadLetterQueue %s/%s names topic %q, which the manager's claim policy does not give its namespace (reason TopicClaimRefused); its records are not shown",
+			e.Namespace, e.Queue, e.Topic)
+	}
 	return fmt.Sprintf("DeadLetterQueue %s/%s does not manage its topic %q (the operator did not create it for the queue and the queue did not adopt it: reason TopicNotOwned); its records are not shown",
 		e.Namespace, e.Queue, e.Topic)
 }
@@ -101,6 +107,10 @@ func (c *ClientQueues) Get(ctx context.Context, namespace, name string) (Queue, 
 		return Queue{}, err
 	}
 	topic := string(q.Spec.Topic.Name)
+	if c.Defaults.CheckClaim(namespace, topic) != nil {
+		// The claim policy gives the topic to another namespace, whatever the ledger recorded before.
+		return Queue{}, &NotOwnedError{Namespace: namespace, Queue: name, Topic: topic, Refused: true}
+	}
 	owned, err := c.manages(ctx, &q, topic)
 	if err != nil {
 		return Queue{}, apierrors.NewServiceUnavailable("DeadLetterQueue " + name + ": " + err.Error())

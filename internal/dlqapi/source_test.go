@@ -82,3 +82,24 @@ func TestClientQueuesOutsideTheWatchedNamespaces(t *testing.T) {
 		t.Fatalf("Names in the watched namespace: %v, %v", names, err)
 	}
 }
+
+// TestClientQueuesServeNoTopicTheClaimPolicyRefuses: a queue whose ledger record holds another
+// namespace's topic (recorded before the manager ran with --topic-prefix '{namespace}.') serves
+// none of its records once the policy gives the topic to that namespace.
+func TestClientQueuesServeNoTopicTheClaimPolicyRefuses(t *testing.T) {
+	ctx := context.Background()
+	q := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "squat", UID: "uid-squat"},
+		Spec: v1.DeadLetterQueueSpec{Topic: v1.DeadLetterTopic{Name: "victim.billing-dlq"}}}
+	c := fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).WithObjects(q).Build()
+	if err := (&kafkaspec.Ledger{Reader: c, Writer: c, Namespace: "op"}).Record(ctx, q, "victim.billing-dlq"); err != nil {
+		t.Fatal(err)
+	}
+	queues := &dlqapi.ClientQueues{Reader: c, Secrets: c, Ledger: &kafkaspec.Ledger{Reader: c, Namespace: "op"},
+		Defaults: kafkaspec.Defaults{BootstrapServers: []string{"kafka:9092"}, Tenancy: kafkaspec.Tenancy{TopicPrefix: "{namespace}."}}}
+	_, err := queues.Get(ctx, "tenant", "squat")
+	var notOwned *dlqapi.NotOwnedError
+	if !errors.As(err, &notOwned) {
+		t.Fatalf("a queue holding another namespace's topic under the claim policy: %v, want NotOwnedError", err)
+	}
+	t.Log(err)
+}

@@ -38,9 +38,12 @@ var knownTypes = map[string]bool{
 
 const pemBegin, pemEnd, pemDashes = "-----BEGIN ", "-----END ", "-----"
 
-// parseCABundle parses data line by line (LF or CRLF, spaces at the ends of lines ignored): outside
-// a block only blank lines; a block from its BEGIN line to the END line of the same type.
+// parseCABundle parses data line by line (LF or CRLF, spaces at the ends of lines and a leading byte
+// order mark ignored): outside a block only blank lines; a block from its BEGIN line to the END line
+// of the same type.
 func parseCABundle(data []byte) ([]*x509.Certificate, error) {
+	// A leading UTF-8 byte order mark (some Windows editors write one) is no text.
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	if !bytes.Contains(data, []byte(pemBegin)) {
 		return nil, errors.New("no PEM encoded certificate found")
 	}

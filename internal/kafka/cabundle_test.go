@@ -65,3 +65,20 @@ func TestCABundleEncodesTheCertificatesAgain(t *testing.T) {
 		t.Error("CABundle accepted text before the certificate")
 	}
 }
+
+// A bundle saved with a leading UTF-8 byte order mark (as some Windows editors and PowerShell
+// write files) is the same bundle: the mark is no text a secret could hide in, and crypto/x509,
+// OpenSSL and the JVM read such a file.
+func TestCABundleTakesALeadingByteOrderMark(t *testing.T) {
+	pki := kafkatest.NewPKI(t, "bom-ca")
+	got, err := CABundle(append([]byte("\ufeff"), pki.CAPEM...))
+	if err != nil {
+		t.Fatalf("CABundle of a bundle with a byte order mark: %v", err)
+	}
+	if !bytes.Equal(got, pki.CAPEM) {
+		t.Errorf("CABundle = %q, want the certificate alone", got)
+	}
+	if _, err := CABundle([]byte("\ufeff\ufeff" + string(pki.CAPEM))); err == nil {
+		t.Error("a second mark is text outside a PEM block, and must be refused")
+	}
+}

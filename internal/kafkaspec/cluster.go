@@ -34,11 +34,15 @@ type Party struct {
 	Admin kafka.Admin
 	// Connect, when set, connects the resource instead (the reconciler's own connection step).
 	Connect func(context.Context) (kafka.Admin, error)
+
+	// refreshed is set once the party's ID was read again (Same): a party compared with several
+	// others asks its brokers again once, not once per comparison.
+	refreshed bool
 }
 
 // Same reports whether a and b are on one cluster: at once, without Kafka, when they name the same
 // bootstrap servers; otherwise when their cluster IDs are equal. IDs that differ are read again
-// (one Metadata request each) before the two count as different clusters, so that an ID remembered
+// (one Metadata request each, once per Party) before the two count as different clusters, so that an ID remembered
 // from before a cluster was recreated behind the same names never splits one cluster in two.
 //
 // err says why it cannot be told (a connection that does not resolve, brokers that never answered
@@ -77,7 +81,8 @@ func (c Clusters) id(ctx context.Context, p *Party, fresh bool) (string, error) 
 			return "", err
 		}
 	}
-	if fresh {
+	if fresh && !p.refreshed {
+		p.refreshed = true
 		_ = p.Admin.Ping(ctx)
 	}
 	id, err := p.Admin.ClusterID(ctx)

@@ -56,3 +56,23 @@ func TestClustersAreTheirIDsNotTheirSpellings(t *testing.T) {
 	var specErr *Error
 	g.Expect(errors.As(err, &specErr)).To(BeTrue(), "the connection does not resolve: %v", err)
 }
+
+// A resource compared with older claimants on several other clusters reads its own cluster ID
+// again once, not once per claimant: a reconcile's Metadata requests grow with the claimants, one
+// each, and its own cluster is asked once.
+func TestClustersReadTheirOwnIDAgainOncePerComparisonRound(t *testing.T) {
+	ctx := context.Background()
+	f := kafkafake.New()
+	cs := Clusters{Reader: fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build(), Registry: kafka.NewRegistry(f)}
+	party := func(name, server string) *Party {
+		return &Party{Owner: "ConsumerPipeline/ns/" + name, Namespace: "ns", Kafka: &v1.KafkaConnection{BootstrapServers: []string{server}}}
+	}
+	g := NewWithT(t)
+	self := party("self", "kafka.self:9092")
+	f.SetClusterID("self", "kafka.self:9092")
+	for _, o := range []string{"a", "b", "c", "d"} {
+		f.SetClusterID("cluster-"+o, "kafka."+o+":9092")
+		g.Expect(cs.Same(ctx, self, party(o, "kafka."+o+":9092"))).To(BeFalse())
+	}
+	g.Expect(f.CallCount(kafkafake.Ping)).To(Equal(5), "one Metadata request for each of the four others, and one for the resource itself")
+}
