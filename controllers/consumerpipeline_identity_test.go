@@ -39,7 +39,7 @@ func TestPipelineOnASecuredDefaultConnectionUsesItsNamespacesIdentity(t *testing
 	ctx := context.Background()
 	const opUser, opPass = "op-admin-user", "operator-Passw0rd-never-lent"
 	pki := kafkatest.NewPKI(t, "default-ca")
-	secured, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(pki.ServerTLS(t)), kfake.EnableSASL(),
+	secured, err := kfake.NewCluster(ownClusterID(), kfake.NumBrokers(1), kfake.TLS(pki.ServerTLS(t)), kfake.EnableSASL(),
 		kfake.Superuser(kafka.MechanismScramSHA512, opUser, opPass))
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(secured.Close)

@@ -257,7 +257,7 @@ func TestDeadLetterQueueDeletionCompletesWithinTheBoundWhenKafkaIsDown(t *testin
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	down, err := kfake.NewCluster(kfake.NumBrokers(1))
+	down, err := kfake.NewCluster(ownClusterID(), kfake.NumBrokers(1))
 	g.Expect(err).NotTo(HaveOccurred())
 	addrs := down.ListenAddrs()
 
@@ -314,7 +314,7 @@ func TestDeadLetterQueueTrimsToMaxMessages(t *testing.T) {
 func TestDeadLetterQueueReportsAnUnreachableBroker(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	closed, err := kfake.NewCluster(kfake.NumBrokers(1))
+	closed, err := kfake.NewCluster(ownClusterID(), kfake.NumBrokers(1))
 	g.Expect(err).NotTo(HaveOccurred())
 	addr := closed.ListenAddrs()[0]
 	closed.Close()

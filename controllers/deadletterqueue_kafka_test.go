@@ -129,7 +129,7 @@ func TestKafkaSASLCredentialsFromASecret(t *testing.T) {
 		password      = "Sup3r-s3cret-scram-pa55"
 		wrongPassword = "Wr0ng-pa55-for-dlq-operator"
 	)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1),
+	c, err := kfake.NewCluster(ownClusterID(), kfake.NumBrokers(1),
 		kfake.EnableSASL(),
 		kfake.EnableACLs(),
 		kfake.Superuser("SCRAM-SHA-512", "admin", "admin-secret"),

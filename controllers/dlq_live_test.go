@@ -246,7 +246,7 @@ func TestDeadLetterQueueLiveStatus(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	c, err := kfake.NewCluster(ownClusterID(), kfake.NumBrokers(1))
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(c.Close)
 	adm := newKadm(t, c.ListenAddrs()...)

@@ -60,7 +60,7 @@ func TestHealthyIsUnknownWhileTheFiguresCannotBeRead(t *testing.T) {
 // closed broker for the rest of the run.
 func ownBroker(t *testing.T, ns string) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	c, err := kfake.NewCluster(ownClusterID(), kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
 	}

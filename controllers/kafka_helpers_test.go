@@ -3,11 +3,13 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"k8s.io/utils/ptr"
@@ -129,4 +131,14 @@ func produce(t *testing.T, addrs []string, topic string, counts map[int32]int) {
 	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 		t.Fatalf("produce to %s: %v", topic, err)
 	}
+}
+
+// clusterIDs numbers the kfake clusters the tests make beside the suite broker.
+var clusterIDs atomic.Int64
+
+// ownClusterID gives a kfake cluster a cluster ID of its own: every kfake cluster reports
+// "kfake" unless told otherwise, and the operator tells clusters apart by their ID, as a real
+// Kafka's (a random UUID) allows.
+func ownClusterID() kfake.Opt {
+	return kfake.ClusterID(fmt.Sprintf("test-cluster-%d", clusterIDs.Add(1)))
 }

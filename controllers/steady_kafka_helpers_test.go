@@ -73,7 +73,7 @@ func startSteadyRun(t *testing.T, n, conns int, interval time.Duration) *steadyR
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &steadyRun{t: t, ctx: ctx, interval: interval, n: n, writes: &writeCounter{}, reads: &reconcileCounter{}}
 	for range conns {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		c, err := kfake.NewCluster(ownClusterID(), kfake.NumBrokers(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +138,9 @@ func (r *steadyRun) create() {
 		if c := i % len(r.clusters); c > 0 {
 			conn = &v1.KafkaConnection{BootstrapServers: r.clusters[c].ListenAddrs()}
 		}
-		q := newDLQ(r.ns, fmt.Sprintf("dlq-%03d", i), fmt.Sprintf("steady.dlq.%03d", i))
+		// Topic names of this run's own: the topic ledger holds a name on every cluster, so a
+		// topic of an earlier run's resource, on its own cluster, would be held against this one.
+		q := newDLQ(r.ns, fmt.Sprintf("dlq-%03d", i), fmt.Sprintf("%s.dlq.%03d", r.ns, i))
 		q.Spec.Kafka = conn
 		q.Spec.Topic.Config = map[string]string{"compression.type": "zstd"}
 		policy := "shared"
@@ -146,7 +148,7 @@ func (r *steadyRun) create() {
 			policy = fmt.Sprintf("own-%03d", i)
 			objs = append(objs, backoffPolicy(r.ns, policy, 3, time.Second, time.Minute))
 		}
-		p := newPipeline(r.ns, fmt.Sprintf("cpl-%03d", i), fmt.Sprintf("steady.src.%03d", i), policy, q.Name)
+		p := newPipeline(r.ns, fmt.Sprintf("cpl-%03d", i), fmt.Sprintf("%s.src.%03d", r.ns, i), policy, q.Name)
 		p.Spec.Source.Create = &v1.TopicCreation{Partitions: 3}
 		p.Spec.Kafka = conn
 		objs = append(objs, q, p)

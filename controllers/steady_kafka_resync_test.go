@@ -93,7 +93,7 @@ func TestDriftOutOfBandIsRevertedWithinOneInterval(t *testing.T) {
 	r.settle()
 	g := NewWithT(t)
 	adm := newKadm(t, r.clusters[0].ListenAddrs()...)
-	topic := "steady.dlq.003"
+	topic := r.ns + ".dlq.003"
 	_, err := adm.AlterTopicConfigs(r.ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "compression.type", Value: new("gzip")}}, topic)
 	g.Expect(err).NotTo(HaveOccurred())
 	before, reads := r.requestsSnapshot(), r.reads.snapshot()

@@ -190,7 +190,7 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 		apiConfig = own.Config
 		bootstrap, requests = startKafkaProcess(tb)
 	} else {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		c, err := kfake.NewCluster(ownClusterID(), kfake.NumBrokers(1))
 		if err != nil {
 			tb.Fatal(err)
 		}
