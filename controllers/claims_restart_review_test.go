@@ -59,8 +59,16 @@ func TestARestartDuringAnotherClustersOutageLeavesARunningPipelineRunning(t *tes
 	ctx := context.Background()
 	label := newNamespace(t)
 	stop := startStoppableManager(t, label, kafkaspec.Tenancy{})
-	_, newer, closeOther := newerOnOtherCluster(t, label)
+	older, newer, closeOther := newerOnOtherCluster(t, label)
 	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(isReady(), "two clusters, told apart")
+	clusterID := func(p *v1.ConsumerPipeline) func() (string, error) {
+		return func() (string, error) {
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)
+			return p.Status.KafkaClusterID, err
+		}
+	}
+	g.Eventually(clusterID(older), wait, poll).Should(Equal("cluster-x"), "each records the cluster its connection reached")
+	g.Eventually(clusterID(newer), wait, poll).Should(SatisfyAll(Not(BeEmpty()), Not(Equal("cluster-x"))))
 
 	closeOther()
 	stop()
