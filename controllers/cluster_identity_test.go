@@ -93,8 +93,8 @@ func TestOneClusterSpelledTwoWaysSharesItsQueueTopics(t *testing.T) {
 
 // An older pipeline whose cluster was never identified (its brokers never answered) reached no
 // cluster and holds nothing: the newer on an identified cluster runs in the group. A newest one
-// never identified itself waits behind that one, saying why, rather than run on what may be its
-// cluster.
+// never identified itself waits behind the older claimants, identified or not, saying why, rather
+// than run on what may be their cluster.
 func TestAClaimantWhoseClusterWasNeverIdentifiedHoldsNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -134,7 +134,7 @@ func TestAClaimantWhoseClusterWasNeverIdentifiedHoldsNothing(t *testing.T) {
 	newest.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{darkAddr()}}
 	g.Expect(env.Client.Create(ctx, newest)).To(Succeed())
 	g.Eventually(pipelineCondition(newest, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonConsumerGroupConflict),
-		HaveField("Message", And(ContainSubstring("ConsumerPipeline "+ns+"/b-newer"), ContainSubstring("never identified")))))
+		HaveField("Message", And(ContainSubstring("ConsumerPipeline "+ns+"/a-older"), ContainSubstring("never identified")))))
 	g.Expect(consumers(newest)).To(BeNil(), "no consumers")
 	holdsThroughResync(t, newer, pipelineCondition(newer, v1.ConditionTopicsReady), isReady())
 }

@@ -58,20 +58,20 @@ type Party struct {
 //
 // A party whose cluster was never identified (its connection does not resolve, its brokers never
 // answered, and its status records no ID) has reached no cluster, so it runs nothing on any:
-//   - b unidentified: same is false, with err saying why; b holds nothing against a.
-//   - a unidentified (b identified): same is true, with err saying why; a waits behind b rather
-//     than run on what may be b's cluster. It cannot run anyway while its brokers cannot be reached.
+//   - a unidentified: same is true, with err saying why; a waits behind b rather than run on what
+//     may be b's cluster. It cannot run anyway while its brokers cannot be reached.
+//   - b unidentified, a identified: same is false, with err saying why; b holds nothing against a.
 func (c Clusters) Same(ctx context.Context, a, b *Party) (same bool, err error) {
 	if SameServers(Servers(a.Kafka, c.Defaults), Servers(b.Kafka, c.Defaults)) {
 		return true, nil
 	}
 	idb, errb := c.id(ctx, b, false)
-	if idb == "" {
-		return false, errb
-	}
 	ida, erra := c.id(ctx, a, false)
-	if ida == "" {
+	switch {
+	case ida == "":
 		return true, erra
+	case idb == "":
+		return false, errb
 	}
 	if ida == idb {
 		return true, nil
