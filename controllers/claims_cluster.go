@@ -31,6 +31,17 @@ import (
 //     any: its claims hold nothing, and it waits behind the older claimants that are identified
 //     rather than run on what may be their cluster.
 
+// readClusterID notes the cluster ID of a client that has just reached Kafka (its Metadata answers
+// carry it: no request of its own, but for a client whose answers came from a cache).
+func (k *kafkaClient) readClusterID(ctx context.Context) {
+	if k.admin == nil || k.clusterID != "" {
+		return
+	}
+	if id, err := k.admin.ClusterID(ctx); err == nil {
+		k.clusterID = id
+	}
+}
+
 // claimClusters is how the reconcilers compare clusters.
 func (r *topicReconciler) claimClusters() kafkaspec.Clusters {
 	return kafkaspec.Clusters{Reader: r.Client, Defaults: r.Kafka.Defaults, Registry: r.Kafka.Connections}

@@ -424,17 +424,6 @@ type kafkaClient struct {
 	clusterID string
 }
 
-// readClusterID notes the cluster ID of a client that has just reached Kafka (its Metadata answers
-// carry it: no request of its own, but for a client whose answers came from a cache).
-func (k *kafkaClient) readClusterID(ctx context.Context) {
-	if k.admin == nil || k.clusterID != "" {
-		return
-	}
-	if id, err := k.admin.ClusterID(ctx); err == nil {
-		k.clusterID = id
-	}
-}
-
 // connect resolves spec (the spec.kafka of a resource in namespace) into k, with a client for owner
 // (the resource's name in the connection registry).
 func (r *topicReconciler) connect(ctx context.Context, k *kafkaClient, owner, namespace string, spec *v1.KafkaConnection) error {
