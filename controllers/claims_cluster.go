@@ -28,8 +28,8 @@ import (
 //     recorded (status.kafkaClusterID), so that an outage alone, a manager's restart during one
 //     included, never moves a claim. A resource whose cluster was never identified (its connection
 //     never resolved or its brokers never answered) has reached no cluster and runs nothing on
-//     any: its claims hold nothing, and it waits behind the older claimants that are identified
-//     rather than run on what may be their cluster.
+//     any: its claims hold nothing against an identified resource, and it waits behind the older
+//     claimants, identified or not, rather than run on what may be their cluster.
 
 // readClusterID notes the cluster ID of a client that has just reached Kafka (its Metadata answers
 // carry it: no request of its own, but for a client whose answers came from a cache).
@@ -95,9 +95,9 @@ func (r *topicReconciler) queueClaimRefusal(q *v1.DeadLetterQueue) error {
 }
 
 // sharingRivals returns, of the pipelines claiming a name self claims (list from a claim index),
-// those that may hold it against self: on self's cluster (or identified while self's cluster was
-// never: unknown lists them), whose claim the policy allows, created no later than self's second (a newer one never
-// wins, sharingOwner). They are compared oldest first, and once one is found, only those of its
+// those that may hold it against self: on self's cluster (or compared while self's cluster was never
+// identified: unknown lists them), whose claim the policy allows, created no later than self's
+// second (a newer one never wins, sharingOwner). They are compared oldest first, and once one is found, only those of its
 // second (which tie with it) are: a check costs Kafka nothing when no older pipeline on other
 // servers claims the name, and at most one unreachable rival's timeout otherwise.
 func (r *ConsumerPipelineReconciler) sharingRivals(ctx context.Context, s *pipelineScope, self *kafkaspec.Party, list []v1.ConsumerPipeline) (rivals []v1.ConsumerPipeline, unknown map[types.UID]bool) {
@@ -158,8 +158,9 @@ func unknownClusterNote(unknown map[types.UID]bool, winner types.UID) string {
 	return " (this one's cluster was never identified: its Kafka connection does not resolve or its brokers have not answered; it waits until they do, or until that one is changed or deleted)"
 }
 
-// queuesClaiming returns the queues claiming topic name on the pipeline's cluster (or identified
-// while the pipeline's cluster was never) whose claim the policy allows: a pipeline leaves their topics alone.
+// queuesClaiming returns the queues claiming topic name on the pipeline's cluster (or any but those
+// never identified while the pipeline's cluster was) whose claim the policy allows: a pipeline
+// leaves their topics alone.
 func (r *ConsumerPipelineReconciler) queuesClaiming(ctx context.Context, s *pipelineScope, self *kafkaspec.Party, name string) ([]v1.DeadLetterQueue, error) {
 	list := &v1.DeadLetterQueueList{}
 	if err := r.List(ctx, list, client.MatchingFields{indexDLQByClaim: name}); err != nil {
@@ -189,8 +190,8 @@ func queueParty(q *v1.DeadLetterQueue) *kafkaspec.Party {
 
 // topicOwner returns the queue that manages s's topic: the oldest of the queues claiming it on its
 // cluster whose claim the policy allows (s's own included, whatever the policy says of it: the
-// caller refuses it later); unknown is set when that is an older queue, identified while s's own
-// cluster was never.
+// caller refuses it later); unknown is set when that is an older queue compared while s's own
+// cluster was never identified.
 func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, s *dlqScope) (owner kafkaspec.Claimant, unknown bool, err error) {
 	dlq := s.dlq
 	list := &v1.DeadLetterQueueList{}

@@ -65,4 +65,8 @@ func TestATenantsUnreachableClusterSquatsNoOtherTenantsGroup(t *testing.T) {
 		}
 		return string(c.Status) + " " + c.Reason + ": " + c.Message, nil
 	}, wait, poll).Should(HavePrefix("True "), "its own group, on its own cluster")
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(queue), queue)).To(Succeed())
+	g.Expect(queue.Status.KafkaClusterID).NotTo(BeEmpty(), "a queue records its cluster too")
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(squatter), squatter)).To(Succeed())
+	g.Expect(squatter.Status.KafkaClusterID).To(BeEmpty(), "never identified")
 }

@@ -2,6 +2,7 @@ package kafkaspec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,7 +48,14 @@ type Party struct {
 	refreshed bool
 	// connectErr is why the party could not connect: it is not tried again for the next comparison.
 	connectErr error
+	// missedOne is set once the ID of a party compared with this one could not be read: the parties
+	// compared with it after are not asked (their recorded IDs count), so that a check waits for at
+	// most one party's brokers that do not answer, however many claim its names.
+	missedOne bool
 }
+
+// errNotAsked is why Same took a party's recorded ID, or none, without asking its brokers.
+var errNotAsked = errors.New("not asked: the brokers of another claimant compared in this check did not answer")
 
 // Same reports whether a and b are on one cluster: at once, without Kafka, when they name the same
 // bootstrap servers; otherwise by their cluster IDs. A party's ID is the one read now through its
@@ -61,11 +69,20 @@ type Party struct {
 //   - a unidentified: same is true, with err saying why; a waits behind b rather than run on what
 //     may be b's cluster. It cannot run anyway while its brokers cannot be reached.
 //   - b unidentified, a identified: same is false, with err saying why; b holds nothing against a.
+//
+// Of the parties b compared with one a, only those until the first whose ID cannot be read are
+// asked; the others go by their recorded IDs (a.missedOne).
 func (c Clusters) Same(ctx context.Context, a, b *Party) (same bool, err error) {
 	if SameServers(Servers(a.Kafka, c.Defaults), Servers(b.Kafka, c.Defaults)) {
 		return true, nil
 	}
-	idb, errb := c.id(ctx, b, false)
+	var idb string
+	var errb error
+	if a.missedOne {
+		idb, errb = b.Known, errNotAsked
+	} else if idb, errb = c.id(ctx, b, false); errb != nil {
+		a.missedOne = true
+	}
 	ida, erra := c.id(ctx, a, false)
 	switch {
 	case ida == "":

@@ -113,6 +113,24 @@ func TestClustersGoByTheIDReadNowElseTheRecordedOneElseHoldNothing(t *testing.T)
 	g.Expect(s).To(BeTrue(), "neither identified: the resource waits, it could not run anyway")
 	g.Expect(err).To(HaveOccurred())
 
+	// A check waits for one claimant's silent brokers, not for each: after one, the others go by
+	// their recorded IDs.
+	asked := 0
+	counted := func(name, server, known string) *Party {
+		p := down(name, server, known)
+		p.Connect = func(context.Context) (kafka.Admin, error) {
+			asked++
+			return nil, &kafka.Error{Kind: kafka.KindUnreachable, Op: "connect " + server}
+		}
+		return p
+	}
+	self = party("self", "kafka.y:9092", "")
+	sameAs := func(o *Party) bool { s, _ := cs.Same(ctx, self, o); return s }
+	g.Expect(sameAs(counted("o1", "kafka.o1:9092", ""))).To(BeFalse())
+	g.Expect(sameAs(counted("o2", "kafka.o2:9092", ""))).To(BeFalse(), "not asked, nothing recorded: holds nothing")
+	g.Expect(sameAs(counted("o3", "kafka.o3:9092", "y"))).To(BeTrue(), "not asked: its recorded ID")
+	g.Expect(asked).To(Equal(1), "one claimant's brokers waited for")
+
 	// The same servers need no ID at all.
 	g.Expect(cs.Same(ctx, down("self", "kafka.x:9092", ""), down("o", "KAFKA.x:9092", ""))).To(BeTrue())
 }
