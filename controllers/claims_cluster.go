@@ -24,12 +24,23 @@ import (
 //   - A claim the manager's claim policy refuses holds nothing (claimRefusal): its resource runs no
 //     consumers and makes no topic, so it never keeps a name from the resource the policy gives
 //     it to. It is computed from the spec, never from a status that could lag a policy change.
-//   - A resource whose cluster cannot be told (its connection does not resolve, its brokers never
-//     answered this manager) keeps its claim against newer resources: they wait, with a message
-//     that says so, rather than join a consumer group it may be running in. The wait ends when its
-//     cluster can be told, when it is deleted or changed, or when the policy refuses it; a cluster ID
-//     once read stays known while the brokers are out of reach, so an outage alone never moves a
-//     claim.
+//   - A resource's cluster is the ID read now through its connection, else the one its status last
+//     recorded (status.kafkaClusterID), so that an outage alone, a manager's restart during one
+//     included, never moves a claim. A resource whose cluster was never identified (its connection
+//     never resolved or its brokers never answered) has reached no cluster and runs nothing on
+//     any: its claims hold nothing against an identified resource, and it waits behind the older
+//     claimants, identified or not, rather than run on what may be their cluster.
+
+// readClusterID notes the cluster ID of a client that has just reached Kafka (its Metadata answers
+// carry it: no request of its own, but for a client whose answers came from a cache).
+func (k *kafkaClient) readClusterID(ctx context.Context) {
+	if k.admin == nil || k.clusterID != "" {
+		return
+	}
+	if id, err := k.admin.ClusterID(ctx); err == nil {
+		k.clusterID = id
+	}
+}
 
 // claimClusters is how the reconcilers compare clusters.
 func (r *topicReconciler) claimClusters() kafkaspec.Clusters {
@@ -38,13 +49,14 @@ func (r *topicReconciler) claimClusters() kafkaspec.Clusters {
 
 // pipelineParty is p's connection, for kafkaspec.Clusters.Same.
 func pipelineParty(p *v1.ConsumerPipeline) *kafkaspec.Party {
-	return &kafkaspec.Party{Owner: pipelineOwner(client.ObjectKeyFromObject(p)), Namespace: p.Namespace, Kafka: p.Spec.Kafka}
+	return &kafkaspec.Party{Owner: pipelineOwner(client.ObjectKeyFromObject(p)), Namespace: p.Namespace, Kafka: p.Spec.Kafka, Known: p.Status.KafkaClusterID}
 }
 
 // selfParty is the reconciled pipeline's connection: its own connection step, run on first need (the
 // Connection step later finds the same client).
 func (r *ConsumerPipelineReconciler) selfParty(s *pipelineScope) *kafkaspec.Party {
 	self := pipelineParty(s.p)
+	self.OnRead = func(id string) { s.clusterID = id }
 	self.Connect = func(ctx context.Context) (kafka.Admin, error) {
 		if s.admin == nil {
 			if err := r.connectPipeline(ctx, s); err != nil {
@@ -83,9 +95,9 @@ func (r *topicReconciler) queueClaimRefusal(q *v1.DeadLetterQueue) error {
 }
 
 // sharingRivals returns, of the pipelines claiming a name self claims (list from a claim index),
-// those that may hold it against self: on self's cluster, or of a cluster that cannot be told
-// (unknown), whose claim the policy allows, created no later than self's second (a newer one never
-// wins, sharingOwner). They are compared oldest first, and once one is found, only those of its
+// those that may hold it against self: on self's cluster (or compared while self's cluster was never
+// identified: unknown lists them), whose claim the policy allows, created no later than self's
+// second (a newer one never wins, sharingOwner). They are compared oldest first, and once one is found, only those of its
 // second (which tie with it) are: a check costs Kafka nothing when no older pipeline on other
 // servers claims the name, and at most one unreachable rival's timeout otherwise.
 func (r *ConsumerPipelineReconciler) sharingRivals(ctx context.Context, s *pipelineScope, self *kafkaspec.Party, list []v1.ConsumerPipeline) (rivals []v1.ConsumerPipeline, unknown map[types.UID]bool) {
@@ -106,7 +118,7 @@ func (r *ConsumerPipelineReconciler) sharingRivals(ctx context.Context, s *pipel
 		}
 		same, err := r.claimClusters().Same(ctx, self, pipelineParty(o))
 		if err != nil {
-			unknown = noteUnknownCluster(ctx, unknown, o.UID, client.ObjectKeyFromObject(o), err)
+			unknown = noteUnknownCluster(ctx, unknown, same, o.UID, client.ObjectKeyFromObject(o), err)
 		}
 		if same {
 			rivals = append(rivals, *o)
@@ -118,11 +130,18 @@ func (r *ConsumerPipelineReconciler) sharingRivals(ctx context.Context, s *pipel
 	return rivals, unknown
 }
 
-// noteUnknownCluster logs why a claimant's cluster cannot be told and adds it to unknown. The error
-// stays in the log: it is about another resource (its Secrets, its servers), not for this one's
-// status.
-func noteUnknownCluster(ctx context.Context, unknown map[types.UID]bool, uid types.UID, key client.ObjectKey, err error) map[types.UID]bool {
-	ctrl.LoggerFrom(ctx).Info("Cannot tell the cluster of a claimant; it keeps its claim", "claimant", key.String(), "error", err.Error())
+// noteUnknownCluster logs a comparison with the claimant key that Clusters.Same could not make by
+// cluster IDs read now or recorded (err): when same, this resource's cluster was never identified
+// and the claimant is added to unknown (this one waits behind it); otherwise the claimant's was, and
+// it holds nothing. The error stays in the log: it may be about another resource (its Secrets, its
+// servers), not for this one's status.
+func noteUnknownCluster(ctx context.Context, unknown map[types.UID]bool, same bool, uid types.UID, key client.ObjectKey, err error) map[types.UID]bool {
+	log := ctrl.LoggerFrom(ctx)
+	if !same {
+		log.Info("A claimant's cluster was never identified; it holds nothing here", "claimant", key.String(), "error", err.Error())
+		return unknown
+	}
+	log.Info("This resource's cluster was never identified; it waits behind an older claimant", "claimant", key.String(), "error", err.Error())
 	if unknown == nil {
 		unknown = map[types.UID]bool{}
 	}
@@ -130,16 +149,18 @@ func noteUnknownCluster(ctx context.Context, unknown map[types.UID]bool, uid typ
 	return unknown
 }
 
-// unknownClusterNote is what a conflict's message adds when the winner's cluster cannot be told.
+// unknownClusterNote is what a conflict's message adds when this resource's cluster was never
+// identified.
 func unknownClusterNote(unknown map[types.UID]bool, winner types.UID) string {
 	if !unknown[winner] {
 		return ""
 	}
-	return " (its cluster cannot be told from this one's: its Kafka connection does not resolve or its brokers have not answered; it keeps its claim until they do, or it is changed or deleted)"
+	return " (this one's cluster was never identified: its Kafka connection does not resolve or its brokers have not answered; it waits until they do, or until that one is changed or deleted)"
 }
 
-// queuesClaiming returns the queues claiming topic name on the pipeline's cluster (or of a cluster
-// that cannot be told) whose claim the policy allows: a pipeline leaves their topics alone.
+// queuesClaiming returns the queues claiming topic name on the pipeline's cluster (or any but those
+// never identified while the pipeline's cluster was) whose claim the policy allows: a pipeline
+// leaves their topics alone.
 func (r *ConsumerPipelineReconciler) queuesClaiming(ctx context.Context, s *pipelineScope, self *kafkaspec.Party, name string) ([]v1.DeadLetterQueue, error) {
 	list := &v1.DeadLetterQueueList{}
 	if err := r.List(ctx, list, client.MatchingFields{indexDLQByClaim: name}); err != nil {
@@ -153,7 +174,7 @@ func (r *ConsumerPipelineReconciler) queuesClaiming(ctx context.Context, s *pipe
 		}
 		same, err := r.claimClusters().Same(ctx, self, queueParty(q))
 		if err != nil {
-			noteUnknownCluster(ctx, nil, q.UID, client.ObjectKeyFromObject(q), err)
+			noteUnknownCluster(ctx, nil, same, q.UID, client.ObjectKeyFromObject(q), err)
 		}
 		if same {
 			out = append(out, *q)
@@ -164,12 +185,13 @@ func (r *ConsumerPipelineReconciler) queuesClaiming(ctx context.Context, s *pipe
 
 // queueParty is q's connection, for kafkaspec.Clusters.Same.
 func queueParty(q *v1.DeadLetterQueue) *kafkaspec.Party {
-	return &kafkaspec.Party{Owner: dlqOwner(client.ObjectKeyFromObject(q)), Namespace: q.Namespace, Kafka: q.Spec.Kafka}
+	return &kafkaspec.Party{Owner: dlqOwner(client.ObjectKeyFromObject(q)), Namespace: q.Namespace, Kafka: q.Spec.Kafka, Known: q.Status.KafkaClusterID}
 }
 
 // topicOwner returns the queue that manages s's topic: the oldest of the queues claiming it on its
 // cluster whose claim the policy allows (s's own included, whatever the policy says of it: the
-// caller refuses it later); unknown is set when that is an older queue whose cluster cannot be told.
+// caller refuses it later); unknown is set when that is an older queue compared while s's own
+// cluster was never identified.
 func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, s *dlqScope) (owner kafkaspec.Claimant, unknown bool, err error) {
 	dlq := s.dlq
 	list := &v1.DeadLetterQueueList{}
@@ -178,6 +200,7 @@ func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, s *dlqScope)
 	}
 	self := queueParty(dlq)
 	self.Admin = s.admin
+	self.OnRead = func(id string) { s.clusterID = id }
 	self.Connect = func(ctx context.Context) (kafka.Admin, error) {
 		if s.admin == nil {
 			if err := r.connectQueue(ctx, s); err != nil {
@@ -210,7 +233,7 @@ func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, s *dlqScope)
 		}
 		same, err := r.claimClusters().Same(ctx, self, queueParty(o))
 		if err != nil {
-			noteUnknownCluster(ctx, nil, o.UID, client.ObjectKeyFromObject(o), err)
+			noteUnknownCluster(ctx, nil, same, o.UID, client.ObjectKeyFromObject(o), err)
 		}
 		if same {
 			return kafkaspec.ClaimantOf("DeadLetterQueue", o), err != nil, nil

@@ -91,35 +91,50 @@ func TestOneClusterSpelledTwoWaysSharesItsQueueTopics(t *testing.T) {
 	holdsThroughResync(t, older, dlqReady(older), isReady())
 }
 
-// An older pipeline whose cluster cannot be told (its brokers never answered) keeps its consumer
-// group: the newer waits, saying why, rather than join a group the other may be running in; the
-// wait ends when the other goes.
-func TestAClaimantWhoseClusterCannotBeToldKeepsItsGroup(t *testing.T) {
+// An older pipeline whose cluster was never identified (its brokers never answered) reached no
+// cluster and holds nothing: the newer on an identified cluster runs in the group. A newest one
+// never identified itself waits behind the older claimants, identified or not, saying why, rather
+// than run on what may be their cluster.
+func TestAClaimantWhoseClusterWasNeverIdentifiedHoldsNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns, adm := sharingFixture(t)
 	createTopic(t, adm, ns+".a", 1)
 	createTopic(t, adm, ns+".b", 1)
-	// A port nothing listens on: the connection is refused.
-	dark, err := net.Listen("tcp", "127.0.0.1:0")
-	g.Expect(err).NotTo(HaveOccurred())
-	addr := dark.Addr().String()
-	g.Expect(dark.Close()).To(Succeed())
+	createTopic(t, adm, ns+".c", 1)
+	// Ports nothing listens on: the connections are refused.
+	darkAddr := func() string {
+		dark, err := net.Listen("tcp", "127.0.0.1:0")
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { g.Expect(dark.Close()).To(Succeed()) }()
+		return dark.Addr().String()
+	}
+	secondAfter := func(p *v1.ConsumerPipeline) {
+		g.Eventually(func() bool { return metav1.Now().Unix() > p.CreationTimestamp.Unix() }, wait, poll).Should(BeTrue())
+	}
 
 	older := newPipeline(ns, "a-older", ns+".a", "p", "dlq")
 	older.Spec.Source.ConsumerGroup = ns + ".shared"
-	older.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{addr}}
+	older.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{darkAddr()}}
 	g.Expect(env.Client.Create(ctx, older)).To(Succeed())
 	g.Eventually(pipelineCondition(older, v1.ConditionTopicsReady), wait, poll).Should(And(Not(BeNil()), HaveField("Status", BeEquivalentTo("False"))))
-	g.Eventually(func() bool { return metav1.Now().Unix() > older.CreationTimestamp.Unix() }, wait, poll).Should(BeTrue())
+	g.Expect(older.Status.KafkaClusterID).To(BeEmpty(), "never identified")
+	secondAfter(older)
 
 	newer := newPipeline(ns, "b-newer", ns+".b", "p", "dlq")
 	newer.Spec.Source.ConsumerGroup = ns + ".shared"
 	g.Expect(env.Client.Create(ctx, newer)).To(Succeed())
-	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonConsumerGroupConflict),
-		HaveField("Message", And(ContainSubstring("ConsumerPipeline "+ns+"/a-older"), ContainSubstring("cannot be told")))))
-	g.Expect(consumers(newer)).To(BeNil(), "no consumers")
+	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(isReady(), "the older holds nothing")
+	g.Eventually(func() bool { d, err := consumers(newer); return err == nil && d != nil }, wait, poll).Should(BeTrue(), "consumers")
+	g.Expect(newer.Status.KafkaClusterID).NotTo(BeEmpty(), "identified")
+	secondAfter(newer)
 
-	g.Expect(env.Client.Delete(ctx, older)).To(Succeed())
-	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	newest := newPipeline(ns, "c-newest", ns+".c", "p", "dlq")
+	newest.Spec.Source.ConsumerGroup = ns + ".shared"
+	newest.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{darkAddr()}}
+	g.Expect(env.Client.Create(ctx, newest)).To(Succeed())
+	g.Eventually(pipelineCondition(newest, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonConsumerGroupConflict),
+		HaveField("Message", And(ContainSubstring("ConsumerPipeline "+ns+"/a-older"), ContainSubstring("never identified")))))
+	g.Expect(consumers(newest)).To(BeNil(), "no consumers")
+	holdsThroughResync(t, newer, pipelineCondition(newer, v1.ConditionTopicsReady), isReady())
 }

@@ -165,10 +165,10 @@ func (r *ConsumerPipelineReconciler) findSourceOwner(ctx context.Context, s *pip
 			continue
 		}
 		// A pipeline on another cluster manages a topic of the same name there; one whose cluster
-		// cannot be told keeps managing it here.
+		// was never identified manages none.
 		same, err := r.claimClusters().Same(ctx, self, pipelineParty(o))
 		if err != nil {
-			noteUnknownCluster(ctx, nil, o.UID, client.ObjectKeyFromObject(o), err)
+			noteUnknownCluster(ctx, nil, same, o.UID, client.ObjectKeyFromObject(o), err)
 		}
 		if same {
 			recorders = append(recorders, kafkaspec.ClaimantOf("ConsumerPipeline", o))

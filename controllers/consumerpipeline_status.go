@@ -26,6 +26,9 @@ func pipelineStatus(s *pipelineScope) v1.ConsumerPipelineStatus {
 	st := *p.Status.DeepCopy()
 	st.ObservedGeneration = p.Generation
 	st.ConsumerGroup = consumerGroup(p)
+	if s.clusterID != "" {
+		st.KafkaClusterID = s.clusterID
+	}
 	setPipelineTopics(&st, s)
 	setPipelineFigures(&st, p.Status.Topics, s.live)
 	setPipelineTopicsReady(&st, p.Generation, s.topicProblems, pipelineTopicsMessage(st.Topics))

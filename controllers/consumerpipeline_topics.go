@@ -192,6 +192,7 @@ func (r *ConsumerPipelineReconciler) describeTopics(ctx context.Context, s *pipe
 		return kafkaProblem(err)
 	}
 	s.described = got
+	s.readClusterID(ctx)
 	return nil
 }
 

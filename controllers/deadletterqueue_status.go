@@ -24,6 +24,9 @@ func dlqStatus(s *dlqScope) v1.DeadLetterQueueStatus {
 	st := *dlq.Status.DeepCopy()
 	st.ObservedGeneration = dlq.Generation
 	st.Topic = s.want.Name
+	if s.clusterID != "" {
+		st.KafkaClusterID = s.clusterID
+	}
 	if s.stateTopic != "" {
 		st.StateTopic = s.stateTopic
 	}

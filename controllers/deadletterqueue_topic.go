@@ -80,6 +80,7 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 	if err != nil {
 		return kafkaProblem(err)
 	}
+	s.readClusterID(ctx)
 	have := got[s.want.Name]
 	s.stateHave = got[s.stateWant.Name]
 	owned, err := r.ownedTopics(ctx, s.dlq)

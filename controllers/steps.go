@@ -419,6 +419,9 @@ type kafkaClient struct {
 	conn    kafka.Connection
 	connKey string
 	admin   kafka.Admin
+	// clusterID is the cluster ID read through admin this reconcile, for status.kafkaClusterID;
+	// "" when none was.
+	clusterID string
 }
 
 // connect resolves spec (the spec.kafka of a resource in namespace) into k, with a client for owner

@@ -386,6 +386,13 @@ type ConsumerPipelineStatus struct {
 	// +optional
 	ConsumerGroup string `json:"consumerGroup,omitempty"`
 
+	// kafkaClusterID is the cluster ID Kafka's Metadata last reported for this resource's
+	// connection; the operator tells clusters apart by it, and goes by it while the brokers cannot
+	// be asked. Unset until the connection first reaches Kafka.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	KafkaClusterID string `json:"kafkaClusterID,omitempty"`
+
 	// topics are the source, retry and dead letter topics.
 	// +optional
 	Topics *PipelineTopics `json:"topics,omitempty"`

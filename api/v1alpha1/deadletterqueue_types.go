@@ -175,6 +175,13 @@ type DeadLetterQueueStatus struct {
 	// +optional
 	Topic string `json:"topic,omitempty"`
 
+	// kafkaClusterID is the cluster ID Kafka's Metadata last reported for this resource's
+	// connection; the operator tells clusters apart by it, and goes by it while the brokers cannot
+	// be asked. Unset until the connection first reaches Kafka.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	KafkaClusterID string `json:"kafkaClusterID,omitempty"`
+
 	// partitions is the topic's partition count in Kafka.
 	// +optional
 	Partitions int32 `json:"partitions,omitempty"`
