@@ -115,7 +115,7 @@ func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s 
 	if p := r.claimProblem(dlq, s.deadLetter); p != nil {
 		s.topicProblems.add(&problem{Reason: v1.ReasonTopicClaimRefused, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
 			"DeadLetterQueue %q: %s; no dead letters are sent there", name, p.Message), maxConditionMessage)})
-		return nil
+		return nil //nolint:nilerr // the refusal is the pipeline's topic problem, reported in its conditions
 	}
 	// Dead letters go only to a topic the queue manages (created or adopted): never, with the
 	// operator's credentials, to a topic of someone else's that a queue merely names.
