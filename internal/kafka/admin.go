@@ -5,6 +5,10 @@ import (
 	"time"
 )
 
+// MaxClusterIDBytes bounds a cluster ID: a longer one from a broker counts as none (a real Kafka's is
+// 22 characters).
+const MaxClusterIDBytes = 256
+
 // Admin is the Kafka administration surface the controllers use. Every
 // method is bounded by the factory's request timeout (or an earlier ctx
 // deadline) and returns errors of type *Error, classifiable with

@@ -3,6 +3,7 @@ package franz
 import (
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,5 +85,21 @@ func TestClusterIDFollowsEveryMetadataAnswer(t *testing.T) {
 	}
 	if id, err := a.ClusterID(ctx); err != nil || id != "after" {
 		t.Fatalf("ClusterID after a Metadata answer with another ID = %q, %v; want after", id, err)
+	}
+}
+
+// A cluster ID longer than kafka.MaxClusterIDBytes is no ID: it is never kept, so that a broker
+// cannot make every status that records it too long for the API server.
+func TestAnOverlongClusterIDIsRefused(t *testing.T) {
+	ctx := ctxT(t)
+	c := newCluster(t, kfake.ClusterID(strings.Repeat("x", kafka.MaxClusterIDBytes+1)))
+	a, _ := newAdmin(t, plainConn(c), WithRequestTimeout(2*time.Second))
+	if id, err := a.ClusterID(ctx); err == nil {
+		t.Fatalf("ClusterID = %d bytes, <nil>; want an error", len(id))
+	}
+	ok := newCluster(t, kfake.ClusterID(strings.Repeat("y", kafka.MaxClusterIDBytes)))
+	b, _ := newAdmin(t, plainConn(ok), WithRequestTimeout(2*time.Second))
+	if id, err := b.ClusterID(ctx); err != nil || len(id) != kafka.MaxClusterIDBytes {
+		t.Fatalf("ClusterID = %d bytes, %v; want %d bytes", len(id), err, kafka.MaxClusterIDBytes)
 	}
 }
