@@ -29,7 +29,7 @@ func (a *kadmAdmin) metadata(ctx context.Context, topics []string) (*kmsg.Metada
 		req.Topics = append(req.Topics, rt)
 	}
 	resp, err := req.RequestWith(ctx, a.cl)
-	if err == nil && resp.ClusterID != nil && *resp.ClusterID != "" {
+	if err == nil && resp.ClusterID != nil && *resp.ClusterID != "" && len(*resp.ClusterID) <= kafka.MaxClusterIDBytes {
 		id := *resp.ClusterID
 		a.clusterID.Store(&id)
 	}
@@ -363,5 +363,6 @@ func (a *kadmAdmin) ClusterID(ctx context.Context) (string, error) {
 	return "", newError(op, kafka.KindOther, errNoClusterID, "")
 }
 
-// errNoClusterID is the error of brokers whose Metadata answers carry no cluster ID.
-var errNoClusterID = errors.New("the brokers' Metadata answer carries no cluster ID (Kafka before 0.10.1)")
+// errNoClusterID is the error of brokers whose Metadata answers carry no cluster ID, or one over
+// kafka.MaxClusterIDBytes.
+var errNoClusterID = errors.New("the brokers' Metadata answer carries no cluster ID (Kafka before 0.10.1), or one longer than 256 bytes")
