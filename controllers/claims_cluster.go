@@ -141,7 +141,7 @@ func noteUnknownCluster(ctx context.Context, unknown map[types.UID]bool, same bo
 		log.Info("A claimant's cluster was never identified; it holds nothing here", "claimant", key.String(), "error", err.Error())
 		return unknown
 	}
-	log.Info("This resource's cluster was never identified; it waits behind an older claimant", "claimant", key.String(), "error", err.Error())
+	log.Info("A cluster was never identified; this resource waits behind an older claimant", "claimant", key.String(), "error", err.Error())
 	if unknown == nil {
 		unknown = map[types.UID]bool{}
 	}
@@ -155,7 +155,7 @@ func unknownClusterNote(unknown map[types.UID]bool, winner types.UID) string {
 	if !unknown[winner] {
 		return ""
 	}
-	return " (this one's cluster was never identified: its Kafka connection does not resolve or its brokers have not answered; it waits until they do, or until that one is changed or deleted)"
+	return " (a cluster was never identified, this one's or, in this namespace, that one's: its Kafka connection does not resolve or its brokers have not answered; this one waits until they do, or until that one is changed or deleted)"
 }
 
 // queuesClaiming returns the queues claiming topic name on the pipeline's cluster (or any but those

@@ -68,7 +68,9 @@ var errNotAsked = errors.New("not asked: the brokers of another claimant compare
 // answered, and its status records no ID) has reached no cluster, so it runs nothing on any:
 //   - a unidentified: same is true, with err saying why; a waits behind b rather than run on what
 //     may be b's cluster. It cannot run anyway while its brokers cannot be reached.
-//   - b unidentified, a identified: same is false, with err saying why; b holds nothing against a.
+//   - b unidentified, a identified: same is false, with err saying why; b holds nothing against a
+//     in another namespace (a tenant's resource at an address that never answers squats no other
+//     tenant's names), but keeps its claim in a's own (same is true, with err).
 //
 // Of the parties b compared with one a, only those until the first whose ID cannot be read are
 // asked; the others go by their recorded IDs (a.missedOne).
@@ -87,6 +89,10 @@ func (c Clusters) Same(ctx context.Context, a, b *Party) (same bool, err error) 
 	switch {
 	case ida == "":
 		return true, erra
+	case idb == "" && a.Namespace == b.Namespace:
+		// In its own namespace a claimant never identified keeps its claim: its pods may reach
+		// brokers the manager cannot, and two pipelines in one group split its partitions.
+		return true, errb
 	case idb == "":
 		return false, errb
 	}

@@ -45,11 +45,14 @@ func TestClustersAreTheirIDsNotTheirSpellings(t *testing.T) {
 	g.Expect(f.CallCount(kafkafake.Ping)).To(Equal(2), "IDs that differ are read again before they count")
 
 	f.FailNext(kafkafake.ClusterID, &kafka.Error{Kind: kafka.KindUnreachable, Op: "cluster id"})
-	s, err := same(party("a"), party("d", "localhost:9092"))
-	g.Expect(s).To(BeFalse(), "a claimant whose cluster was never identified holds nothing")
-	g.Expect(err).To(MatchError(ContainSubstring("ConsumerPipeline/ns/d")))
+	pd := party("d", "localhost:9092")
+	pd.Namespace, pd.Owner = "tenant", "ConsumerPipeline/tenant/d"
+	s, err := same(party("a"), pd)
+	g.Expect(s).To(BeFalse(), "a claimant of another namespace whose cluster was never identified holds nothing")
+	g.Expect(err).To(MatchError(ContainSubstring("ConsumerPipeline/tenant/d")))
 
 	missing := party("e", "localhost:9092")
+	missing.Namespace = "tenant"
 	missing.Kafka.SASL = &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "gone"}}
 	s, err = same(party("a"), missing)
 	g.Expect(s).To(BeFalse())
@@ -101,10 +104,19 @@ func TestClustersGoByTheIDReadNowElseTheRecordedOneElseHoldNothing(t *testing.T)
 	g.Expect(cs.Same(ctx, down("self", "kafka.y:9092", "y"), party("o", "kafka.x:9092", ""))).To(BeFalse())
 	g.Expect(cs.Same(ctx, down("self", "kafka.y:9092", "x"), party("o", "kafka.x:9092", ""))).To(BeTrue())
 
-	// Never identified: the claimant holds nothing; the resource itself waits behind the claimant.
+	// Never identified: the claimant of another namespace holds nothing, one of the resource's own
+	// keeps its claim; the resource itself waits behind the claimant.
+	elsewhere := func(p *Party) *Party {
+		p.Namespace, p.Owner = "tenant", "ConsumerPipeline/tenant/"+p.Owner[len("ConsumerPipeline/ns/"):]
+		return p
+	}
+	f.FailNext(kafkafake.ClusterID, unreachable)
+	s, err = cs.Same(ctx, party("self", "kafka.y:9092", ""), elsewhere(party("o", "kafka.x:9092", "")))
+	g.Expect(s).To(BeFalse(), "a claimant of another namespace never identified holds nothing")
+	g.Expect(err).To(MatchError(ContainSubstring("ConsumerPipeline/tenant/o")))
 	f.FailNext(kafkafake.ClusterID, unreachable)
 	s, err = cs.Same(ctx, party("self", "kafka.y:9092", ""), party("o", "kafka.x:9092", ""))
-	g.Expect(s).To(BeFalse(), "a claimant never identified holds nothing")
+	g.Expect(s).To(BeTrue(), "a claimant of the resource's own namespace never identified keeps its claim")
 	g.Expect(err).To(MatchError(ContainSubstring("ConsumerPipeline/ns/o")))
 	s, err = cs.Same(ctx, down("self", "kafka.y:9092", ""), party("o", "kafka.x:9092", ""))
 	g.Expect(s).To(BeTrue(), "a resource never identified waits behind an identified claimant")
@@ -126,9 +138,10 @@ func TestClustersGoByTheIDReadNowElseTheRecordedOneElseHoldNothing(t *testing.T)
 	}
 	self = party("self", "kafka.y:9092", "")
 	sameAs := func(o *Party) bool { s, _ := cs.Same(ctx, self, o); return s }
-	g.Expect(sameAs(counted("o1", "kafka.o1:9092", ""))).To(BeFalse())
-	g.Expect(sameAs(counted("o2", "kafka.o2:9092", ""))).To(BeFalse(), "not asked, nothing recorded: holds nothing")
+	g.Expect(sameAs(elsewhere(counted("o1", "kafka.o1:9092", "")))).To(BeFalse())
+	g.Expect(sameAs(elsewhere(counted("o2", "kafka.o2:9092", "")))).To(BeFalse(), "not asked, nothing recorded: holds nothing")
 	g.Expect(sameAs(counted("o3", "kafka.o3:9092", "y"))).To(BeTrue(), "not asked: its recorded ID")
+	g.Expect(sameAs(counted("o4", "kafka.o4:9092", ""))).To(BeTrue(), "not asked, nothing recorded, in its own namespace: keeps its claim")
 	g.Expect(asked).To(Equal(1), "one claimant's brokers waited for")
 
 	// The same servers need no ID at all.
