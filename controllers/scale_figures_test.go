@@ -78,10 +78,10 @@ func createScaleObjects(ctx context.Context, tb testing.TB, api client.Client, n
 func scaleObjects(ns string, spec scaleSpec) []func() client.Object {
 	policy := func(name string) client.Object { return backoffPolicy(ns, name, 4, time.Second, time.Minute) }
 	queue := func(i int) client.Object {
-		return newDLQ(ns, fmt.Sprintf("dlq-%03d", i), fmt.Sprintf("scale.dlq.%03d", i))
+		return newDLQ(ns, fmt.Sprintf("dlq-%03d", i), fmt.Sprintf("%s.dlq.%03d", ns, i))
 	}
 	pipeline := func(i int) client.Object {
-		p := newPipeline(ns, fmt.Sprintf("cpl-%03d", i), fmt.Sprintf("scale.src.%03d", i), spec.policyOf(i), fmt.Sprintf("dlq-%03d", i%max(spec.dlqs, 1)))
+		p := newPipeline(ns, fmt.Sprintf("cpl-%03d", i), fmt.Sprintf("%s.src.%03d", ns, i), spec.policyOf(i), fmt.Sprintf("dlq-%03d", i%max(spec.dlqs, 1)))
 		p.Spec.Source.Create = &v1.TopicCreation{Partitions: 3}
 		return p
 	}

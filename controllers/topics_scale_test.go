@@ -323,9 +323,9 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 	res.steadyWrites = writes.ok.Load() + writes.conflicts.Load() - writesBefore
 	res.steadyEvents = listEvents(ctx, tb, api, ns.Name).total() - eventsBefore
 	res.heap = *mem
-	// The run's topics: the queues' (scale.dlq.NNN and their records of decisions) and the
-	// pipelines' (scale.src.NNN and their retry tiers, <namespace>.cpl-NNN.retry.*).
-	res.foreignTopics = requests.foreignTopics("scale.dlq.", "scale.src.", ns.Name+".cpl-")
+	// The run's topics: the queues' (<namespace>.dlq.NNN and their records of decisions) and the
+	// pipelines' (<namespace>.src.NNN and their retry tiers, <namespace>.cpl-NNN.retry.*).
+	res.foreignTopics = requests.foreignTopics(ns.Name+".dlq.", ns.Name+".src.", ns.Name+".cpl-")
 	return res
 }
 
