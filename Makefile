@@ -21,7 +21,7 @@ EXAMPLE_IMG ?= ghcr.io/retryops/retry-operator-example-consumer:dev
 # -timeout bounds each package's test binary: a hung test fails with its goroutines' stacks instead
 # of holding `make test` for ever. The slowest package here (cmd/dispatcher, the storms) took 205 s
 # on 2 busy cores; 20m never kills a healthy run.
-GO_TEST_FLAGS ?= -count=1 -timeout=20m
+GO_TEST_FLAGS ?= -count=1 -timeout=30m
 # The data plane is a module of its own in sdk/ (sdk/go.mod; go.mod's replace points at it): Go
 # commands for its packages run from that directory, and every target here covers both modules.
 SDK_DIR := sdk
