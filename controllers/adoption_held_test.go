@@ -12,7 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
@@ -37,26 +37,26 @@ func TestAdoptionNeverTakesATierAnotherPipelineHolds(t *testing.T) {
 
 	legacy := newPipeline(ns, "legacy", source, "p", "dlq")
 	legacy.Labels = map[string]string{benchmarkLabel: "true"}
-	legacy.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: v1.DeletionPolicyDelete}
+	legacy.Spec.RetryTopics = &retryv1alpha1.RetryTopics{DeletionPolicy: retryv1alpha1.DeletionPolicyDelete}
 	g.Expect(env.Client.Create(ctx, legacy)).To(Succeed())
 	t.Cleanup(func() { letGo(t, legacy) })
 	writeLedger(t, legacy, tier)
 
 	adopter := newPipeline(ns, "orders", source, "p", "dlq")
 	adopter.Labels = map[string]string{benchmarkLabel: "true"}
-	adopter.Spec.Source.Create = &v1.TopicCreation{Partitions: 1, ExistingTopic: v1.ExistingTopicAdopt}
-	adopter.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: v1.DeletionPolicyDelete}
+	adopter.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1, ExistingTopic: retryv1alpha1.ExistingTopicAdopt}
+	adopter.Spec.RetryTopics = &retryv1alpha1.RetryTopics{DeletionPolicy: retryv1alpha1.DeletionPolicyDelete}
 	g.Expect(env.Client.Create(ctx, adopter)).To(Succeed())
 	t.Cleanup(func() { letGo(t, adopter) })
 
 	r := claimsReconciler(t, kafkaspec.Tenancy{})
-	reconcile := func(p *v1.ConsumerPipeline) {
+	reconcile := func(p *retryv1alpha1.ConsumerPipeline) {
 		_, _ = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 	}
-	topicsReady := func(p *v1.ConsumerPipeline) func() (*metav1.Condition, error) {
+	topicsReady := func(p *retryv1alpha1.ConsumerPipeline) func() (*metav1.Condition, error) {
 		return func() (*metav1.Condition, error) {
 			reconcile(p)
-			return pipelineCondition(p, v1.ConditionTopicsReady)()
+			return pipelineCondition(p, retryv1alpha1.ConditionTopicsReady)()
 		}
 	}
 	g.Eventually(func() (configTopics, error) {
@@ -64,12 +64,12 @@ func TestAdoptionNeverTakesATierAnotherPipelineHolds(t *testing.T) {
 		return dispatcherTopics(legacy)()
 	}, wait, poll).Should(Equal(configTopics{Retries: []string{ns + ".legacy.retry.1"}, Draining: []string{tier}}))
 
-	g.Eventually(topicsReady(adopter), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
+	g.Eventually(topicsReady(adopter), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicConflict),
 		HaveField("Message", And(ContainSubstring(tier), ContainSubstring("ConsumerPipeline "+ns+"/legacy")))))
 	for range 3 {
 		reconcile(adopter)
 	}
-	g.Expect(pipelineCondition(adopter, v1.ConditionTopicsReady)()).To(notReady(v1.ReasonTopicConflict))
+	g.Expect(pipelineCondition(adopter, retryv1alpha1.ConditionTopicsReady)()).To(notReady(retryv1alpha1.ReasonTopicConflict))
 	g.Expect(ledgerOf(adopter)()).NotTo(ContainElement(tier), "the adopter recorded the tier the other pipeline drains")
 	g.Expect(consumers(adopter)).To(Or(BeNil(), HaveField("Spec.Replicas", ptr.To(int32(0)))), "the adopter runs no consumers")
 	g.Expect(held(adm, tier)()).To(Equal(int64(2)))
@@ -102,21 +102,21 @@ func TestNothingAdoptsWhatAPipelineHolds(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, newDLQ(ns, "dlq", ns+".dlq"))).To(Succeed())
 	g.Expect(env.Client.Create(ctx, samplePolicy(t, "chatbot", ns))).To(Succeed())
 	p := newPipeline(ns, "orders", ns+".src", "chatbot", "dlq")
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
 	tier := p.Status.Topics.Retries[0].Name
 	holder := "ConsumerPipeline " + ns + "/orders"
 
 	for i, topic := range []string{tier, ns + ".src"} {
 		produce(t, broker.ListenAddrs(), topic, map[int32]int{0: 3})
 		q := newDLQ(ns, fmt.Sprintf("thief-%d", i), topic)
-		q.Spec.Topic.ExistingTopic = v1.ExistingTopicAdopt
+		q.Spec.Topic.ExistingTopic = retryv1alpha1.ExistingTopicAdopt
 		q.Spec.Topic.Partitions = 1
-		q.Spec.Retention = &v1.DeadLetterRetention{MaxMessages: ptr.To(int64(1))}
-		q.Spec.DeletionPolicy = v1.DeletionPolicyDelete
+		q.Spec.Retention = &retryv1alpha1.DeadLetterRetention{MaxMessages: ptr.To(int64(1))}
+		q.Spec.DeletionPolicy = retryv1alpha1.DeletionPolicyDelete
 		g.Expect(env.Client.Create(ctx, q)).To(Succeed())
-		g.Eventually(dlqReady(q), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
+		g.Eventually(dlqReady(q), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicConflict),
 			HaveField("Message", And(ContainSubstring(topic), ContainSubstring(holder)))), topic)
 		g.Expect(held(adm, topic)()).To(Equal(int64(3)), "%s trimmed by the queue", topic)
 		g.Expect(env.Client.Delete(ctx, q)).To(Succeed())
@@ -128,12 +128,12 @@ func TestNothingAdoptsWhatAPipelineHolds(t *testing.T) {
 	before, err := describe(adm, tier)()
 	g.Expect(err).NotTo(HaveOccurred())
 	usurper := newPipeline(ns, "usurper", tier, "chatbot", "dlq")
-	usurper.Spec.Source.Create = &v1.TopicCreation{Partitions: 1, ExistingTopic: v1.ExistingTopicAdopt, Config: map[string]string{"retention.ms": "1000"}}
+	usurper.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1, ExistingTopic: retryv1alpha1.ExistingTopicAdopt, Config: map[string]string{"retention.ms": "1000"}}
 	g.Expect(env.Client.Create(ctx, usurper)).To(Succeed())
 	t.Cleanup(func() { letGo(t, usurper) })
-	g.Eventually(pipelineCondition(usurper, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
+	g.Eventually(pipelineCondition(usurper, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicConflict),
 		HaveField("Message", And(ContainSubstring(tier), ContainSubstring(holder)))))
 	g.Expect(ledgerOf(usurper)()).NotTo(ContainElement(tier))
 	g.Expect(describe(adm, tier)()).To(Equal(before), "the tier was reconfigured as the usurper's source")
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
 }

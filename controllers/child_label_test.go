@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -24,7 +24,7 @@ func TestPipelineRelabelsAChildThatLostTheOperatorsLabel(t *testing.T) {
 	ns, dlq := pipelineFixture(t)
 	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "policy", 2, time.Second, 2*time.Second))).To(Succeed())
 	p := newPipeline(ns, "relabel", ns+".relabel", "policy", dlq.Name)
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	d := deploymentOf(p)
 	g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(d), d) }, wait, poll).Should(Succeed())
@@ -37,5 +37,5 @@ func TestPipelineRelabelsAChildThatLostTheOperatorsLabel(t *testing.T) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), got)
 		return got.Labels, err
 	}, wait, poll).Should(HaveKeyWithValue(render.LabelManagedBy, render.LabelManagedByValue))
-	holdsThroughResync(t, p, pipelineCondition(p, v1.ConditionDeploymentReady), Not(HaveField("Reason", v1.ReasonChildConflict)))
+	holdsThroughResync(t, p, pipelineCondition(p, retryv1alpha1.ConditionDeploymentReady), Not(HaveField("Reason", retryv1alpha1.ReasonChildConflict)))
 }

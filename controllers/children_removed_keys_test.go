@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -28,8 +28,8 @@ func TestAPodAnnotationRemovedFromTheTemplateLeavesTheDeployment(t *testing.T) {
 	createTopic(t, newKadm(t), source, 1)
 	p := newPipeline(ns, "annotated", source, "policy", "dlq")
 	p.Spec.Sink = nil
-	p.Spec.Template = &v1.PodTemplate{
-		Metadata: &v1.PodTemplateMetadata{Annotations: map[string]string{"team.example/keep": "1", "team.example/drop": "1"}},
+	p.Spec.Template = &retryv1alpha1.PodTemplate{
+		Metadata: &retryv1alpha1.PodTemplateMetadata{Annotations: map[string]string{"team.example/keep": "1", "team.example/drop": "1"}},
 		Spec:     corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}},
 	}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
@@ -52,7 +52,9 @@ func TestAPodAnnotationRemovedFromTheTemplateLeavesTheDeployment(t *testing.T) {
 		return env.Client.Update(ctx, live)
 	}, wait, poll).Should(Succeed())
 
-	update(t, p, func(p *v1.ConsumerPipeline) { delete(p.Spec.Template.Metadata.Annotations, "team.example/drop") })
+	update(t, p, func(p *retryv1alpha1.ConsumerPipeline) {
+		delete(p.Spec.Template.Metadata.Annotations, "team.example/drop")
+	})
 	g.Eventually(podAnnotations, wait, poll).ShouldNot(HaveKey("team.example/drop"))
 	g.Expect(d.Spec.Template.Annotations).To(And(HaveKeyWithValue("team.example/keep", "1"), HaveKey(render.AnnotationConfigHash)))
 	g.Expect(d.Labels).To(HaveKeyWithValue("team.example/theirs", "1"), "another's label stays")

@@ -9,7 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
@@ -48,7 +48,7 @@ func (r *topicReconciler) claimClusters() kafkaspec.Clusters {
 }
 
 // pipelineParty is p's connection, for kafkaspec.Clusters.Same.
-func pipelineParty(p *v1.ConsumerPipeline) *kafkaspec.Party {
+func pipelineParty(p *retryv1alpha1.ConsumerPipeline) *kafkaspec.Party {
 	return &kafkaspec.Party{Owner: pipelineOwner(client.ObjectKeyFromObject(p)), Namespace: p.Namespace, Kafka: p.Spec.Kafka, Known: p.Status.KafkaClusterID}
 }
 
@@ -71,7 +71,7 @@ func (r *ConsumerPipelineReconciler) selfParty(s *pipelineScope) *kafkaspec.Part
 // pipelineClaimRefusal is why the claim policy refuses what p claims when it runs (its connection,
 // the source it reads, the consumer group it joins): its consumers are stopped, it holds nothing.
 // Nil when it is allowed.
-func (r *topicReconciler) pipelineClaimRefusal(p *v1.ConsumerPipeline) error {
+func (r *topicReconciler) pipelineClaimRefusal(p *retryv1alpha1.ConsumerPipeline) error {
 	d := r.Kafka.Defaults
 	if err := d.CheckConnection(p.Spec.Kafka); err != nil {
 		return err
@@ -84,7 +84,7 @@ func (r *topicReconciler) pipelineClaimRefusal(p *v1.ConsumerPipeline) error {
 
 // queueClaimRefusal is why the claim policy refuses q its topic (or its connection); nil when it is
 // allowed.
-func (r *topicReconciler) queueClaimRefusal(q *v1.DeadLetterQueue) error {
+func (r *topicReconciler) queueClaimRefusal(q *retryv1alpha1.DeadLetterQueue) error {
 	if err := r.Kafka.Defaults.CheckConnection(q.Spec.Kafka); err != nil {
 		return err
 	}
@@ -100,10 +100,10 @@ func (r *topicReconciler) queueClaimRefusal(q *v1.DeadLetterQueue) error {
 // second (a newer one never wins, sharingOwner). They are compared oldest first, and once one is found, only those of its
 // second (which tie with it) are: a check costs Kafka nothing when no older pipeline on other
 // servers claims the name, and at most one unreachable rival's timeout otherwise.
-func (r *ConsumerPipelineReconciler) sharingRivals(ctx context.Context, s *pipelineScope, self *kafkaspec.Party, list []v1.ConsumerPipeline) (rivals []v1.ConsumerPipeline, unknown map[types.UID]bool) {
+func (r *ConsumerPipelineReconciler) sharingRivals(ctx context.Context, s *pipelineScope, self *kafkaspec.Party, list []retryv1alpha1.ConsumerPipeline) (rivals []retryv1alpha1.ConsumerPipeline, unknown map[types.UID]bool) {
 	p := s.p
 	list = slices.Clone(list)
-	slices.SortStableFunc(list, func(a, b v1.ConsumerPipeline) int {
+	slices.SortStableFunc(list, func(a, b retryv1alpha1.ConsumerPipeline) int {
 		return cmp.Compare(a.CreationTimestamp.Unix(), b.CreationTimestamp.Unix())
 	})
 	found := int64(-1)
@@ -161,12 +161,12 @@ func unknownClusterNote(unknown map[types.UID]bool, winner types.UID) string {
 // queuesClaiming returns the queues claiming topic name on the pipeline's cluster (or any but those
 // never identified while the pipeline's cluster was) whose claim the policy allows: a pipeline
 // leaves their topics alone.
-func (r *ConsumerPipelineReconciler) queuesClaiming(ctx context.Context, s *pipelineScope, self *kafkaspec.Party, name string) ([]v1.DeadLetterQueue, error) {
-	list := &v1.DeadLetterQueueList{}
+func (r *ConsumerPipelineReconciler) queuesClaiming(ctx context.Context, s *pipelineScope, self *kafkaspec.Party, name string) ([]retryv1alpha1.DeadLetterQueue, error) {
+	list := &retryv1alpha1.DeadLetterQueueList{}
 	if err := r.List(ctx, list, client.MatchingFields{indexDLQByClaim: name}); err != nil {
 		return nil, err
 	}
-	var out []v1.DeadLetterQueue
+	var out []retryv1alpha1.DeadLetterQueue
 	for i := range list.Items {
 		q := &list.Items[i]
 		if r.queueClaimRefusal(q) != nil {
@@ -184,7 +184,7 @@ func (r *ConsumerPipelineReconciler) queuesClaiming(ctx context.Context, s *pipe
 }
 
 // queueParty is q's connection, for kafkaspec.Clusters.Same.
-func queueParty(q *v1.DeadLetterQueue) *kafkaspec.Party {
+func queueParty(q *retryv1alpha1.DeadLetterQueue) *kafkaspec.Party {
 	return &kafkaspec.Party{Owner: dlqOwner(client.ObjectKeyFromObject(q)), Namespace: q.Namespace, Kafka: q.Spec.Kafka, Known: q.Status.KafkaClusterID}
 }
 
@@ -194,7 +194,7 @@ func queueParty(q *v1.DeadLetterQueue) *kafkaspec.Party {
 // cluster was never identified.
 func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, s *dlqScope) (owner kafkaspec.Claimant, unknown bool, err error) {
 	dlq := s.dlq
-	list := &v1.DeadLetterQueueList{}
+	list := &retryv1alpha1.DeadLetterQueueList{}
 	if err := r.List(ctx, list, client.MatchingFields{indexDLQByClaim: string(dlq.Spec.Topic.Name)}); err != nil {
 		return kafkaspec.Claimant{}, false, err
 	}
@@ -210,14 +210,14 @@ func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, s *dlqScope)
 		return s.admin, nil
 	}
 	me := kafkaspec.ClaimantOf("DeadLetterQueue", dlq)
-	var older []*v1.DeadLetterQueue
+	var older []*retryv1alpha1.DeadLetterQueue
 	for i := range list.Items {
 		if o := &list.Items[i]; o.UID != dlq.UID && kafkaspec.ClaimantOf("DeadLetterQueue", o).OlderThan(me) {
 			older = append(older, o)
 		}
 	}
 	// Oldest first: the first on the cluster is the owner, and no later one is asked about.
-	slices.SortFunc(older, func(a, b *v1.DeadLetterQueue) int {
+	slices.SortFunc(older, func(a, b *retryv1alpha1.DeadLetterQueue) int {
 		ca, cb := kafkaspec.ClaimantOf("DeadLetterQueue", a), kafkaspec.ClaimantOf("DeadLetterQueue", b)
 		switch {
 		case ca.OlderThan(cb):

@@ -10,13 +10,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
 // newerOnOtherCluster makes two pipelines in one consumer group on two clusters: the older on a
 // second in-process cluster, the newer on the suite's. The newer runs (they are different clusters).
-func newerOnOtherCluster(t *testing.T, label string) (older, newer *v1.ConsumerPipeline, other func()) {
+func newerOnOtherCluster(t *testing.T, label string) (older, newer *retryv1alpha1.ConsumerPipeline, other func()) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -36,7 +36,7 @@ func newerOnOtherCluster(t *testing.T, label string) (older, newer *v1.ConsumerP
 
 	older = newPipeline(ns, "a-older", ns+".a", "p", "dlq")
 	older.Spec.Source.ConsumerGroup = ns + ".shared"
-	older.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: x.ListenAddrs()}
+	older.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: x.ListenAddrs()}
 	older.SetLabels(own)
 	g.Expect(env.Client.Create(ctx, older)).To(Succeed())
 	t.Cleanup(func() { letGo(t, older) })
@@ -60,8 +60,8 @@ func TestARestartDuringAnotherClustersOutageLeavesARunningPipelineRunning(t *tes
 	label := newNamespace(t)
 	stop := startStoppableManager(t, label, kafkaspec.Tenancy{})
 	older, newer, closeOther := newerOnOtherCluster(t, label)
-	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(isReady(), "two clusters, told apart")
-	clusterID := func(p *v1.ConsumerPipeline) func() (string, error) {
+	g.Eventually(pipelineCondition(newer, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady(), "two clusters, told apart")
+	clusterID := func(p *retryv1alpha1.ConsumerPipeline) func() (string, error) {
 		return func() (string, error) {
 			err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)
 			return p.Status.KafkaClusterID, err
@@ -77,8 +77,8 @@ func TestARestartDuringAnotherClustersOutageLeavesARunningPipelineRunning(t *tes
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(newer), newer)).To(Succeed())
 	newer.Spec.Sink.URI = "http://sink.example:8081/"
 	g.Expect(env.Client.Update(ctx, newer)).To(Succeed())
-	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(Not(BeNil()))
-	c, err := pipelineCondition(newer, v1.ConditionTopicsReady)()
+	g.Eventually(pipelineCondition(newer, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(Not(BeNil()))
+	c, err := pipelineCondition(newer, retryv1alpha1.ConditionTopicsReady)()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(c.Status)+" "+c.Reason+": "+c.Message).To(HavePrefix("True "), "still running on its own cluster")
 }

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
@@ -88,7 +88,7 @@ func TestAQueueRefusedAfterThePolicyTightensHoldsNothing(t *testing.T) {
 		g.Expect(env.Client.Create(ctx, o)).To(Succeed())
 		t.Cleanup(func() { letGo(t, o) })
 	}
-	g.Eventually(pipelineCondition(writer, v1.ConditionTopicsReady), wait, poll).Should(isReady(), "its dead letters go to the queue's topic")
+	g.Eventually(pipelineCondition(writer, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady(), "its dead letters go to the queue's topic")
 
 	// The operator turns the claim policy on: a restart with --topic-prefix '{namespace}.'.
 	stop()
@@ -96,24 +96,24 @@ func TestAQueueRefusedAfterThePolicyTightensHoldsNothing(t *testing.T) {
 	// A spec change, so that the condition read is the new manager's.
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(squat), squat)).To(Succeed())
 	squat.Spec.Topic.Partitions = 4
-	squat.Spec.DeletionPolicy = v1.DeletionPolicyDelete
+	squat.Spec.DeletionPolicy = retryv1alpha1.DeletionPolicyDelete
 	g.Expect(env.Client.Update(ctx, squat)).To(Succeed())
-	g.Eventually(dlqReady(squat), wait, poll).Should(notReady(v1.ReasonTopicClaimRefused))
+	g.Eventually(dlqReady(squat), wait, poll).Should(notReady(retryv1alpha1.ReasonTopicClaimRefused))
 	g.Expect(describe(newKadm(t), victim+".billing-dlq")()).To(HaveField("Partitions", 3), "left unchanged")
 
 	// No pipeline sends dead letters there.
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(writer), writer)).To(Succeed())
 	writer.Spec.Sink.URI = "http://sink.example:8081/"
 	g.Expect(env.Client.Update(ctx, writer)).To(Succeed())
-	g.Eventually(pipelineCondition(writer, v1.ConditionTopicsReady), wait, poll).Should(notReady(v1.ReasonTopicClaimRefused))
+	g.Eventually(pipelineCondition(writer, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(notReady(retryv1alpha1.ReasonTopicClaimRefused))
 
 	// No action runs on it: it would decide on, trim or replay the other namespace's dead letters.
-	resolve := newAction(tenant, "resolve", "squat", v1.DeadLetterResolve, nil)
+	resolve := newAction(tenant, "resolve", "squat", retryv1alpha1.DeadLetterResolve, nil)
 	resolve.Spec.Note = "done"
 	resolve.SetLabels(map[string]string{benchmarkLabel: tenant})
 	g.Expect(env.Client.Create(ctx, resolve)).To(Succeed())
 	t.Cleanup(func() { letGo(t, resolve) })
-	g.Eventually(actionReady(resolve), wait, poll).Should(notReady(v1.ReasonTopicClaimRefused))
+	g.Eventually(actionReady(resolve), wait, poll).Should(notReady(retryv1alpha1.ReasonTopicClaimRefused))
 
 	// Deleted under Delete, it leaves the topic (the policy gives it to the other namespace).
 	g.Expect(env.Client.Delete(ctx, squat)).To(Succeed())

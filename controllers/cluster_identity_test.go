@@ -9,13 +9,13 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
 )
 
 // otherSpelling is spec.kafka naming the suite broker as localhost where the default connection
 // says 127.0.0.1: the same cluster, spelled another way.
-func otherSpelling(t *testing.T) *v1.KafkaConnection {
+func otherSpelling(t *testing.T) *retryv1alpha1.KafkaConnection {
 	t.Helper()
 	var servers []string
 	for _, a := range broker.ListenAddrs() {
@@ -25,7 +25,7 @@ func otherSpelling(t *testing.T) *v1.KafkaConnection {
 		}
 		servers = append(servers, net.JoinHostPort("localhost", port))
 	}
-	return &v1.KafkaConnection{BootstrapServers: servers}
+	return &retryv1alpha1.KafkaConnection{BootstrapServers: servers}
 }
 
 // One cluster spelled two ways (127.0.0.1:port and localhost:port) is one cluster: a pipeline
@@ -41,16 +41,16 @@ func TestOneClusterSpelledTwoWaysSharesItsGroupsAndTiers(t *testing.T) {
 	older := newPipeline(ns, "a-older", ns+".a", "p", "dlq")
 	older.Spec.Source.ConsumerGroup = ns + ".shared"
 	g.Expect(env.Client.Create(ctx, older)).To(Succeed())
-	g.Eventually(pipelineCondition(older, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(older, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
 
 	newer := newPipeline(ns, "b-newer", ns+".b", "p", "dlq")
 	newer.Spec.Source.ConsumerGroup = ns + ".shared"
 	newer.Spec.Kafka = otherSpelling(t)
 	g.Expect(env.Client.Create(ctx, newer)).To(Succeed())
-	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonConsumerGroupConflict),
+	g.Eventually(pipelineCondition(newer, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(And(notReady(retryv1alpha1.ReasonConsumerGroupConflict),
 		HaveField("Message", ContainSubstring("ConsumerPipeline "+ns+"/a-older"))))
 	g.Expect(consumers(newer)).To(BeNil(), "no consumers")
-	holdsThroughResync(t, older, pipelineCondition(older, v1.ConditionTopicsReady), isReady())
+	holdsThroughResync(t, older, pipelineCondition(older, retryv1alpha1.ConditionTopicsReady), isReady())
 
 	// Tiers: a name crafted as the shortened tier base of a long one (TierBase).
 	long := strings.Repeat("n", 253-len(ns))
@@ -64,7 +64,7 @@ func TestOneClusterSpelledTwoWaysSharesItsGroupsAndTiers(t *testing.T) {
 	twin.Spec.Source.ConsumerGroup = ns + ".twin"
 	twin.Spec.Kafka = otherSpelling(t)
 	g.Expect(env.Client.Create(ctx, twin)).To(Succeed())
-	g.Eventually(pipelineCondition(twin, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
+	g.Eventually(pipelineCondition(twin, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicConflict),
 		HaveField("Message", ContainSubstring(base+".retry.*"))))
 	g.Expect(consumers(twin)).To(BeNil(), "no consumers")
 }
@@ -83,9 +83,9 @@ func TestOneClusterSpelledTwoWaysSharesItsQueueTopics(t *testing.T) {
 	newer := newDLQ(ns, "b-newer", topic)
 	newer.Spec.Kafka = otherSpelling(t)
 	newer.Spec.Topic.Partitions = 5
-	newer.Spec.Topic.ExistingTopic = v1.ExistingTopicAdopt
+	newer.Spec.Topic.ExistingTopic = retryv1alpha1.ExistingTopicAdopt
 	g.Expect(env.Client.Create(ctx, newer)).To(Succeed())
-	g.Eventually(dlqReady(newer), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
+	g.Eventually(dlqReady(newer), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicConflict),
 		HaveField("Message", ContainSubstring("DeadLetterQueue "+ns+"/a-older"))))
 	g.Expect(describe(newKadm(t), topic)()).To(HaveField("Partitions", 3), "the older queue's topic, left alone")
 	holdsThroughResync(t, older, dlqReady(older), isReady())
@@ -109,23 +109,23 @@ func TestAClaimantWhoseClusterWasNeverIdentifiedKeepsItsGroupInItsNamespace(t *t
 		defer func() { g.Expect(dark.Close()).To(Succeed()) }()
 		return dark.Addr().String()
 	}
-	secondAfter := func(p *v1.ConsumerPipeline) {
+	secondAfter := func(p *retryv1alpha1.ConsumerPipeline) {
 		g.Eventually(func() bool { return metav1.Now().Unix() > p.CreationTimestamp.Unix() }, wait, poll).Should(BeTrue())
 	}
 
 	older := newPipeline(ns, "a-older", ns+".a", "p", "dlq")
 	older.Spec.Source.ConsumerGroup = ns + ".shared"
-	older.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{darkAddr()}}
+	older.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: []string{darkAddr()}}
 	g.Expect(env.Client.Create(ctx, older)).To(Succeed())
-	g.Eventually(pipelineCondition(older, v1.ConditionTopicsReady), wait, poll).Should(And(Not(BeNil()), HaveField("Status", BeEquivalentTo("False"))))
+	g.Eventually(pipelineCondition(older, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(And(Not(BeNil()), HaveField("Status", BeEquivalentTo("False"))))
 	g.Expect(older.Status.KafkaClusterID).To(BeEmpty(), "never identified")
 	secondAfter(older)
 
 	newer := newPipeline(ns, "b-newer", ns+".b", "p", "dlq")
 	newer.Spec.Source.ConsumerGroup = ns + ".shared"
 	g.Expect(env.Client.Create(ctx, newer)).To(Succeed())
-	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonConsumerGroupConflict),
+	g.Eventually(pipelineCondition(newer, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(And(notReady(retryv1alpha1.ReasonConsumerGroupConflict),
 		HaveField("Message", And(ContainSubstring("ConsumerPipeline "+ns+"/a-older"), ContainSubstring("never identified")))))
 	g.Expect(consumers(newer)).To(BeNil(), "no consumers")
-	holdsThroughResync(t, newer, pipelineCondition(newer, v1.ConditionTopicsReady), notReady(v1.ReasonConsumerGroupConflict))
+	holdsThroughResync(t, newer, pipelineCondition(newer, retryv1alpha1.ConditionTopicsReady), notReady(retryv1alpha1.ReasonConsumerGroupConflict))
 }

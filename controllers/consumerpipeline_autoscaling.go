@@ -18,7 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -92,13 +92,13 @@ func (r *ConsumerPipelineReconciler) reconcileAutoscaling(ctx context.Context, s
 	if a == nil || s.claimRefused != nil {
 		if s.autoscaling != nil {
 			// Kept (for the kind left to delete) only until the removal succeeds; never idle.
-			s.autoscaling.State, s.autoscaling.LastActiveTime, s.autoscaling.WakeTime = v1.AutoscalingActive, nil, nil
+			s.autoscaling.State, s.autoscaling.LastActiveTime, s.autoscaling.WakeTime = retryv1alpha1.AutoscalingActive, nil, nil
 		}
 		autoscalerFailed(s, r.removeAutoscalers(ctx, s, ""))
 		return nil
 	}
 	prev := s.p.Status.Autoscaling
-	st := &v1.PipelineAutoscalingStatus{Name: a.Name, MinReplicas: a.Min, MaxReplicas: a.Max}
+	st := &retryv1alpha1.PipelineAutoscalingStatus{Name: a.Name, MinReplicas: a.Min, MaxReplicas: a.Max}
 	if a.Capped {
 		st.Partitions = &a.Partitions
 	}
@@ -108,9 +108,9 @@ func (r *ConsumerPipelineReconciler) reconcileAutoscaling(ctx context.Context, s
 	s.autoscaling = st
 	keda, err := r.useKEDA()
 	if err == nil {
-		st.Kind = v1.AutoscalerHPA
+		st.Kind = retryv1alpha1.AutoscalerHPA
 		if keda {
-			st.Kind = v1.AutoscalerKEDA
+			st.Kind = retryv1alpha1.AutoscalerKEDA
 		}
 		err = r.applyAutoscaler(ctx, s, a, keda)
 	}
@@ -140,7 +140,7 @@ func autoscalerFailed(s *pipelineScope, err error) {
 		return
 	}
 	err = fmt.Errorf("autoscaler: %w", err)
-	s.deploymentProblems.add(&problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err,
+	s.deploymentProblems.add(&problem{Reason: retryv1alpha1.ReasonReconcileError, Kind: problemTransient, Err: err,
 		Message: truncate(err.Error(), maxConditionMessage)})
 }
 
@@ -219,10 +219,10 @@ func (r *ConsumerPipelineReconciler) applyScaledObject(ctx context.Context, s *p
 
 // removeAutoscalers deletes the autoscalers of the pipeline other than keep ("" for all) that it
 // controls.
-func (r *ConsumerPipelineReconciler) removeAutoscalers(ctx context.Context, s *pipelineScope, keep v1.AutoscalerKind) error {
+func (r *ConsumerPipelineReconciler) removeAutoscalers(ctx context.Context, s *pipelineScope, keep retryv1alpha1.AutoscalerKind) error {
 	name := render.AutoscalerName(s.p)
 	key := client.ObjectKey{Namespace: s.p.Namespace, Name: name}
-	if keep != v1.AutoscalerHPA {
+	if keep != retryv1alpha1.AutoscalerHPA {
 		hpa := &autoscalingv2.HorizontalPodAutoscaler{}
 		if err := r.Get(ctx, key, hpa); err == nil && metav1.IsControlledBy(hpa, s.p) {
 			if err := client.IgnoreNotFound(r.Delete(ctx, hpa)); err != nil {
@@ -233,7 +233,7 @@ func (r *ConsumerPipelineReconciler) removeAutoscalers(ctx context.Context, s *p
 			return err
 		}
 	}
-	if keep != v1.AutoscalerKEDA && s.p.Status.Autoscaling != nil && s.p.Status.Autoscaling.Kind == v1.AutoscalerKEDA && r.APIReader != nil {
+	if keep != retryv1alpha1.AutoscalerKEDA && s.p.Status.Autoscaling != nil && s.p.Status.Autoscaling.Kind == retryv1alpha1.AutoscalerKEDA && r.APIReader != nil {
 		so := &unstructured.Unstructured{}
 		so.SetGroupVersionKind(render.ScaledObjectGVK)
 		err := r.APIReader.Get(ctx, key, so)
@@ -264,7 +264,7 @@ func (r *ConsumerPipelineReconciler) decideIdle(ctx context.Context, s *pipeline
 	st := s.autoscaling
 	wasIdle := st.IsIdle()
 	if !a.ScaleToZero {
-		st.State, st.LastActiveTime, st.WakeTime = v1.AutoscalingActive, nil, nil
+		st.State, st.LastActiveTime, st.WakeTime = retryv1alpha1.AutoscalingActive, nil, nil
 		return
 	}
 	now := r.Clock.Now()
@@ -287,9 +287,9 @@ func (r *ConsumerPipelineReconciler) decideIdle(ctx context.Context, s *pipeline
 	}
 	quiet := now.Sub(st.LastActiveTime.Time)
 	idle := !active && !woken && quiet >= a.ScaleDownStabilization && (st.WakeTime == nil || now.Before(st.WakeTime.Time))
-	st.State = v1.AutoscalingActive
+	st.State = retryv1alpha1.AutoscalingActive
 	if idle {
-		st.State = v1.AutoscalingIdle
+		st.State = retryv1alpha1.AutoscalingIdle
 	}
 	if idle && st.WakeTime != nil {
 		s.wakeAfter = st.WakeTime.Sub(now)
@@ -321,7 +321,7 @@ func formatCount(n *int64) string {
 }
 
 // autoscalingMessage says what the autoscaler does, in words.
-func autoscalingMessage(p *v1.ConsumerPipeline, a *render.Autoscaling, st *v1.PipelineAutoscalingStatus, trouble string) string {
+func autoscalingMessage(p *retryv1alpha1.ConsumerPipeline, a *render.Autoscaling, st *retryv1alpha1.PipelineAutoscalingStatus, trouble string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s scales the pipeline between %d and %d pods, one per %d records due", st.Kind, st.Name, a.Min, a.Max, a.Target)
 	if m := a.CapMessage(p); m != "" {

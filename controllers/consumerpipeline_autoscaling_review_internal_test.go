@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -27,13 +27,13 @@ import (
 var reviewNow = time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 
 // idlePipeline is a pipeline with minReplicas 0 whose status says it idles since an hour.
-func idlePipeline() *v1.ConsumerPipeline {
-	return &v1.ConsumerPipeline{
+func idlePipeline() *retryv1alpha1.ConsumerPipeline {
+	return &retryv1alpha1.ConsumerPipeline{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders", UID: "uid-orders"},
-		Spec: v1.ConsumerPipelineSpec{Source: v1.PipelineSource{Topic: "orders"},
-			Autoscaling: &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 3}},
-		Status: v1.ConsumerPipelineStatus{DueLag: ptr.To[int64](0), Autoscaling: &v1.PipelineAutoscalingStatus{
-			Kind: v1.AutoscalerHPA, Name: "orders-dispatcher", State: v1.AutoscalingIdle,
+		Spec: retryv1alpha1.ConsumerPipelineSpec{Source: retryv1alpha1.PipelineSource{Topic: "orders"},
+			Autoscaling: &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 3}},
+		Status: retryv1alpha1.ConsumerPipelineStatus{DueLag: ptr.To[int64](0), Autoscaling: &retryv1alpha1.PipelineAutoscalingStatus{
+			Kind: retryv1alpha1.AutoscalerHPA, Name: "orders-dispatcher", State: retryv1alpha1.AutoscalingIdle,
 			LastActiveTime: &metav1.Time{Time: reviewNow.Add(-time.Hour)}}},
 	}
 }
@@ -73,7 +73,7 @@ func TestRemovedAutoscalingWakesAnIdlePipelineWhateverTheAutoscalerDeletion(t *t
 	g := NewWithT(t)
 	p := idlePipeline()
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: render.AutoscalerName(p),
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: v1.GroupVersion.String(), Kind: "ConsumerPipeline", Name: p.Name, UID: p.UID, Controller: ptr.To(true)}}}}
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: retryv1alpha1.GroupVersion.String(), Kind: "ConsumerPipeline", Name: p.Name, UID: p.UID, Controller: ptr.To(true)}}}}
 	c := fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).WithObjects(hpa).WithInterceptorFuncs(interceptor.Funcs{
 		Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
 			return apierrors.NewServiceUnavailable("etcd is down")
@@ -97,9 +97,9 @@ func TestStaleFiguresNeitherIdleNorKeepIdleAPipeline(t *testing.T) {
 	r := reviewReconciler(fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build())
 	for _, wasIdle := range []bool{false, true} {
 		p := idlePipeline()
-		p.Status.Autoscaling.State = v1.AutoscalingActive
+		p.Status.Autoscaling.State = retryv1alpha1.AutoscalingActive
 		if wasIdle {
-			p.Status.Autoscaling.State = v1.AutoscalingIdle
+			p.Status.Autoscaling.State = retryv1alpha1.AutoscalingIdle
 		}
 		s := &pipelineScope{p: p, autoscaling: p.Status.Autoscaling.DeepCopy()}
 		r.decideIdle(context.Background(), s, render.AutoscalingOf(p, 2))

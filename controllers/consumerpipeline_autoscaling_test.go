@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -22,8 +22,8 @@ import (
 func TestPipelineAutoscalingMakesAnHPAOnThePipeline(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	p, _, _ := pipelineWith(t, nil, func(p *v1.ConsumerPipeline) {
-		p.Spec.Autoscaling = &v1.PipelineAutoscaling{MaxReplicas: 10, TargetDueLagPerReplica: ptr.To[int64](250),
+	p, _, _ := pipelineWith(t, nil, func(p *retryv1alpha1.ConsumerPipeline) {
+		p.Spec.Autoscaling = &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 10, TargetDueLagPerReplica: ptr.To[int64](250),
 			ScaleDownStabilization: &metav1.Duration{Duration: 90 * time.Second}}
 	})
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: render.DeploymentName(p)}}
@@ -39,12 +39,12 @@ func TestPipelineAutoscalingMakesAnHPAOnThePipeline(t *testing.T) {
 	g.Expect(ext.Target.AverageValue.Value()).To(Equal(int64(250)))
 	g.Expect(*hpa.Spec.Behavior.ScaleDown.StabilizationWindowSeconds).To(Equal(int32(90)))
 
-	g.Eventually(func() (*v1.PipelineAutoscalingStatus, error) {
+	g.Eventually(func() (*retryv1alpha1.PipelineAutoscalingStatus, error) {
 		_, err := getter(p)()
 		return p.Status.Autoscaling, err
-	}, wait, poll).Should(And(Not(BeNil()), WithTransform(func(a *v1.PipelineAutoscalingStatus) v1.PipelineAutoscalingStatus { return *a },
-		And(HaveField("Kind", v1.AutoscalerHPA), HaveField("Name", hpa.Name), HaveField("MinReplicas", int32(1)), HaveField("MaxReplicas", int32(2)),
-			HaveField("Partitions", ptr.To[int32](2)), HaveField("State", v1.AutoscalingActive),
+	}, wait, poll).Should(And(Not(BeNil()), WithTransform(func(a *retryv1alpha1.PipelineAutoscalingStatus) retryv1alpha1.PipelineAutoscalingStatus { return *a },
+		And(HaveField("Kind", retryv1alpha1.AutoscalerHPA), HaveField("Name", hpa.Name), HaveField("MinReplicas", int32(1)), HaveField("MaxReplicas", int32(2)),
+			HaveField("Partitions", ptr.To[int32](2)), HaveField("State", retryv1alpha1.AutoscalingActive),
 			HaveField("Message", ContainSubstring("maxReplicas 10 lowered to 2, the partition count"))))))
 
 	// The HPA writes spec.replicas through the scale subresource; the Deployment follows, the HPA is
@@ -84,7 +84,7 @@ func TestPipelineAutoscalingMakesAnHPAOnThePipeline(t *testing.T) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(hpa), &autoscalingv2.HorizontalPodAutoscaler{})
 		return apierrors.IsNotFound(err)
 	}, wait, poll).Should(BeTrue(), "the HPA goes with spec.autoscaling")
-	g.Eventually(func() (*v1.PipelineAutoscalingStatus, error) {
+	g.Eventually(func() (*retryv1alpha1.PipelineAutoscalingStatus, error) {
 		_, err := getter(p)()
 		return p.Status.Autoscaling, err
 	}, wait, poll).Should(BeNil())
@@ -95,11 +95,11 @@ func TestPipelineAutoscalingBoundsAreValidated(t *testing.T) {
 	g := NewWithT(t)
 	ns, _ := pipelineFixture(t)
 	p := newPipeline(ns, "bounds", ns+".orders", "policy", "dlq")
-	p.Spec.Autoscaling = &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](5), MaxReplicas: 2}
+	p.Spec.Autoscaling = &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](5), MaxReplicas: 2}
 	err := env.Client.Create(context.Background(), p)
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring("autoscaling.minReplicas must not exceed autoscaling.maxReplicas"))
-	p.Spec.Autoscaling = &v1.PipelineAutoscaling{MaxReplicas: 2, WakeLead: &metav1.Duration{Duration: time.Hour}}
+	p.Spec.Autoscaling = &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 2, WakeLead: &metav1.Duration{Duration: time.Hour}}
 	err = env.Client.Create(context.Background(), p)
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring("autoscaling.wakeLead must be between 1s and 10m"))

@@ -13,7 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -179,15 +179,15 @@ func (r *ConsumerPipelineReconciler) reconcileAlerts(ctx context.Context, s *pip
 
 // recordChildSpecErrors emits a Warning event for a child condition that became InvalidSpec, unless
 // the event about Ready (ready, when it changed) already says the same.
-func (r *ConsumerPipelineReconciler) recordChildSpecErrors(p *v1.ConsumerPipeline, before, after []metav1.Condition, ready *metav1.Condition) {
-	for _, t := range []string{v1.ConditionAlertsReady, v1.ConditionDeploymentReady} {
+func (r *ConsumerPipelineReconciler) recordChildSpecErrors(p *retryv1alpha1.ConsumerPipeline, before, after []metav1.Condition, ready *metav1.Condition) {
+	for _, t := range []string{retryv1alpha1.ConditionAlertsReady, retryv1alpha1.ConditionDeploymentReady} {
 		c, changed := conditionChanged(before, after, t)
-		if !changed || c == nil || c.Reason != v1.ReasonInvalidSpec {
+		if !changed || c == nil || c.Reason != retryv1alpha1.ReasonInvalidSpec {
 			continue
 		}
 		if ready != nil && strings.HasPrefix(ready.Message, t+": ") {
 			continue
 		}
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1.ReasonInvalidSpec, "Reconcile", "%s: %s", t, c.Message)
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, retryv1alpha1.ReasonInvalidSpec, "Reconcile", "%s: %s", t, c.Message)
 	}
 }

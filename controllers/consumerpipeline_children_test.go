@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/render"
@@ -32,13 +32,13 @@ const fieldManager = "retry-operator"
 
 // childPipeline creates, in a new namespace, a queue "dlq", a policy "policy" (4 attempts), the
 // source topic and a sink-mode pipeline "orders", and returns them.
-func childPipeline(t *testing.T) (*v1.ConsumerPipeline, *v1.RetryPolicy, *v1.DeadLetterQueue) {
+func childPipeline(t *testing.T) (*retryv1alpha1.ConsumerPipeline, *retryv1alpha1.RetryPolicy, *retryv1alpha1.DeadLetterQueue) {
 	return pipelineWith(t, nil, nil)
 }
 
 // pipelineWith is childPipeline with the policy and the pipeline changed by editPolicy and
 // editPipeline (either may be nil) before they are created.
-func pipelineWith(t *testing.T, editPolicy func(*v1.RetryPolicy), editPipeline func(*v1.ConsumerPipeline)) (*v1.ConsumerPipeline, *v1.RetryPolicy, *v1.DeadLetterQueue) {
+func pipelineWith(t *testing.T, editPolicy func(*retryv1alpha1.RetryPolicy), editPipeline func(*retryv1alpha1.ConsumerPipeline)) (*retryv1alpha1.ConsumerPipeline, *retryv1alpha1.RetryPolicy, *retryv1alpha1.DeadLetterQueue) {
 	t.Helper()
 	ctx := context.Background()
 	ns, dlq := pipelineFixture(t)
@@ -69,11 +69,11 @@ func getter[T client.Object](obj T) func() (T, error) {
 	}
 }
 
-func deploymentOf(p *v1.ConsumerPipeline) *appsv1.Deployment {
+func deploymentOf(p *retryv1alpha1.ConsumerPipeline) *appsv1.Deployment {
 	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: render.DeploymentName(p)}}
 }
 
-func configMapOf(p *v1.ConsumerPipeline) *corev1.ConfigMap {
+func configMapOf(p *retryv1alpha1.ConsumerPipeline) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: render.ConfigMapName(p)}}
 }
 
@@ -108,7 +108,7 @@ func TestPipelineChildrenAreAppliedWithOwnerReferences(t *testing.T) {
 	g := NewWithT(t)
 	p, _, dlq := childPipeline(t)
 
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
 	d := deploymentOf(p)
 	g.Eventually(getter(d), wait, poll).Should(ownedBy(p, "ConsumerPipeline"))
 	cm := configMapOf(p)
@@ -134,9 +134,9 @@ func TestPipelineChildrenAreAppliedWithOwnerReferences(t *testing.T) {
 
 	// Status: topics and alerts ready; the Deployment never rolls out here (no Deployment
 	// controller), so DeploymentReady, and with it Ready, say it is progressing.
-	g.Eventually(pipelineCondition(p, v1.ConditionAlertsReady), wait, poll).Should(And(isReady(),
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionAlertsReady), wait, poll).Should(And(isReady(),
 		HaveField("Reason", "RulesApplied"), HaveField("Message", ContainSubstring("ConfigMap "+alerts.Name))))
-	g.Expect(pipelineCondition(p, v1.ConditionDeploymentReady)()).To(And(notReady("Progressing"),
+	g.Expect(pipelineCondition(p, retryv1alpha1.ConditionDeploymentReady)()).To(And(notReady("Progressing"),
 		HaveField("Message", ContainSubstring("waiting for the Deployment controller"))))
 	g.Expect(pipelineReady(p)()).To(And(notReady("Progressing"), HaveField("Message", HavePrefix("DeploymentReady: "))))
 	g.Expect(p.Status.Replicas).To(BeZero(), "the pods the Deployment runs: none without its controller")
@@ -171,7 +171,7 @@ func TestPipelinePolicyChangeRollsTheConfigHash(t *testing.T) {
 	g.Eventually(hash, wait, poll).ShouldNot(BeEmpty())
 	before, _ := hash()
 
-	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 3 })
+	update(t, rp, func(rp *retryv1alpha1.RetryPolicy) { rp.Spec.MaxAttempts = 3 })
 	g.Eventually(hash, wait, poll).ShouldNot(Equal(before))
 	after, _ := hash()
 	cm := configMapOf(p)
@@ -179,7 +179,9 @@ func TestPipelinePolicyChangeRollsTheConfigHash(t *testing.T) {
 	g.Expect(render.ConfigHash(cm)).To(Equal(after), "the annotation is the hash of the ConfigMap applied")
 
 	// A change to the pipeline itself (a delay of its own) rolls it too.
-	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.Backoff.InitialDelay = metav1.Duration{Duration: 3 * time.Second} })
+	update(t, rp, func(rp *retryv1alpha1.RetryPolicy) {
+		rp.Spec.Backoff.InitialDelay = metav1.Duration{Duration: 3 * time.Second}
+	})
 	g.Eventually(hash, wait, poll).ShouldNot(Or(Equal(before), Equal(after)))
 }
 
@@ -227,24 +229,24 @@ func TestPipelineDeploymentWaitsForTheTopicsAndReportsSpecErrors(t *testing.T) {
 	source := ns + ".later"
 	p := newPipeline(ns, "own", source, "policy", "dlq")
 	p.Spec.Sink = nil
-	p.Spec.Template = &v1.PodTemplate{Spec: corev1.PodSpec{
+	p.Spec.Template = &retryv1alpha1.PodTemplate{Spec: corev1.PodSpec{
 		Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}},
 		// The operator's own volume name: a spec error only rendering finds.
 		Volumes: []corev1.Volume{{Name: render.ConfigVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 	}}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 
-	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(And(notReady(v1.ReasonInvalidSpec),
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionDeploymentReady), wait, poll).Should(And(notReady(retryv1alpha1.ReasonInvalidSpec),
 		HaveField("Message", ContainSubstring("spec.template.spec.volumes[0].name"))))
 	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(And(
-		HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", v1.ReasonInvalidSpec),
+		HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", retryv1alpha1.ReasonInvalidSpec),
 		HaveField("Note", ContainSubstring("spec.template.spec.volumes[0].name")))))
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(deploymentOf(p)), deploymentOf(p))).To(Satisfy(apierrors.IsNotFound))
 
 	// Fixed, but the source topic does not exist yet: the Deployment waits for it.
-	update(t, p, func(p *v1.ConsumerPipeline) { p.Spec.Template.Spec.Volumes[0].Name = "scratch" })
-	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(notReady("WaitingForTopics"))
-	g.Expect(pipelineCondition(p, v1.ConditionTopicsReady)()).To(notReady(v1.ReasonSourceTopicMissing))
+	update(t, p, func(p *retryv1alpha1.ConsumerPipeline) { p.Spec.Template.Spec.Volumes[0].Name = "scratch" })
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionDeploymentReady), wait, poll).Should(notReady("WaitingForTopics"))
+	g.Expect(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady)()).To(notReady(retryv1alpha1.ReasonSourceTopicMissing))
 	g.Expect(getter(configMapOf(p))()).Error().NotTo(HaveOccurred(), "the ConfigMap does not wait")
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(deploymentOf(p)), deploymentOf(p))).To(Satisfy(apierrors.IsNotFound))
 
@@ -253,7 +255,7 @@ func TestPipelineDeploymentWaitsForTheTopicsAndReportsSpecErrors(t *testing.T) {
 	g.Eventually(getter(d), oneResync+wait, poll).Should(ownedBy(p, "ConsumerPipeline"))
 	g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("example.com/app:1"))
 	g.Expect(d.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Name", "scratch")))
-	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(notReady("Progressing"))
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionDeploymentReady), wait, poll).Should(notReady("Progressing"))
 }
 
 // TestAlertRulesFollowThePrometheusRuleCRD installs the PrometheusRule CRD while the manager runs
@@ -296,7 +298,7 @@ func TestAlertRulesFollowThePrometheusRuleCRD(t *testing.T) {
 	g.Expect(groups).To(HaveLen(1))
 	g.Eventually(gone(pipelineCM), wait, poll).Should(BeTrue())
 	g.Eventually(gone(dlqCM), wait, poll).Should(BeTrue())
-	g.Eventually(pipelineCondition(p, v1.ConditionAlertsReady), wait, poll).Should(And(isReady(),
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionAlertsReady), wait, poll).Should(And(isReady(),
 		HaveField("Message", ContainSubstring("PrometheusRule "+pr.GetName()))))
 
 	// A PrometheusRule edited or deleted out of band is put back.
@@ -314,7 +316,7 @@ func TestAlertRulesFollowThePrometheusRuleCRD(t *testing.T) {
 	removeCRD()
 	g.Eventually(getter(pipelineCM), wait, poll).Should(ownedBy(p, "ConsumerPipeline"))
 	g.Eventually(getter(dlqCM), wait, poll).Should(ownedBy(dlq, "DeadLetterQueue"))
-	g.Eventually(pipelineCondition(p, v1.ConditionAlertsReady), wait, poll).Should(And(isReady(),
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionAlertsReady), wait, poll).Should(And(isReady(),
 		HaveField("Message", ContainSubstring("ConfigMap "+pipelineCM.Name))))
 }
 
@@ -330,14 +332,14 @@ func TestPipelineTemplateWithAnUnknownFieldIsASpecError(t *testing.T) {
 	createTopic(t, newKadm(t), source, 1)
 	p := newPipeline(ns, "typo", source, "policy", "dlq")
 	p.Spec.Sink = nil
-	p.Spec.Template = &v1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}}}
+	p.Spec.Template = &retryv1alpha1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}}}
 	u := &unstructured.Unstructured{}
 	g.Expect(env.Client.Scheme().Convert(p, u, nil)).To(Succeed())
-	u.SetGroupVersionKind(v1.GroupVersion.WithKind("ConsumerPipeline"))
+	u.SetGroupVersionKind(retryv1alpha1.GroupVersion.WithKind("ConsumerPipeline"))
 	g.Expect(unstructured.SetNestedField(u.Object, "Always", "spec", "template", "spec", "restartPolicyy")).To(Succeed())
 	g.Expect(env.Client.Create(ctx, u)).To(Succeed())
 
-	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(And(notReady(v1.ReasonInvalidSpec),
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionDeploymentReady), wait, poll).Should(And(notReady(retryv1alpha1.ReasonInvalidSpec),
 		HaveField("Message", ContainSubstring("spec.template.spec.restartPolicyy: unknown field"))))
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(deploymentOf(p)), deploymentOf(p))).To(Satisfy(apierrors.IsNotFound))
 }

@@ -14,7 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/render"
 	"github.com/retryops/retry-operator/sdk/circuitstate"
@@ -131,17 +131,17 @@ func (r *ConsumerPipelineReconciler) circuitRequeue(s *pipelineScope) time.Durat
 // consumers: KafkaAuthenticationFailed (credentials or TLS) or KafkaUnauthorized (ACLs), naming the
 // pods, since when and the broker's error. It says more than the Deployment's status (pods not
 // ready) and less than a problem applying the Deployment, which it leaves in place.
-func setPipelineDeploymentKafka(st *v1.ConsumerPipelineStatus, s *pipelineScope) {
+func setPipelineDeploymentKafka(st *retryv1alpha1.ConsumerPipelineStatus, s *pipelineScope) {
 	if s.circuit == nil || s.circuit.Kafka == nil || len(s.deploymentProblems) > 0 {
 		return
 	}
 	k := s.circuit.Kafka
-	reason := v1.ReasonKafkaAuthenticationFailed
+	reason := retryv1alpha1.ReasonKafkaAuthenticationFailed
 	if k.Reason == circuitstate.KafkaAuthorization {
-		reason = v1.ReasonKafkaUnauthorized
+		reason = retryv1alpha1.ReasonKafkaUnauthorized
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: v1.ConditionDeploymentReady, Status: metav1.ConditionFalse, ObservedGeneration: s.p.Generation,
+		Type: retryv1alpha1.ConditionDeploymentReady, Status: metav1.ConditionFalse, ObservedGeneration: s.p.Generation,
 		Reason: reason, Message: k.Text(max(render.Replicas(s.p), int32(len(k.Pods)))),
 	})
 }
@@ -150,34 +150,34 @@ func setPipelineDeploymentKafka(st *v1.ConsumerPipelineStatus, s *pipelineScope)
 // only when the policy has a circuit breaker; while the policy is unknown (missing or invalid) the
 // previous state is kept. The condition follows the reports: False while any consumer reports its
 // breaker open or half-open.
-func setPipelineCircuit(st *v1.ConsumerPipelineStatus, s *pipelineScope) {
+func setPipelineCircuit(st *retryv1alpha1.ConsumerPipelineStatus, s *pipelineScope) {
 	generation := s.p.Generation
 	breaker := s.policy != nil && s.policy.Spec.CircuitBreaker != nil
-	c := metav1.Condition{Type: v1.ConditionCircuitClosed, ObservedGeneration: generation}
+	c := metav1.Condition{Type: retryv1alpha1.ConditionCircuitClosed, ObservedGeneration: generation}
 	switch {
 	case s.circuit == nil:
 		// Not read this time: leave both as they were, at this generation.
-		if old := meta.FindStatusCondition(st.Conditions, v1.ConditionCircuitClosed); old != nil {
+		if old := meta.FindStatusCondition(st.Conditions, retryv1alpha1.ConditionCircuitClosed); old != nil {
 			c = *old
 			c.ObservedGeneration = generation
 		} else {
-			c.Status, c.Reason, c.Message = metav1.ConditionUnknown, v1.ReasonReconciling, "the consumers' reports were not read yet"
+			c.Status, c.Reason, c.Message = metav1.ConditionUnknown, retryv1alpha1.ReasonReconciling, "the consumers' reports were not read yet"
 		}
 	case s.policy != nil && !breaker:
 		st.Circuit = ""
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1.ReasonNoCircuitBreaker, "RetryPolicy "+s.policy.Name+" has no circuit breaker"
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, retryv1alpha1.ReasonNoCircuitBreaker, "RetryPolicy "+s.policy.Name+" has no circuit breaker"
 	default:
 		if breaker {
-			st.Circuit = v1.CircuitState(s.circuit.State)
+			st.Circuit = retryv1alpha1.CircuitState(s.circuit.State)
 		}
 		c.Message = s.circuit.Message(max(render.Replicas(s.p), int32(len(s.circuit.Pods))))
 		switch s.circuit.State {
 		case circuitstate.Open:
-			c.Status, c.Reason = metav1.ConditionFalse, v1.ReasonCircuitOpen
+			c.Status, c.Reason = metav1.ConditionFalse, retryv1alpha1.ReasonCircuitOpen
 		case circuitstate.HalfOpen:
-			c.Status, c.Reason = metav1.ConditionFalse, v1.ReasonCircuitHalfOpen
+			c.Status, c.Reason = metav1.ConditionFalse, retryv1alpha1.ReasonCircuitHalfOpen
 		default:
-			c.Status, c.Reason = metav1.ConditionTrue, v1.ReasonCircuitClosed
+			c.Status, c.Reason = metav1.ConditionTrue, retryv1alpha1.ReasonCircuitClosed
 		}
 	}
 	meta.SetStatusCondition(&st.Conditions, c)

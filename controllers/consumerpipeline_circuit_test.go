@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 	"github.com/retryops/retry-operator/internal/render"
@@ -29,13 +29,13 @@ import (
 
 // breakerPipeline creates, in a new namespace, a queue, a policy with a circuit breaker, the source
 // topic and a sink-mode pipeline "orders" with 2 replicas.
-func breakerPipeline(t *testing.T) (*v1.ConsumerPipeline, *v1.RetryPolicy) {
+func breakerPipeline(t *testing.T) (*retryv1alpha1.ConsumerPipeline, *retryv1alpha1.RetryPolicy) {
 	t.Helper()
-	p, rp, _ := pipelineWith(t, func(rp *v1.RetryPolicy) {
-		rp.Spec.CircuitBreaker = &v1.CircuitBreaker{FailureRatioPercent: 50, MinimumRequests: 10,
+	p, rp, _ := pipelineWith(t, func(rp *retryv1alpha1.RetryPolicy) {
+		rp.Spec.CircuitBreaker = &retryv1alpha1.CircuitBreaker{FailureRatioPercent: 50, MinimumRequests: 10,
 			Window: &metav1.Duration{Duration: time.Minute}, OpenDuration: &metav1.Duration{Duration: 30 * time.Second},
 			HalfOpenRequests: 5, CloseSuccessPercent: 80}
-	}, func(p *v1.ConsumerPipeline) { p.Spec.Replicas = ptr.To[int32](2) })
+	}, func(p *retryv1alpha1.ConsumerPipeline) { p.Spec.Replicas = ptr.To[int32](2) })
 	return p, rp
 }
 
@@ -53,12 +53,12 @@ func serviceAccountConfig(t *testing.T, ns, name string) *rest.Config {
 }
 
 // circuitOf reads the pipeline's status.circuit and CircuitClosed condition (at its generation).
-func circuitOf(p *v1.ConsumerPipeline) func() (string, error) {
+func circuitOf(p *retryv1alpha1.ConsumerPipeline) func() (string, error) {
 	return func() (string, error) {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
 			return "", err
 		}
-		c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionCircuitClosed)
+		c := meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionCircuitClosed)
 		if c == nil || c.ObservedGeneration != p.Generation {
 			return "", nil
 		}
@@ -134,11 +134,11 @@ func TestPipelineCircuitState(t *testing.T) {
 	// One pod opens: the pipeline is Open and not Ready, with an Event and the gauge at 2.
 	a.Observe(circuitstate.Open)
 	g.Eventually(circuitOf(p), wait, poll).Should(Equal("Open False CircuitOpen"))
-	c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionCircuitClosed)
+	c := meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionCircuitClosed)
 	g.Expect(c.Message).To(And(ContainSubstring("1 of 2 pods"), ContainSubstring("orders-dispatcher-a"), ContainSubstring("consumption is paused")))
-	ready := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionReady)
+	ready := meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionReady)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-	g.Expect(ready.Reason).To(Equal(v1.ReasonCircuitOpen))
+	g.Expect(ready.Reason).To(Equal(retryv1alpha1.ReasonCircuitOpen))
 	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(
 		WithTransform(func(e eventsv1.Event) string { return e.Type + " " + e.Reason }, Equal("Warning CircuitOpen"))))
 	labels := map[string]string{opmetrics.LabelNamespace: ns, opmetrics.LabelConsumerPipeline: p.Name}
@@ -220,7 +220,7 @@ func TestPipelineNeverAdoptsAChildItDoesNotControl(t *testing.T) {
 	ctx := context.Background()
 	var role *rbacv1.Role
 	var binding *rbacv1.RoleBinding
-	p, _, _ := pipelineWith(t, nil, func(p *v1.ConsumerPipeline) {
+	p, _, _ := pipelineWith(t, nil, func(p *retryv1alpha1.ConsumerPipeline) {
 		role = &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: render.CircuitRole(p).Name},
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}
 		binding = &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: render.CircuitRoleBinding(p).Name},
@@ -231,8 +231,8 @@ func TestPipelineNeverAdoptsAChildItDoesNotControl(t *testing.T) {
 	})
 	roleBefore, bindingBefore := role.DeepCopy(), binding.DeepCopy()
 
-	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(And(
-		HaveField("Reason", v1.ReasonChildConflict), HaveField("Message", ContainSubstring("Role "+role.Name))))
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionDeploymentReady), wait, poll).Should(And(
+		HaveField("Reason", retryv1alpha1.ReasonChildConflict), HaveField("Message", ContainSubstring("Role "+role.Name))))
 	// Another resync at least: nothing was written to either.
 	holdsThroughResync(t, p, func() ([]string, error) {
 		r, b := &rbacv1.Role{}, &rbacv1.RoleBinding{}

@@ -11,7 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // eventConsumersStopped is the event of a consumer Deployment scaled to zero because its
@@ -29,10 +29,10 @@ const eventConsumersStopped = "ConsumersStopped"
 // creates no consumers and scales existing ones to zero (stopConsumers).
 func (r *ConsumerPipelineReconciler) checkReadClaims(_ context.Context, s *pipelineScope) error {
 	t := r.Kafka.Defaults.Tenancy
-	p := &problem{Reason: v1.ReasonTopicClaimRefused, Kind: problemUser}
+	p := &problem{Reason: retryv1alpha1.ReasonTopicClaimRefused, Kind: problemUser}
 	err := t.CheckSourceClaim(s.p.Namespace, string(s.p.Spec.Source.Topic))
 	if err == nil {
-		p.Reason = v1.ReasonConsumerGroupClaimRefused
+		p.Reason = retryv1alpha1.ReasonConsumerGroupClaimRefused
 		err = t.CheckGroupClaim(s.p.Namespace, consumerGroup(s.p))
 	}
 	if err == nil {

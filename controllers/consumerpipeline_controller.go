@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
@@ -56,7 +56,7 @@ type ConsumerPipelineReconciler struct {
 // pipelineScope is the state of one ConsumerPipeline reconcile, filled in by the steps. The figures
 // start from the previous status, so that what a step could not find out this time keeps its value.
 type pipelineScope struct {
-	p *v1.ConsumerPipeline
+	p *retryv1alpha1.ConsumerPipeline
 
 	kafkaClient
 
@@ -79,7 +79,7 @@ type pipelineScope struct {
 	described map[string]kafka.TopicInfo
 
 	sourcePartitions int32
-	retries          []v1.RetryTopicStatus
+	retries          []retryv1alpha1.RetryTopicStatus
 	unused           []string
 
 	// draining are the unused tiers the dispatcher config lists under topics.draining, sorted
@@ -110,8 +110,8 @@ type pipelineScope struct {
 	// The children (consumerpipeline_children.go). policy and queue are the referenced objects, nil
 	// while missing (or, for the policy, invalid). deployment is the Deployment as the API server
 	// has it (nil when there is none); configHash is the hash of the applied ConfigMap.
-	policy        *v1.RetryPolicy
-	queue         *v1.DeadLetterQueue
+	policy        *retryv1alpha1.RetryPolicy
+	queue         *retryv1alpha1.DeadLetterQueue
 	configHash    string
 	deployment    *appsv1.Deployment
 	alertsMessage string
@@ -125,7 +125,7 @@ type pipelineScope struct {
 	// autoscaling is status.autoscaling (consumerpipeline_autoscaling.go), from the previous status
 	// until the Autoscaling step runs; wakeAfter, when not zero, is when an idle pipeline must be
 	// looked at again to wake.
-	autoscaling *v1.PipelineAutoscalingStatus
+	autoscaling *retryv1alpha1.PipelineAutoscalingStatus
 	wakeAfter   time.Duration
 	// scaling is set when the operator changed the Deployment's replicas for the autoscaler less
 	// than scalingGrace ago (setPipelineDeploymentScaling).
@@ -147,8 +147,8 @@ func (s *pipelineScope) allProblems() problems {
 func pipelineOwner(key types.NamespacedName) string { return "ConsumerPipeline/" + key.String() }
 
 // pipelineStatusWriter writes a pipeline's status.
-var pipelineStatusWriter = statusWriter[*v1.ConsumerPipeline]{
-	conditions: func(p *v1.ConsumerPipeline) []metav1.Condition { return p.Status.Conditions },
+var pipelineStatusWriter = statusWriter[*retryv1alpha1.ConsumerPipeline]{
+	conditions: func(p *retryv1alpha1.ConsumerPipeline) []metav1.Condition { return p.Status.Conditions },
 	logKey:     "consumerPipeline", ready: "Pipeline is ready", notReady: "Pipeline is not ready", action: "Reconcile",
 	quiet: scalingOnly,
 }
@@ -165,7 +165,7 @@ func scalingOnly(before, after *metav1.Condition) bool {
 
 // Reconcile brings one pipeline's topics in line with its spec and policy and refreshes its status.
 func (r *ConsumerPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	p := &v1.ConsumerPipeline{}
+	p := &retryv1alpha1.ConsumerPipeline{}
 	if ok, err := r.fetch(ctx, req, p, r.forget); !ok {
 		return ctrl.Result{}, err
 	}
@@ -176,7 +176,7 @@ func (r *ConsumerPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	return r.reconcileNormal(ctx, s)
 }
 
-func newPipelineScope(p *v1.ConsumerPipeline) *pipelineScope {
+func newPipelineScope(p *retryv1alpha1.ConsumerPipeline) *pipelineScope {
 	s := &pipelineScope{p: p, blocked: map[string]bool{}}
 	if t := p.Status.Topics; t != nil {
 		s.sourcePartitions = t.SourcePartitions
@@ -276,8 +276,8 @@ func (r *ConsumerPipelineReconciler) writeStatus(ctx context.Context, s *pipelin
 
 // patchStatus writes st and records an event when Ready changed, or when a child condition became
 // InvalidSpec.
-func (r *ConsumerPipelineReconciler) patchStatus(ctx context.Context, p *v1.ConsumerPipeline, st v1.ConsumerPipelineStatus, ps problems) error {
-	before, ready, err := pipelineStatusWriter.patch(ctx, r.Client, r.Recorder, p, func(p *v1.ConsumerPipeline) { p.Status = st }, ps, "")
+func (r *ConsumerPipelineReconciler) patchStatus(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, st retryv1alpha1.ConsumerPipelineStatus, ps problems) error {
+	before, ready, err := pipelineStatusWriter.patch(ctx, r.Client, r.Recorder, p, func(p *retryv1alpha1.ConsumerPipeline) { p.Status = st }, ps, "")
 	if err != nil {
 		return err
 	}
@@ -307,7 +307,7 @@ func (r *ConsumerPipelineReconciler) reconcileDelete(ctx context.Context, s *pip
 	if !controllerutil.ContainsFinalizer(p, topicFinalizer) || len(tiers) == 0 {
 		return letGo()
 	}
-	if retryDeletionPolicy(p) != v1.DeletionPolicyDelete {
+	if retryDeletionPolicy(p) != retryv1alpha1.DeletionPolicyDelete {
 		log.Info("Kept retry topics", "topics", tiers)
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Retry topics kept (retryTopics.deletionPolicy Retain): %s", strings.Join(tiers, ", "))
 		return letGo()
@@ -324,7 +324,7 @@ func (r *ConsumerPipelineReconciler) reconcileDelete(ctx context.Context, s *pip
 		},
 		failing: func(ctx context.Context, err string, deadline time.Time) error {
 			st := p.Status.DeepCopy()
-			s.topicProblems.add(&problem{Reason: v1.ReasonDeleting, Message: fmt.Sprintf("deleting retry topics: %s; retrying until %s, then the pipeline goes and the topics may remain",
+			s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonDeleting, Message: fmt.Sprintf("deleting retry topics: %s; retrying until %s, then the pipeline goes and the topics may remain",
 				err, deadline.UTC().Format(time.RFC3339))})
 			setPipelineTopicsReady(st, p.Generation, s.topicProblems, "")
 			setPipelineReady(st, p.Generation)
@@ -342,26 +342,26 @@ func (r *ConsumerPipelineReconciler) reconcileDelete(ctx context.Context, s *pip
 func (r *ConsumerPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byIndex := func(index string) handler.EventHandler {
 		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
-			return requestsFor(ctx, r.Client, &v1.ConsumerPipelineList{}, nil, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()})
+			return requestsFor(ctx, r.Client, &retryv1alpha1.ConsumerPipelineList{}, nil, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()})
 		})
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1.ConsumerPipeline{}, builder.WithPredicates(specOrLifecycleChanged())).
-		Watches(&v1.RetryPolicy{}, byIndex(indexPipelineByPolicy), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1.DeadLetterQueue{}, byIndex(indexPipelineByDLQ), builder.WithPredicates(createdOrDeleted())).
-		Watches(&v1.DeadLetterQueue{}, r.deadLetterCountsChanged()).
-		Watches(&v1.ConsumerPipeline{}, handler.EnqueueRequestsFromMapFunc(r.otherPipelinesSharing), builder.WithPredicates(createdOrDeleted())).
+		For(&retryv1alpha1.ConsumerPipeline{}, builder.WithPredicates(specOrLifecycleChanged())).
+		Watches(&retryv1alpha1.RetryPolicy{}, byIndex(indexPipelineByPolicy), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&retryv1alpha1.DeadLetterQueue{}, byIndex(indexPipelineByDLQ), builder.WithPredicates(createdOrDeleted())).
+		Watches(&retryv1alpha1.DeadLetterQueue{}, r.deadLetterCountsChanged()).
+		Watches(&retryv1alpha1.ConsumerPipeline{}, handler.EnqueueRequestsFromMapFunc(r.otherPipelinesSharing), builder.WithPredicates(createdOrDeleted())).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{})
-	b = r.Rules.WatchCRD(b, r.Client, func() client.ObjectList { return &v1.ConsumerPipelineList{} })
+	b = r.Rules.WatchCRD(b, r.Client, func() client.ObjectList { return &retryv1alpha1.ConsumerPipelineList{} })
 	c, err := b.WithOptions(r.Controller).Named("consumerpipeline").Build(r)
 	if err != nil {
 		return err
 	}
-	r.Rules.Watch(c, mgr.GetScheme(), &v1.ConsumerPipeline{})
+	r.Rules.Watch(c, mgr.GetScheme(), &retryv1alpha1.ConsumerPipeline{})
 	return nil
 }

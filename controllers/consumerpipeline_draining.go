@@ -17,7 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/render"
 	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
@@ -99,7 +99,7 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 		s.topicProblems.add(kafkaProblem(err))
 		return nil
 	}
-	deleting := retryDeletionPolicy(s.p) == v1.DeletionPolicyDelete
+	deleting := retryDeletionPolicy(s.p) == retryv1alpha1.DeletionPolicyDelete
 	r.setDraining(ctx, s, undrained, deleting)
 	log := ctrl.LoggerFrom(ctx).WithValues("consumerPipeline", klog.KObj(s.p))
 	var kept, deleted, keptNow []string
@@ -205,7 +205,7 @@ func consumersHold(ctx context.Context, c client.Reader, s *pipelineScope, prevU
 // template, or "" when it has none: its controller observed its current generation, every replica
 // (replicas 0 included) is of the current template and none terminates. A Deployment that does not
 // exist, or that the pipeline does not control, runs no consumers of the pipeline.
-func rolloutPending(ctx context.Context, c client.Reader, p *v1.ConsumerPipeline) string {
+func rolloutPending(ctx context.Context, c client.Reader, p *retryv1alpha1.ConsumerPipeline) string {
 	d := &appsv1.Deployment{}
 	name := render.DeploymentName(p)
 	if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, d); err != nil {

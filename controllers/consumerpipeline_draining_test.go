@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
 )
@@ -38,7 +38,7 @@ type configTopics struct {
 
 // dispatcherTopics reads the pipeline's ConfigMap and returns the retry and draining topics of its
 // dispatcher config.
-func dispatcherTopics(p *v1.ConsumerPipeline) func() (configTopics, error) {
+func dispatcherTopics(p *retryv1alpha1.ConsumerPipeline) func() (configTopics, error) {
 	return func() (configTopics, error) {
 		cm := configMapOf(p)
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(cm), cm); err != nil {
@@ -53,10 +53,10 @@ func dispatcherTopics(p *v1.ConsumerPipeline) func() (configTopics, error) {
 }
 
 // pipelineTopicsOf reads the pipeline and returns status.topics (empty when absent).
-func pipelineTopicsOf(p *v1.ConsumerPipeline) func() (v1.PipelineTopics, error) {
-	return func() (v1.PipelineTopics, error) {
+func pipelineTopicsOf(p *retryv1alpha1.ConsumerPipeline) func() (retryv1alpha1.PipelineTopics, error) {
+	return func() (retryv1alpha1.PipelineTopics, error) {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil || p.Status.Topics == nil {
-			return v1.PipelineTopics{}, err
+			return retryv1alpha1.PipelineTopics{}, err
 		}
 		return *p.Status.Topics, nil
 	}
@@ -69,7 +69,7 @@ func eventAbout(typ, reason, topic string) OmegaMatcher {
 
 // drainingPipeline creates a pipeline with 3 retry tiers (4 attempts) under deletion policy dp and
 // waits for them. It returns the pipeline, its policy and the names of its three tiers.
-func drainingPipeline(t *testing.T, name string, dp v1.DeletionPolicy) (*v1.ConsumerPipeline, *v1.RetryPolicy, [3]string) {
+func drainingPipeline(t *testing.T, name string, dp retryv1alpha1.DeletionPolicy) (*retryv1alpha1.ConsumerPipeline, *retryv1alpha1.RetryPolicy, [3]string) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -79,7 +79,7 @@ func drainingPipeline(t *testing.T, name string, dp v1.DeletionPolicy) (*v1.Cons
 	rp := backoffPolicy(ns, "p", 4, time.Second, time.Minute)
 	g.Expect(env.Client.Create(ctx, rp)).To(Succeed())
 	p := newPipeline(ns, name, source, "p", "dlq")
-	p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: dp}
+	p.Spec.RetryTopics = &retryv1alpha1.RetryTopics{DeletionPolicy: dp}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	tiers := [3]string{source + ".retry.1", source + ".retry.2", source + ".retry.3"}
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: tiers[:]}))
@@ -91,7 +91,7 @@ func drainingPipeline(t *testing.T, name string, dp v1.DeletionPolicy) (*v1.Cons
 // under Delete, and keeps it there until the group's committed offset reaches its end; then it
 // leaves the list and is deleted (Delete) or kept (Retain). The empty second tier never drains.
 func TestPipelineDrainsTheRetryTopicsItNoLongerUses(t *testing.T) {
-	for _, dp := range []v1.DeletionPolicy{v1.DeletionPolicyRetain, v1.DeletionPolicyDelete} {
+	for _, dp := range []retryv1alpha1.DeletionPolicy{retryv1alpha1.DeletionPolicyRetain, retryv1alpha1.DeletionPolicyDelete} {
 		t.Run(string(dp), func(t *testing.T) {
 			g := NewWithT(t)
 			adm := newKadm(t)
@@ -101,7 +101,7 @@ func TestPipelineDrainsTheRetryTopicsItNoLongerUses(t *testing.T) {
 			group := p.Namespace + "." + p.Name
 			commitOffsets(t, adm, group, map[string]map[int32]int64{tier3: {0: 1}})
 
-			update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
+			update(t, rp, func(rp *retryv1alpha1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
 			draining := configTopics{Retries: []string{tier1}, Draining: []string{tier3}}
 			g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(draining))
 			rollOut(t, p)
@@ -109,11 +109,11 @@ func TestPipelineDrainsTheRetryTopicsItNoLongerUses(t *testing.T) {
 			holdsThroughResync(t, p, dispatcherTopics(p), Equal(draining), "one record is left")
 			g.Expect(describe(adm, tier3)()).To(HaveField("Exists", true))
 			unused := []string{tier3}
-			if dp == v1.DeletionPolicyRetain {
+			if dp == retryv1alpha1.DeletionPolicyRetain {
 				unused = []string{tier2, tier3}
 			}
 			g.Expect(pipelineTopicsOf(p)()).To(HaveField("UnusedRetries", unused))
-			g.Expect(describe(adm, tier2)()).To(HaveField("Exists", dp == v1.DeletionPolicyRetain), "the empty tier")
+			g.Expect(describe(adm, tier2)()).To(HaveField("Exists", dp == retryv1alpha1.DeletionPolicyRetain), "the empty tier")
 			g.Eventually(eventsFor(p.Namespace, p.Name), wait, poll).Should(ContainElement(And(
 				eventAbout(corev1.EventTypeNormal, "TopicDraining", tier3), HaveField("Note", ContainSubstring("1 record")))))
 
@@ -121,7 +121,7 @@ func TestPipelineDrainsTheRetryTopicsItNoLongerUses(t *testing.T) {
 			commitOffsets(t, adm, group, map[string]map[int32]int64{tier3: {0: 2}})
 			g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}}))
 			g.Eventually(pipelineTopicsOf(p), wait, poll).Should(HaveField("DrainingRetries", BeEmpty()))
-			if dp == v1.DeletionPolicyDelete {
+			if dp == retryv1alpha1.DeletionPolicyDelete {
 				g.Eventually(pipelineTopicsOf(p), wait, poll).Should(HaveField("UnusedRetries", BeEmpty()))
 				g.Expect(describe(adm, tier3)()).To(HaveField("Exists", false))
 				g.Eventually(eventsFor(p.Namespace, p.Name), wait, poll).Should(ContainElement(eventAbout(corev1.EventTypeNormal, "TopicDeleted", tier3)))
@@ -182,7 +182,7 @@ func topicsOf(req *kmsg.ListOffsetsRequest) string {
 func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
 	g := NewWithT(t)
 	adm := newKadm(t)
-	p, rp, tiers := drainingPipeline(t, "blind", v1.DeletionPolicyDelete)
+	p, rp, tiers := drainingPipeline(t, "blind", retryv1alpha1.DeletionPolicyDelete)
 	tier1, tier2, tier3 := tiers[0], tiers[1], tiers[2]
 	produce(t, broker.ListenAddrs(), tier3, map[int32]int{0: 2})
 	failing := failListOffsets(tier3)
@@ -190,7 +190,7 @@ func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
 
 	// The policy changes while the offsets cannot be read: both old tiers drain, none is deleted.
 	failing.Store(true)
-	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
+	update(t, rp, func(rp *retryv1alpha1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
 	blind := configTopics{Retries: []string{tier1}, Draining: []string{tier2, tier3}}
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(blind))
 	rollOut(t, p)
@@ -211,13 +211,13 @@ func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
 	// waits for a reconcile that could not read them (TopicsReady False): reconciles of one pipeline
 	// run one at a time, so none that read the offsets before the failure is still under way (one
 	// that read the tier's end before and the group's commit after would rightly find it drained).
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(HaveField("Status", BeEquivalentTo("True")))
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(HaveField("Status", BeEquivalentTo("True")))
 	failing.Store(true)
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(HaveField("Status", BeEquivalentTo("False")))
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(HaveField("Status", BeEquivalentTo("False")))
 	commitOffsets(t, adm, p.Namespace+"."+p.Name, map[string]map[int32]int64{tier3: {0: 2}})
 	holdsThroughResync(t, p, dispatcherTopics(p), Equal(draining))
 	g.Expect(describe(adm, tier3)()).To(HaveField("Exists", true))
-	g.Expect(pipelineCondition(p, v1.ConditionTopicsReady)()).To(HaveField("Status", BeEquivalentTo("False")))
+	g.Expect(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady)()).To(HaveField("Status", BeEquivalentTo("False")))
 
 	failing.Store(false)
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}}))
@@ -230,23 +230,23 @@ func TestPipelineKeepsDrainingWhileOffsetsCannotBeRead(t *testing.T) {
 func TestPipelineKeepsLookingAtDrainingTiersWhileWaitingForASpecChange(t *testing.T) {
 	g := NewWithT(t)
 	adm := newKadm(t)
-	p, rp, tiers := drainingPipeline(t, "waits", v1.DeletionPolicyDelete)
+	p, rp, tiers := drainingPipeline(t, "waits", retryv1alpha1.DeletionPolicyDelete)
 	tier1, tier3 := tiers[0], tiers[2]
 	produce(t, broker.ListenAddrs(), tier3, map[int32]int{0: 2})
-	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
+	update(t, rp, func(rp *retryv1alpha1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}, Draining: []string{tier3}}))
 	rollOut(t, p)
 
 	// Template mode with a volume named like the operator's own: InvalidSpec, a user error.
-	update(t, p, func(p *v1.ConsumerPipeline) {
+	update(t, p, func(p *retryv1alpha1.ConsumerPipeline) {
 		p.Spec.Sink = nil
-		p.Spec.Template = &v1.PodTemplate{Spec: corev1.PodSpec{
+		p.Spec.Template = &retryv1alpha1.PodTemplate{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}},
 			Volumes:    []corev1.Volume{{Name: render.ConfigVolume}},
 		}}
 	})
-	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(notReady(v1.ReasonInvalidSpec))
-	g.Expect(pipelineCondition(p, v1.ConditionTopicsReady)()).To(isReady())
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionDeploymentReady), wait, poll).Should(notReady(retryv1alpha1.ReasonInvalidSpec))
+	g.Expect(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady)()).To(isReady())
 	awaitResync(t, p) // the pipeline now waits for a spec change, but for its draining tiers
 
 	commitOffsets(t, adm, p.Namespace+"."+p.Name, map[string]map[int32]int64{tier3: {0: 2}})
@@ -266,7 +266,7 @@ func TestPipelineDrainsAtMost32TiersAtOnce(t *testing.T) {
 	rp := backoffPolicy(ns, "p", 35, time.Second, time.Minute)
 	g.Expect(env.Client.Create(ctx, rp)).To(Succeed())
 	p := newPipeline(ns, "many", source, "p", "dlq")
-	p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: v1.DeletionPolicyDelete}
+	p.Spec.RetryTopics = &retryv1alpha1.RetryTopics{DeletionPolicy: retryv1alpha1.DeletionPolicyDelete}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	g.Eventually(func() (int, error) { c, err := dispatcherTopics(p)(); return len(c.Retries), err }, wait, poll).Should(Equal(34))
 
@@ -278,15 +278,15 @@ func TestPipelineDrainsAtMost32TiersAtOnce(t *testing.T) {
 	slices.Sort(old)
 	last := old[32]
 	g.Expect(last).To(Equal(source + ".retry.9"))
-	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
+	update(t, rp, func(rp *retryv1alpha1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{source + ".retry.1"}, Draining: old[:32]}))
 	rollOut(t, p)
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(And(notReady("TooManyDrainingTiers"),
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(And(notReady("TooManyDrainingTiers"),
 		HaveField("Message", And(ContainSubstring(last), ContainSubstring("not consumed until the list shrinks")))))
 
 	commitOffsets(t, adm, p.Namespace+"."+p.Name, map[string]map[int32]int64{old[0]: {0: 1}})
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{source + ".retry.1"}, Draining: old[1:]}))
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
 	// Deleted at the reconcile that finds it drained or at a later one, not before TopicsReady.
 	g.Eventually(describe(adm, old[0]), wait, poll).Should(HaveField("Exists", false))
 }
@@ -294,7 +294,7 @@ func TestPipelineDrainsAtMost32TiersAtOnce(t *testing.T) {
 // setDeploymentStatus waits until the pipeline's Deployment carries the config hash of its current
 // ConfigMap (the children of the last config are applied), then sets its status with set (through
 // the status subresource: the suite runs no kube-controller-manager, so nothing else does).
-func setDeploymentStatus(t *testing.T, p *v1.ConsumerPipeline, set func(d *appsv1.Deployment)) {
+func setDeploymentStatus(t *testing.T, p *retryv1alpha1.ConsumerPipeline, set func(d *appsv1.Deployment)) {
 	t.Helper()
 	ctx := context.Background()
 	NewWithT(t).Eventually(func() error {
@@ -315,7 +315,7 @@ func setDeploymentStatus(t *testing.T, p *v1.ConsumerPipeline, set func(d *appsv
 
 // rollOut sets the pipeline's Deployment status to a finished rollout of its current generation:
 // every replica runs the current pod template.
-func rollOut(t *testing.T, p *v1.ConsumerPipeline) {
+func rollOut(t *testing.T, p *retryv1alpha1.ConsumerPipeline) {
 	t.Helper()
 	setDeploymentStatus(t, p, func(d *appsv1.Deployment) {
 		n := ptr.Deref(d.Spec.Replicas, 1)
@@ -332,12 +332,12 @@ func rollOut(t *testing.T, p *v1.ConsumerPipeline) {
 func TestPipelineDeletesADrainedTierOnlyOnceTheConsumersRolledOut(t *testing.T) {
 	g := NewWithT(t)
 	adm := newKadm(t)
-	p, rp, tiers := drainingPipeline(t, "rollout", v1.DeletionPolicyDelete)
+	p, rp, tiers := drainingPipeline(t, "rollout", retryv1alpha1.DeletionPolicyDelete)
 	tier1, tier2, tier3 := tiers[0], tiers[1], tiers[2]
 	produce(t, broker.ListenAddrs(), tier3, map[int32]int{0: 2})
 	commitOffsets(t, adm, p.Namespace+"."+p.Name, map[string]map[int32]int64{tier3: {0: 2}})
 
-	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
+	update(t, rp, func(rp *retryv1alpha1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: []string{tier1}}), "both old tiers are drained")
 	stillThere := func() {
 		t.Helper()

@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -69,12 +69,12 @@ func TestPipelineDueLagCountsOnlyTheRecordsDue(t *testing.T) {
 	r.Client = fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build()
 	r.RefreshInterval = time.Second
 	r.Kafka = &kafkaAccess{Offsets: kafkastats.NewOffsets(clk), Commits: kafkastats.NewCommits(clk), Due: kafkastats.NewDueOffsets(clk)}
-	p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders"},
-		Spec: v1.ConsumerPipelineSpec{Source: v1.PipelineSource{Topic: source}, DeadLetterQueueRef: v1.LocalObjectReference{Name: "dlq"}}}
+	p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders"},
+		Spec: retryv1alpha1.ConsumerPipelineSpec{Source: retryv1alpha1.PipelineSource{Topic: source}, DeadLetterQueueRef: retryv1alpha1.LocalObjectReference{Name: "dlq"}}}
 	figures := func() (due, plain int64) {
 		s := &pipelineScope{p: p, kafkaClient: kafkaClient{admin: f, connKey: "conn"},
 			tiers:   dispatchercfg.Tiers{{Name: tier, Delay: sdkpolicy.D(delay), Earliest: sdkpolicy.D(delay), Latest: sdkpolicy.D(delay)}},
-			retries: []v1.RetryTopicStatus{{Name: tier, Delay: metav1.Duration{Duration: delay}}}}
+			retries: []retryv1alpha1.RetryTopicStatus{{Name: tier, Delay: metav1.Duration{Duration: delay}}}}
 		g.Expect(r.refreshLiveFigures(ctx, s)).To(Succeed())
 		g.Expect(s.live.dueLag).NotTo(BeNil())
 		return *s.live.dueLag, *s.live.consumerLag + s.live.tierBacklog[tier]
@@ -106,7 +106,7 @@ func TestPipelineDueLagCountsOnlyTheRecordsDue(t *testing.T) {
 
 func TestSetPipelineFiguresDueLag(t *testing.T) {
 	g := NewWithT(t)
-	st := &v1.ConsumerPipelineStatus{DueLag: ptr.To[int64](9)}
+	st := &retryv1alpha1.ConsumerPipelineStatus{DueLag: ptr.To[int64](9)}
 	setPipelineFigures(st, nil, pipelineLive{lagRead: true, consumerLag: ptr.To[int64](1), dueLag: ptr.To[int64](3)})
 	g.Expect(st.DueLag).To(Equal(ptr.To[int64](3)))
 	setPipelineFigures(st, nil, pipelineLive{lagRead: true, consumerLag: ptr.To[int64](1)})

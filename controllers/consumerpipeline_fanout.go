@@ -10,7 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
 )
@@ -23,7 +23,7 @@ import (
 // several pipelines that ask to create their source, the one whose ledger records it manages it.
 
 // tierBase is the base of the pipeline's retry tier names under the manager's topic claim policy.
-func tierBase(p *v1.ConsumerPipeline, d kafkaspec.Defaults) string {
+func tierBase(p *retryv1alpha1.ConsumerPipeline, d kafkaspec.Defaults) string {
 	return dispatchercfg.TierBase(d.TopicPrefix, p.Namespace, p.Name)
 }
 
@@ -35,19 +35,19 @@ func (r *ConsumerPipelineReconciler) checkSharing(ctx context.Context, s *pipeli
 	p := s.p
 	self := r.selfParty(s)
 	group := consumerGroup(p)
-	list := &v1.ConsumerPipelineList{}
+	list := &retryv1alpha1.ConsumerPipelineList{}
 	if err := r.List(ctx, list, client.MatchingFields{indexPipelineByGroupClaim: group}); err != nil {
 		return err
 	}
 	rivals, unknown := r.sharingRivals(ctx, s, self, list.Items)
 	w := sharingOwner(p, rivals)
 	if w.UID != p.UID {
-		return r.refuse(s, &problem{Reason: v1.ReasonConsumerGroupConflict, Kind: problemWaiting, Message: fmt.Sprintf(
+		return r.refuse(s, &problem{Reason: retryv1alpha1.ReasonConsumerGroupConflict, Kind: problemWaiting, Message: fmt.Sprintf(
 			"consumer group %q is already joined by %s, created earlier%s: two pipelines in one group would split its partitions and commit each other's offsets; "+
 				"this pipeline runs no consumers until that one goes, or set another spec.source.consumerGroup", group, w, unknownClusterNote(unknown, w.UID))})
 	}
 	base := tierBase(p, r.Kafka.Defaults)
-	list = &v1.ConsumerPipelineList{}
+	list = &retryv1alpha1.ConsumerPipelineList{}
 	if err := r.List(ctx, list, client.MatchingFields{indexPipelineByTierClaim: base}); err != nil {
 		return err
 	}
@@ -63,8 +63,8 @@ func (r *ConsumerPipelineReconciler) checkSharing(ctx context.Context, s *pipeli
 // the one that keeps them: the oldest; of those created within the oldest's second
 // (creationTimestamp's resolution), one running on them (runsOnShared), so that a newcomer sorting
 // first by name never stops a running pipeline; then by namespace and name (kafkaspec.Winner).
-func sharingOwner(self *v1.ConsumerPipeline, others []v1.ConsumerPipeline) kafkaspec.Claimant {
-	ps := []*v1.ConsumerPipeline{self}
+func sharingOwner(self *retryv1alpha1.ConsumerPipeline, others []retryv1alpha1.ConsumerPipeline) kafkaspec.Claimant {
+	ps := []*retryv1alpha1.ConsumerPipeline{self}
 	for i := range others {
 		if others[i].UID != self.UID {
 			ps = append(ps, &others[i])
@@ -97,13 +97,13 @@ func sharingOwner(self *v1.ConsumerPipeline, others []v1.ConsumerPipeline) kafka
 // runsOnShared tells whether the operator last found p, as it is (its generation), free to run on
 // its group and tiers: TopicsReady not refused by a claim or a conflict. Another pipeline's status
 // decides only a tie of creation times, where nothing else tells the incumbent.
-func runsOnShared(p *v1.ConsumerPipeline) bool {
-	c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionTopicsReady)
+func runsOnShared(p *retryv1alpha1.ConsumerPipeline) bool {
+	c := meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionTopicsReady)
 	if c == nil || c.ObservedGeneration != p.Generation {
 		return false
 	}
 	switch c.Reason {
-	case v1.ReasonConsumerGroupConflict, v1.ReasonTopicConflict, v1.ReasonTopicClaimRefused, v1.ReasonConsumerGroupClaimRefused:
+	case retryv1alpha1.ReasonConsumerGroupConflict, retryv1alpha1.ReasonTopicConflict, retryv1alpha1.ReasonTopicClaimRefused, retryv1alpha1.ReasonConsumerGroupClaimRefused:
 		return false
 	}
 	return true
@@ -111,7 +111,7 @@ func runsOnShared(p *v1.ConsumerPipeline) bool {
 
 // tierConflict is the TopicConflict of retry tiers another resource has.
 func tierConflict(tiers, other string) *problem {
-	return &problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
+	return &problem{Reason: retryv1alpha1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
 		"retry topics %s are those of %s: two pipelines would read each other's retries; this pipeline leaves them alone and runs no consumers until that one lets them go",
 		tiers, other), maxConditionMessage)}
 }
@@ -143,7 +143,7 @@ func (r *ConsumerPipelineReconciler) findSourceOwner(ctx context.Context, s *pip
 	if !s.managesSource {
 		return nil
 	}
-	list := &v1.ConsumerPipelineList{}
+	list := &retryv1alpha1.ConsumerPipelineList{}
 	if err := r.List(ctx, list, client.MatchingFields{indexPipelineBySourceClaim: source}); err != nil {
 		return err
 	}
@@ -223,12 +223,12 @@ func (r *ConsumerPipelineReconciler) heldElsewhere(ctx context.Context, s *pipel
 		}
 		if h.Kind == "ConsumerPipeline" {
 			// One that cannot be read (gone, its record not swept yet) may still be what the record says.
-			o := &v1.ConsumerPipeline{}
+			o := &retryv1alpha1.ConsumerPipeline{}
 			if r.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Name}, o) == nil && string(o.Spec.Source.Topic) == source {
 				continue
 			}
 		}
-		return &problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
+		return &problem{Reason: retryv1alpha1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
 			"source topic %q is managed by %s (the operator's topic ledger holds it for that one): this pipeline neither creates nor adopts it "+
 				"and runs no consumers until that one lets it go, or drop spec.source.create", source, h), maxConditionMessage)}, nil
 	}
@@ -240,7 +240,7 @@ func (r *ConsumerPipelineReconciler) heldElsewhere(ctx context.Context, s *pipel
 // on their own), so that the loser of a conflict takes over as soon as the winner goes and a
 // source's other pipelines see a new owner of it.
 func (r *ConsumerPipelineReconciler) otherPipelinesSharing(ctx context.Context, o client.Object) []ctrl.Request {
-	p := o.(*v1.ConsumerPipeline)
+	p := o.(*retryv1alpha1.ConsumerPipeline)
 	seen := map[string]bool{}
 	var out []ctrl.Request
 	for index, key := range map[string]string{
@@ -248,7 +248,7 @@ func (r *ConsumerPipelineReconciler) otherPipelinesSharing(ctx context.Context, 
 		indexPipelineByGroupClaim:  consumerGroup(p),
 		indexPipelineByTierClaim:   tierBase(p, r.Kafka.Defaults),
 	} {
-		for _, req := range requestsFor(ctx, r.Client, &v1.ConsumerPipelineList{}, p, client.MatchingFields{index: key}) {
+		for _, req := range requestsFor(ctx, r.Client, &retryv1alpha1.ConsumerPipelineList{}, p, client.MatchingFields{index: key}) {
 			if k := req.String(); !seen[k] {
 				seen[k] = true
 				out = append(out, req)

@@ -10,14 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
 // onDefaultConnection reports whether a spec.kafka uses the operator's default connection.
-func onDefaultConnection(spec *v1.KafkaConnection) bool {
+func onDefaultConnection(spec *retryv1alpha1.KafkaConnection) bool {
 	return spec == nil || len(spec.BootstrapServers) == 0
 }
 
@@ -39,7 +39,7 @@ func (r *ConsumerPipelineReconciler) reconcileIdentity(ctx context.Context, s *p
 		dc.TLS, dc.CAPEM, dc.ServerName, dc.ClientCert = true, t.CAPEM, t.ServerName, len(t.CertPEM) > 0
 	}
 	if d.SASL != nil {
-		dc.SASLMechanism = v1.SASLMechanism(d.SASL.Mechanism)
+		dc.SASLMechanism = retryv1alpha1.SASLMechanism(d.SASL.Mechanism)
 	}
 	id, err := kafkaspec.ResolveConsumerIdentity(ctx, r.Client, s.p.Namespace, d)
 	var e *kafkaspec.Error
@@ -56,7 +56,7 @@ func (r *ConsumerPipelineReconciler) reconcileIdentity(ctx context.Context, s *p
 		if d := (&appsv1.Deployment{}); apply.Cached(ctx, r.Client, key, d) != nil && metav1.IsControlledBy(d, s.p) {
 			msg += "; until then the Deployment keeps its last config: its running pods keep the credentials they mounted, new pods cannot start"
 		}
-		s.deploymentProblems.add(&problem{Reason: v1.ReasonKafkaCredentialsMissing, Kind: kind, Message: msg})
+		s.deploymentProblems.add(&problem{Reason: retryv1alpha1.ReasonKafkaCredentialsMissing, Kind: kind, Message: msg})
 		return nil
 	case err != nil:
 		return recordProblem(&s.deploymentProblems, err)

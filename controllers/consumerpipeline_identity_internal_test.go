@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
@@ -24,10 +24,10 @@ import (
 func TestReconcileIdentityForAQueueOnTheDefaultConnection(t *testing.T) {
 	defaults := kafkaspec.Defaults{BootstrapServers: []string{"kafka:9093"}, TLS: &kafka.TLSConfig{CAPEM: []byte("ca"), ServerName: "kafka.internal"},
 		SASL: &kafka.SASLConfig{Mechanism: kafka.MechanismScramSHA512, Username: "op", Password: "op-pass"}, ConsumerSecret: "{namespace}-consumer"}
-	own := &v1.KafkaConnection{BootstrapServers: []string{"own:9092"}}
-	scope := func(queueKafka *v1.KafkaConnection) *pipelineScope {
-		p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders"}, Spec: v1.ConsumerPipelineSpec{Kafka: own}}
-		q := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "dlq"}, Spec: v1.DeadLetterQueueSpec{Kafka: queueKafka}}
+	own := &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"own:9092"}}
+	scope := func(queueKafka *retryv1alpha1.KafkaConnection) *pipelineScope {
+		p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders"}, Spec: retryv1alpha1.ConsumerPipelineSpec{Kafka: own}}
+		q := &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "dlq"}, Spec: retryv1alpha1.DeadLetterQueueSpec{Kafka: queueKafka}}
 		return &pipelineScope{p: p, queue: q}
 	}
 	reconciler := func(objs ...*corev1.Secret) *ConsumerPipelineReconciler {
@@ -46,7 +46,7 @@ func TestReconcileIdentityForAQueueOnTheDefaultConnection(t *testing.T) {
 	g.Expect(s.identityMissing).To(BeTrue(), "no config for pods that could not write their dead letters")
 	g.Expect(s.deploymentProblems).To(HaveLen(1))
 	pr := s.deploymentProblems[0]
-	g.Expect(pr.Reason).To(Equal(v1.ReasonKafkaCredentialsMissing))
+	g.Expect(pr.Reason).To(Equal(retryv1alpha1.ReasonKafkaCredentialsMissing))
 	g.Expect(pr.Message).To(And(HavePrefix(`DeadLetterQueue "dlq" is on the default Kafka connection: `),
 		ContainSubstring(`create Secret "team-consumer" in namespace "team"`), HaveSuffix("or set the DeadLetterQueue's spec.kafka")))
 	g.Expect(pr.Message).NotTo(ContainSubstring("op-pass"))
@@ -55,7 +55,7 @@ func TestReconcileIdentityForAQueueOnTheDefaultConnection(t *testing.T) {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "team-consumer"}, Data: map[string][]byte{"password": []byte("p")}}
 	g.Expect(reconciler(secret).reconcileIdentity(context.Background(), s)).To(Succeed())
 	g.Expect(s.identityMissing).To(BeFalse())
-	g.Expect(s.defaultConn).To(Equal(&render.DefaultConnection{TLS: true, CAPEM: []byte("ca"), ServerName: "kafka.internal", SASLMechanism: v1.SASLScramSHA512,
+	g.Expect(s.defaultConn).To(Equal(&render.DefaultConnection{TLS: true, CAPEM: []byte("ca"), ServerName: "kafka.internal", SASLMechanism: retryv1alpha1.SASLScramSHA512,
 		Identity: &render.ConsumerIdentity{Secret: "team-consumer", Username: "team-consumer", PasswordKey: "password"}}))
 
 	s = scope(own)

@@ -19,7 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
@@ -89,10 +89,10 @@ func TestPipelineOnASecuredDefaultConnectionUsesItsNamespacesIdentity(t *testing
 	want := `Secret "` + secretName + `" not found: the default Kafka connection needs SCRAM-SHA-512 credentials for this namespace's consumers: ` +
 		`create Secret "` + secretName + `" in namespace "` + ns + `" with key "password" (the user is key "username", else the username of "sasl.jaas.config", else the Secret's name) ` +
 		`(a Strimzi KafkaUser's Secret has them), or set spec.kafka`
-	g.Expect(meta.FindStatusCondition(p.Status.Conditions, v1.ConditionDeploymentReady)).To(And(notReady(v1.ReasonKafkaCredentialsMissing), HaveField("Message", want)))
-	g.Expect(meta.FindStatusCondition(p.Status.Conditions, v1.ConditionReady)).To(And(notReady(v1.ReasonKafkaCredentialsMissing),
-		HaveField("Message", v1.ConditionDeploymentReady+": "+want)))
-	g.Expect(meta.FindStatusCondition(p.Status.Conditions, v1.ConditionTopicsReady)).To(isReady(), "the manager's own connection works")
+	g.Expect(meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionDeploymentReady)).To(And(notReady(retryv1alpha1.ReasonKafkaCredentialsMissing), HaveField("Message", want)))
+	g.Expect(meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionReady)).To(And(notReady(retryv1alpha1.ReasonKafkaCredentialsMissing),
+		HaveField("Message", retryv1alpha1.ConditionDeploymentReady+": "+want)))
+	g.Expect(meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionTopicsReady)).To(isReady(), "the manager's own connection works")
 	g.Expect(consumers(p)).To(BeNil(), "no Deployment whose pods could not connect")
 	g.Expect(env.Client.Get(ctx, cmKey, &corev1.ConfigMap{})).NotTo(Succeed(), "no config either")
 	g.Expect(res.RequeueAfter).To(And(BeNumerically(">", 0), BeNumerically("<=", resyncInterval)), "Secrets are not watched: looked at again within a resync")
@@ -104,7 +104,7 @@ func TestPipelineOnASecuredDefaultConnectionUsesItsNamespacesIdentity(t *testing
 			"sasl.jaas.config": []byte(`org.apache.kafka.common.security.scram.ScramLoginModule required username="` + ns + `.consumers" password="consumer-Passw0rd";`)},
 	})).To(Succeed())
 	reconcile()
-	g.Expect(meta.FindStatusCondition(p.Status.Conditions, v1.ConditionDeploymentReady)).NotTo(HaveField("Reason", v1.ReasonKafkaCredentialsMissing))
+	g.Expect(meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionDeploymentReady)).NotTo(HaveField("Reason", retryv1alpha1.ReasonKafkaCredentialsMissing))
 	d, err := consumers(p)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d).NotTo(BeNil(), "the Deployment once the Secret exists, without an edit to the pipeline")
@@ -135,7 +135,7 @@ func TestPipelineOnASecuredDefaultConnectionUsesItsNamespacesIdentity(t *testing
 	// mounted) and the condition says so, beside what to create.
 	g.Expect(env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName}})).To(Succeed())
 	reconcile()
-	g.Expect(meta.FindStatusCondition(p.Status.Conditions, v1.ConditionDeploymentReady)).To(And(notReady(v1.ReasonKafkaCredentialsMissing), HaveField("Message", And(HavePrefix(want),
+	g.Expect(meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionDeploymentReady)).To(And(notReady(retryv1alpha1.ReasonKafkaCredentialsMissing), HaveField("Message", And(HavePrefix(want),
 		HaveSuffix("; until then the Deployment keeps its last config: its running pods keep the credentials they mounted, new pods cannot start")))))
 	g.Expect(consumers(p)).NotTo(BeNil(), "the running consumers are left alone")
 }

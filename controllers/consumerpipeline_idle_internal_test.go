@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -45,19 +45,19 @@ func TestPipelineIdlesAtZeroAndWakesBeforeTheEarliestDueRetry(t *testing.T) {
 	r.Client = fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build()
 	r.Recorder, r.Clock, r.RefreshInterval = rec, clk, time.Second
 	r.Kafka = &kafkaAccess{Offsets: kafkastats.NewOffsets(clk), Commits: kafkastats.NewCommits(clk), Due: kafkastats.NewDueOffsets(clk)}
-	p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders"},
-		Spec: v1.ConsumerPipelineSpec{Source: v1.PipelineSource{Topic: source}, DeadLetterQueueRef: v1.LocalObjectReference{Name: "dlq"},
-			Autoscaling: &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 3,
+	p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders"},
+		Spec: retryv1alpha1.ConsumerPipelineSpec{Source: retryv1alpha1.PipelineSource{Topic: source}, DeadLetterQueueRef: retryv1alpha1.LocalObjectReference{Name: "dlq"},
+			Autoscaling: &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 3,
 				ScaleDownStabilization: &metav1.Duration{Duration: window}, WakeLead: &metav1.Duration{Duration: lead}}}}
 	// step reconciles at the clock's time as the Autoscaling step does, keeping the status between
 	// steps; it returns whether the Deployment runs no pod and when the reconcile is requeued.
 	step := func() (idle bool, wakeAfter time.Duration) {
 		s := &pipelineScope{p: p, kafkaClient: kafkaClient{admin: f, connKey: "conn"}, sourcePartitions: 2,
 			tiers:       dispatchercfg.Tiers{{Name: tier, Delay: sdkpolicy.D(delay), Earliest: sdkpolicy.D(delay), Latest: sdkpolicy.D(delay)}},
-			retries:     []v1.RetryTopicStatus{{Name: tier, Delay: metav1.Duration{Duration: delay}, Partitions: 2}},
+			retries:     []retryv1alpha1.RetryTopicStatus{{Name: tier, Delay: metav1.Duration{Duration: delay}, Partitions: 2}},
 			autoscaling: p.Status.Autoscaling.DeepCopy()}
 		g.Expect(r.refreshLiveFigures(ctx, s)).To(Succeed())
-		s.autoscaling = &v1.PipelineAutoscalingStatus{}
+		s.autoscaling = &retryv1alpha1.PipelineAutoscalingStatus{}
 		if prev := p.Status.Autoscaling; prev != nil {
 			s.autoscaling = prev.DeepCopy()
 		}

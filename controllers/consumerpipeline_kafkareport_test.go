@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 	"github.com/retryops/retry-operator/pkg/kubereport"
 	"github.com/retryops/retry-operator/sdk/circuitstate"
@@ -19,13 +19,13 @@ import (
 
 // deploymentReadyOf reads the pipeline's DeploymentReady and Ready conditions (at its generation) as
 // "<status> <reason>|<ready status> <ready reason>", and the DeploymentReady message into msg.
-func deploymentReadyOf(p *v1.ConsumerPipeline, msg *string) func() (string, error) {
+func deploymentReadyOf(p *retryv1alpha1.ConsumerPipeline, msg *string) func() (string, error) {
 	return func() (string, error) {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
 			return "", err
 		}
-		c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionDeploymentReady)
-		r := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionReady)
+		c := meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionDeploymentReady)
+		r := meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionReady)
 		if c == nil || r == nil || c.ObservedGeneration != p.Generation || r.ObservedGeneration != p.Generation {
 			return "", nil
 		}
@@ -42,7 +42,7 @@ func deploymentReadyOf(p *v1.ConsumerPipeline, msg *string) func() (string, erro
 // is. CircuitClosed keeps its meaning throughout.
 func TestPipelineShowsKafkaRefusingItsConsumers(t *testing.T) {
 	g := NewWithT(t)
-	p, _, _ := pipelineWith(t, nil, func(p *v1.ConsumerPipeline) { p.Spec.Replicas = ptr.To[int32](2) })
+	p, _, _ := pipelineWith(t, nil, func(p *retryv1alpha1.ConsumerPipeline) { p.Spec.Replicas = ptr.To[int32](2) })
 	ns := p.Namespace
 	var msg string
 	g.Eventually(circuitOf(p), wait, poll).Should(Equal(" True NoCircuitBreaker"))
@@ -73,6 +73,6 @@ func TestPipelineShowsKafkaRefusingItsConsumers(t *testing.T) {
 	b.ObserveKafka(nil)
 	g.Eventually(deploymentReadyOf(p, &msg), wait, poll).Should(And(HavePrefix("False "), Not(ContainSubstring("Kafka"))),
 		"DeploymentReady follows the Deployment again")
-	g.Expect(meta.FindStatusCondition(p.Status.Conditions, v1.ConditionDeploymentReady).Reason).
+	g.Expect(meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionDeploymentReady).Reason).
 		To(BeElementOf("Progressing", "Unavailable"), "no pod runs in envtest")
 }

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/opmetrics"
@@ -162,7 +162,7 @@ func (r *ConsumerPipelineReconciler) readDueLag(ctx context.Context, s *pipeline
 }
 
 // pipelineID is how dead letters name the pipeline they come from (the retryops.pipeline header).
-func pipelineID(p *v1.ConsumerPipeline) string { return p.Namespace + "/" + p.Name }
+func pipelineID(p *retryv1alpha1.ConsumerPipeline) string { return p.Namespace + "/" + p.Name }
 
 // readDeadLetterCount finds out how many dead letters from this pipeline its queue holds: the
 // queue's own figure for it in status.pipelines, so that both statuses agree. That list holds the 20
@@ -170,7 +170,7 @@ func pipelineID(p *v1.ConsumerPipeline) string { return p.Namespace + "/" + p.Na
 // in memory answer, and without them (the operator just started) the figure is left as it was.
 func (r *ConsumerPipelineReconciler) readDeadLetterCount(ctx context.Context, s *pipelineScope) {
 	key := types.NamespacedName{Namespace: s.p.Namespace, Name: s.p.Spec.DeadLetterQueueRef.Name}
-	dlq := &v1.DeadLetterQueue{}
+	dlq := &retryv1alpha1.DeadLetterQueue{}
 	if err := r.Get(ctx, key, dlq); err != nil {
 		if apierrors.IsNotFound(err) {
 			s.live.deadLettersRead, s.live.deadLetterMessages = true, nil
@@ -188,7 +188,7 @@ func (r *ConsumerPipelineReconciler) readDeadLetterCount(ctx context.Context, s 
 // deadLetterCount returns the dead letters from the pipeline id in a queue of status st: nil when
 // the queue was never counted, its entry in st.pipelines, 0 when the list is complete and lacks it,
 // else what complete answers. known is false when nothing answers.
-func deadLetterCount(st v1.DeadLetterQueueStatus, id string, complete func(string) (int64, bool)) (n *int64, known bool) {
+func deadLetterCount(st retryv1alpha1.DeadLetterQueueStatus, id string, complete func(string) (int64, bool)) (n *int64, known bool) {
 	if st.Messages == nil {
 		return nil, true
 	}
@@ -212,7 +212,7 @@ func deadLetterCount(st v1.DeadLetterQueueStatus, id string, complete func(strin
 // the pipeline. Figures not read this time keep the values of the previous status (previous; a
 // tier's backlog by its name).
 // status.readyReplicas is the Deployment step's; status.circuit the Circuit step's.
-func setPipelineFigures(st *v1.ConsumerPipelineStatus, previous *v1.PipelineTopics, live pipelineLive) {
+func setPipelineFigures(st *retryv1alpha1.ConsumerPipelineStatus, previous *retryv1alpha1.PipelineTopics, live pipelineLive) {
 	before := map[string]int64{}
 	if previous != nil {
 		for _, t := range previous.Retries {
@@ -255,7 +255,7 @@ func setPipelineFigures(st *v1.ConsumerPipelineStatus, previous *v1.PipelineTopi
 }
 
 // exportPipeline sets the pipeline's gauges to the figures of its status.
-func (r *ConsumerPipelineReconciler) exportPipeline(key types.NamespacedName, st v1.ConsumerPipelineStatus) {
+func (r *ConsumerPipelineReconciler) exportPipeline(key types.NamespacedName, st retryv1alpha1.ConsumerPipelineStatus) {
 	if r.Metrics == nil {
 		return
 	}
@@ -276,8 +276,8 @@ func (r *ConsumerPipelineReconciler) exportPipeline(key types.NamespacedName, st
 func (r *ConsumerPipelineReconciler) deadLetterCountsChanged() handler.EventHandler {
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			oldQ, ok1 := e.ObjectOld.(*v1.DeadLetterQueue)
-			newQ, ok2 := e.ObjectNew.(*v1.DeadLetterQueue)
+			oldQ, ok1 := e.ObjectOld.(*retryv1alpha1.DeadLetterQueue)
+			newQ, ok2 := e.ObjectNew.(*retryv1alpha1.DeadLetterQueue)
 			if !ok1 || !ok2 {
 				return
 			}
@@ -285,7 +285,7 @@ func (r *ConsumerPipelineReconciler) deadLetterCountsChanged() handler.EventHand
 			if !all && len(changed) == 0 {
 				return
 			}
-			list := &v1.ConsumerPipelineList{}
+			list := &retryv1alpha1.ConsumerPipelineList{}
 			if err := r.List(ctx, list, client.InNamespace(newQ.Namespace), client.MatchingFields{indexPipelineByDLQ: newQ.Name}); err != nil {
 				return
 			}
@@ -300,12 +300,12 @@ func (r *ConsumerPipelineReconciler) deadLetterCountsChanged() handler.EventHand
 
 // changedPipelineCounts compares two statuses of a queue: the pipelines whose count differs, or all
 // when whether the queue is counted changed or a list is full.
-func changedPipelineCounts(before, after v1.DeadLetterQueueStatus) (changed map[string]bool, all bool) {
+func changedPipelineCounts(before, after retryv1alpha1.DeadLetterQueueStatus) (changed map[string]bool, all bool) {
 	if (before.Messages == nil) != (after.Messages == nil) ||
 		len(before.Pipelines) >= maxBreakdownEntries || len(after.Pipelines) >= maxBreakdownEntries {
 		return nil, !slices.Equal(before.Pipelines, after.Pipelines) || (before.Messages == nil) != (after.Messages == nil)
 	}
-	counts := func(cs []v1.NamedCount) map[string]int64 {
+	counts := func(cs []retryv1alpha1.NamedCount) map[string]int64 {
 		m := make(map[string]int64, len(cs))
 		for _, c := range cs {
 			m[c.Name] = c.Count

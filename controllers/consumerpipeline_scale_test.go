@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -23,7 +23,7 @@ import (
 const scaler = "test-scaler"
 
 // scaleTo sets the pipeline's replicas through its scale subresource, as kubectl scale does.
-func scaleTo(t *testing.T, p *v1.ConsumerPipeline, replicas int32) {
+func scaleTo(t *testing.T, p *retryv1alpha1.ConsumerPipeline, replicas int32) {
 	t.Helper()
 	NewWithT(t).Eventually(func() error {
 		sc := &autoscalingv1.Scale{}
@@ -98,7 +98,9 @@ func TestPipelineScaleSubresourceIsFollowedAndNeverWrittenBack(t *testing.T) {
 
 	// A rollout (a policy change rolls the config hash) keeps the scaler's replicas.
 	before := d.Spec.Template.Annotations[render.AnnotationConfigHash]
-	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.Backoff.InitialDelay = metav1.Duration{Duration: 3 * time.Second} })
+	update(t, rp, func(rp *retryv1alpha1.RetryPolicy) {
+		rp.Spec.Backoff.InitialDelay = metav1.Duration{Duration: 3 * time.Second}
+	})
 	g.Eventually(func() (string, error) {
 		_, err := getter(d)()
 		return d.Spec.Template.Annotations[render.AnnotationConfigHash], err

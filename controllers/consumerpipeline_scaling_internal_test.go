@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // An autoscaled pipeline that is scaling (a scale up, a wake from zero) stays DeploymentReady True,
@@ -38,11 +38,11 @@ func TestSetPipelineDeploymentScaling(t *testing.T) {
 			g := NewWithT(t)
 			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "orders-dispatcher", Generation: 3},
 				Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4)}, Status: tc.status}
-			s := &pipelineScope{p: &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Generation: 9}}, deployment: d, scaling: tc.scaling, deploymentProblems: tc.problems}
-			st := &v1.ConsumerPipelineStatus{}
+			s := &pipelineScope{p: &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Generation: 9}}, deployment: d, scaling: tc.scaling, deploymentProblems: tc.problems}
+			st := &retryv1alpha1.ConsumerPipelineStatus{}
 			setPipelineDeployment(st, 9, d, tc.problems)
 			setPipelineDeploymentScaling(st, s)
-			c := meta.FindStatusCondition(st.Conditions, v1.ConditionDeploymentReady)
+			c := meta.FindStatusCondition(st.Conditions, retryv1alpha1.ConditionDeploymentReady)
 			g.Expect(c.Status).To(Equal(tc.wantStatus))
 			g.Expect(c.Reason).To(Equal(tc.wantReason))
 			if tc.wantReason == reasonScaling {
@@ -56,7 +56,7 @@ func TestSetPipelineDeploymentScaling(t *testing.T) {
 func TestScalingOnlyIsQuiet(t *testing.T) {
 	g := NewWithT(t)
 	c := func(status metav1.ConditionStatus, reason string) *metav1.Condition {
-		return &metav1.Condition{Type: v1.ConditionReady, Status: status, Reason: reason}
+		return &metav1.Condition{Type: retryv1alpha1.ConditionReady, Status: status, Reason: reason}
 	}
 	g.Expect(scalingOnly(c(metav1.ConditionTrue, reasonAvailable), c(metav1.ConditionTrue, reasonScaling))).To(BeTrue())
 	g.Expect(scalingOnly(c(metav1.ConditionTrue, reasonScaling), c(metav1.ConditionTrue, reasonAvailable))).To(BeTrue())

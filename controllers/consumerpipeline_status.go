@@ -11,17 +11,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // pipelineConditions are the conditions Ready summarises, in order: Ready takes the first that is
 // not True, and when all are, the reason of the last. The Deployment comes last because it is the
 // last to become ready (it needs running pods), so a ready pipeline's reason is Available.
-var pipelineConditions = []string{v1.ConditionTopicsReady, v1.ConditionAlertsReady, v1.ConditionCircuitClosed, v1.ConditionDeploymentReady}
+var pipelineConditions = []string{retryv1alpha1.ConditionTopicsReady, retryv1alpha1.ConditionAlertsReady, retryv1alpha1.ConditionCircuitClosed, retryv1alpha1.ConditionDeploymentReady}
 
 // pipelineStatus rebuilds a pipeline's status from what the reconcile saw. Fields owned by later
 // work (replicas, lag, backlog, circuit) are carried over untouched.
-func pipelineStatus(s *pipelineScope) v1.ConsumerPipelineStatus {
+func pipelineStatus(s *pipelineScope) retryv1alpha1.ConsumerPipelineStatus {
 	p := s.p
 	st := *p.Status.DeepCopy()
 	st.ObservedGeneration = p.Generation
@@ -46,8 +46,8 @@ func pipelineStatus(s *pipelineScope) v1.ConsumerPipelineStatus {
 // setPipelineStalled sets Stalled: True on a user error of any step, or while the Deployment's
 // rollout has passed its progress deadline (kstatus counts that as stalled for a Deployment too:
 // the template needs a change, or the cluster room for it); removed otherwise.
-func setPipelineStalled(st *v1.ConsumerPipelineStatus, generation int64, ps problems) {
-	if c := meta.FindStatusCondition(st.Conditions, v1.ConditionDeploymentReady); c != nil &&
+func setPipelineStalled(st *retryv1alpha1.ConsumerPipelineStatus, generation int64, ps problems) {
+	if c := meta.FindStatusCondition(st.Conditions, retryv1alpha1.ConditionDeploymentReady); c != nil &&
 		c.Status == metav1.ConditionFalse && c.Reason == reasonProgressDeadlineExceeded {
 		ps = append(slices.Clone(ps), &problem{Reason: c.Reason, Kind: problemUser, Message: c.Message})
 	}
@@ -57,8 +57,8 @@ func setPipelineStalled(st *v1.ConsumerPipelineStatus, generation int64, ps prob
 // setPipelineTopics writes the topics: the source and its partitions, the retry tiers with their
 // delays and partitions, the tiers no longer used and those of them draining, and the dead letter
 // topic.
-func setPipelineTopics(st *v1.ConsumerPipelineStatus, s *pipelineScope) {
-	t := &v1.PipelineTopics{
+func setPipelineTopics(st *retryv1alpha1.ConsumerPipelineStatus, s *pipelineScope) {
+	t := &retryv1alpha1.PipelineTopics{
 		Source:           string(s.p.Spec.Source.Topic),
 		SourcePartitions: s.sourcePartitions,
 		Retries:          s.retries,
@@ -80,20 +80,20 @@ func setPipelineTopics(st *v1.ConsumerPipelineStatus, s *pipelineScope) {
 
 // setPipelineTopicsReady sets TopicsReady: True with reason TopicsReady when the topic steps met no
 // problem, else False with the reason of the first problem and every problem's message.
-func setPipelineTopicsReady(st *v1.ConsumerPipelineStatus, generation int64, ps problems, readyMessage string) {
-	meta.SetStatusCondition(&st.Conditions, ps.condition(v1.ConditionTopicsReady, generation, v1.ReasonTopicsReady, readyMessage))
+func setPipelineTopicsReady(st *retryv1alpha1.ConsumerPipelineStatus, generation int64, ps problems, readyMessage string) {
+	meta.SetStatusCondition(&st.Conditions, ps.condition(retryv1alpha1.ConditionTopicsReady, generation, retryv1alpha1.ReasonTopicsReady, readyMessage))
 }
 
 // setPipelineReady sets Ready from the conditions it summarises: False (or Unknown) like the first
 // of them that is not True, with its reason and its message prefixed by its type; True when all are,
 // with the reason of the last one and their messages.
-func setPipelineReady(st *v1.ConsumerPipelineStatus, generation int64) {
-	c := metav1.Condition{Type: v1.ConditionReady, ObservedGeneration: generation, Status: metav1.ConditionTrue}
+func setPipelineReady(st *retryv1alpha1.ConsumerPipelineStatus, generation int64) {
+	c := metav1.Condition{Type: retryv1alpha1.ConditionReady, ObservedGeneration: generation, Status: metav1.ConditionTrue}
 	for _, t := range pipelineConditions {
 		sub := meta.FindStatusCondition(st.Conditions, t)
 		switch {
 		case sub == nil || sub.ObservedGeneration != generation:
-			c.Status, c.Reason, c.Message = metav1.ConditionUnknown, v1.ReasonReconciling, t+" not yet known"
+			c.Status, c.Reason, c.Message = metav1.ConditionUnknown, retryv1alpha1.ReasonReconciling, t+" not yet known"
 		case sub.Status != metav1.ConditionTrue:
 			c.Status, c.Reason, c.Message = sub.Status, sub.Reason, t+": "+sub.Message
 		default:
@@ -110,7 +110,7 @@ func setPipelineReady(st *v1.ConsumerPipelineStatus, generation int64) {
 }
 
 // pipelineTopicsMessage describes ready topics.
-func pipelineTopicsMessage(t *v1.PipelineTopics) string {
+func pipelineTopicsMessage(t *retryv1alpha1.PipelineTopics) string {
 	if t == nil {
 		return ""
 	}
@@ -139,15 +139,15 @@ const (
 
 // setPipelineAlertsReady sets AlertsReady: True with reason RulesApplied when the rules were applied
 // (the message says as what), else False with the reason of the first problem.
-func setPipelineAlertsReady(st *v1.ConsumerPipelineStatus, generation int64, ps problems, readyMessage string) {
-	meta.SetStatusCondition(&st.Conditions, ps.condition(v1.ConditionAlertsReady, generation, reasonRulesApplied, readyMessage))
+func setPipelineAlertsReady(st *retryv1alpha1.ConsumerPipelineStatus, generation int64, ps problems, readyMessage string) {
+	meta.SetStatusCondition(&st.Conditions, ps.condition(retryv1alpha1.ConditionAlertsReady, generation, reasonRulesApplied, readyMessage))
 }
 
 // setPipelineDeployment writes the replicas, ready replicas and pod selector of the Deployment d
 // (none when nil) and DeploymentReady: False with the first problem when applying it met one, else
 // as deploymentReadyCondition says. status.replicas is the pods the Deployment runs, as a
 // Deployment's own scale subresource reports it: an autoscaler reads it as the current scale.
-func setPipelineDeployment(st *v1.ConsumerPipelineStatus, generation int64, d *appsv1.Deployment, ps problems) {
+func setPipelineDeployment(st *retryv1alpha1.ConsumerPipelineStatus, generation int64, d *appsv1.Deployment, ps problems) {
 	st.Replicas, st.ReadyReplicas, st.Selector = 0, nil, ""
 	if d != nil {
 		st.Replicas = d.Status.Replicas
@@ -158,7 +158,7 @@ func setPipelineDeployment(st *v1.ConsumerPipelineStatus, generation int64, d *a
 	}
 	c := deploymentReadyCondition(d, generation)
 	if len(ps) > 0 {
-		c = ps.condition(v1.ConditionDeploymentReady, generation, "", "")
+		c = ps.condition(retryv1alpha1.ConditionDeploymentReady, generation, "", "")
 	}
 	meta.SetStatusCondition(&st.Conditions, c)
 }
@@ -169,7 +169,7 @@ func setPipelineDeployment(st *v1.ConsumerPipelineStatus, generation int64, d *a
 // with reason ReplicaFailure (pods cannot be created, with the Deployment controller's message),
 // ProgressDeadlineExceeded, Progressing or Unavailable.
 func deploymentReadyCondition(d *appsv1.Deployment, generation int64) metav1.Condition {
-	c := metav1.Condition{Type: v1.ConditionDeploymentReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
+	c := metav1.Condition{Type: retryv1alpha1.ConditionDeploymentReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
 	if d == nil {
 		c.Reason, c.Message = reasonProgressing, "the Deployment does not exist yet"
 		return c
@@ -180,7 +180,7 @@ func deploymentReadyCondition(d *appsv1.Deployment, generation int64) metav1.Con
 		// The Deployment controller could not create pods (a Pod Security rejection, a quota): said
 		// at once, not as a rollout in progress. Only for the spec it has seen: a newer one may fix it.
 		if dc.Type == appsv1.DeploymentReplicaFailure && dc.Status == corev1.ConditionTrue && ds.ObservedGeneration >= d.Generation {
-			c.Reason, c.Message = v1.ReasonReplicaFailure, fmt.Sprintf("Deployment %s cannot create pods: %s: %s", d.Name, dc.Reason, dc.Message)
+			c.Reason, c.Message = retryv1alpha1.ReasonReplicaFailure, fmt.Sprintf("Deployment %s cannot create pods: %s: %s", d.Name, dc.Reason, dc.Message)
 			return c
 		}
 	}
@@ -218,14 +218,14 @@ const scalingGrace = 3 * time.Minute
 // changing: a scale up or a wake from zero is normal progress, not a reason for Ready to go False
 // with a Warning event. A rollout (old pods left), pods that cannot be created and a progress
 // deadline passed are reported as always, and so are pods still not ready scalingGrace after.
-func setPipelineDeploymentScaling(st *v1.ConsumerPipelineStatus, s *pipelineScope) {
+func setPipelineDeploymentScaling(st *retryv1alpha1.ConsumerPipelineStatus, s *pipelineScope) {
 	d := s.deployment
-	c := meta.FindStatusCondition(st.Conditions, v1.ConditionDeploymentReady)
+	c := meta.FindStatusCondition(st.Conditions, retryv1alpha1.ConditionDeploymentReady)
 	if !s.scaling || d == nil || c == nil || c.Status != metav1.ConditionFalse || len(s.deploymentProblems) > 0 ||
 		(c.Reason != reasonProgressing && c.Reason != reasonUnavailable) || d.Status.Replicas > d.Status.UpdatedReplicas {
 		return
 	}
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1.ConditionDeploymentReady, Status: metav1.ConditionTrue,
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: retryv1alpha1.ConditionDeploymentReady, Status: metav1.ConditionTrue,
 		ObservedGeneration: s.p.Generation, Reason: reasonScaling,
 		Message: fmt.Sprintf("Deployment %s is scaling to %d pods, %d ready", d.Name, ptr.Deref(d.Spec.Replicas, 1), d.Status.ReadyReplicas)})
 }

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -21,7 +21,7 @@ type templateChecks struct{ ok sync.Map } // types.UID → int64 generation
 // typed client drops fields that are not part of a PodSpec (a typo such as "restartPolicyy"), so the
 // pipeline is read unstructured, uncached. An unknown or duplicate field is a *render.SpecError
 // naming its path. Without an API reader (tests that build the reconciler bare) nothing is checked.
-func (r *ConsumerPipelineReconciler) checkTemplate(ctx context.Context, p *v1.ConsumerPipeline) error {
+func (r *ConsumerPipelineReconciler) checkTemplate(ctx context.Context, p *retryv1alpha1.ConsumerPipeline) error {
 	if p.Spec.Template == nil || r.APIReader == nil {
 		return nil
 	}
@@ -29,7 +29,7 @@ func (r *ConsumerPipelineReconciler) checkTemplate(ctx context.Context, p *v1.Co
 		return nil
 	}
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(v1.GroupVersion.WithKind("ConsumerPipeline"))
+	u.SetGroupVersionKind(retryv1alpha1.GroupVersion.WithKind("ConsumerPipeline"))
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(p), u); err != nil {
 		return err
 	}

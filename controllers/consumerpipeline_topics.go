@@ -15,7 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
 	"github.com/retryops/retry-operator/sdk/retry"
@@ -38,23 +38,23 @@ const defaultSourcePartitions = 3
 // Releases before fan-out named tiers after the source (<source>.retry.*): a pipeline made by one
 // has those in its ledger, and they are tiers the plan no longer uses, drained and then, under
 // deletionPolicy Delete, deleted (consumerpipeline_draining.go).
-func retryTiers(base string, naming v1.RetryTopicNaming, plan retry.Plan) dispatchercfg.Tiers {
+func retryTiers(base string, naming retryv1alpha1.RetryTopicNaming, plan retry.Plan) dispatchercfg.Tiers {
 	if naming == "" {
-		naming = v1.NamingByAttempt
+		naming = retryv1alpha1.NamingByAttempt
 	}
 	return dispatchercfg.BuildTiers(base, dispatchercfg.RetryTopicNaming(naming), plan)
 }
 
 // retryDeletionPolicy is spec.retryTopics.deletionPolicy, Retain when absent.
-func retryDeletionPolicy(p *v1.ConsumerPipeline) v1.DeletionPolicy {
+func retryDeletionPolicy(p *retryv1alpha1.ConsumerPipeline) retryv1alpha1.DeletionPolicy {
 	if p.Spec.RetryTopics == nil || p.Spec.RetryTopics.DeletionPolicy == "" {
-		return v1.DeletionPolicyRetain
+		return retryv1alpha1.DeletionPolicyRetain
 	}
 	return p.Spec.RetryTopics.DeletionPolicy
 }
 
 // consumerGroup is spec.source.consumerGroup or its default, <namespace>.<name>.
-func consumerGroup(p *v1.ConsumerPipeline) string {
+func consumerGroup(p *retryv1alpha1.ConsumerPipeline) string {
 	if g := p.Spec.Source.ConsumerGroup; g != "" {
 		return g
 	}
@@ -63,7 +63,7 @@ func consumerGroup(p *v1.ConsumerPipeline) string {
 
 // createdTiers lists the retry tiers the operator created for a pipeline (in use and unused): the
 // topics the ledger records for it (owned) but the source.
-func createdTiers(p *v1.ConsumerPipeline, owned []string) []string {
+func createdTiers(p *retryv1alpha1.ConsumerPipeline, owned []string) []string {
 	return slices.DeleteFunc(slices.Clone(owned), func(n string) bool { return n == string(p.Spec.Source.Topic) })
 }
 
@@ -72,10 +72,10 @@ func createdTiers(p *v1.ConsumerPipeline, owned []string) []string {
 // plan is known again.
 func (r *ConsumerPipelineReconciler) readPolicy(ctx context.Context, s *pipelineScope) error {
 	name := s.p.Spec.RetryPolicyRef.Name
-	rp := &v1.RetryPolicy{}
+	rp := &retryv1alpha1.RetryPolicy{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: s.p.Namespace, Name: name}, rp); err != nil {
 		if apierrors.IsNotFound(err) {
-			s.topicProblems.add(&problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true,
+			s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true,
 				Message: fmt.Sprintf("RetryPolicy %q not found: the retry topics are left as they are until it exists", name)})
 			return nil
 		}
@@ -83,11 +83,11 @@ func (r *ConsumerPipelineReconciler) readPolicy(ctx context.Context, s *pipeline
 	}
 	compiled, err := compilePolicy(r.Policies, rp)
 	if err != nil {
-		s.topicProblems.add(&problem{Reason: v1.ReasonInvalidSpec, Kind: problemWaiting,
+		s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonInvalidSpec, Kind: problemWaiting,
 			Message: truncate(fmt.Sprintf("RetryPolicy %q is invalid, the retry topics are left as they are: %v", name, err), maxConditionMessage)})
 		return nil
 	}
-	naming := v1.NamingByAttempt
+	naming := retryv1alpha1.NamingByAttempt
 	if rt := s.p.Spec.RetryTopics; rt != nil && rt.Naming != "" {
 		naming = rt.Naming
 	}
@@ -100,11 +100,11 @@ func (r *ConsumerPipelineReconciler) readPolicy(ctx context.Context, s *pipeline
 // topic, on the queue's connection.
 func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s *pipelineScope) error {
 	name := s.p.Spec.DeadLetterQueueRef.Name
-	dlq := &v1.DeadLetterQueue{}
+	dlq := &retryv1alpha1.DeadLetterQueue{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: s.p.Namespace, Name: name}, dlq); err != nil {
 		if apierrors.IsNotFound(err) {
 			s.deadLetter = ""
-			s.topicProblems.add(&problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true,
+			s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true,
 				Message: fmt.Sprintf("DeadLetterQueue %q not found", name)})
 			return nil
 		}
@@ -113,7 +113,7 @@ func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s 
 	s.deadLetter = string(dlq.Spec.Topic.Name)
 	// Nor to one the claim policy gives another namespace, whatever the ledger recorded before it.
 	if p := r.claimProblem(dlq, s.deadLetter); p != nil {
-		s.topicProblems.add(&problem{Reason: v1.ReasonTopicClaimRefused, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
+		s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonTopicClaimRefused, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
 			"DeadLetterQueue %q: %s; no dead letters are sent there", name, p.Message), maxConditionMessage)})
 		return nil //nolint:nilerr // the refusal is the pipeline's topic problem, reported in its conditions
 	}
@@ -124,7 +124,7 @@ func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s 
 		return err
 	}
 	if !owned {
-		s.topicProblems.add(&problem{Reason: v1.ReasonTopicNotOwned, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf(
+		s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonTopicNotOwned, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf(
 			"DeadLetterQueue %q does not manage its topic %q yet (see its TopicReady condition): no dead letters are sent there until it does", name, s.deadLetter)})
 		return nil
 	}
@@ -166,7 +166,7 @@ func (r *ConsumerPipelineReconciler) checkClaims(ctx context.Context, s *pipelin
 		}
 		s.blocked[name] = true
 		if slices.ContainsFunc(s.tiers, func(t dispatchercfg.RetryTier) bool { return t.Name == name }) || name == source {
-			s.topicProblems.add(&problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: fmt.Sprintf(
+			s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonTopicConflict, Kind: problemWaiting, Message: fmt.Sprintf(
 				"topic %q is the dead letter topic of DeadLetterQueue %s/%s; this pipeline leaves it alone",
 				name, dlqs[0].Namespace, dlqs[0].Name)})
 		}
@@ -199,8 +199,8 @@ func (r *ConsumerPipelineReconciler) describeTopics(ctx context.Context, s *pipe
 // pipelineTopicsSettled says the pipeline's topics were last found as its spec asks: the spec's
 // generation is the one observed and TopicsReady is True. Then its reconcile reads the connection's
 // snapshot of topic descriptions; otherwise it describes its topics fresh.
-func pipelineTopicsSettled(p *v1.ConsumerPipeline) bool {
-	c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionTopicsReady)
+func pipelineTopicsSettled(p *retryv1alpha1.ConsumerPipeline) bool {
+	c := meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionTopicsReady)
 	return p.Status.ObservedGeneration == p.Generation && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == p.Generation
 }
 
@@ -237,7 +237,7 @@ func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pip
 			sourcePartitions = want.Partitions
 		}
 	}
-	adopt := s.p.Spec.Source.Create != nil && s.p.Spec.Source.Create.ExistingTopic == v1.ExistingTopicAdopt
+	adopt := s.p.Spec.Source.Create != nil && s.p.Spec.Source.Create.ExistingTopic == retryv1alpha1.ExistingTopicAdopt
 	// taken are the tiers the pipeline did not create that it would create, adopt, or report as
 	// foreign (someone else's, existing, without Adopt): another record may hold one that does not
 	// exist (recorded, not created yet; or deleted outside the operator) as well as one that does.
@@ -269,7 +269,7 @@ func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pip
 		return r.refuse(s, conflict)
 	}
 	if len(foreign) > 0 {
-		return &problem{Reason: v1.ReasonTopicNotOwned, Kind: problemUser, Message: truncate(fmt.Sprintf(
+		return &problem{Reason: retryv1alpha1.ReasonTopicNotOwned, Kind: problemUser, Message: truncate(fmt.Sprintf(
 			"retry topics %s exist and the operator did not create them for this pipeline: they are left unchanged and the pipeline does not run on them; "+
 				"delete them, or set spec.source.create.existingTopic: Adopt to manage them", strings.Join(foreign, ", ")), maxConditionMessage)}
 	}
@@ -293,7 +293,7 @@ func sourceSpec(s *pipelineScope) (kafka.TopicSpec, bool) {
 	if create == nil || !s.managesSource || s.blocked[source] {
 		return kafka.TopicSpec{}, false
 	}
-	if s.described[source].Exists && create.ExistingTopic != v1.ExistingTopicAdopt && !slices.Contains(s.owned, source) {
+	if s.described[source].Exists && create.ExistingTopic != retryv1alpha1.ExistingTopicAdopt && !slices.Contains(s.owned, source) {
 		return kafka.TopicSpec{}, false
 	}
 	want := kafka.TopicSpec{Name: source, Partitions: create.Partitions, ReplicationFactor: -1, Configs: create.Config}
@@ -309,7 +309,7 @@ func sourceSpec(s *pipelineScope) (kafka.TopicSpec, bool) {
 // tierSpec is a retry tier as spec.retryTopics describes it, nameless: as many partitions as the
 // source (sourcePartitions) unless retryTopics.partitions says otherwise; fix says how to accept
 // more partitions than that.
-func tierSpec(p *v1.ConsumerPipeline, sourcePartitions int32) (want kafka.TopicSpec, fix string) {
+func tierSpec(p *retryv1alpha1.ConsumerPipeline, sourcePartitions int32) (want kafka.TopicSpec, fix string) {
 	rt := p.Spec.RetryTopics
 	want = kafka.TopicSpec{Partitions: sourcePartitions, ReplicationFactor: -1}
 	fix = "set spec.retryTopics.partitions to at least that to accept them"
@@ -337,7 +337,7 @@ func (r *ConsumerPipelineReconciler) reconcileSourceTopic(ctx context.Context, s
 			if s.sourceOwner != "" {
 				msg = fmt.Sprintf("source topic %q does not exist yet; %s creates it (it recorded the topic first)", source, s.sourceOwner)
 			}
-			s.topicProblems.add(&problem{Reason: v1.ReasonSourceTopicMissing, Kind: problemWaiting, Message: msg})
+			s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonSourceTopicMissing, Kind: problemWaiting, Message: msg})
 			return nil
 		}
 		s.sourcePartitions = have.Partitions
@@ -353,7 +353,7 @@ func (r *ConsumerPipelineReconciler) reconcileSourceTopic(ctx context.Context, s
 	r.noteTopicChange(s.connKey, want.Name, now, plan, err)
 	if err != nil {
 		if errors.Is(err, kafka.ErrTopicExists) {
-			return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("source topic %q appeared while being created", source)}
+			return &problem{Reason: retryv1alpha1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("source topic %q appeared while being created", source)}
 		}
 		return kafkaProblem(err)
 	}
@@ -372,9 +372,9 @@ func (r *ConsumerPipelineReconciler) reconcileRetryTopics(ctx context.Context, s
 	for _, t := range s.retries {
 		prev[t.Name] = t.Partitions
 	}
-	s.retries = make([]v1.RetryTopicStatus, 0, len(s.tiers))
+	s.retries = make([]retryv1alpha1.RetryTopicStatus, 0, len(s.tiers))
 	for _, t := range s.tiers {
-		s.retries = append(s.retries, v1.RetryTopicStatus{Name: t.Name, Delay: metav1.Duration{Duration: t.Delay.Duration}, Partitions: prev[t.Name]})
+		s.retries = append(s.retries, retryv1alpha1.RetryTopicStatus{Name: t.Name, Delay: metav1.Duration{Duration: t.Delay.Duration}, Partitions: prev[t.Name]})
 	}
 	want, fix := tierSpec(s.p, s.sourcePartitions)
 	if want.Partitions <= 0 {

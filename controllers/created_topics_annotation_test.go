@@ -14,7 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
@@ -53,15 +53,15 @@ func TestACreatedTopicsAnnotationGainsNothing(t *testing.T) {
 	stolen.Labels = labels
 	stolen.Annotations = map[string]string{createdTopicsAnnotation: billing + "," + billing + ".state"}
 	stolen.Spec.Topic.Partitions = 1
-	stolen.Spec.Topic.ExistingTopic = v1.ExistingTopicAdopt
-	stolen.Spec.Retention = &v1.DeadLetterRetention{MaxMessages: ptr.To(int64(1))}
-	stolen.Spec.DeletionPolicy = v1.DeletionPolicyDelete
+	stolen.Spec.Topic.ExistingTopic = retryv1alpha1.ExistingTopicAdopt
+	stolen.Spec.Retention = &retryv1alpha1.DeadLetterRetention{MaxMessages: ptr.To(int64(1))}
+	stolen.Spec.DeletionPolicy = retryv1alpha1.DeletionPolicyDelete
 	g.Expect(env.Client.Create(ctx, backoffPolicy(tenant, "p", 2, time.Second, time.Minute))).To(Succeed())
 	p := newPipeline(tenant, "orders", tenant+".orders", "p", "dlq")
 	p.Labels = labels
 	p.Annotations = map[string]string{createdTopicsAnnotation: tenant + ".orders," + payments}
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
-	p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: v1.DeletionPolicyDelete}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
+	p.Spec.RetryTopics = &retryv1alpha1.RetryTopics{DeletionPolicy: retryv1alpha1.DeletionPolicyDelete}
 	for _, o := range []client.Object{own, stolen, p} {
 		g.Expect(env.Client.Create(ctx, o)).To(Succeed())
 		t.Cleanup(func() { letGo(t, o) })
@@ -98,9 +98,9 @@ func TestACreatedTopicsAnnotationGainsNothing(t *testing.T) {
 			}
 		}
 		g.Eventually(reconciled(qr, own, dlqReady(own)), wait, poll).Should(isReady(), when)
-		g.Eventually(reconciled(qr, stolen, dlqReady(stolen)), wait, poll).Should(And(notReady(v1.ReasonTopicClaimRefused),
+		g.Eventually(reconciled(qr, stolen, dlqReady(stolen)), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicClaimRefused),
 			HaveField("Message", ContainSubstring(billing))), when)
-		g.Eventually(reconciled(pr, p, pipelineCondition(p, v1.ConditionTopicsReady)), wait, poll).Should(isReady(), when)
+		g.Eventually(reconciled(pr, p, pipelineCondition(p, retryv1alpha1.ConditionTopicsReady)), wait, poll).Should(isReady(), when)
 		for range 3 {
 			_, _ = pr.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		}

@@ -6,7 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // TestNoCreationTakesATopicAnotherRecordHolds: a resource's ledger record holds a topic that does
@@ -33,17 +33,17 @@ func TestNoCreationTakesATopicAnotherRecordHolds(t *testing.T) {
 
 	q := newDLQ(ns, "late", queueTopic)
 	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
-	g.Eventually(dlqReady(q), wait, poll).Should(Or(isReady(), notReady(v1.ReasonTopicConflict)))
-	g.Expect(dlqReady(q)()).To(And(notReady(v1.ReasonTopicConflict), HaveField("Message", ContainSubstring(by))),
+	g.Eventually(dlqReady(q), wait, poll).Should(Or(isReady(), notReady(retryv1alpha1.ReasonTopicConflict)))
+	g.Expect(dlqReady(q)()).To(And(notReady(retryv1alpha1.ReasonTopicConflict), HaveField("Message", ContainSubstring(by))),
 		"the queue created and took a topic another resource's record holds")
 	g.Expect(ledgerOf(q)()).NotTo(ContainElement(queueTopic))
 
 	p := newPipeline(ns, "late", sourceTopic, "chatbot", "dlq")
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	t.Cleanup(func() { letGo(t, p) })
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(Or(isReady(), notReady(v1.ReasonTopicConflict)))
-	g.Expect(pipelineCondition(p, v1.ConditionTopicsReady)()).To(And(notReady(v1.ReasonTopicConflict), HaveField("Message", ContainSubstring(by))),
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(Or(isReady(), notReady(retryv1alpha1.ReasonTopicConflict)))
+	g.Expect(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady)()).To(And(notReady(retryv1alpha1.ReasonTopicConflict), HaveField("Message", ContainSubstring(by))),
 		"the pipeline created and took a source another resource's record holds")
 	g.Expect(ledgerOf(p)()).NotTo(ContainElement(sourceTopic))
 }

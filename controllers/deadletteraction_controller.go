@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 )
@@ -57,7 +57,7 @@ func actionOwner(key types.NamespacedName) string { return "DeadLetterAction/" +
 
 // Reconcile starts, resumes or leaves alone one action.
 func (r *DeadLetterActionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	a := &v1.DeadLetterAction{}
+	a := &retryv1alpha1.DeadLetterAction{}
 	if err := r.Get(ctx, req.NamespacedName, a); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.runs.cancel(req.NamespacedName)
@@ -69,7 +69,7 @@ func (r *DeadLetterActionReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		r.runs.cancel(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	if a.Status.Phase == v1.ActionSucceeded || a.Status.Phase == v1.ActionFailed {
+	if a.Status.Phase == retryv1alpha1.ActionSucceeded || a.Status.Phase == retryv1alpha1.ActionFailed {
 		r.Kafka.Connections.Release(actionOwner(req.NamespacedName))
 		return ctrl.Result{}, nil
 	}
@@ -81,7 +81,7 @@ func (r *DeadLetterActionReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	if _, err := deadletters.Compile(a.Spec.Action, a.Spec.Selector); err != nil {
 		// The API server checks the same bounds; an action stored before they were is refused here.
-		return ctrl.Result{}, r.fail(ctx, a, &problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(err.Error(), maxConditionMessage)})
+		return ctrl.Result{}, r.fail(ctx, a, &problem{Reason: retryv1alpha1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(err.Error(), maxConditionMessage)})
 	}
 	if p := r.checkTargetClaim(a); p != nil {
 		return ctrl.Result{}, r.fail(ctx, a, p)
@@ -95,13 +95,13 @@ func (r *DeadLetterActionReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		// ledger, which a waiting action, looked at every few seconds, must not do each time.
 		p = r.checkReplayTarget(ctx, a)
 	}
-	if p != nil && p.Reason == v1.ReasonReplayTargetRefused {
+	if p != nil && p.Reason == retryv1alpha1.ReasonReplayTargetRefused {
 		return ctrl.Result{}, r.fail(ctx, a, p)
 	}
 	if p != nil {
-		if err := r.patchActionStatus(ctx, a, func(st *v1.DeadLetterActionStatus) {
+		if err := r.patchActionStatus(ctx, a, func(st *retryv1alpha1.DeadLetterActionStatus) {
 			if st.Phase == "" {
-				st.Phase = v1.ActionPending
+				st.Phase = retryv1alpha1.ActionPending
 			}
 			setActionConditions(st, a.Generation, p)
 		}); err != nil {
@@ -123,14 +123,14 @@ func (r *DeadLetterActionReconciler) Reconcile(ctx context.Context, req ctrl.Req
 
 // resolveQueue finds the action's queue, which must manage its topic and have its record of
 // decisions, and connects to its cluster.
-func (r *DeadLetterActionReconciler) resolveQueue(ctx context.Context, a *v1.DeadLetterAction) (*v1.DeadLetterQueue, *kafkaClient, *problem) {
-	dlq := &v1.DeadLetterQueue{}
+func (r *DeadLetterActionReconciler) resolveQueue(ctx context.Context, a *retryv1alpha1.DeadLetterAction) (*retryv1alpha1.DeadLetterQueue, *kafkaClient, *problem) {
+	dlq := &retryv1alpha1.DeadLetterQueue{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: a.Spec.Queue}, dlq); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, &problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Message: fmt.Sprintf(
+			return nil, nil, &problem{Reason: retryv1alpha1.ReasonReferenceNotFound, Kind: problemWaiting, Message: fmt.Sprintf(
 				"DeadLetterQueue %q not found in namespace %s: an action acts on a queue of its own namespace; create the queue or fix spec.queue", a.Spec.Queue, a.Namespace)}
 		}
-		return nil, nil, &problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
+		return nil, nil, &problem{Reason: retryv1alpha1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
 	}
 	topic := string(dlq.Spec.Topic.Name)
 	// A ledger record from before the claim policy gives the topic to another namespace holds nothing.
@@ -140,14 +140,14 @@ func (r *DeadLetterActionReconciler) resolveQueue(ctx context.Context, a *v1.Dea
 	}
 	owned, err := r.Ledger.Owns(ctx, dlq, topic)
 	if err != nil {
-		return nil, nil, &problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
+		return nil, nil, &problem{Reason: retryv1alpha1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
 	}
 	if !owned {
-		return nil, nil, &problem{Reason: v1.ReasonTopicNotOwned, Kind: problemWaiting, Message: fmt.Sprintf(
+		return nil, nil, &problem{Reason: retryv1alpha1.ReasonTopicNotOwned, Kind: problemWaiting, Message: fmt.Sprintf(
 			"DeadLetterQueue %q does not manage its topic %q (see its TopicReady condition): actions run only on a topic the operator created or adopted", dlq.Name, topic)}
 	}
 	if dlq.Status.StateTopic == "" {
-		return nil, nil, &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Message: fmt.Sprintf(
+		return nil, nil, &problem{Reason: retryv1alpha1.ReasonReconciling, Kind: problemWaiting, Message: fmt.Sprintf(
 			"DeadLetterQueue %q has no record of decisions yet (status.stateTopic): the action starts once the queue has made it", dlq.Name)}
 	}
 	kc := &kafkaClient{}
@@ -156,32 +156,32 @@ func (r *DeadLetterActionReconciler) resolveQueue(ctx context.Context, a *v1.Dea
 		if errors.As(err, &p) {
 			return nil, nil, p
 		}
-		return nil, nil, &problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
+		return nil, nil, &problem{Reason: retryv1alpha1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
 	}
 	return dlq, kc, nil
 }
 
 // checkTurn makes actions that change a queue run one at a time, in the order they were created
 // (a dry run changes nothing and never waits): it returns a problem naming the action to wait for.
-func (r *DeadLetterActionReconciler) checkTurn(ctx context.Context, a *v1.DeadLetterAction) *problem {
-	if a.Spec.Mode == v1.ActionModeDryRun {
+func (r *DeadLetterActionReconciler) checkTurn(ctx context.Context, a *retryv1alpha1.DeadLetterAction) *problem {
+	if a.Spec.Mode == retryv1alpha1.ActionModeDryRun {
 		return nil
 	}
 	queue := types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.Queue}
 	if holder, ok := r.runs.holder(queue); ok && holder != a.Name {
 		return waitFor(holder, a.Spec.Queue, "running")
 	}
-	list := &v1.DeadLetterActionList{}
+	list := &retryv1alpha1.DeadLetterActionList{}
 	if err := r.List(ctx, list, client.InNamespace(a.Namespace)); err != nil {
-		return &problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
+		return &problem{Reason: retryv1alpha1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.UID == a.UID || o.Spec.Queue != a.Spec.Queue || o.Spec.Mode == v1.ActionModeDryRun || !o.DeletionTimestamp.IsZero() ||
-			o.Status.Phase == v1.ActionSucceeded || o.Status.Phase == v1.ActionFailed {
+		if o.UID == a.UID || o.Spec.Queue != a.Spec.Queue || o.Spec.Mode == retryv1alpha1.ActionModeDryRun || !o.DeletionTimestamp.IsZero() ||
+			o.Status.Phase == retryv1alpha1.ActionSucceeded || o.Status.Phase == retryv1alpha1.ActionFailed {
 			continue
 		}
-		if o.Status.Phase == v1.ActionRunning {
+		if o.Status.Phase == retryv1alpha1.ActionRunning {
 			return waitFor(o.Name, a.Spec.Queue, "running")
 		}
 		if actionBefore(o, a) {
@@ -197,7 +197,7 @@ func waitFor(other, queue, why string) *problem {
 }
 
 // actionBefore orders actions by creation, then name.
-func actionBefore(x, y *v1.DeadLetterAction) bool {
+func actionBefore(x, y *retryv1alpha1.DeadLetterAction) bool {
 	if !x.CreationTimestamp.Equal(&y.CreationTimestamp) {
 		return x.CreationTimestamp.Before(&y.CreationTimestamp)
 	}
@@ -205,7 +205,7 @@ func actionBefore(x, y *v1.DeadLetterAction) bool {
 }
 
 // capture records the snapshot (the queue's end offsets now) and marks the action Running.
-func (r *DeadLetterActionReconciler) capture(ctx context.Context, a *v1.DeadLetterAction, dlq *v1.DeadLetterQueue, kc *kafkaClient) error {
+func (r *DeadLetterActionReconciler) capture(ctx context.Context, a *retryv1alpha1.DeadLetterAction, dlq *retryv1alpha1.DeadLetterQueue, kc *kafkaClient) error {
 	topic := string(dlq.Spec.Topic.Name)
 	offsets, err := kc.admin.ListOffsets(ctx, topic)
 	if err != nil {
@@ -216,9 +216,9 @@ func (r *DeadLetterActionReconciler) capture(ctx context.Context, a *v1.DeadLett
 		ends[o.Partition] = o.End
 	}
 	now := metav1.NewTime(r.Clock.Now())
-	err = r.patchActionStatus(ctx, a, func(st *v1.DeadLetterActionStatus) {
+	err = r.patchActionStatus(ctx, a, func(st *retryv1alpha1.DeadLetterActionStatus) {
 		st.Snapshot = deadletters.OffsetsToStatus(ends)
-		st.Phase, st.StartTime = v1.ActionRunning, &now
+		st.Phase, st.StartTime = retryv1alpha1.ActionRunning, &now
 		setActionConditions(st, a.Generation, nil)
 	})
 	if err == nil {
@@ -229,11 +229,11 @@ func (r *DeadLetterActionReconciler) capture(ctx context.Context, a *v1.DeadLett
 
 // start runs the action on its own goroutine, which outlives the reconcile and stops when the
 // action is deleted or the manager stops.
-func (r *DeadLetterActionReconciler) start(ctx context.Context, a *v1.DeadLetterAction, dlq *v1.DeadLetterQueue, conn kafka.Connection) {
+func (r *DeadLetterActionReconciler) start(ctx context.Context, a *retryv1alpha1.DeadLetterAction, dlq *retryv1alpha1.DeadLetterQueue, conn kafka.Connection) {
 	key := client.ObjectKeyFromObject(a)
 	queue := types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.Queue}
 	log := ctrl.LoggerFrom(ctx).WithValues("deadLetterAction", klog.KObj(a))
-	exclusive := a.Spec.Mode != v1.ActionModeDryRun
+	exclusive := a.Spec.Mode != retryv1alpha1.ActionModeDryRun
 	r.runs.begin(key, queue, exclusive, func(runCtx context.Context) {
 		o := deadletters.Options{
 			Spec: a.Spec, Ref: deadletters.ActionRef{Namespace: a.Namespace, Name: a.Name, UID: string(a.UID)},
@@ -241,7 +241,10 @@ func (r *DeadLetterActionReconciler) start(ctx context.Context, a *v1.DeadLetter
 			Snapshot: deadletters.OffsetsFromStatus(a.Status.Snapshot), Resume: deadletters.FromStatus(&a.Status),
 			Target: r.replayTarget(a, conn), Holders: r.topicHolders,
 			OnProgress: func(p deadletters.Progress) {
-				if err := r.patchActionStatus(runCtx, a, func(st *v1.DeadLetterActionStatus) { p.ApplyTo(st); setActionConditions(st, a.Generation, nil) }); err != nil {
+				if err := r.patchActionStatus(runCtx, a, func(st *retryv1alpha1.DeadLetterActionStatus) {
+					p.ApplyTo(st)
+					setActionConditions(st, a.Generation, nil)
+				}); err != nil {
 					log.Error(err, "Could not record the action's progress")
 				}
 			},
@@ -257,16 +260,16 @@ func (r *DeadLetterActionReconciler) start(ctx context.Context, a *v1.DeadLetter
 // finish records how a run ended: Succeeded, or, on an error (Kafka unreachable, a produce
 // refused), still Running with the error in its conditions, resumed from its checkpoint after a
 // backoff.
-func (r *DeadLetterActionReconciler) finish(ctx context.Context, log logr.Logger, a *v1.DeadLetterAction, prog deadletters.Progress, err error) {
+func (r *DeadLetterActionReconciler) finish(ctx context.Context, log logr.Logger, a *retryv1alpha1.DeadLetterAction, prog deadletters.Progress, err error) {
 	key := client.ObjectKeyFromObject(a)
 	if ctx.Err() != nil {
 		return // deleted, or the manager stops: the checkpoint in status is where it resumes
 	}
 	now := metav1.NewTime(r.Clock.Now())
-	writeErr := r.patchActionStatus(ctx, a, func(st *v1.DeadLetterActionStatus) {
+	writeErr := r.patchActionStatus(ctx, a, func(st *retryv1alpha1.DeadLetterActionStatus) {
 		prog.ApplyTo(st)
 		if err == nil {
-			st.Phase, st.CompletionTime = v1.ActionSucceeded, &now
+			st.Phase, st.CompletionTime = retryv1alpha1.ActionSucceeded, &now
 			setActionConditions(st, a.Generation, nil)
 			return
 		}
@@ -283,7 +286,7 @@ func (r *DeadLetterActionReconciler) finish(ctx context.Context, log logr.Logger
 	}
 	r.runs.succeeded(key)
 	result := "Succeeded"
-	if a.Spec.Mode == v1.ActionModeDryRun {
+	if a.Spec.Mode == retryv1alpha1.ActionModeDryRun {
 		result = "DryRun"
 	}
 	r.Metrics.CountDeadLetterAction(string(a.Spec.Action), result, prog.Done)
@@ -293,10 +296,10 @@ func (r *DeadLetterActionReconciler) finish(ctx context.Context, log logr.Logger
 }
 
 // fail ends an action that cannot run (phase Failed) with a Warning event.
-func (r *DeadLetterActionReconciler) fail(ctx context.Context, a *v1.DeadLetterAction, p *problem) error {
+func (r *DeadLetterActionReconciler) fail(ctx context.Context, a *retryv1alpha1.DeadLetterAction, p *problem) error {
 	now := metav1.NewTime(r.Clock.Now())
-	if err := r.patchActionStatus(ctx, a, func(st *v1.DeadLetterActionStatus) {
-		st.Phase, st.CompletionTime = v1.ActionFailed, &now
+	if err := r.patchActionStatus(ctx, a, func(st *retryv1alpha1.DeadLetterActionStatus) {
+		st.Phase, st.CompletionTime = retryv1alpha1.ActionFailed, &now
 		setActionConditions(st, a.Generation, p)
 	}); err != nil {
 		return err
@@ -306,8 +309,8 @@ func (r *DeadLetterActionReconciler) fail(ctx context.Context, a *v1.DeadLetterA
 	return nil
 }
 
-func modeNote(a *v1.DeadLetterAction) string {
-	if a.Spec.Mode == v1.ActionModeDryRun {
+func modeNote(a *retryv1alpha1.DeadLetterAction) string {
+	if a.Spec.Mode == retryv1alpha1.ActionModeDryRun {
 		return "(dry run, nothing changed)"
 	}
 	return "on queue " + a.Spec.Queue
@@ -315,8 +318,8 @@ func modeNote(a *v1.DeadLetterAction) string {
 
 // patchActionStatus re-reads the action and merge-patches its status with set applied; the
 // progress string follows the counts.
-func (r *DeadLetterActionReconciler) patchActionStatus(ctx context.Context, a *v1.DeadLetterAction, set func(*v1.DeadLetterActionStatus)) error {
-	cur := &v1.DeadLetterAction{}
+func (r *DeadLetterActionReconciler) patchActionStatus(ctx context.Context, a *retryv1alpha1.DeadLetterAction, set func(*retryv1alpha1.DeadLetterActionStatus)) error {
+	cur := &retryv1alpha1.DeadLetterAction{}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
 		return client.IgnoreNotFound(err)
 	}
@@ -342,7 +345,7 @@ func (r *DeadLetterActionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.DeadLetterAction{}).
+		For(&retryv1alpha1.DeadLetterAction{}).
 		WithOptions(r.Controller).
 		Complete(r)
 }
@@ -350,12 +353,12 @@ func (r *DeadLetterActionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // replayTarget is where a Replay sends each dead letter (deadletters.Targets: spec.target's topic on
 // the queue's cluster, or the first retry tier of spec.target's pipeline or of the pipeline named in
 // the dead letter, of the action's namespace only; never the shared source topic).
-func (r *DeadLetterActionReconciler) replayTarget(a *v1.DeadLetterAction, queueConn kafka.Connection) func(context.Context, *deadletters.Entry) (deadletters.Target, error) {
-	if a.Spec.Action != v1.DeadLetterReplay {
+func (r *DeadLetterActionReconciler) replayTarget(a *retryv1alpha1.DeadLetterAction, queueConn kafka.Connection) func(context.Context, *deadletters.Entry) (deadletters.Target, error) {
+	if a.Spec.Action != retryv1alpha1.DeadLetterReplay {
 		return nil
 	}
 	return deadletters.Targets(a.Spec.Target, a.Namespace, queueConn, func(ctx context.Context, namespace, name string) (deadletters.Target, error) {
-		p := &v1.ConsumerPipeline{}
+		p := &retryv1alpha1.ConsumerPipeline{}
 		if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, p); err != nil {
 			if apierrors.IsNotFound(err) {
 				return deadletters.Target{}, fmt.Errorf("%w: pipeline %s/%s not found", deadletters.ErrNoTarget, namespace, name)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
 
@@ -57,26 +57,26 @@ func writeDeadLetters(t *testing.T, topic, source, pipeline string, dls []action
 }
 
 // newAction returns an action on queue.
-func newAction(ns, name, queue string, action v1.DeadLetterActionType, sel *v1.DeadLetterSelector) *v1.DeadLetterAction {
-	return &v1.DeadLetterAction{
+func newAction(ns, name, queue string, action retryv1alpha1.DeadLetterActionType, sel *retryv1alpha1.DeadLetterSelector) *retryv1alpha1.DeadLetterAction {
+	return &retryv1alpha1.DeadLetterAction{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       v1.DeadLetterActionSpec{Queue: queue, Action: action, Selector: sel, RequestedBy: "alice"},
+		Spec:       retryv1alpha1.DeadLetterActionSpec{Queue: queue, Action: action, Selector: sel, RequestedBy: "alice"},
 	}
 }
 
 // actionPhase reads the action and returns its phase.
-func actionPhase(a *v1.DeadLetterAction) func() (v1.DeadLetterActionPhase, error) {
-	return func() (v1.DeadLetterActionPhase, error) {
+func actionPhase(a *retryv1alpha1.DeadLetterAction) func() (retryv1alpha1.DeadLetterActionPhase, error) {
+	return func() (retryv1alpha1.DeadLetterActionPhase, error) {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(a), a)
 		return a.Status.Phase, err
 	}
 }
 
 // actionReady reads the action and returns its Ready condition.
-func actionReady(a *v1.DeadLetterAction) func() (*metav1.Condition, error) {
+func actionReady(a *retryv1alpha1.DeadLetterAction) func() (*metav1.Condition, error) {
 	return func() (*metav1.Condition, error) {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(a), a)
-		return meta.FindStatusCondition(a.Status.Conditions, v1.ConditionReady), err
+		return meta.FindStatusCondition(a.Status.Conditions, retryv1alpha1.ConditionReady), err
 	}
 }
 
@@ -110,7 +110,7 @@ func TestDeadLetterActions(t *testing.T) {
 	g.Eventually(dlqReady(q), wait, poll).Should(isReady())
 	g.Expect(env.Client.Create(ctx, samplePolicy(t, "chatbot", ns))).To(Succeed())
 	p := newPipeline(ns, "orders", ns+".orders", "chatbot", "dlq")
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	g.Eventually(func() (int, error) { _, err := pipelineReady(p)(); return len(tiersOf(p)), err }, wait, poll).Should(BeNumerically(">", 0))
 	tier1 := tiersOf(p)[0].Name
@@ -137,29 +137,29 @@ func TestDeadLetterActions(t *testing.T) {
 		dls = append(dls, dl)
 	}
 	writeDeadLetters(t, string(q.Spec.Topic.Name), ns+".orders", ns+"/orders", dls)
-	selectReplay := &v1.DeadLetterSelector{Reasons: []v1.DeadLetterName{headers.ReasonMaxRetriesExceeded}, ErrorTypes: []v1.DeadLetterName{"HTTP500"}}
+	selectReplay := &retryv1alpha1.DeadLetterSelector{Reasons: []retryv1alpha1.DeadLetterName{headers.ReasonMaxRetriesExceeded}, ErrorTypes: []retryv1alpha1.DeadLetterName{"HTTP500"}}
 
 	// A dry run matches them and changes nothing.
-	dry := newAction(ns, "dry", "dlq", v1.DeadLetterReplay, selectReplay)
-	dry.Spec.Mode = v1.ActionModeDryRun
+	dry := newAction(ns, "dry", "dlq", retryv1alpha1.DeadLetterReplay, selectReplay)
+	dry.Spec.Mode = retryv1alpha1.ActionModeDryRun
 	g.Expect(env.Client.Create(ctx, dry)).To(Succeed())
-	g.Eventually(actionPhase(dry), wait, poll).Should(Equal(v1.ActionSucceeded))
+	g.Eventually(actionPhase(dry), wait, poll).Should(Equal(retryv1alpha1.ActionSucceeded))
 	g.Expect(dry.Status.Matched).To(Equal(int64(len(want))))
 	g.Expect(dry.Status.MatchedRecords).To(HaveLen(len(want)))
 	g.Expect(held(adm, tier1)()).To(BeZero(), "a dry run produces nothing")
 
 	// The replay, and a Resolve created while it runs, which waits for it.
-	replay := newAction(ns, "replay", "dlq", v1.DeadLetterReplay, selectReplay)
-	replay.Spec.Rate = &v1.ReplayRate{RecordsPerSecond: 5}
+	replay := newAction(ns, "replay", "dlq", retryv1alpha1.DeadLetterReplay, selectReplay)
+	replay.Spec.Rate = &retryv1alpha1.ReplayRate{RecordsPerSecond: 5}
 	g.Expect(env.Client.Create(ctx, replay)).To(Succeed())
-	g.Eventually(actionPhase(replay), wait, poll).Should(Equal(v1.ActionRunning))
-	resolve := newAction(ns, "resolve", "dlq", v1.DeadLetterResolve, &v1.DeadLetterSelector{Reasons: []v1.DeadLetterName{headers.ReasonMaxRetriesExceeded, headers.ReasonNonRetriable}})
+	g.Eventually(actionPhase(replay), wait, poll).Should(Equal(retryv1alpha1.ActionRunning))
+	resolve := newAction(ns, "resolve", "dlq", retryv1alpha1.DeadLetterResolve, &retryv1alpha1.DeadLetterSelector{Reasons: []retryv1alpha1.DeadLetterName{headers.ReasonMaxRetriesExceeded, headers.ReasonNonRetriable}})
 	resolve.Spec.Note = "fixed upstream"
 	g.Expect(env.Client.Create(ctx, resolve)).To(Succeed())
 	g.Eventually(actionReady(resolve), wait, poll).Should(And(Not(BeNil()), HaveField("Reason", "WaitingForAction"), HaveField("Message", ContainSubstring("replay"))))
-	g.Expect(replay.Status.Phase).NotTo(Equal(v1.ActionSucceeded))
+	g.Expect(replay.Status.Phase).NotTo(Equal(retryv1alpha1.ActionSucceeded))
 
-	g.Eventually(actionPhase(replay), 2*wait, poll).Should(Equal(v1.ActionSucceeded))
+	g.Eventually(actionPhase(replay), 2*wait, poll).Should(Equal(retryv1alpha1.ActionSucceeded))
 	g.Expect(replay.Status.Matched).To(Equal(int64(len(want))))
 	g.Expect(replay.Status.Done).To(Equal(int64(len(want))))
 	g.Expect(replay.Status.Progress).To(Equal(fmt.Sprintf("%d/%d", len(want), len(want))))
@@ -172,24 +172,24 @@ func TestDeadLetterActions(t *testing.T) {
 	g.Expect(eventsFor(ns, "replay")()).To(ContainElement(And(HaveField("Type", corev1.EventTypeNormal), HaveField("Reason", "Succeeded"))))
 
 	// The Resolve runs next: the pending ones of its reasons (the replayed are not Pending).
-	g.Eventually(actionPhase(resolve), wait, poll).Should(Equal(v1.ActionSucceeded))
+	g.Eventually(actionPhase(resolve), wait, poll).Should(Equal(retryv1alpha1.ActionSucceeded))
 	g.Expect(resolve.Status.Done).To(Equal(int64(40 - len(want) - 3)))
 	// The queue counts its dead letters by state from the record of decisions.
-	g.Eventually(func() ([]v1.NamedCount, error) {
+	g.Eventually(func() ([]retryv1alpha1.NamedCount, error) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(q), q)
 		return q.Status.States, err
-	}, wait, poll).Should(Equal([]v1.NamedCount{{Name: "Pending", Count: 3}, {Name: "Replayed", Count: int64(len(want))},
+	}, wait, poll).Should(Equal([]retryv1alpha1.NamedCount{{Name: "Pending", Count: 3}, {Name: "Replayed", Count: int64(len(want))},
 		{Name: "Resolved", Count: int64(40 - len(want) - 3)}, {Name: "Ignored", Count: 0}}))
 	g.Expect(q.Status.Pending).To(Equal(ptr.To(int64(3))))
 	g.Expect(q.Status.OldestPendingTime).NotTo(BeNil())
 
 	// Purge: partition 1 holds only decided dead letters and goes whole; partition 0 stops at its
 	// first undeliverable one, still Pending.
-	purge := newAction(ns, "purge", "dlq", v1.DeadLetterPurge, &v1.DeadLetterSelector{
+	purge := newAction(ns, "purge", "dlq", retryv1alpha1.DeadLetterPurge, &retryv1alpha1.DeadLetterSelector{
 		Before: &metav1.Time{Time: time.Now().Add(time.Hour)}})
 	g.Expect(env.Client.Create(ctx, purge)).To(Succeed())
-	g.Eventually(actionPhase(purge), wait, poll).Should(Equal(v1.ActionSucceeded))
-	g.Expect(purge.Status.BlockingRecords).To(ConsistOf(v1.RecordRef(fmt.Sprintf("0/%d", firstUndeliverable(dls)))))
+	g.Eventually(actionPhase(purge), wait, poll).Should(Equal(retryv1alpha1.ActionSucceeded))
+	g.Expect(purge.Status.BlockingRecords).To(ConsistOf(retryv1alpha1.RecordRef(fmt.Sprintf("0/%d", firstUndeliverable(dls)))))
 	starts, err := adm.ListStartOffsets(ctx, string(q.Spec.Topic.Name))
 	g.Expect(err).NotTo(HaveOccurred())
 	s0, _ := starts.Lookup(string(q.Spec.Topic.Name), 0)
@@ -208,24 +208,24 @@ func TestDeadLetterActions(t *testing.T) {
 		}
 		return n
 	}
-	slow := newAction(ns, "slow", "dlq", v1.DeadLetterReplay, &v1.DeadLetterSelector{Reasons: []v1.DeadLetterName{headers.ReasonUndeliverable}})
-	slow.Spec.Rate = &v1.ReplayRate{RecordsPerSecond: 1}
+	slow := newAction(ns, "slow", "dlq", retryv1alpha1.DeadLetterReplay, &retryv1alpha1.DeadLetterSelector{Reasons: []retryv1alpha1.DeadLetterName{headers.ReasonUndeliverable}})
+	slow.Spec.Rate = &retryv1alpha1.ReplayRate{RecordsPerSecond: 1}
 	g.Expect(env.Client.Create(ctx, slow)).To(Succeed())
 	g.Eventually(undeliverable, wait, 50*time.Millisecond).Should(BeNumerically(">=", 1))
 	g.Expect(env.Client.Delete(ctx, slow)).To(Succeed())
-	next := newAction(ns, "after-slow", "dlq", v1.DeadLetterIgnore, &v1.DeadLetterSelector{Reasons: []v1.DeadLetterName{"NoSuchReason"}})
+	next := newAction(ns, "after-slow", "dlq", retryv1alpha1.DeadLetterIgnore, &retryv1alpha1.DeadLetterSelector{Reasons: []retryv1alpha1.DeadLetterName{"NoSuchReason"}})
 	next.Spec.Note = "n"
 	g.Expect(env.Client.Create(ctx, next)).To(Succeed())
-	g.Eventually(actionPhase(next), wait, poll).Should(Equal(v1.ActionSucceeded))
+	g.Eventually(actionPhase(next), wait, poll).Should(Equal(retryv1alpha1.ActionSucceeded))
 	g.Expect(undeliverable()).To(BeNumerically("<=", 2), "at most the one in flight after the deletion")
 
 	// A queue that does not exist.
-	lost := newAction(ns, "lost", "nowhere", v1.DeadLetterResolve, nil)
+	lost := newAction(ns, "lost", "nowhere", retryv1alpha1.DeadLetterResolve, nil)
 	lost.Spec.Note = "n"
 	g.Expect(env.Client.Create(ctx, lost)).To(Succeed())
-	g.Eventually(actionReady(lost), wait, poll).Should(And(Not(BeNil()), HaveField("Reason", v1.ReasonReferenceNotFound),
+	g.Eventually(actionReady(lost), wait, poll).Should(And(Not(BeNil()), HaveField("Reason", retryv1alpha1.ReasonReferenceNotFound),
 		HaveField("Message", ContainSubstring(`DeadLetterQueue "nowhere" not found in namespace `+ns))))
-	g.Expect(lost.Status.Phase).To(Equal(v1.ActionPending))
+	g.Expect(lost.Status.Phase).To(Equal(retryv1alpha1.ActionPending))
 }
 
 // firstUndeliverable is the offset, in partition 0, of the first undeliverable dead letter.

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/sdk/headers"
@@ -76,7 +76,7 @@ func (w replayWriter) checkTier(ctx context.Context, topic string, records []kaf
 		if !ok {
 			return fmt.Errorf("%w: a replayed record for %s names no pipeline", errTierMoved, topic)
 		}
-		p := &v1.ConsumerPipeline{}
+		p := &retryv1alpha1.ConsumerPipeline{}
 		if err := w.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p); err != nil {
 			if apierrors.IsNotFound(err) {
 				return fmt.Errorf("%w: pipeline %s, whose retry topic %s the run looked up, no longer exists", errTierMoved, id, topic)

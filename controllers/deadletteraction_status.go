@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // setActionConditions sets an action's Ready, Complete and Stalled conditions from its phase and p,
@@ -19,7 +19,7 @@ import (
 //   - Running: Ready False, reason Running (or p's, when the run stopped and will resume);
 //   - Succeeded: Ready True and Complete True;
 //   - Failed: Ready False, Complete True and Stalled True, with p's reason (kstatus: Failed).
-func setActionConditions(st *v1.DeadLetterActionStatus, generation int64, p *problem) {
+func setActionConditions(st *retryv1alpha1.DeadLetterActionStatus, generation int64, p *problem) {
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation})
 	}
@@ -27,33 +27,33 @@ func setActionConditions(st *v1.DeadLetterActionStatus, generation int64, p *pro
 		return "done " + itoa(st.Done) + " of " + itoa(st.Matched) + " matched, " + itoa(st.Skipped) + " skipped, " + itoa(st.Failed) + " failed"
 	}
 	switch st.Phase {
-	case v1.ActionSucceeded:
-		set(v1.ConditionReady, metav1.ConditionTrue, reasonActionSucceeded, "The action completed: "+progress())
-		set(v1.ConditionComplete, metav1.ConditionTrue, reasonActionSucceeded, "The action completed")
-		meta.RemoveStatusCondition(&st.Conditions, v1.ConditionStalled)
-	case v1.ActionFailed:
-		set(v1.ConditionReady, metav1.ConditionFalse, p.Reason, p.Message)
-		set(v1.ConditionComplete, metav1.ConditionTrue, reasonActionFailed, "The action failed: "+p.Message)
-		set(v1.ConditionStalled, metav1.ConditionTrue, p.Reason, p.Message)
-	case v1.ActionRunning:
+	case retryv1alpha1.ActionSucceeded:
+		set(retryv1alpha1.ConditionReady, metav1.ConditionTrue, reasonActionSucceeded, "The action completed: "+progress())
+		set(retryv1alpha1.ConditionComplete, metav1.ConditionTrue, reasonActionSucceeded, "The action completed")
+		meta.RemoveStatusCondition(&st.Conditions, retryv1alpha1.ConditionStalled)
+	case retryv1alpha1.ActionFailed:
+		set(retryv1alpha1.ConditionReady, metav1.ConditionFalse, p.Reason, p.Message)
+		set(retryv1alpha1.ConditionComplete, metav1.ConditionTrue, reasonActionFailed, "The action failed: "+p.Message)
+		set(retryv1alpha1.ConditionStalled, metav1.ConditionTrue, p.Reason, p.Message)
+	case retryv1alpha1.ActionRunning:
 		if p != nil {
-			set(v1.ConditionReady, metav1.ConditionFalse, p.Reason, p.Message)
+			set(retryv1alpha1.ConditionReady, metav1.ConditionFalse, p.Reason, p.Message)
 		} else {
-			set(v1.ConditionReady, metav1.ConditionFalse, reasonActionRunning, "The action is running: "+progress())
+			set(retryv1alpha1.ConditionReady, metav1.ConditionFalse, reasonActionRunning, "The action is running: "+progress())
 		}
-		set(v1.ConditionComplete, metav1.ConditionFalse, reasonActionRunning, "The action is running")
-		meta.RemoveStatusCondition(&st.Conditions, v1.ConditionStalled)
+		set(retryv1alpha1.ConditionComplete, metav1.ConditionFalse, reasonActionRunning, "The action is running")
+		meta.RemoveStatusCondition(&st.Conditions, retryv1alpha1.ConditionStalled)
 	default:
 		reason, msg := reasonActionWaiting, "The action has not started"
 		if p != nil {
 			reason, msg = p.Reason, p.Message
 		}
-		set(v1.ConditionReady, metav1.ConditionFalse, reason, msg)
-		set(v1.ConditionComplete, metav1.ConditionFalse, reason, "The action has not started")
+		set(retryv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+		set(retryv1alpha1.ConditionComplete, metav1.ConditionFalse, reason, "The action has not started")
 		if p != nil && p.Kind == problemUser {
-			set(v1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+			set(retryv1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
 		} else {
-			meta.RemoveStatusCondition(&st.Conditions, v1.ConditionStalled)
+			meta.RemoveStatusCondition(&st.Conditions, retryv1alpha1.ConditionStalled)
 		}
 	}
 }

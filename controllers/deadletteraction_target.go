@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
@@ -19,14 +19,14 @@ import (
 // refused, and of a pipeline's record only its source topic is allowed (replaying into a source
 // topic is a legitimate use: every consumer group of that topic receives the records). The
 // problem is a user error: the action fails (its spec is immutable).
-func (r *DeadLetterActionReconciler) checkReplayTarget(ctx context.Context, a *v1.DeadLetterAction) *problem {
+func (r *DeadLetterActionReconciler) checkReplayTarget(ctx context.Context, a *retryv1alpha1.DeadLetterAction) *problem {
 	t := a.Spec.Target
-	if a.Spec.Action != v1.DeadLetterReplay || t == nil || t.Topic == "" {
+	if a.Spec.Action != retryv1alpha1.DeadLetterReplay || t == nil || t.Topic == "" {
 		return nil
 	}
 	topic := string(t.Topic)
 	refuse := func(what string) *problem {
-		return &problem{Reason: v1.ReasonReplayTargetRefused, Kind: problemUser, Message: truncate(fmt.Sprintf(
+		return &problem{Reason: retryv1alpha1.ReasonReplayTargetRefused, Kind: problemUser, Message: truncate(fmt.Sprintf(
 			"target.topic %q %s: a replay never writes into a topic the operator manages as a dead-letter queue, a record of decisions or a retry topic; "+
 				"replay through a pipeline (target.pipeline, or no target: each dead letter's own pipeline) or into a source topic; nothing was written",
 			topic, what), maxConditionMessage)}
@@ -36,7 +36,7 @@ func (r *DeadLetterActionReconciler) checkReplayTarget(ctx context.Context, a *v
 	}
 	holders, err := r.Ledger.Holders(ctx, topic)
 	if err != nil {
-		return &problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
+		return &problem{Reason: retryv1alpha1.ReasonReconcileError, Kind: problemTransient, Err: err, Message: err.Error()}
 	}
 	for _, h := range holders {
 		if role, ok := ledgerRole(h, topic); !ok {
@@ -51,9 +51,9 @@ func (r *DeadLetterActionReconciler) checkReplayTarget(ctx context.Context, a *v
 // decisions (claimProblem). It reads the spec alone, so it comes first, before the queue is looked
 // up: the action fails at once (its spec is immutable), where waiting would look at it again every
 // actionWaitRequeue for ever.
-func (r *DeadLetterActionReconciler) checkTargetClaim(a *v1.DeadLetterAction) *problem {
+func (r *DeadLetterActionReconciler) checkTargetClaim(a *retryv1alpha1.DeadLetterAction) *problem {
 	t := a.Spec.Target
-	if a.Spec.Action != v1.DeadLetterReplay || t == nil || t.Topic == "" {
+	if a.Spec.Action != retryv1alpha1.DeadLetterReplay || t == nil || t.Topic == "" {
 		return nil
 	}
 	p := r.claimProblem(a, string(t.Topic))

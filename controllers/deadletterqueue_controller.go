@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
@@ -37,7 +37,7 @@ type DeadLetterQueueReconciler struct {
 
 // dlqScope is the state of one DeadLetterQueue reconcile, filled in by the steps.
 type dlqScope struct {
-	dlq      *v1.DeadLetterQueue
+	dlq      *retryv1alpha1.DeadLetterQueue
 	interval time.Duration
 
 	kafkaClient
@@ -71,14 +71,14 @@ type dlqScope struct {
 func dlqOwner(key types.NamespacedName) string { return "DeadLetterQueue/" + key.String() }
 
 // dlqStatusWriter writes a queue's status.
-var dlqStatusWriter = statusWriter[*v1.DeadLetterQueue]{
-	conditions: func(q *v1.DeadLetterQueue) []metav1.Condition { return q.Status.Conditions },
+var dlqStatusWriter = statusWriter[*retryv1alpha1.DeadLetterQueue]{
+	conditions: func(q *retryv1alpha1.DeadLetterQueue) []metav1.Condition { return q.Status.Conditions },
 	logKey:     "deadLetterQueue", ready: "Dead letter queue is ready", notReady: "Dead letter queue is not ready", action: "Reconcile",
 }
 
 // Reconcile brings one queue's topic in line with its spec and refreshes its status.
 func (r *DeadLetterQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	dlq := &v1.DeadLetterQueue{}
+	dlq := &retryv1alpha1.DeadLetterQueue{}
 	if ok, err := r.fetch(ctx, req, dlq, r.forget); !ok {
 		return ctrl.Result{}, err
 	}
@@ -153,7 +153,7 @@ func (r *DeadLetterQueueReconciler) writeStatus(ctx context.Context, s *dlqScope
 		// The event of the topics created says what the first Ready would.
 		w.quiet = firstReady
 	}
-	if _, _, err := w.patch(ctx, r.Client, r.Recorder, s.dlq, func(q *v1.DeadLetterQueue) { q.Status = st }, s.problems, "", "topic", st.Topic); err != nil {
+	if _, _, err := w.patch(ctx, r.Client, r.Recorder, s.dlq, func(q *retryv1alpha1.DeadLetterQueue) { q.Status = st }, s.problems, "", "topic", st.Topic); err != nil {
 		return err
 	}
 	r.warnLongMissing(s.dlq, s.problems)
@@ -162,8 +162,8 @@ func (r *DeadLetterQueueReconciler) writeStatus(ctx context.Context, s *dlqScope
 }
 
 // patchStatus writes st and records an event when Ready changed.
-func (r *DeadLetterQueueReconciler) patchStatus(ctx context.Context, dlq *v1.DeadLetterQueue, st v1.DeadLetterQueueStatus, ps problems) error {
-	_, _, err := dlqStatusWriter.patch(ctx, r.Client, r.Recorder, dlq, func(q *v1.DeadLetterQueue) { q.Status = st }, ps, "", "topic", st.Topic)
+func (r *DeadLetterQueueReconciler) patchStatus(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, st retryv1alpha1.DeadLetterQueueStatus, ps problems) error {
+	_, _, err := dlqStatusWriter.patch(ctx, r.Client, r.Recorder, dlq, func(q *retryv1alpha1.DeadLetterQueue) { q.Status = st }, ps, "", "topic", st.Topic)
 	return err
 }
 
@@ -178,7 +178,7 @@ func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqS
 	if !controllerutil.ContainsFinalizer(dlq, topicFinalizer) {
 		return letGo()
 	}
-	if dlq.Spec.DeletionPolicy != v1.DeletionPolicyDelete {
+	if dlq.Spec.DeletionPolicy != retryv1alpha1.DeletionPolicyDelete {
 		log.Info("Kept topic")
 		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept (deletionPolicy Retain)", s.want.Name)
 		return letGo()
@@ -233,7 +233,7 @@ func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqS
 		},
 		failing: func(ctx context.Context, err string, deadline time.Time) error {
 			st := dlq.Status.DeepCopy()
-			s.problems.add(&problem{Reason: v1.ReasonDeleting, Message: fmt.Sprintf("deleting topic %q: %s; retrying until %s, then the queue goes and the topic may remain",
+			s.problems.add(&problem{Reason: retryv1alpha1.ReasonDeleting, Message: fmt.Sprintf("deleting topic %q: %s; retrying until %s, then the queue goes and the topic may remain",
 				s.want.Name, err, deadline.UTC().Format(time.RFC3339))})
 			setDLQReady(st, dlq.Generation, s.problems, "")
 			return r.patchStatus(ctx, dlq, *st, s.problems)
@@ -246,23 +246,23 @@ func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqS
 // reference are not watched (cache.go): a rotated password is picked up at the next resync.
 func (r *DeadLetterQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1.DeadLetterQueue{}, builder.WithPredicates(specOrLifecycleChanged())).
-		Watches(&v1.DeadLetterQueue{}, handler.EnqueueRequestsFromMapFunc(r.otherClaimants), builder.WithPredicates(createdOrDeleted())).
+		For(&retryv1alpha1.DeadLetterQueue{}, builder.WithPredicates(specOrLifecycleChanged())).
+		Watches(&retryv1alpha1.DeadLetterQueue{}, handler.EnqueueRequestsFromMapFunc(r.otherClaimants), builder.WithPredicates(createdOrDeleted())).
 		// The alert rules: the ConfigMap form, the CRD that switches the form, and while it is
 		// served the PrometheusRules (ruleapi.API.Watch).
 		Owns(&corev1.ConfigMap{})
-	b = r.Rules.WatchCRD(b, r.Client, func() client.ObjectList { return &v1.DeadLetterQueueList{} })
+	b = r.Rules.WatchCRD(b, r.Client, func() client.ObjectList { return &retryv1alpha1.DeadLetterQueueList{} })
 	c, err := b.WithOptions(r.Controller).Named("deadletterqueue").Build(r)
 	if err != nil {
 		return err
 	}
-	r.Rules.Watch(c, mgr.GetScheme(), &v1.DeadLetterQueue{})
+	r.Rules.Watch(c, mgr.GetScheme(), &retryv1alpha1.DeadLetterQueue{})
 	return nil
 }
 
 // otherClaimants maps a queue to the other queues claiming a topic of its name, on any cluster (the
 // reconcile tells which are on its own).
 func (r *DeadLetterQueueReconciler) otherClaimants(ctx context.Context, o client.Object) []ctrl.Request {
-	dlq := o.(*v1.DeadLetterQueue)
-	return requestsFor(ctx, r.Client, &v1.DeadLetterQueueList{}, dlq, client.MatchingFields{indexDLQByClaim: string(dlq.Spec.Topic.Name)})
+	dlq := o.(*retryv1alpha1.DeadLetterQueue)
+	return requestsFor(ctx, r.Client, &retryv1alpha1.DeadLetterQueueList{}, dlq, client.MatchingFields{indexDLQByClaim: string(dlq.Spec.Topic.Name)})
 }

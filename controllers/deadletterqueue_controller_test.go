@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // oneResync is how long a drift may take to be corrected: the next resync comes within
@@ -24,15 +24,15 @@ import (
 const oneResync = resyncInterval + 3*time.Second
 
 // newDLQ returns a DeadLetterQueue on the suite broker with 3 partitions.
-func newDLQ(ns, name, topic string) *v1.DeadLetterQueue {
-	return &v1.DeadLetterQueue{
+func newDLQ(ns, name, topic string) *retryv1alpha1.DeadLetterQueue {
+	return &retryv1alpha1.DeadLetterQueue{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       v1.DeadLetterQueueSpec{Topic: v1.DeadLetterTopic{Name: v1.TopicName(topic), Partitions: 3}},
+		Spec:       retryv1alpha1.DeadLetterQueueSpec{Topic: retryv1alpha1.DeadLetterTopic{Name: retryv1alpha1.TopicName(topic), Partitions: 3}},
 	}
 }
 
 // dlqReady returns the queue's Ready condition for its current generation.
-func dlqReady(q *v1.DeadLetterQueue) func() (*metav1.Condition, error) {
+func dlqReady(q *retryv1alpha1.DeadLetterQueue) func() (*metav1.Condition, error) {
 	return readyCondition(q, func() []metav1.Condition { return q.Status.Conditions })
 }
 
@@ -73,10 +73,10 @@ func TestDeadLetterQueueCreatesItsTopicAsSpecified(t *testing.T) {
 	topic := ns + ".dlq"
 	q := newDLQ(ns, "orders-dlq", topic)
 	q.Spec.Topic.Config = map[string]string{"compression.type": "zstd"}
-	q.Spec.Retention = &v1.DeadLetterRetention{MaxAge: &metav1.Duration{Duration: 168 * time.Hour}}
+	q.Spec.Retention = &retryv1alpha1.DeadLetterRetention{MaxAge: &metav1.Duration{Duration: 168 * time.Hour}}
 	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
 
-	g.Eventually(dlqReady(q), wait, poll).Should(And(isReady(), HaveField("Reason", v1.ReasonTopicReady)))
+	g.Eventually(dlqReady(q), wait, poll).Should(And(isReady(), HaveField("Reason", retryv1alpha1.ReasonTopicReady)))
 	g.Expect(controllerutil.ContainsFinalizer(q, "retry.retryops.dev/topic")).To(BeTrue())
 	g.Expect(q.Status.ObservedGeneration).To(Equal(q.Generation))
 	g.Expect(q.Status.Topic).To(Equal(topic))
@@ -107,7 +107,7 @@ func TestDeadLetterQueueCorrectsDriftWithinOneResync(t *testing.T) {
 	topic := ns + ".dlq"
 	q := newDLQ(ns, "drift", topic)
 	q.Spec.Topic.Config = map[string]string{"compression.type": "zstd"}
-	q.Spec.Retention = &v1.DeadLetterRetention{MaxAge: &metav1.Duration{Duration: time.Hour}}
+	q.Spec.Retention = &retryv1alpha1.DeadLetterRetention{MaxAge: &metav1.Duration{Duration: time.Hour}}
 	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
 	g.Eventually(dlqReady(q), wait, poll).Should(isReady())
 	want := topicState{Exists: true, Partitions: 3, Configs: map[string]string{"compression.type": "zstd", "retention.ms": "3600000"}}
@@ -160,15 +160,15 @@ func TestDeadLetterQueueRefusesToShrinkPartitions(t *testing.T) {
 	// Someone grows the topic beyond the spec: the operator cannot and does not shrink it.
 	_, err := adm.CreatePartitions(ctx, 2, topic)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(dlqReady(q), oneResync, poll).Should(And(notReady(v1.ReasonPartitionShrinkRefused),
+	g.Eventually(dlqReady(q), oneResync, poll).Should(And(notReady(retryv1alpha1.ReasonPartitionShrinkRefused),
 		HaveField("Message", And(ContainSubstring("has 5 partitions"), ContainSubstring("asks for 3"), ContainSubstring("spec.topic.partitions to 5")))))
 	g.Expect(q.Status.Partitions).To(Equal(int32(5)))
 	g.Expect(describe(adm, topic)()).To(HaveField("Partitions", 5))
 	g.Eventually(eventsFor(ns, q.Name), wait, poll).Should(ContainElement(And(
-		HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", v1.ReasonPartitionShrinkRefused))))
+		HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", retryv1alpha1.ReasonPartitionShrinkRefused))))
 
 	// Raising the spec to match accepts them.
-	update(t, q, func(q *v1.DeadLetterQueue) { q.Spec.Topic.Partitions = 5 })
+	update(t, q, func(q *retryv1alpha1.DeadLetterQueue) { q.Spec.Topic.Partitions = 5 })
 	g.Eventually(dlqReady(q), wait, poll).Should(isReady())
 	g.Expect(describe(adm, topic)()).To(HaveField("Partitions", 5))
 }
@@ -194,12 +194,12 @@ func TestDeadLetterQueueTopicConflict(t *testing.T) {
 	second := newDLQ(other, "b-second", topic)
 	second.Spec.Topic.Partitions = 6
 	second.Spec.Topic.Config = map[string]string{"compression.type": "lz4"}
-	second.Spec.DeletionPolicy = v1.DeletionPolicyDelete
+	second.Spec.DeletionPolicy = retryv1alpha1.DeletionPolicyDelete
 	g.Expect(env.Client.Create(ctx, second)).To(Succeed())
-	g.Eventually(dlqReady(second), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
+	g.Eventually(dlqReady(second), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicConflict),
 		HaveField("Message", ContainSubstring("DeadLetterQueue "+ns+"/a-first"))))
 	g.Eventually(eventsFor(other, second.Name), wait, poll).Should(ContainElement(And(
-		HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", v1.ReasonTopicConflict))))
+		HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", retryv1alpha1.ReasonTopicConflict))))
 
 	// The loser never touches the topic, not even over several resyncs, and its deletion leaves it.
 	// The loser waits (TopicConflict) and resyncs: its own reconciles pace the check.
@@ -214,9 +214,9 @@ func TestDeadLetterQueueTopicConflict(t *testing.T) {
 	// operator created it for another queue.
 	third := newDLQ(other, "c-third", topic)
 	third.Spec.Topic.Config = map[string]string{"compression.type": "lz4"}
-	third.Spec.Topic.ExistingTopic = v1.ExistingTopicAdopt
+	third.Spec.Topic.ExistingTopic = retryv1alpha1.ExistingTopicAdopt
 	g.Expect(env.Client.Create(ctx, third)).To(Succeed())
-	g.Eventually(dlqReady(third), wait, poll).Should(notReady(v1.ReasonTopicConflict))
+	g.Eventually(dlqReady(third), wait, poll).Should(notReady(retryv1alpha1.ReasonTopicConflict))
 	g.Expect(env.Client.Delete(ctx, first)).To(Succeed())
 	g.Eventually(gone(first), wait, poll).Should(BeTrue())
 	g.Eventually(dlqReady(third), wait, poll).Should(isReady())
@@ -228,7 +228,7 @@ func TestDeadLetterQueueDeletionPolicy(t *testing.T) {
 	ns := newNamespace(t)
 	adm := newKadm(t)
 
-	for _, policy := range []v1.DeletionPolicy{v1.DeletionPolicyDelete, v1.DeletionPolicyRetain} {
+	for _, policy := range []retryv1alpha1.DeletionPolicy{retryv1alpha1.DeletionPolicyDelete, retryv1alpha1.DeletionPolicyRetain} {
 		t.Run(string(policy), func(t *testing.T) {
 			g := NewWithT(t)
 			topic := ns + "." + strings.ToLower(string(policy))
@@ -241,7 +241,7 @@ func TestDeadLetterQueueDeletionPolicy(t *testing.T) {
 			g.Eventually(gone(q), wait, poll).Should(BeTrue())
 			st, err := describe(adm, topic)()
 			g.Expect(err).NotTo(HaveOccurred())
-			if policy == v1.DeletionPolicyDelete {
+			if policy == retryv1alpha1.DeletionPolicyDelete {
 				g.Expect(st.Exists).To(BeFalse(), "Delete removes the topic")
 				g.Eventually(eventsFor(ns, q.Name), wait, poll).Should(ContainElement(HaveField("Reason", "TopicDeleted")))
 			} else {
@@ -262,8 +262,8 @@ func TestDeadLetterQueueDeletionCompletesWithinTheBoundWhenKafkaIsDown(t *testin
 	addrs := down.ListenAddrs()
 
 	q := newDLQ(ns, "doomed", "doomed")
-	q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: addrs}
-	q.Spec.DeletionPolicy = v1.DeletionPolicyDelete
+	q.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: addrs}
+	q.Spec.DeletionPolicy = retryv1alpha1.DeletionPolicyDelete
 	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
 	g.Eventually(dlqReady(q), wait, poll).Should(isReady())
 
@@ -290,7 +290,7 @@ func TestDeadLetterQueueTrimsToMaxMessages(t *testing.T) {
 	adm := newKadm(t)
 	topic := ns + ".dlq"
 	q := newDLQ(ns, "bounded", topic)
-	q.Spec.Retention = &v1.DeadLetterRetention{MaxMessages: ptr.To[int64](10)}
+	q.Spec.Retention = &retryv1alpha1.DeadLetterRetention{MaxMessages: ptr.To[int64](10)}
 	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
 	g.Eventually(dlqReady(q), wait, poll).Should(isReady())
 
@@ -320,11 +320,11 @@ func TestDeadLetterQueueReportsAnUnreachableBroker(t *testing.T) {
 	closed.Close()
 
 	q := newDLQ(ns, "nowhere", "nowhere")
-	q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{addr}}
+	q.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: []string{addr}}
 	g.Expect(env.Client.Create(context.Background(), q)).To(Succeed())
-	g.Eventually(dlqReady(q), wait, poll).Should(And(notReady(v1.ReasonKafkaUnavailable), HaveField("Message", ContainSubstring(addr))))
+	g.Eventually(dlqReady(q), wait, poll).Should(And(notReady(retryv1alpha1.ReasonKafkaUnavailable), HaveField("Message", ContainSubstring(addr))))
 	g.Eventually(eventsFor(ns, q.Name), wait, poll).Should(ContainElement(And(
-		HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", v1.ReasonKafkaUnavailable))))
+		HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", retryv1alpha1.ReasonKafkaUnavailable))))
 
 	// Deleting it does not wait for a broker that will never answer longer than the bound.
 	g.Expect(env.Client.Delete(context.Background(), q)).To(Succeed())

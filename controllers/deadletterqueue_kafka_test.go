@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // listOffsetsCounter counts the ListOffsets requests a cluster receives and the topics each names.
@@ -69,10 +69,10 @@ func TestDeadLetterQueueOffsetsAreListedInOneRoundPerResync(t *testing.T) {
 	// Each queue's topic and its record of decisions.
 	const topics = 2 * queues
 	const refresh = time.Second
-	var all []*v1.DeadLetterQueue
+	var all []*retryv1alpha1.DeadLetterQueue
 	for i := range queues {
 		q := newDLQ(ns, fmt.Sprintf("q%02d", i), fmt.Sprintf("batch.%02d", i))
-		q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: c.ListenAddrs()}
+		q.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: c.ListenAddrs()}
 		q.Spec.StatusRefreshInterval = &metav1.Duration{Duration: refresh}
 		g.Expect(env.Client.Create(ctx, q)).To(Succeed())
 		all = append(all, q)
@@ -142,18 +142,18 @@ func TestKafkaSASLCredentialsFromASecret(t *testing.T) {
 	t.Cleanup(c.Close)
 
 	q := newDLQ(ns, "secure", "secure.dlq")
-	q.Spec.Kafka = &v1.KafkaConnection{
+	q.Spec.Kafka = &retryv1alpha1.KafkaConnection{
 		BootstrapServers: c.ListenAddrs(),
-		SASL:             &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "kafka-user"}},
+		SASL:             &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLScramSHA512, SecretRef: retryv1alpha1.SecretReference{Name: "kafka-user"}},
 	}
 	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
-	g.Eventually(dlqReady(q), wait, poll).Should(And(notReady(v1.ReasonReferenceNotFound), HaveField("Message", ContainSubstring(`Secret "kafka-user" not found`))))
+	g.Eventually(dlqReady(q), wait, poll).Should(And(notReady(retryv1alpha1.ReasonReferenceNotFound), HaveField("Message", ContainSubstring(`Secret "kafka-user" not found`))))
 
 	// The Secret appears with a wrong password: the broker's refusal becomes the condition.
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kafka-user"},
 		StringData: map[string]string{"username": user, "password": wrongPassword}}
 	g.Expect(env.Client.Create(ctx, sec)).To(Succeed())
-	g.Eventually(dlqReady(q), wait, poll).Should(And(notReady(v1.ReasonKafkaUnauthorized),
+	g.Eventually(dlqReady(q), wait, poll).Should(And(notReady(retryv1alpha1.ReasonKafkaUnauthorized),
 		HaveField("Message", And(ContainSubstring("SASL_AUTHENTICATION_FAILED"), ContainSubstring(user)))))
 
 	// Fixing the Secret recovers without a restart.
@@ -165,10 +165,10 @@ func TestKafkaSASLCredentialsFromASecret(t *testing.T) {
 	outside := newDLQ(ns, "outside", "private.dlq")
 	outside.Spec.Kafka = q.Spec.Kafka
 	g.Expect(env.Client.Create(ctx, outside)).To(Succeed())
-	g.Eventually(dlqReady(outside), wait, poll).Should(And(notReady(v1.ReasonKafkaUnauthorized), HaveField("Message", ContainSubstring("TOPIC_AUTHORIZATION_FAILED"))))
+	g.Eventually(dlqReady(outside), wait, poll).Should(And(notReady(retryv1alpha1.ReasonKafkaUnauthorized), HaveField("Message", ContainSubstring("TOPIC_AUTHORIZATION_FAILED"))))
 
 	// Neither password shows anywhere.
-	for _, obj := range []*v1.DeadLetterQueue{q, outside} {
+	for _, obj := range []*retryv1alpha1.DeadLetterQueue{q, outside} {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
 		st, err := json.Marshal(obj.Status)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -184,7 +184,7 @@ func TestKafkaSASLCredentialsFromASecret(t *testing.T) {
 	logs := managerLogs.String()
 	g.Expect(logs).To(ContainSubstring("SASL_AUTHENTICATION_FAILED"), "the logs were captured")
 	g.Expect(logs).NotTo(Or(ContainSubstring(password), ContainSubstring(wrongPassword)))
-	g.Expect(meta.FindStatusCondition(q.Status.Conditions, v1.ConditionReady).Message).NotTo(ContainSubstring(password))
+	g.Expect(meta.FindStatusCondition(q.Status.Conditions, retryv1alpha1.ConditionReady).Message).NotTo(ContainSubstring(password))
 }
 
 // scramAdmin is the superuser of the SASL test broker.

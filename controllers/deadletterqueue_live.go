@@ -14,7 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 	"github.com/retryops/retry-operator/internal/render"
@@ -83,15 +83,15 @@ func (r *DeadLetterQueueReconciler) refreshLiveFigures(ctx context.Context, s *d
 // publishLiveFigures runs once status st was written (or found unchanged): it sets the queue's
 // gauges to the figures of st, keeps the full per-pipeline counts for the pipelines, and records an
 // event when Healthy changed.
-func (r *DeadLetterQueueReconciler) publishLiveFigures(ctx context.Context, s *dlqScope, before *v1.DeadLetterQueueStatus, st v1.DeadLetterQueueStatus) {
+func (r *DeadLetterQueueReconciler) publishLiveFigures(ctx context.Context, s *dlqScope, before *retryv1alpha1.DeadLetterQueueStatus, st retryv1alpha1.DeadLetterQueueStatus) {
 	key := client.ObjectKeyFromObject(s.dlq)
 	r.exportDLQ(key, st)
 	if b := s.live.breakdown; b != nil {
 		r.Kafka.ByPipeline.Set(dlqOwner(key), b.Pipelines)
 	}
 
-	old := meta.FindStatusCondition(before.Conditions, v1.ConditionHealthy)
-	c := meta.FindStatusCondition(st.Conditions, v1.ConditionHealthy)
+	old := meta.FindStatusCondition(before.Conditions, retryv1alpha1.ConditionHealthy)
+	c := meta.FindStatusCondition(st.Conditions, retryv1alpha1.ConditionHealthy)
 	if !healthChanged(old, c) {
 		return
 	}
@@ -122,7 +122,7 @@ func healthChanged(before, after *metav1.Condition) bool {
 
 // exportDLQ sets the queue's gauges to the figures of its status: the alert rules read exactly what
 // status shows. A queue never counted has no series.
-func (r *DeadLetterQueueReconciler) exportDLQ(key types.NamespacedName, st v1.DeadLetterQueueStatus) {
+func (r *DeadLetterQueueReconciler) exportDLQ(key types.NamespacedName, st retryv1alpha1.DeadLetterQueueStatus) {
 	if r.Metrics == nil {
 		return
 	}
@@ -190,7 +190,7 @@ func (h *growthHistory) forget(key types.NamespacedName) {
 // dlqGrowthWindow is the range over which the DeadLetterQueueGrowth alert measures the growth rate
 // (render.DeadLetterQueueAlertRules): render.GrowthWindow, widened to three refreshes when
 // spec.statusRefreshInterval is longer.
-func dlqGrowthWindow(dlq *v1.DeadLetterQueue) time.Duration {
+func dlqGrowthWindow(dlq *retryv1alpha1.DeadLetterQueue) time.Duration {
 	w := render.GrowthWindow
 	if r := dlq.Spec.StatusRefreshInterval; r != nil && 3*r.Duration > w {
 		w = 3 * r.Duration

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -33,55 +33,55 @@ func TestSetDLQHealthy(t *testing.T) {
 		wantMessage string
 	}{
 		"never counted: unknown": {
-			wantStatus: metav1.ConditionUnknown, wantReason: v1.ReasonReconciling, wantMessage: "the dead letters have not been counted yet",
+			wantStatus: metav1.ConditionUnknown, wantReason: retryv1alpha1.ReasonReconciling, wantMessage: "the dead letters have not been counted yet",
 		},
 		"empty queue: healthy, with the thresholds in the message": {
-			messages: ptr.To[int64](0), wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonHealthy,
+			messages: ptr.To[int64](0), wantStatus: metav1.ConditionTrue, wantReason: retryv1alpha1.ReasonHealthy,
 			wantMessage: "no alert threshold crossed (maxMessages 10, maxGrowthPerMinute 12, maxOldestAge 24h)",
 		},
 		"exactly at maxMessages is not crossing it (the alert says >)": {
-			messages: ptr.To[int64](10), oldest: recent, growth: slow, wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonHealthy,
+			messages: ptr.To[int64](10), oldest: recent, growth: slow, wantStatus: metav1.ConditionTrue, wantReason: retryv1alpha1.ReasonHealthy,
 		},
 		"one more than maxMessages": {
-			messages: ptr.To[int64](11), oldest: recent, growth: slow, wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonTooManyMessages,
+			messages: ptr.To[int64](11), oldest: recent, growth: slow, wantStatus: metav1.ConditionFalse, wantReason: retryv1alpha1.ReasonTooManyMessages,
 			wantMessage: "holds 11 dead letters, more than maxMessages 10",
 		},
 		"oldest older than maxOldestAge": {
-			messages: ptr.To[int64](2), oldest: old, wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonOldMessages,
+			messages: ptr.To[int64](2), oldest: old, wantStatus: metav1.ConditionFalse, wantReason: retryv1alpha1.ReasonOldMessages,
 			wantMessage: "the oldest dead letter, from 2026-11-20T09:00:00Z, is older than maxOldestAge 24h",
 		},
 		"an old timestamp in an empty queue is no crossing": {
-			messages: ptr.To[int64](0), oldest: old, wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonHealthy,
+			messages: ptr.To[int64](0), oldest: old, wantStatus: metav1.ConditionTrue, wantReason: retryv1alpha1.ReasonHealthy,
 		},
 		"growth above the limit": {
-			messages: ptr.To[int64](5), oldest: recent, growth: fast, wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonFastGrowth,
+			messages: ptr.To[int64](5), oldest: recent, growth: fast, wantStatus: metav1.ConditionFalse, wantReason: retryv1alpha1.ReasonFastGrowth,
 			wantMessage: "grew by 12.5 dead letters per minute over the last 5m, more than maxGrowthPerMinute 12",
 		},
 		"growth exactly at the limit is not crossing it": {
 			messages: ptr.To[int64](5), growth: growthRate{perMinute: 12, known: true, window: 5 * time.Minute},
-			wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonHealthy,
+			wantStatus: metav1.ConditionTrue, wantReason: retryv1alpha1.ReasonHealthy,
 		},
 		"an unknown growth rate is no crossing": {
-			messages: ptr.To[int64](5), growth: growthRate{perMinute: 1000}, wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonHealthy,
+			messages: ptr.To[int64](5), growth: growthRate{perMinute: 1000}, wantStatus: metav1.ConditionTrue, wantReason: retryv1alpha1.ReasonHealthy,
 		},
 		"figures read two intervals ago: still judged": {
-			messages: ptr.To[int64](11), readAgo: time.Minute, wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonTooManyMessages,
+			messages: ptr.To[int64](11), readAgo: time.Minute, wantStatus: metav1.ConditionFalse, wantReason: retryv1alpha1.ReasonTooManyMessages,
 		},
 		"figures read more than two intervals ago: unknown, whatever they say": {
-			messages: ptr.To[int64](0), readAgo: 2*time.Minute + 500*time.Millisecond, wantStatus: metav1.ConditionUnknown, wantReason: v1.ReasonFiguresStale,
+			messages: ptr.To[int64](0), readAgo: 2*time.Minute + 500*time.Millisecond, wantStatus: metav1.ConditionUnknown, wantReason: retryv1alpha1.ReasonFiguresStale,
 			wantMessage: "the figures were last read at 2026-11-21T09:57:59Z, more than 2 refresh intervals (1m) ago (see Ready): " +
 				"whether an alert threshold is crossed is not known until they are read again",
 		},
 		"stale figures that crossed a threshold: unknown too": {
-			messages: ptr.To[int64](11), oldest: old, growth: fast, readAgo: time.Hour, wantStatus: metav1.ConditionUnknown, wantReason: v1.ReasonFiguresStale,
+			messages: ptr.To[int64](11), oldest: old, growth: fast, readAgo: time.Hour, wantStatus: metav1.ConditionUnknown, wantReason: retryv1alpha1.ReasonFiguresStale,
 		},
 		"figures not read since the manager started: unknown": {
-			messages: ptr.To[int64](0), neverRead: true, wantStatus: metav1.ConditionUnknown, wantReason: v1.ReasonFiguresStale,
+			messages: ptr.To[int64](0), neverRead: true, wantStatus: metav1.ConditionUnknown, wantReason: retryv1alpha1.ReasonFiguresStale,
 			wantMessage: "the figures in status have not been read since the manager started (see Ready): " +
 				"whether an alert threshold is crossed is not known until they are read again",
 		},
 		"every crossing: the most severe gives the reason, the message names all": {
-			messages: ptr.To[int64](11), oldest: old, growth: fast, wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonFastGrowth,
+			messages: ptr.To[int64](11), oldest: old, growth: fast, wantStatus: metav1.ConditionFalse, wantReason: retryv1alpha1.ReasonFastGrowth,
 			wantMessage: "grew by 12.5 dead letters per minute over the last 5m, more than maxGrowthPerMinute 12; " +
 				"holds 11 dead letters, more than maxMessages 10; " +
 				"the oldest dead letter, from 2026-11-20T09:00:00Z, is older than maxOldestAge 24h",
@@ -89,13 +89,13 @@ func TestSetDLQHealthy(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			st := &v1.DeadLetterQueueStatus{Messages: tc.messages, OldestMessageTime: tc.oldest}
+			st := &retryv1alpha1.DeadLetterQueueStatus{Messages: tc.messages, OldestMessageTime: tc.oldest}
 			age := figuresAge{now: liveNow, readAt: liveNow.Add(-tc.readAgo), staleAfter: staleRefreshes * 30 * time.Second}
 			if tc.neverRead {
 				age.readAt = time.Time{}
 			}
 			setDLQHealthy(st, 4, th, tc.growth, age)
-			c := meta.FindStatusCondition(st.Conditions, v1.ConditionHealthy)
+			c := meta.FindStatusCondition(st.Conditions, retryv1alpha1.ConditionHealthy)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(tc.wantStatus))
 			g.Expect(c.Reason).To(Equal(tc.wantReason))
@@ -109,12 +109,12 @@ func TestSetDLQHealthy(t *testing.T) {
 
 func TestHealthChanged(t *testing.T) {
 	cond := func(s metav1.ConditionStatus, reason string) *metav1.Condition {
-		return &metav1.Condition{Type: v1.ConditionHealthy, Status: s, Reason: reason, Message: "m " + reason}
+		return &metav1.Condition{Type: retryv1alpha1.ConditionHealthy, Status: s, Reason: reason, Message: "m " + reason}
 	}
-	healthy := cond(metav1.ConditionTrue, v1.ReasonHealthy)
-	tooMany := cond(metav1.ConditionFalse, v1.ReasonTooManyMessages)
-	old := cond(metav1.ConditionFalse, v1.ReasonOldMessages)
-	unknown := cond(metav1.ConditionUnknown, v1.ReasonReconciling)
+	healthy := cond(metav1.ConditionTrue, retryv1alpha1.ReasonHealthy)
+	tooMany := cond(metav1.ConditionFalse, retryv1alpha1.ReasonTooManyMessages)
+	old := cond(metav1.ConditionFalse, retryv1alpha1.ReasonOldMessages)
+	unknown := cond(metav1.ConditionUnknown, retryv1alpha1.ReasonReconciling)
 	for name, tc := range map[string]struct {
 		before, after *metav1.Condition
 		want          bool
@@ -126,7 +126,7 @@ func TestHealthChanged(t *testing.T) {
 		"healthy to unhealthy":                             {before: healthy, after: tooMany, want: true},
 		"unhealthy to healthy":                             {before: tooMany, after: healthy, want: true},
 		"another threshold crossed while unhealthy":        {before: tooMany, after: old, want: true},
-		"the same crossing with a new count is not news":   {before: tooMany, after: cond(metav1.ConditionFalse, v1.ReasonTooManyMessages), want: false},
+		"the same crossing with a new count is not news":   {before: tooMany, after: cond(metav1.ConditionFalse, retryv1alpha1.ReasonTooManyMessages), want: false},
 		"healthy stays healthy":                            {before: healthy, after: healthy, want: false},
 		"unknown again (never counted) is not news either": {before: healthy, after: unknown, want: false},
 	} {
@@ -199,7 +199,7 @@ func TestGrowthSamplesKeepTheWindow(t *testing.T) {
 
 func TestDLQGrowthWindowFollowsTheAlertRule(t *testing.T) {
 	g := NewWithT(t)
-	q := &v1.DeadLetterQueue{}
+	q := &retryv1alpha1.DeadLetterQueue{}
 	g.Expect(dlqGrowthWindow(q)).To(Equal(render.GrowthWindow))
 	q.Spec.StatusRefreshInterval = &metav1.Duration{Duration: time.Minute}
 	g.Expect(dlqGrowthWindow(q)).To(Equal(render.GrowthWindow))
@@ -216,12 +216,12 @@ func TestSetDLQBreakdown(t *testing.T) {
 		ErrorTypes: []kafkastats.Count{{Name: "TimeoutError", Count: 3}},
 		Pipelines:  []kafkastats.Count{{Name: "ns/a", Count: 3}},
 	}
-	shown := v1.DeadLetterQueueStatus{
+	shown := retryv1alpha1.DeadLetterQueueStatus{
 		Messages:          ptr.To[int64](3),
 		OldestMessageTime: ptr.To(metav1.NewTime(oldest)), NewestMessageTime: ptr.To(metav1.NewTime(newest)),
-		Reasons:         []v1.NamedCount{{Name: "max_retries_exceeded", Count: 2}, {Name: "undeliverable", Count: 1}},
-		ErrorTypes:      []v1.NamedCount{{Name: "TimeoutError", Count: 3}},
-		Pipelines:       []v1.NamedCount{{Name: "ns/a", Count: 3}},
+		Reasons:         []retryv1alpha1.NamedCount{{Name: "max_retries_exceeded", Count: 2}, {Name: "undeliverable", Count: 1}},
+		ErrorTypes:      []retryv1alpha1.NamedCount{{Name: "TimeoutError", Count: 3}},
+		Pipelines:       []retryv1alpha1.NamedCount{{Name: "ns/a", Count: 3}},
 		LastRefreshTime: &earlier,
 	}
 	many := &kafkastats.Breakdown{Messages: 25}
@@ -229,13 +229,13 @@ func TestSetDLQBreakdown(t *testing.T) {
 		many.Reasons = append(many.Reasons, kafkastats.Count{Name: string(rune('a' + i)), Count: int64(100 - i)})
 	}
 	for name, tc := range map[string]struct {
-		before v1.DeadLetterQueueStatus
+		before retryv1alpha1.DeadLetterQueueStatus
 		b      *kafkastats.Breakdown
-		check  func(g Gomega, st v1.DeadLetterQueueStatus)
+		check  func(g Gomega, st retryv1alpha1.DeadLetterQueueStatus)
 	}{
 		"a first breakdown writes everything and the refresh time": {
-			before: v1.DeadLetterQueueStatus{Messages: ptr.To[int64](3)}, b: full,
-			check: func(g Gomega, st v1.DeadLetterQueueStatus) {
+			before: retryv1alpha1.DeadLetterQueueStatus{Messages: ptr.To[int64](3)}, b: full,
+			check: func(g Gomega, st retryv1alpha1.DeadLetterQueueStatus) {
 				want := shown
 				want.LastRefreshTime = ptr.To(metav1.NewTime(liveNow))
 				g.Expect(st).To(Equal(want))
@@ -243,7 +243,7 @@ func TestSetDLQBreakdown(t *testing.T) {
 		},
 		"an unchanged breakdown changes nothing, not even the refresh time": {
 			before: shown, b: full,
-			check: func(g Gomega, st v1.DeadLetterQueueStatus) { g.Expect(st).To(Equal(shown)) },
+			check: func(g Gomega, st retryv1alpha1.DeadLetterQueueStatus) { g.Expect(st).To(Equal(shown)) },
 		},
 		"times are kept to the second as the API stores them: milliseconds are no change": {
 			before: shown, b: func() *kafkastats.Breakdown {
@@ -251,15 +251,15 @@ func TestSetDLQBreakdown(t *testing.T) {
 				b.Oldest, b.Newest = oldest.Add(400*time.Millisecond), newest.Add(999*time.Millisecond)
 				return &b
 			}(),
-			check: func(g Gomega, st v1.DeadLetterQueueStatus) { g.Expect(st).To(Equal(shown)) },
+			check: func(g Gomega, st retryv1alpha1.DeadLetterQueueStatus) { g.Expect(st).To(Equal(shown)) },
 		},
 		"not read this time: kept": {
 			before: shown, b: nil,
-			check: func(g Gomega, st v1.DeadLetterQueueStatus) { g.Expect(st).To(Equal(shown)) },
+			check: func(g Gomega, st retryv1alpha1.DeadLetterQueueStatus) { g.Expect(st).To(Equal(shown)) },
 		},
 		"an emptied queue loses its times and lists": {
 			before: shown, b: &kafkastats.Breakdown{},
-			check: func(g Gomega, st v1.DeadLetterQueueStatus) {
+			check: func(g Gomega, st retryv1alpha1.DeadLetterQueueStatus) {
 				g.Expect(st.OldestMessageTime).To(BeNil())
 				g.Expect(st.NewestMessageTime).To(BeNil())
 				g.Expect(st.Reasons).To(BeNil())
@@ -270,15 +270,15 @@ func TestSetDLQBreakdown(t *testing.T) {
 		},
 		"lists are cut to the 20 largest": {
 			b: many,
-			check: func(g Gomega, st v1.DeadLetterQueueStatus) {
+			check: func(g Gomega, st retryv1alpha1.DeadLetterQueueStatus) {
 				g.Expect(st.Reasons).To(HaveLen(maxBreakdownEntries))
-				g.Expect(st.Reasons[0]).To(Equal(v1.NamedCount{Name: "a", Count: 100}))
-				g.Expect(st.Reasons[19]).To(Equal(v1.NamedCount{Name: "t", Count: 81}))
+				g.Expect(st.Reasons[0]).To(Equal(retryv1alpha1.NamedCount{Name: "a", Count: 100}))
+				g.Expect(st.Reasons[19]).To(Equal(retryv1alpha1.NamedCount{Name: "t", Count: 81}))
 			},
 		},
 		"names longer than the API allows are cut": {
 			b: &kafkastats.Breakdown{Messages: 1, ErrorTypes: []kafkastats.Count{{Name: string(make([]byte, 300)), Count: 1}}},
-			check: func(g Gomega, st v1.DeadLetterQueueStatus) {
+			check: func(g Gomega, st retryv1alpha1.DeadLetterQueueStatus) {
 				g.Expect(st.ErrorTypes).To(HaveLen(1))
 				g.Expect(st.ErrorTypes[0].Name).To(HaveLen(maxNamedCountName))
 			},

@@ -12,7 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkastats"
@@ -21,7 +21,7 @@ import (
 // dlqStates are the dead letters a queue holds counted by state, and the oldest pending one's time
 // (zero when none is pending).
 type dlqStates struct {
-	counts        map[v1.DeadLetterState]int64
+	counts        map[retryv1alpha1.DeadLetterState]int64
 	oldestPending time.Time
 }
 
@@ -100,8 +100,8 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqSco
 		var st dlqStates
 		st.counts = states.Counts(s.offsets)
 		switch {
-		case st.counts[v1.DeadLetterPending] == 0:
-		case st.counts[v1.DeadLetterPending] == kafkastats.CountMessages(s.offsets) && s.live.breakdown != nil:
+		case st.counts[retryv1alpha1.DeadLetterPending] == 0:
+		case st.counts[retryv1alpha1.DeadLetterPending] == kafkastats.CountMessages(s.offsets) && s.live.breakdown != nil:
 			// Nothing decided: the oldest pending is the oldest held, which the tally knows.
 			st.oldestPending = s.live.breakdown.Oldest
 		default:
@@ -184,15 +184,15 @@ func (s *dlqScope) topicID() string {
 }
 
 // setDLQStates writes the counts by state, pending and the oldest pending time (to the second).
-func setDLQStates(st *v1.DeadLetterQueueStatus, s *dlqStates) {
+func setDLQStates(st *retryv1alpha1.DeadLetterQueueStatus, s *dlqStates) {
 	if s == nil {
 		return
 	}
-	pending := s.counts[v1.DeadLetterPending]
+	pending := s.counts[retryv1alpha1.DeadLetterPending]
 	st.Pending = &pending
 	st.States = st.States[:0]
-	for _, name := range []v1.DeadLetterState{v1.DeadLetterPending, v1.DeadLetterReplayed, v1.DeadLetterResolved, v1.DeadLetterIgnored} {
-		st.States = append(st.States, v1.NamedCount{Name: string(name), Count: s.counts[name]})
+	for _, name := range []retryv1alpha1.DeadLetterState{retryv1alpha1.DeadLetterPending, retryv1alpha1.DeadLetterReplayed, retryv1alpha1.DeadLetterResolved, retryv1alpha1.DeadLetterIgnored} {
+		st.States = append(st.States, retryv1alpha1.NamedCount{Name: string(name), Count: s.counts[name]})
 	}
 	st.OldestPendingTime = nil
 	if !s.oldestPending.IsZero() {

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
@@ -33,12 +33,12 @@ func TestDeadLetterQueueStatesFollowTheTopic(t *testing.T) {
 	conn := kafka.Connection{BootstrapServers: broker.ListenAddrs(), ClientID: "test"}
 	admin, err := f.Admin(ctx, conn)
 	g.Expect(err).NotTo(HaveOccurred())
-	states := func() ([]v1.NamedCount, error) {
+	states := func() ([]retryv1alpha1.NamedCount, error) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(q), q)
 		return q.Status.States, err
 	}
-	counts := func(pending, resolved int64) []v1.NamedCount {
-		return []v1.NamedCount{{Name: "Pending", Count: pending}, {Name: "Replayed", Count: 0}, {Name: "Resolved", Count: resolved}, {Name: "Ignored", Count: 0}}
+	counts := func(pending, resolved int64) []retryv1alpha1.NamedCount {
+		return []retryv1alpha1.NamedCount{{Name: "Pending", Count: pending}, {Name: "Replayed", Count: 0}, {Name: "Resolved", Count: resolved}, {Name: "Ignored", Count: 0}}
 	}
 	// latest is the record of decisions as compaction leaves it: the last state of every key.
 	latest := func() (map[deadletters.ID]deadletters.State, error) {
@@ -52,7 +52,7 @@ func TestDeadLetterQueueStatesFollowTheTopic(t *testing.T) {
 	}
 
 	produce(t, broker.ListenAddrs(), topic, map[int32]int{0: 4})
-	legacy := deadletters.State{State: v1.DeadLetterResolved, RequestedBy: "alice", Time: time.Now()}
+	legacy := deadletters.State{State: retryv1alpha1.DeadLetterResolved, RequestedBy: "alice", Time: time.Now()}
 	var updates []deadletters.StateUpdate
 	for off := range int64(4) {
 		updates = append(updates, deadletters.StateUpdate{ID: deadletters.ID{Offset: off}, State: legacy})
@@ -76,7 +76,7 @@ func TestDeadLetterQueueStatesFollowTheTopic(t *testing.T) {
 		}
 		return m, err
 	}, 3*oneResync, poll).Should(Equal(map[deadletters.ID]deadletters.State{
-		{Offset: 0}: {State: v1.DeadLetterPending}, {Offset: 1}: {State: v1.DeadLetterPending},
+		{Offset: 0}: {State: retryv1alpha1.DeadLetterPending}, {Offset: 1}: {State: retryv1alpha1.DeadLetterPending},
 		{Offset: 2}: bound, {Offset: 3}: bound,
 	}))
 	g.Eventually(states, oneResync, poll).Should(Equal(counts(0, 2)))

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/render"
@@ -19,7 +19,7 @@ import (
 // dlqStatus rebuilds a queue's status from what the reconcile saw. Figures it could not read this
 // time (Kafka unreachable, a conflict, a failed read of the new dead letters) keep their previous
 // values rather than dropping to zero.
-func dlqStatus(s *dlqScope) v1.DeadLetterQueueStatus {
+func dlqStatus(s *dlqScope) retryv1alpha1.DeadLetterQueueStatus {
 	dlq := s.dlq
 	st := *dlq.Status.DeepCopy()
 	st.ObservedGeneration = dlq.Generation
@@ -43,7 +43,7 @@ func dlqStatus(s *dlqScope) v1.DeadLetterQueueStatus {
 // setDLQFigures writes the partition count and the number of messages held. lastRefreshTime moves
 // only when a figure changed, so that a resync that finds nothing new writes nothing: it is the time
 // of the read that produced the figures shown.
-func setDLQFigures(st *v1.DeadLetterQueueStatus, topic *kafka.TopicInfo, offsets []kafka.PartitionOffsets, counted bool, at time.Time) {
+func setDLQFigures(st *retryv1alpha1.DeadLetterQueueStatus, topic *kafka.TopicInfo, offsets []kafka.PartitionOffsets, counted bool, at time.Time) {
 	changed := false
 	if topic != nil && topic.Exists && topic.Partitions != st.Partitions {
 		st.Partitions, changed = topic.Partitions, true
@@ -68,7 +68,7 @@ func setDLQFigures(st *v1.DeadLetterQueueStatus, topic *kafka.TopicInfo, offsets
 // tally counts the records it read, which is the same number once every record was read, except in
 // a topic written transactionally: commit markers and aborted records take offsets but are no dead
 // letters, so there the breakdown sums to less than messages.
-func setDLQBreakdown(st *v1.DeadLetterQueueStatus, b *kafkastats.Breakdown, at time.Time) {
+func setDLQBreakdown(st *retryv1alpha1.DeadLetterQueueStatus, b *kafkastats.Breakdown, at time.Time) {
 	if b == nil {
 		return
 	}
@@ -83,7 +83,7 @@ func setDLQBreakdown(st *v1.DeadLetterQueueStatus, b *kafkastats.Breakdown, at t
 			*dst, changed = want, true
 		}
 	}
-	setCounts := func(dst *[]v1.NamedCount, counts []kafkastats.Count) {
+	setCounts := func(dst *[]retryv1alpha1.NamedCount, counts []kafkastats.Count) {
 		want := namedCounts(counts, maxBreakdownEntries)
 		if !slices.Equal(*dst, want) {
 			*dst, changed = want, true
@@ -102,25 +102,25 @@ func setDLQBreakdown(st *v1.DeadLetterQueueStatus, b *kafkastats.Breakdown, at t
 
 // namedCounts converts the first limit counts (nil when there are none). Names come from record
 // headers anyone can write: they are cut to the API's 253 characters.
-func namedCounts(counts []kafkastats.Count, limit int) []v1.NamedCount {
+func namedCounts(counts []kafkastats.Count, limit int) []retryv1alpha1.NamedCount {
 	if len(counts) > limit {
 		counts = counts[:limit]
 	}
 	if len(counts) == 0 {
 		return nil
 	}
-	out := make([]v1.NamedCount, len(counts))
+	out := make([]retryv1alpha1.NamedCount, len(counts))
 	for i, c := range counts {
 		name := c.Name
 		if r := []rune(name); len(r) > maxNamedCountName {
 			name = string(r[:maxNamedCountName])
 		}
-		out[i] = v1.NamedCount{Name: name, Count: c.Count}
+		out[i] = retryv1alpha1.NamedCount{Name: name, Count: c.Count}
 	}
 	return out
 }
 
-// maxNamedCountName is the API's bound on v1.NamedCount.Name.
+// maxNamedCountName is the API's bound on retryv1alpha1.NamedCount.Name.
 const maxNamedCountName = 253
 
 // staleRefreshes is how many refresh intervals old the figures of a status may be before the
@@ -166,13 +166,13 @@ func (a figuresAge) staleMessage() string {
 // The condition reflects the crossing as of the last refresh. The alert rules on the same
 // thresholds wait their `for` durations (maxMessagesFor, maxGrowthFor, 5m for the age) before
 // firing, so the condition turns False first and the alert follows only if the crossing lasts.
-func setDLQHealthy(st *v1.DeadLetterQueueStatus, generation int64, th render.DeadLetterQueueThresholds, growth growthRate, age figuresAge) {
-	c := metav1.Condition{Type: v1.ConditionHealthy, ObservedGeneration: generation}
+func setDLQHealthy(st *retryv1alpha1.DeadLetterQueueStatus, generation int64, th render.DeadLetterQueueThresholds, growth growthRate, age figuresAge) {
+	c := metav1.Condition{Type: retryv1alpha1.ConditionHealthy, ObservedGeneration: generation}
 	switch {
 	case st.Messages == nil:
-		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, v1.ReasonReconciling, "the dead letters have not been counted yet"
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, retryv1alpha1.ReasonReconciling, "the dead letters have not been counted yet"
 	case age.stale():
-		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, v1.ReasonFiguresStale, age.staleMessage()
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, retryv1alpha1.ReasonFiguresStale, age.staleMessage()
 	}
 	if c.Status != "" {
 		meta.SetStatusCondition(&st.Conditions, c)
@@ -181,21 +181,21 @@ func setDLQHealthy(st *v1.DeadLetterQueueStatus, generation int64, th render.Dea
 	now := age.now
 	var reasons, messages []string
 	if growth.known && growth.perMinute > float64(th.MaxGrowthPerMinute) {
-		reasons = append(reasons, v1.ReasonFastGrowth)
+		reasons = append(reasons, retryv1alpha1.ReasonFastGrowth)
 		messages = append(messages, fmt.Sprintf("grew by %s dead letters per minute over the last %s, more than maxGrowthPerMinute %d",
 			strconv.FormatFloat(growth.perMinute, 'f', 1, 64), shortDuration(growth.window), th.MaxGrowthPerMinute))
 	}
 	if *st.Messages > th.MaxMessages {
-		reasons = append(reasons, v1.ReasonTooManyMessages)
+		reasons = append(reasons, retryv1alpha1.ReasonTooManyMessages)
 		messages = append(messages, fmt.Sprintf("holds %d dead letters, more than maxMessages %d", *st.Messages, th.MaxMessages))
 	}
 	if o := st.OldestMessageTime; o != nil && *st.Messages > 0 && now.Sub(o.Time) > th.MaxOldestAge {
-		reasons = append(reasons, v1.ReasonOldMessages)
+		reasons = append(reasons, retryv1alpha1.ReasonOldMessages)
 		messages = append(messages, fmt.Sprintf("the oldest dead letter, from %s, is older than maxOldestAge %s",
 			o.UTC().Format(time.RFC3339), shortDuration(th.MaxOldestAge)))
 	}
 	if len(reasons) == 0 {
-		c.Status, c.Reason = metav1.ConditionTrue, v1.ReasonHealthy
+		c.Status, c.Reason = metav1.ConditionTrue, retryv1alpha1.ReasonHealthy
 		c.Message = fmt.Sprintf("no alert threshold crossed (maxMessages %d, maxGrowthPerMinute %d, maxOldestAge %s)",
 			th.MaxMessages, th.MaxGrowthPerMinute, shortDuration(th.MaxOldestAge))
 	} else {
@@ -206,8 +206,8 @@ func setDLQHealthy(st *v1.DeadLetterQueueStatus, generation int64, th render.Dea
 
 // setDLQReady sets Ready: True with reason TopicReady when the reconcile met no problem, else False
 // with the reason of the first problem and every problem's message.
-func setDLQReady(st *v1.DeadLetterQueueStatus, generation int64, ps problems, readyMessage string) {
-	meta.SetStatusCondition(&st.Conditions, ps.condition(v1.ConditionReady, generation, v1.ReasonTopicReady, readyMessage))
+func setDLQReady(st *retryv1alpha1.DeadLetterQueueStatus, generation int64, ps problems, readyMessage string) {
+	meta.SetStatusCondition(&st.Conditions, ps.condition(retryv1alpha1.ConditionReady, generation, retryv1alpha1.ReasonTopicReady, readyMessage))
 }
 
 // dlqReadyMessage describes a ready topic.

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkastats"
 )
@@ -82,7 +82,7 @@ func TestSetDLQFigures(t *testing.T) {
 	earlier := metav1.NewTime(at.Add(-time.Hour))
 	topic := &kafka.TopicInfo{Name: "dlq", Exists: true, Partitions: 3}
 	for name, tc := range map[string]struct {
-		before      v1.DeadLetterQueueStatus
+		before      retryv1alpha1.DeadLetterQueueStatus
 		topic       *kafka.TopicInfo
 		offsets     []kafka.PartitionOffsets
 		counted     bool
@@ -95,17 +95,17 @@ func TestSetDLQFigures(t *testing.T) {
 			wantPart: 3, wantMsgs: ptr.To[int64](0), wantRefresh: ptr.To(metav1.NewTime(at)),
 		},
 		"unchanged figures keep the old refresh time, so nothing is written": {
-			before: v1.DeadLetterQueueStatus{Partitions: 3, Messages: ptr.To[int64](5), LastRefreshTime: &earlier},
+			before: retryv1alpha1.DeadLetterQueueStatus{Partitions: 3, Messages: ptr.To[int64](5), LastRefreshTime: &earlier},
 			topic:  topic, offsets: offsets([2]int64{0, 5}), counted: true,
 			wantPart: 3, wantMsgs: ptr.To[int64](5), wantRefresh: &earlier,
 		},
 		"a new count moves the refresh time": {
-			before: v1.DeadLetterQueueStatus{Partitions: 3, Messages: ptr.To[int64](5), LastRefreshTime: &earlier},
+			before: retryv1alpha1.DeadLetterQueueStatus{Partitions: 3, Messages: ptr.To[int64](5), LastRefreshTime: &earlier},
 			topic:  topic, offsets: offsets([2]int64{2, 10}), counted: true,
 			wantPart: 3, wantMsgs: ptr.To[int64](8), wantRefresh: ptr.To(metav1.NewTime(at)),
 		},
 		"figures not read this time are kept": {
-			before:   v1.DeadLetterQueueStatus{Partitions: 3, Messages: ptr.To[int64](5), LastRefreshTime: &earlier},
+			before:   retryv1alpha1.DeadLetterQueueStatus{Partitions: 3, Messages: ptr.To[int64](5), LastRefreshTime: &earlier},
 			wantPart: 3, wantMsgs: ptr.To[int64](5), wantRefresh: &earlier,
 		},
 	} {
@@ -128,26 +128,26 @@ func TestSetDLQReady(t *testing.T) {
 		wantMessage string
 	}{
 		"no problem: ready": {
-			wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonTopicReady, wantMessage: "topic q has 3 partitions as specified",
+			wantStatus: metav1.ConditionTrue, wantReason: retryv1alpha1.ReasonTopicReady, wantMessage: "topic q has 3 partitions as specified",
 		},
 		"the first problem gives the reason, every message is kept": {
 			problems: problems{
-				{Reason: v1.ReasonPartitionShrinkRefused, Message: "too many partitions"},
-				{Reason: v1.ReasonKafkaRejected, Message: "INVALID_CONFIG"},
-				{Reason: v1.ReasonKafkaRejected, Message: "INVALID_CONFIG"},
+				{Reason: retryv1alpha1.ReasonPartitionShrinkRefused, Message: "too many partitions"},
+				{Reason: retryv1alpha1.ReasonKafkaRejected, Message: "INVALID_CONFIG"},
+				{Reason: retryv1alpha1.ReasonKafkaRejected, Message: "INVALID_CONFIG"},
 			},
-			wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonPartitionShrinkRefused, wantMessage: "too many partitions; INVALID_CONFIG",
+			wantStatus: metav1.ConditionFalse, wantReason: retryv1alpha1.ReasonPartitionShrinkRefused, wantMessage: "too many partitions; INVALID_CONFIG",
 		},
 		"unreachable": {
-			problems:   problems{{Reason: v1.ReasonKafkaUnavailable, Message: "dial tcp 127.0.0.1:1: connection refused"}},
-			wantStatus: metav1.ConditionFalse, wantReason: v1.ReasonKafkaUnavailable, wantMessage: "dial tcp 127.0.0.1:1: connection refused",
+			problems:   problems{{Reason: retryv1alpha1.ReasonKafkaUnavailable, Message: "dial tcp 127.0.0.1:1: connection refused"}},
+			wantStatus: metav1.ConditionFalse, wantReason: retryv1alpha1.ReasonKafkaUnavailable, wantMessage: "dial tcp 127.0.0.1:1: connection refused",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			st := &v1.DeadLetterQueueStatus{}
+			st := &retryv1alpha1.DeadLetterQueueStatus{}
 			setDLQReady(st, 7, tc.problems, "topic q has 3 partitions as specified")
-			c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
+			c := meta.FindStatusCondition(st.Conditions, retryv1alpha1.ConditionReady)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(tc.wantStatus))
 			g.Expect(c.Reason).To(Equal(tc.wantReason))
@@ -159,12 +159,12 @@ func TestSetDLQReady(t *testing.T) {
 
 func TestDLQTopicSpec(t *testing.T) {
 	g := NewWithT(t)
-	dlq := &v1.DeadLetterQueue{Spec: v1.DeadLetterQueueSpec{
-		Topic:     v1.DeadLetterTopic{Name: "q", Partitions: 6, ReplicationFactor: ptr.To[int32](3), Config: map[string]string{"compression.type": "zstd"}},
-		Retention: &v1.DeadLetterRetention{MaxAge: &metav1.Duration{Duration: 168 * time.Hour}, MaxMessages: ptr.To[int64](10)},
+	dlq := &retryv1alpha1.DeadLetterQueue{Spec: retryv1alpha1.DeadLetterQueueSpec{
+		Topic:     retryv1alpha1.DeadLetterTopic{Name: "q", Partitions: 6, ReplicationFactor: ptr.To[int32](3), Config: map[string]string{"compression.type": "zstd"}},
+		Retention: &retryv1alpha1.DeadLetterRetention{MaxAge: &metav1.Duration{Duration: 168 * time.Hour}, MaxMessages: ptr.To[int64](10)},
 	}}
 	g.Expect(dlqTopicSpec(dlq)).To(Equal(kafka.TopicSpec{Name: "q", Partitions: 6, ReplicationFactor: 3,
 		Configs: map[string]string{"compression.type": "zstd", "retention.ms": "604800000"}}))
-	g.Expect(dlqTopicSpec(&v1.DeadLetterQueue{Spec: v1.DeadLetterQueueSpec{Topic: v1.DeadLetterTopic{Name: "q"}}})).
+	g.Expect(dlqTopicSpec(&retryv1alpha1.DeadLetterQueue{Spec: retryv1alpha1.DeadLetterQueueSpec{Topic: retryv1alpha1.DeadLetterTopic{Name: "q"}}})).
 		To(Equal(kafka.TopicSpec{Name: "q", Partitions: 3, ReplicationFactor: -1, Configs: map[string]string{}}))
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -35,7 +35,7 @@ func TestTidyingChecksTheTopicIDBeforeItWrites(t *testing.T) {
 	f.Produce(topic, 0, 1)
 	now, _ := f.TopicIDs(ctx, topic)
 	id := deadletters.ID{Partition: 0, Offset: 0}
-	resolved := deadletters.State{State: v1.DeadLetterResolved, Action: deadletters.ActionRef{Namespace: "shop", Name: "a"}, Time: time.Now(), TopicID: now[topic]}
+	resolved := deadletters.State{State: retryv1alpha1.DeadLetterResolved, Action: deadletters.ActionRef{Namespace: "shop", Name: "a"}, Time: time.Now(), TopicID: now[topic]}
 	if _, err := deadletters.WriteStates(ctx, f, conn, topic, []deadletters.StateUpdate{{ID: id, State: resolved}}); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestTidyingChecksTheTopicIDBeforeItWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := states.Get(id); got.State != v1.DeadLetterResolved {
+	if got := states.Get(id); got.State != retryv1alpha1.DeadLetterResolved {
 		t.Errorf("after tidying with the topic ID read before the recreation (%d updates), the decision on %s made on the new topic is %+v, want Resolved", len(tidy), id, got)
 	}
 }

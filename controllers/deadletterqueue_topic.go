@@ -18,7 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkastats"
@@ -60,7 +60,7 @@ func (r *DeadLetterQueueReconciler) claimTopic(ctx context.Context, s *dlqScope)
 		return nil
 	}
 	r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
-	return &problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
+	return &problem{Reason: retryv1alpha1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
 		"topic %q is already managed by %s, created earlier%s; this queue leaves the topic alone until that one is deleted",
 		s.want.Name, winner, unknownClusterNote(map[types.UID]bool{winner.UID: unknown}, winner.UID)), maxConditionMessage)}
 }
@@ -114,7 +114,7 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 		if err != nil {
 			if errors.Is(err, kafka.ErrTopicExists) {
 				// Created by someone else in between: look again at the next resync.
-				return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("topic %q appeared while being created", s.want.Name)}
+				return &problem{Reason: retryv1alpha1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("topic %q appeared while being created", s.want.Name)}
 			}
 			return kafkaProblem(err)
 		}
@@ -136,8 +136,8 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 // dlqSettled says the queue's topics were last found as its spec asks: the spec's generation is the
 // one observed and Ready is True. Then its reconcile reads the connection's snapshot of topic
 // descriptions; otherwise it describes its topics fresh.
-func dlqSettled(dlq *v1.DeadLetterQueue) bool {
-	c := meta.FindStatusCondition(dlq.Status.Conditions, v1.ConditionReady)
+func dlqSettled(dlq *retryv1alpha1.DeadLetterQueue) bool {
+	c := meta.FindStatusCondition(dlq.Status.Conditions, retryv1alpha1.ConditionReady)
 	return dlq.Status.ObservedGeneration == dlq.Generation && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == dlq.Generation
 }
 
@@ -172,7 +172,7 @@ func (r *DeadLetterQueueReconciler) takeTopics(ctx context.Context, s *dlqScope,
 		}
 	}
 	if p := problems[0]; p != nil {
-		if p.Reason == v1.ReasonTopicNotOwned || p.Reason == v1.ReasonTopicConflict {
+		if p.Reason == retryv1alpha1.ReasonTopicNotOwned || p.Reason == retryv1alpha1.ReasonTopicConflict {
 			r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
 		}
 		return p
@@ -221,12 +221,12 @@ func (r *DeadLetterQueueReconciler) heldElsewhere(ctx context.Context, s *dlqSco
 			}
 			if h.Kind == "DeadLetterQueue" {
 				// One that cannot be read (gone, its record not swept yet) may still be what the record says.
-				o := &v1.DeadLetterQueue{}
+				o := &retryv1alpha1.DeadLetterQueue{}
 				if r.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Name}, o) == nil && o.Spec.Topic.Name == s.dlq.Spec.Topic.Name {
 					continue
 				}
 			}
-			out[name] = &problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
+			out[name] = &problem{Reason: retryv1alpha1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
 				"topic %q is managed by %s (the operator's topic ledger holds it for that one): this queue neither creates nor adopts it "+
 					"until that one lets it go, or name another topic", name, h), maxConditionMessage)}
 			break
@@ -237,8 +237,8 @@ func (r *DeadLetterQueueReconciler) heldElsewhere(ctx context.Context, s *dlqSco
 
 // takeProblem says why the queue may not take name, described as have, as its own; nil when it may.
 func (r *DeadLetterQueueReconciler) takeProblem(s *dlqScope, name string, have kafka.TopicInfo) *problem {
-	if have.Exists && s.dlq.Spec.Topic.ExistingTopic != v1.ExistingTopicAdopt {
-		return &problem{Reason: v1.ReasonTopicNotOwned, Kind: problemUser, Message: fmt.Sprintf(
+	if have.Exists && s.dlq.Spec.Topic.ExistingTopic != retryv1alpha1.ExistingTopicAdopt {
+		return &problem{Reason: retryv1alpha1.ReasonTopicNotOwned, Kind: problemUser, Message: fmt.Sprintf(
 			"topic %q exists and the operator did not create it for this queue: it is left unchanged and its records are not read; "+
 				"set spec.topic.existingTopic: Adopt to manage it (its configs, partitions, trimming and, under deletionPolicy Delete, its deletion), or name another topic", name)}
 	}
@@ -251,7 +251,7 @@ func (r *DeadLetterQueueReconciler) takeProblem(s *dlqScope, name string, have k
 func (r *DeadLetterQueueReconciler) reconcileStateTopic(ctx context.Context, s *dlqScope) error {
 	want, have := s.stateWant, s.stateHave
 	if want.Name == "" {
-		s.problems.add(&problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: fmt.Sprintf(
+		s.problems.add(&problem{Reason: retryv1alpha1.ReasonInvalidSpec, Kind: problemUser, Message: fmt.Sprintf(
 			"topic name %q leaves no room for its record of decisions (%q appended, 249 characters at most): dead-letter actions cannot run on this queue; use a shorter name",
 			s.want.Name, deadletters.StateTopicSuffix)})
 		return nil
@@ -272,7 +272,7 @@ func (r *DeadLetterQueueReconciler) reconcileStateTopic(ctx context.Context, s *
 		r.noteTopicChange(s.connKey, want.Name, now, plan, err)
 		if err != nil {
 			if errors.Is(err, kafka.ErrTopicExists) {
-				return &problem{Reason: v1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("topic %q appeared while being created", want.Name)}
+				return &problem{Reason: retryv1alpha1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("topic %q appeared while being created", want.Name)}
 			}
 			return kafkaProblem(err)
 		}
@@ -365,7 +365,7 @@ func (r *DeadLetterQueueReconciler) enforceMaxMessages(ctx context.Context, s *d
 }
 
 // dlqTopicSpec is the topic a queue asks for. retention.maxAge becomes the topic's retention.ms.
-func dlqTopicSpec(dlq *v1.DeadLetterQueue) kafka.TopicSpec {
+func dlqTopicSpec(dlq *retryv1alpha1.DeadLetterQueue) kafka.TopicSpec {
 	t := dlq.Spec.Topic
 	want := kafka.TopicSpec{Name: string(t.Name), Partitions: t.Partitions, ReplicationFactor: -1, Configs: map[string]string{}}
 	if want.Partitions == 0 {

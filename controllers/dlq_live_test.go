@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkastats"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 )
@@ -70,7 +70,7 @@ func produceDeadLetters(t *testing.T, addrs []string, topic string, dls []*deadL
 type expectedFigures struct {
 	messages                     int64
 	oldest, newest               time.Time
-	reasons, errTypes, pipelines []v1.NamedCount
+	reasons, errTypes, pipelines []retryv1alpha1.NamedCount
 }
 
 func expectFigures(dls []*deadLetter, starts map[int32]int64) expectedFigures {
@@ -96,10 +96,10 @@ func expectFigures(dls []*deadLetter, starts map[int32]int64) expectedFigures {
 }
 
 // sortedCounts orders counts as status does: the largest first, ties by name.
-func sortedCounts(m map[string]int64) []v1.NamedCount {
-	var out []v1.NamedCount
+func sortedCounts(m map[string]int64) []retryv1alpha1.NamedCount {
+	var out []retryv1alpha1.NamedCount
 	for n, c := range m {
-		out = append(out, v1.NamedCount{Name: n, Count: c})
+		out = append(out, retryv1alpha1.NamedCount{Name: n, Count: c})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Count != out[j].Count {
@@ -111,7 +111,7 @@ func sortedCounts(m map[string]int64) []v1.NamedCount {
 }
 
 // figuresOf is what a test compares of a queue's status.
-func figuresOf(st v1.DeadLetterQueueStatus) expectedFigures {
+func figuresOf(st retryv1alpha1.DeadLetterQueueStatus) expectedFigures {
 	var e expectedFigures
 	if st.Messages != nil {
 		e.messages = *st.Messages
@@ -127,7 +127,7 @@ func figuresOf(st v1.DeadLetterQueueStatus) expectedFigures {
 }
 
 // dlqFigures reads the queue afresh and returns its figures.
-func dlqFigures(q *v1.DeadLetterQueue) func() (expectedFigures, error) {
+func dlqFigures(q *retryv1alpha1.DeadLetterQueue) func() (expectedFigures, error) {
 	return func() (expectedFigures, error) {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(q), q)
 		return figuresOf(q.Status), err
@@ -135,12 +135,12 @@ func dlqFigures(q *v1.DeadLetterQueue) func() (expectedFigures, error) {
 }
 
 // dlqHealthy reads the queue afresh and returns its Healthy condition for its generation.
-func dlqHealthy(q *v1.DeadLetterQueue) func() (*metav1.Condition, error) {
+func dlqHealthy(q *retryv1alpha1.DeadLetterQueue) func() (*metav1.Condition, error) {
 	return func() (*metav1.Condition, error) {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(q), q); err != nil {
 			return nil, err
 		}
-		c := meta.FindStatusCondition(q.Status.Conditions, v1.ConditionHealthy)
+		c := meta.FindStatusCondition(q.Status.Conditions, retryv1alpha1.ConditionHealthy)
 		if c == nil || c.ObservedGeneration != q.Generation {
 			return nil, nil
 		}
@@ -255,13 +255,13 @@ func TestDeadLetterQueueLiveStatus(t *testing.T) {
 
 	const refresh = time.Second
 	q := newDLQ(ns, "live", topic)
-	q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: c.ListenAddrs()}
+	q.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: c.ListenAddrs()}
 	q.Spec.StatusRefreshInterval = &metav1.Duration{Duration: refresh}
 	// Growth is checked by unit tests: here it must not mask the thresholds under test.
-	q.Spec.Alerts = &v1.DeadLetterAlerts{MaxMessages: ptr.To[int64](100), MaxGrowthPerMinute: ptr.To[int32](math.MaxInt32)}
+	q.Spec.Alerts = &retryv1alpha1.DeadLetterAlerts{MaxMessages: ptr.To[int64](100), MaxGrowthPerMinute: ptr.To[int32](math.MaxInt32)}
 	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
 	g.Eventually(dlqReady(q), wait, poll).Should(isReady())
-	g.Eventually(dlqHealthy(q), wait, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", v1.ReasonHealthy)))
+	g.Eventually(dlqHealthy(q), wait, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", retryv1alpha1.ReasonHealthy)))
 	fl.setTopicID(t, adm)
 
 	// N dead letters, ten per partition, timestamps a second apart starting ten minutes ago.
@@ -281,7 +281,7 @@ func TestDeadLetterQueueLiveStatus(t *testing.T) {
 	produced := time.Now()
 	want := expectFigures(dls, nil)
 	g.Expect(want.messages).To(Equal(int64(n)))
-	g.Expect(want.reasons).To(Equal([]v1.NamedCount{{Name: "max_retries_exceeded", Count: 15}, {Name: "deadline_exceeded", Count: 5},
+	g.Expect(want.reasons).To(Equal([]retryv1alpha1.NamedCount{{Name: "max_retries_exceeded", Count: 15}, {Name: "deadline_exceeded", Count: 5},
 		{Name: "non_retriable_error", Count: 5}, {Name: "undeliverable", Count: 5}}))
 	g.Eventually(dlqFigures(q), refresh+3*time.Second, poll).Should(Equal(want), "within one refresh interval")
 	t.Logf("status showed the %d dead letters %v after they were produced (refresh interval %v)", n, time.Since(produced).Round(time.Millisecond), refresh)
@@ -318,19 +318,19 @@ func TestDeadLetterQueueLiveStatus(t *testing.T) {
 
 	// maxMessages below the count: Healthy turns False with a Warning event; back above it, True
 	// again with a Normal event.
-	update(t, q, func(q *v1.DeadLetterQueue) { q.Spec.Alerts.MaxMessages = ptr.To[int64](20) })
+	update(t, q, func(q *retryv1alpha1.DeadLetterQueue) { q.Spec.Alerts.MaxMessages = ptr.To[int64](20) })
 	g.Eventually(dlqHealthy(q), oneResync, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse),
-		HaveField("Reason", v1.ReasonTooManyMessages), HaveField("Message", "holds 36 dead letters, more than maxMessages 20")))
+		HaveField("Reason", retryv1alpha1.ReasonTooManyMessages), HaveField("Message", "holds 36 dead letters, more than maxMessages 20")))
 	g.Eventually(eventsFor(ns, q.Name), wait, poll).Should(ContainElement(And(HaveField("Type", corev1.EventTypeWarning),
-		HaveField("Reason", v1.ReasonTooManyMessages), HaveField("Note", ContainSubstring("more than maxMessages 20")))))
-	update(t, q, func(q *v1.DeadLetterQueue) { q.Spec.Alerts.MaxMessages = ptr.To[int64](100) })
-	g.Eventually(dlqHealthy(q), oneResync, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", v1.ReasonHealthy)))
+		HaveField("Reason", retryv1alpha1.ReasonTooManyMessages), HaveField("Note", ContainSubstring("more than maxMessages 20")))))
+	update(t, q, func(q *retryv1alpha1.DeadLetterQueue) { q.Spec.Alerts.MaxMessages = ptr.To[int64](100) })
+	g.Eventually(dlqHealthy(q), oneResync, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", retryv1alpha1.ReasonHealthy)))
 	g.Eventually(eventsFor(ns, q.Name), wait, poll).Should(ContainElement(And(HaveField("Type", corev1.EventTypeNormal),
-		HaveField("Reason", v1.ReasonHealthy))))
+		HaveField("Reason", retryv1alpha1.ReasonHealthy))))
 
 	// Count-based retention trims the oldest: the counts fall to what the topic still holds.
-	update(t, q, func(q *v1.DeadLetterQueue) {
-		q.Spec.Retention = &v1.DeadLetterRetention{MaxMessages: ptr.To[int64](12)}
+	update(t, q, func(q *retryv1alpha1.DeadLetterQueue) {
+		q.Spec.Retention = &retryv1alpha1.DeadLetterRetention{MaxMessages: ptr.To[int64](12)}
 	})
 	g.Eventually(held(adm, topic), oneResync, poll).Should(Equal(int64(12)))
 	starts := startOffsets(t, adm, topic)
@@ -340,9 +340,11 @@ func TestDeadLetterQueueLiveStatus(t *testing.T) {
 	t.Logf("after trimming to 12 (start offsets %v): reasons %v, oldest %s", starts, wantTrimmed.reasons, wantTrimmed.oldest.Format(time.RFC3339))
 
 	// The oldest dead letter is about ten minutes old: a maxOldestAge of 5m is crossed.
-	update(t, q, func(q *v1.DeadLetterQueue) { q.Spec.Alerts.MaxOldestAge = &metav1.Duration{Duration: 5 * time.Minute} })
-	g.Eventually(dlqHealthy(q), oneResync, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", v1.ReasonOldMessages)))
-	g.Eventually(eventsFor(ns, q.Name), wait, poll).Should(ContainElement(And(HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", v1.ReasonOldMessages))))
+	update(t, q, func(q *retryv1alpha1.DeadLetterQueue) {
+		q.Spec.Alerts.MaxOldestAge = &metav1.Duration{Duration: 5 * time.Minute}
+	})
+	g.Eventually(dlqHealthy(q), oneResync, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", retryv1alpha1.ReasonOldMessages)))
+	g.Eventually(eventsFor(ns, q.Name), wait, poll).Should(ContainElement(And(HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", retryv1alpha1.ReasonOldMessages))))
 
 	// Real kubectl shows the count in the Messages column.
 	out, err := env.Kubectl(nil, "get", "dlq", "-n", ns)

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // pausable makes every request c receives fail while paused is set, as a broker that stopped
@@ -40,18 +40,18 @@ func TestHealthyIsUnknownWhileTheFiguresCannotBeRead(t *testing.T) {
 	c := ownBroker(t, ns)
 	paused := pausable(c)
 	q := newDLQ(ns, "dlq", "stale.dlq")
-	q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: c.ListenAddrs()}
+	q.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: c.ListenAddrs()}
 	q.Spec.StatusRefreshInterval = &metav1.Duration{Duration: time.Second}
 	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
-	g.Eventually(dlqHealthy(q), wait, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", v1.ReasonHealthy)))
+	g.Eventually(dlqHealthy(q), wait, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", retryv1alpha1.ReasonHealthy)))
 
 	paused.Store(true)
-	g.Eventually(dlqReady(q), wait, poll).Should(notReady(v1.ReasonKafkaUnavailable))
+	g.Eventually(dlqReady(q), wait, poll).Should(notReady(retryv1alpha1.ReasonKafkaUnavailable))
 	g.Eventually(dlqHealthy(q), wait, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionUnknown),
-		HaveField("Reason", v1.ReasonFiguresStale), HaveField("Message", ContainSubstring("last read at"))))
+		HaveField("Reason", retryv1alpha1.ReasonFiguresStale), HaveField("Message", ContainSubstring("last read at"))))
 
 	paused.Store(false)
-	g.Eventually(dlqHealthy(q), wait, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", v1.ReasonHealthy)))
+	g.Eventually(dlqHealthy(q), wait, poll).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", retryv1alpha1.ReasonHealthy)))
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(q), q)).To(Succeed())
 }
 
@@ -66,7 +66,7 @@ func ownBroker(t *testing.T, ns string) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	t.Cleanup(func() {
-		_ = env.Client.DeleteAllOf(context.Background(), &v1.DeadLetterQueue{}, client.InNamespace(ns))
+		_ = env.Client.DeleteAllOf(context.Background(), &retryv1alpha1.DeadLetterQueue{}, client.InNamespace(ns))
 	})
 	return c
 }

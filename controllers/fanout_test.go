@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
@@ -60,19 +60,19 @@ func TestThreePipelinesOnOneSource(t *testing.T) {
 	source := ns + ".orders"
 	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "p", 3, time.Second, time.Minute))).To(Succeed())
 
-	var ps []*v1.ConsumerPipeline
+	var ps []*retryv1alpha1.ConsumerPipeline
 	for _, name := range []string{"billing", "shipping", "audit"} {
 		p := newPipeline(ns, name, source, "p", "dlq")
 		if name != "audit" {
-			p.Spec.Source.Create = &v1.TopicCreation{Partitions: 2}
+			p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 2}
 		}
-		p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: v1.DeletionPolicyDelete}
+		p.Spec.RetryTopics = &retryv1alpha1.RetryTopics{DeletionPolicy: retryv1alpha1.DeletionPolicyDelete}
 		g.Expect(env.Client.Create(ctx, p)).To(Succeed())
-		g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady(), name)
+		g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady(), name)
 		ps = append(ps, p)
 	}
 	for _, p := range ps {
-		g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady(), p.Name)
+		g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady(), p.Name)
 		want := []tierSummary{{ns + "." + p.Name + ".retry.1", time.Second, 2}, {ns + "." + p.Name + ".retry.2", 2 * time.Second, 2}}
 		g.Expect(tiersOf(p)).To(Equal(want), p.Name)
 		for _, tier := range want {
@@ -89,11 +89,11 @@ func TestThreePipelinesOnOneSource(t *testing.T) {
 	g.Expect(describe(adm, ns+".billing.retry.1")()).To(HaveField("Exists", false))
 	g.Expect(describe(adm, ns+".billing.retry.2")()).To(HaveField("Exists", false))
 	g.Expect(describe(adm, source)()).To(HaveField("Exists", true), "the source stays")
-	for _, p := range []*v1.ConsumerPipeline{shipping, audit} {
+	for _, p := range []*retryv1alpha1.ConsumerPipeline{shipping, audit} {
 		for _, tier := range tiersOf(p) {
 			g.Expect(describe(adm, tier.Name)()).To(HaveField("Exists", true), tier.Name)
 		}
-		holdsThroughResync(t, p, pipelineCondition(p, v1.ConditionTopicsReady), isReady(), p.Name)
+		holdsThroughResync(t, p, pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), isReady(), p.Name)
 	}
 }
 
@@ -109,20 +109,20 @@ func TestPipelinesInOneConsumerGroupConflict(t *testing.T) {
 	older := newPipeline(ns, "a-older", ns+".a", "p", "dlq")
 	older.Spec.Source.ConsumerGroup = ns + ".shared"
 	g.Expect(env.Client.Create(ctx, older)).To(Succeed())
-	g.Eventually(pipelineCondition(older, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(older, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
 
 	newer := newPipeline(ns, "b-newer", ns+".b", "p", "dlq")
 	newer.Spec.Source.ConsumerGroup = ns + ".shared"
 	g.Expect(env.Client.Create(ctx, newer)).To(Succeed())
-	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonConsumerGroupConflict),
+	g.Eventually(pipelineCondition(newer, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(And(notReady(retryv1alpha1.ReasonConsumerGroupConflict),
 		HaveField("Message", ContainSubstring("ConsumerPipeline "+ns+"/a-older"))))
 	g.Expect(pipelineReady(newer)()).To(HaveField("Status", BeEquivalentTo("False")))
 	g.Expect(consumers(newer)).To(BeNil(), "no consumers")
 	g.Expect(describe(adm, ns+".b-newer.retry.1")()).To(HaveField("Exists", false), "no tiers")
-	holdsThroughResync(t, older, pipelineCondition(older, v1.ConditionTopicsReady), isReady())
+	holdsThroughResync(t, older, pipelineCondition(older, retryv1alpha1.ConditionTopicsReady), isReady())
 
 	g.Expect(env.Client.Delete(ctx, older)).To(Succeed())
-	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(newer, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
 	g.Expect(describe(adm, ns+".b-newer.retry.1")()).To(HaveField("Exists", true))
 }
 
@@ -137,9 +137,9 @@ func TestPipelineTiersHeldByAnotherConflict(t *testing.T) {
 	createTopic(t, adm, source, 1)
 	createTopic(t, adm, ns+".other", 1)
 	holder := newPipeline(ns, "shipping", source, "p", "dlq")
-	holder.Spec.Source.Create = &v1.TopicCreation{Partitions: 1, ExistingTopic: v1.ExistingTopicAdopt}
+	holder.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1, ExistingTopic: retryv1alpha1.ExistingTopicAdopt}
 	g.Expect(env.Client.Create(ctx, holder)).To(Succeed())
-	g.Eventually(pipelineCondition(holder, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(holder, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
 	// As an earlier release left it: the holder's tier named after its source, which is the name
 	// pipeline billing's first tier gets now.
 	taken := ns + ".billing.retry.1"
@@ -148,7 +148,7 @@ func TestPipelineTiersHeldByAnotherConflict(t *testing.T) {
 
 	newcomer := newPipeline(ns, "billing", ns+".other", "p", "dlq")
 	g.Expect(env.Client.Create(ctx, newcomer)).To(Succeed())
-	g.Eventually(pipelineCondition(newcomer, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
+	g.Eventually(pipelineCondition(newcomer, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicConflict),
 		HaveField("Message", And(ContainSubstring(taken), ContainSubstring("ConsumerPipeline "+ns+"/shipping")))))
 	g.Expect(consumers(newcomer)).To(BeNil(), "no consumers")
 }
@@ -174,7 +174,7 @@ func TestPipelinesWithOneTierBaseConflict(t *testing.T) {
 	newer := newPipeline(ns, crafted, ns+".a", "p", "dlq")
 	newer.Spec.Source.ConsumerGroup = ns + ".newer"
 	g.Expect(env.Client.Create(ctx, newer)).To(Succeed())
-	g.Eventually(pipelineCondition(newer, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicConflict),
+	g.Eventually(pipelineCondition(newer, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicConflict),
 		HaveField("Message", And(ContainSubstring(base+".retry.*"), ContainSubstring("ConsumerPipeline "+ns+"/"+long[:20])))))
 	g.Expect(consumers(newer)).To(BeNil(), "no consumers")
 	g.Expect(ledgerOf(newer)()).To(BeEmpty(), "no tiers of its own")
@@ -188,15 +188,15 @@ func TestASourceHasOneManager(t *testing.T) {
 	ns, adm := sharingFixture(t)
 	source := ns + ".orders"
 	owner := newPipeline(ns, "billing", source, "p", "dlq")
-	owner.Spec.Source.Create = &v1.TopicCreation{Partitions: 2}
+	owner.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 2}
 	g.Expect(env.Client.Create(ctx, owner)).To(Succeed())
-	g.Eventually(pipelineCondition(owner, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(owner, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
 
 	other := newPipeline(ns, "audit", source, "p", "dlq")
-	other.Spec.Source.Create = &v1.TopicCreation{Partitions: 4, ExistingTopic: v1.ExistingTopicAdopt}
+	other.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 4, ExistingTopic: retryv1alpha1.ExistingTopicAdopt}
 	g.Expect(env.Client.Create(ctx, other)).To(Succeed())
-	g.Eventually(pipelineCondition(other, v1.ConditionTopicsReady), wait, poll).Should(isReady())
-	holdsThroughResync(t, other, pipelineCondition(other, v1.ConditionTopicsReady), isReady())
+	g.Eventually(pipelineCondition(other, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
+	holdsThroughResync(t, other, pipelineCondition(other, retryv1alpha1.ConditionTopicsReady), isReady())
 	g.Expect(describe(adm, source)()).To(HaveField("Partitions", 2), "the owner's partitions")
 	g.Expect(ledgerOf(other)()).NotTo(ContainElement(source))
 }

@@ -10,7 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
@@ -35,12 +35,12 @@ func TestUpgradeDrainsTheTiersNamedAfterTheSource(t *testing.T) {
 
 	p := newPipeline(ns, "legacy", source, "p", "dlq")
 	p.Labels = map[string]string{benchmarkLabel: "true"}
-	p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: v1.DeletionPolicyDelete}
+	p.Spec.RetryTopics = &retryv1alpha1.RetryTopics{DeletionPolicy: retryv1alpha1.DeletionPolicyDelete}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	t.Cleanup(func() { letGo(t, p) })
 	writeLedger(t, p, old1, old2)
 	before := p.DeepCopy()
-	p.Status.Topics = &v1.PipelineTopics{Source: source, SourcePartitions: 1, Retries: []v1.RetryTopicStatus{
+	p.Status.Topics = &retryv1alpha1.PipelineTopics{Source: source, SourcePartitions: 1, Retries: []retryv1alpha1.RetryTopicStatus{
 		{Name: old1, Delay: metav1.Duration{Duration: time.Second}, Partitions: 1},
 		{Name: old2, Delay: metav1.Duration{Duration: 2 * time.Second}, Partitions: 1},
 	}}

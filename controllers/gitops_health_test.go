@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -41,7 +41,7 @@ func stalledOf(obj client.Object, conditions func() []metav1.Condition) func() (
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			return nil, err
 		}
-		return meta.FindStatusCondition(conditions(), v1.ConditionStalled), nil
+		return meta.FindStatusCondition(conditions(), retryv1alpha1.ConditionStalled), nil
 	}
 }
 
@@ -65,62 +65,62 @@ func TestUserErrorsStallAndKstatusSaysFailed(t *testing.T) {
 	bad.Spec.Classification.Rules[1].MessagePatterns = append(bad.Spec.Classification.Rules[1].MessagePatterns, "(?i)timeout(")
 	g.Expect(env.Client.Create(ctx, good)).To(Succeed())
 	g.Expect(env.Client.Create(ctx, bad)).To(Succeed())
-	policyConds := func(p *v1.RetryPolicy) func() []metav1.Condition {
+	policyConds := func(p *retryv1alpha1.RetryPolicy) func() []metav1.Condition {
 		return func() []metav1.Condition { return p.Status.Conditions }
 	}
 	g.Eventually(stalledOf(bad, policyConds(bad)), wait, poll).Should(And(Not(BeNil()),
-		HaveField("Status", metav1.ConditionTrue), HaveField("Reason", v1.ReasonInvalidSpec),
+		HaveField("Status", metav1.ConditionTrue), HaveField("Reason", retryv1alpha1.ReasonInvalidSpec),
 		HaveField("Message", ContainSubstring(`"(?i)timeout("`)), HaveField("ObservedGeneration", bad.Generation)))
 	g.Eventually(kstatusOf(bad), wait, poll).Should(And(hasStatus(status.FailedStatus), HaveField("Message", ContainSubstring("timeout("))))
 	g.Eventually(kstatusOf(good), wait, poll).Should(hasStatus(status.CurrentStatus))
-	g.Expect(meta.FindStatusCondition(good.Status.Conditions, v1.ConditionStalled)).To(BeNil())
+	g.Expect(meta.FindStatusCondition(good.Status.Conditions, retryv1alpha1.ConditionStalled)).To(BeNil())
 
 	// DeadLetterQueue: healthy, and one whose CA Secret is not PEM.
 	g.Eventually(kstatusOf(dlq), wait, poll).Should(hasStatus(status.CurrentStatus))
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"},
 		StringData: map[string]string{"ca.crt": "not a certificate"}})).To(Succeed())
 	badQueue := newDLQ(ns, "bad-ca", ns+".bad-ca")
-	badQueue.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: broker.ListenAddrs(),
-		TLS: &v1.KafkaTLS{CASecretRef: &v1.SecretKeyReference{Name: "ca"}}}
+	badQueue.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: broker.ListenAddrs(),
+		TLS: &retryv1alpha1.KafkaTLS{CASecretRef: &retryv1alpha1.SecretKeyReference{Name: "ca"}}}
 	g.Expect(env.Client.Create(ctx, badQueue)).To(Succeed())
 	g.Eventually(stalledOf(badQueue, func() []metav1.Condition { return badQueue.Status.Conditions }), wait, poll).Should(And(Not(BeNil()),
-		HaveField("Status", metav1.ConditionTrue), HaveField("Reason", v1.ReasonInvalidSpec)))
+		HaveField("Status", metav1.ConditionTrue), HaveField("Reason", retryv1alpha1.ReasonInvalidSpec)))
 	g.Eventually(kstatusOf(badQueue), wait, poll).Should(hasStatus(status.FailedStatus))
 
 	// ConsumerPipeline: healthy once its Deployment rolled out; a template with an unknown field.
 	p := newPipeline(ns, "healthy", ns+".healthy", "policy", dlq.Name)
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	rollOut(t, p)
 	g.Eventually(pipelineReady(p), wait, poll).Should(isReady())
 	g.Eventually(kstatusOf(p), wait, poll).Should(hasStatus(status.CurrentStatus))
-	g.Expect(meta.FindStatusCondition(p.Status.Conditions, v1.ConditionStalled)).To(BeNil())
+	g.Expect(meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionStalled)).To(BeNil())
 
 	typo := newPipeline(ns, "typo", ns+".typo", "policy", dlq.Name)
-	typo.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	typo.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
 	typo.Spec.Sink = nil
-	typo.Spec.Template = &v1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}}}
+	typo.Spec.Template = &retryv1alpha1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}}}
 	u := &unstructured.Unstructured{}
 	g.Expect(env.Client.Scheme().Convert(typo, u, nil)).To(Succeed())
-	u.SetGroupVersionKind(v1.GroupVersion.WithKind("ConsumerPipeline"))
+	u.SetGroupVersionKind(retryv1alpha1.GroupVersion.WithKind("ConsumerPipeline"))
 	g.Expect(unstructured.SetNestedField(u.Object, "Always", "spec", "template", "spec", "restartPolicyy")).To(Succeed())
 	g.Expect(env.Client.Create(ctx, u)).To(Succeed())
 	pipelineConds := func() []metav1.Condition { return typo.Status.Conditions }
 	g.Eventually(stalledOf(typo, pipelineConds), wait, poll).Should(And(Not(BeNil()),
-		HaveField("Status", metav1.ConditionTrue), HaveField("Reason", v1.ReasonInvalidSpec),
+		HaveField("Status", metav1.ConditionTrue), HaveField("Reason", retryv1alpha1.ReasonInvalidSpec),
 		HaveField("Message", ContainSubstring("restartPolicyy"))))
 	g.Eventually(kstatusOf(typo), wait, poll).Should(hasStatus(status.FailedStatus))
 
 	// The fix clears it.
-	update(t, typo, func(p *v1.ConsumerPipeline) {
-		p.Spec.Template = &v1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}}}
+	update(t, typo, func(p *retryv1alpha1.ConsumerPipeline) {
+		p.Spec.Template = &retryv1alpha1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}}}
 	})
 	g.Eventually(func() (*metav1.Condition, error) {
-		c, err := pipelineCondition(typo, v1.ConditionDeploymentReady)()
+		c, err := pipelineCondition(typo, retryv1alpha1.ConditionDeploymentReady)()
 		if c == nil || err != nil {
 			return nil, err
 		}
-		return meta.FindStatusCondition(typo.Status.Conditions, v1.ConditionStalled), nil
+		return meta.FindStatusCondition(typo.Status.Conditions, retryv1alpha1.ConditionStalled), nil
 	}, wait, poll).Should(BeNil())
 }
 
@@ -134,7 +134,7 @@ func TestPipelineSurfacesAReplicaFailureAtOnce(t *testing.T) {
 	ns, dlq := pipelineFixture(t)
 	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "policy", 2, time.Second, 2*time.Second))).To(Succeed())
 	p := newPipeline(ns, "rejected", ns+".rejected", "policy", dlq.Name)
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 
 	const forbidden = `pods "rejected-dispatcher-5d8f7" is forbidden: violates PodSecurity "restricted:latest": privileged (container "app" must not set securityContext.privileged=true)`
@@ -146,7 +146,7 @@ func TestPipelineSurfacesAReplicaFailureAtOnce(t *testing.T) {
 				LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()},
 		}}
 	})
-	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(And(notReady("ReplicaFailure"),
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionDeploymentReady), wait, poll).Should(And(notReady("ReplicaFailure"),
 		HaveField("Message", And(ContainSubstring(render.DeploymentName(p)), ContainSubstring("FailedCreate"), ContainSubstring(forbidden)))))
 	g.Eventually(pipelineReady(p), wait, poll).Should(And(notReady("ReplicaFailure"), HaveField("Message", ContainSubstring("is forbidden"))))
 
@@ -155,5 +155,5 @@ func TestPipelineSurfacesAReplicaFailureAtOnce(t *testing.T) {
 		n := ptr.Deref(d.Spec.Replicas, 1)
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
 	})
-	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionDeploymentReady), wait, poll).Should(isReady())
 }

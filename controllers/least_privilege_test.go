@@ -27,7 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
@@ -184,13 +184,13 @@ func TestTheManagerCachesNoSecretAndOnlyItsOwnChildren(t *testing.T) {
 	rp := backoffPolicy(ns, "policy", 2, time.Second, 2*time.Second)
 	dlq := newDLQ(ns, "dlq", ns+".dlq")
 	credentialed := newDLQ(ns, "credentialed", ns+".credentialed")
-	credentialed.Spec.Kafka = &v1.KafkaConnection{
+	credentialed.Spec.Kafka = &retryv1alpha1.KafkaConnection{
 		BootstrapServers: broker.ListenAddrs(),
-		SASL: &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512,
-			SecretRef: v1.SecretReference{Name: "kafka-user"}},
+		SASL: &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLScramSHA512,
+			SecretRef: retryv1alpha1.SecretReference{Name: "kafka-user"}},
 	}
 	p := newPipeline(ns, "pipeline", ns+".source", "policy", "dlq")
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
 	for _, o := range []client.Object{rp, dlq, credentialed, p} {
 		o.SetLabels(mine)
 		objs = append(objs, o)
@@ -199,7 +199,7 @@ func TestTheManagerCachesNoSecretAndOnlyItsOwnChildren(t *testing.T) {
 		g.Expect(env.Client.Create(ctx, o)).To(Succeed())
 	}
 
-	g.Eventually(pipelineCondition(p, v1.ConditionDeploymentReady), wait, poll).ShouldNot(BeNil())
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionDeploymentReady), wait, poll).ShouldNot(BeNil())
 	g.Eventually(dlqReady(credentialed), wait, poll).ShouldNot(BeNil())
 	g.Eventually(func() []apiRequest { return requestsFor(log.all(), "/secrets") }, wait, poll).
 		Should(ContainElement(HaveField("Verb", "get")), "the Secret was read")

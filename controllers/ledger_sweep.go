@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
@@ -74,7 +74,7 @@ func (s *ledgerSweeper) uidOf(ctx context.Context, kind, namespace, name string)
 		return "", fmt.Errorf("the topic ledger names an unknown kind %q", kind)
 	}
 	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(v1.GroupVersion.WithKind(kind))
+	m.SetGroupVersionKind(retryv1alpha1.GroupVersion.WithKind(kind))
 	if err := s.api.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, m); err != nil {
 		return "", err
 	}

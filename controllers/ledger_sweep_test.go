@@ -11,7 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
@@ -24,11 +24,11 @@ func TestLedgerSweepDropsTheRecordOfAForceDeletedQueue(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	forced, kept := newDLQ(ns, "forced", ns+".forced.dlq"), newDLQ(ns, "kept", ns+".kept.dlq")
-	for _, q := range []*v1.DeadLetterQueue{forced, kept} {
+	for _, q := range []*retryv1alpha1.DeadLetterQueue{forced, kept} {
 		g.Expect(env.Client.Create(ctx, q)).To(Succeed())
 		g.Eventually(dlqReady(q), wait, poll).Should(isReady())
 	}
-	record := func(q *v1.DeadLetterQueue) func() error {
+	record := func(q *retryv1alpha1.DeadLetterQueue) func() error {
 		return func() error {
 			return env.Client.Get(ctx, client.ObjectKey{Namespace: controllers.DefaultOperatorNamespace, Name: "topics-" + string(q.UID)}, &corev1.ConfigMap{})
 		}
@@ -38,7 +38,7 @@ func TestLedgerSweepDropsTheRecordOfAForceDeletedQueue(t *testing.T) {
 
 	// Remove the finalizer by hand and delete the queue before the manager puts it back.
 	g.Eventually(func() error {
-		q := &v1.DeadLetterQueue{}
+		q := &retryv1alpha1.DeadLetterQueue{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(forced), q); err != nil {
 			return err
 		}
@@ -57,7 +57,7 @@ func TestLedgerSweepDropsTheRecordOfAForceDeletedQueue(t *testing.T) {
 	op := asOperator(t, ns)
 	ledger := &kafkaspec.Ledger{Reader: op, Writer: op, Namespace: controllers.DefaultOperatorNamespace,
 		Clock: clocktesting.NewFakePassiveClock(time.Now().Add(time.Hour))}
-	g.Eventually(func() error { return op.Get(ctx, client.ObjectKeyFromObject(kept), &v1.ConsumerPipeline{}) }, wait, poll).
+	g.Eventually(func() error { return op.Get(ctx, client.ObjectKeyFromObject(kept), &retryv1alpha1.ConsumerPipeline{}) }, wait, poll).
 		Should(WithTransform(apierrors.IsNotFound, BeTrue()), "the operator's binding reaches the authorizer")
 	orphans := controllers.SweepLedger(ctx, op, ledger)
 	g.Expect(orphans).To(ContainElement(kafkaspec.Orphan{Kind: "DeadLetterQueue", Namespace: ns, Name: "forced", UID: forced.UID,

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
@@ -53,7 +53,7 @@ func isolatedReconcilers(t *testing.T, opts controllers.Options) (*controllers.D
 	c := interceptor.NewClient(direct, interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			switch list.(type) {
-			case *v1.DeadLetterQueueList, *v1.ConsumerPipelineList:
+			case *retryv1alpha1.DeadLetterQueueList, *retryv1alpha1.ConsumerPipelineList:
 				return nil
 			}
 			return c.List(ctx, list, opts...)
@@ -67,7 +67,7 @@ func isolatedReconcilers(t *testing.T, opts controllers.Options) (*controllers.D
 }
 
 // consumers returns the pipeline's consumer Deployment, nil when there is none.
-func consumers(p *v1.ConsumerPipeline) (*appsv1.Deployment, error) {
+func consumers(p *retryv1alpha1.ConsumerPipeline) (*appsv1.Deployment, error) {
 	d := &appsv1.Deployment{}
 	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.Namespace, Name: render.DeploymentName(p)}, d)
 	if apierrors.IsNotFound(err) {
@@ -96,13 +96,13 @@ func TestClaimPolicyCoversWhatAPipelineReadsAndTheGroupItJoins(t *testing.T) {
 
 	tenancy := kafkaspec.Tenancy{TopicPrefix: "{namespace}."}
 	r := claimsReconciler(t, tenancy)
-	reconcile := func(p *v1.ConsumerPipeline) {
+	reconcile := func(p *retryv1alpha1.ConsumerPipeline) {
 		for range 3 {
 			_, _ = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		}
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
 	}
-	newClaimsPipeline := func(name, source, group string) *v1.ConsumerPipeline {
+	newClaimsPipeline := func(name, source, group string) *retryv1alpha1.ConsumerPipeline {
 		p := newPipeline(ns, name, source, "once", "dlq")
 		p.Spec.Source.ConsumerGroup = group
 		p.Labels = map[string]string{benchmarkLabel: "true"}
@@ -110,9 +110,9 @@ func TestClaimPolicyCoversWhatAPipelineReadsAndTheGroupItJoins(t *testing.T) {
 		t.Cleanup(func() { letGo(t, p) })
 		return p
 	}
-	refused := func(p *v1.ConsumerPipeline, reason, what string) {
+	refused := func(p *retryv1alpha1.ConsumerPipeline, reason, what string) {
 		t.Helper()
-		topics := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionTopicsReady)
+		topics := meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionTopicsReady)
 		d, err := consumers(p)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(topics).To(And(Not(BeNil()), HaveField("Status", BeEquivalentTo("False")), HaveField("Reason", reason),
@@ -126,13 +126,13 @@ func TestClaimPolicyCoversWhatAPipelineReadsAndTheGroupItJoins(t *testing.T) {
 	// Reading another team's topic, under the namespace's own group.
 	reader := newClaimsPipeline("reader", payments, "")
 	reconcile(reader)
-	refused(reader, v1.ReasonTopicClaimRefused, fmt.Sprintf("%q", payments))
+	refused(reader, retryv1alpha1.ReasonTopicClaimRefused, fmt.Sprintf("%q", payments))
 	g.Expect(consumers(reader)).To(BeNil(), "never created")
 
 	// Joining another application's consumer group, on the namespace's own topic.
 	joiner := newClaimsPipeline("joiner", orders, "payments-service")
 	reconcile(joiner)
-	refused(joiner, v1.ReasonConsumerGroupClaimRefused, `"payments-service"`)
+	refused(joiner, retryv1alpha1.ReasonConsumerGroupClaimRefused, `"payments-service"`)
 	g.Expect(consumers(joiner)).To(BeNil(), "never created")
 
 	// A pipeline that ran before the claim policy: its Deployment is scaled to zero.
@@ -148,12 +148,12 @@ func TestClaimPolicyCoversWhatAPipelineReadsAndTheGroupItJoins(t *testing.T) {
 		return before.Status.ConsumerLag, err
 	}, wait, poll).Should(Equal(ptr.To(int64(50))), "without a claim policy it reads the topic")
 	reconcile(before)
-	refused(before, v1.ReasonTopicClaimRefused, fmt.Sprintf("%q", payments))
+	refused(before, retryv1alpha1.ReasonTopicClaimRefused, fmt.Sprintf("%q", payments))
 	g.Expect(consumers(before)).To(HaveField("Spec.Replicas", Equal(ptr.To(int32(0)))))
 
 	// The namespace's own topic and group: allowed.
 	mine := newClaimsPipeline("mine", orders, "")
 	reconcile(mine)
-	g.Expect(meta.FindStatusCondition(mine.Status.Conditions, v1.ConditionTopicsReady)).To(isReady())
+	g.Expect(meta.FindStatusCondition(mine.Status.Conditions, retryv1alpha1.ConditionTopicsReady)).To(isReady())
 	g.Expect(consumers(mine)).To(HaveField("Spec.Replicas", Equal(ptr.To(int32(1)))))
 }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 )
 
@@ -21,7 +21,7 @@ type pipelineFigures struct {
 	TierBacklog                                   []int64
 }
 
-func pipelineFiguresOf(p *v1.ConsumerPipeline) func() (pipelineFigures, error) {
+func pipelineFiguresOf(p *retryv1alpha1.ConsumerPipeline) func() (pipelineFigures, error) {
 	return func() (pipelineFigures, error) {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
 			return pipelineFigures{}, err
@@ -79,7 +79,7 @@ func TestPipelineLiveStatus(t *testing.T) {
 	ns := newNamespace(t)
 	adm := newKadm(t)
 	dlq := newDLQ(ns, "dlq", ns+".dlq")
-	dlq.Spec.Alerts = &v1.DeadLetterAlerts{MaxGrowthPerMinute: ptr.To[int32](math.MaxInt32)}
+	dlq.Spec.Alerts = &retryv1alpha1.DeadLetterAlerts{MaxGrowthPerMinute: ptr.To[int32](math.MaxInt32)}
 	g.Expect(env.Client.Create(ctx, dlq)).To(Succeed())
 	// Three attempts: two retry tiers, <source>.retry.1 and <source>.retry.2.
 	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "policy", 3, time.Second, time.Minute))).To(Succeed())
@@ -87,7 +87,7 @@ func TestPipelineLiveStatus(t *testing.T) {
 	createTopic(t, adm, source, 3)
 	p := newPipeline(ns, "orders", source, "policy", "dlq")
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
 	tier1, tier2 := source+".retry.1", source+".retry.2"
 	g.Expect(tiersOf(p)).To(HaveLen(2))
 	g.Expect(p.Status.Topics.Retries[0].Name).To(Equal(tier1))
@@ -124,10 +124,10 @@ func TestPipelineLiveStatus(t *testing.T) {
 		dls = append(dls, &deadLetter{partition: int32(i % 3), reason: "max_retries_exceeded", errType: "TimeoutError", pipeline: from, at: at})
 	}
 	produceDeadLetters(t, broker.ListenAddrs(), ns+".dlq", dls)
-	g.Eventually(func() ([]v1.NamedCount, error) { f, err := dlqFigures(dlq)(); return f.pipelines, err }, oneResync, poll).
-		Should(Equal([]v1.NamedCount{{Name: ns + "/orders", Count: 4}, {Name: ns + "/other", Count: 2}}))
+	g.Eventually(func() ([]retryv1alpha1.NamedCount, error) { f, err := dlqFigures(dlq)(); return f.pipelines, err }, oneResync, poll).
+		Should(Equal([]retryv1alpha1.NamedCount{{Name: ns + "/orders", Count: 4}, {Name: ns + "/other", Count: 2}}))
 	g.Eventually(pipelineFiguresOf(p), oneResync, poll).Should(HaveField("DeadLetterMessages", Equal(ptr.To[int64](4))))
-	rp := &v1.RetryPolicy{}
+	rp := &retryv1alpha1.RetryPolicy{}
 	g.Eventually(func() (*int64, error) {
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "policy"}, rp)
 		return rp.Status.DeadLetterMessages, err

@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // Which changes of Ready are worth an event, and of which type. A Ready that goes False on the
@@ -23,7 +23,7 @@ import (
 
 // progressReasons are the reasons of a Ready that is not True yet on the way to True, set by no
 // problem: a first reconcile, a rollout under way.
-var progressReasons = []string{v1.ReasonReconciling, reasonProgressing}
+var progressReasons = []string{retryv1alpha1.ReasonReconciling, reasonProgressing}
 
 // progress reports whether ready, not True, is normal progress: every problem of ps is Progress,
 // and ready's reason is one of them or a progress reason.
@@ -40,7 +40,7 @@ func (ps problems) progress(ready *metav1.Condition) bool {
 // resource on its way to a first Ready (a first reconcile, a first rollout) and nothing else: no
 // change a person must hear of, which would be one event per resource of a large apply.
 func (ps problems) onWayToFirstReady(before []metav1.Condition, ready *metav1.Condition) bool {
-	return !meta.IsStatusConditionTrue(before, v1.ConditionReady) && ps.progress(ready) && slices.Contains(progressReasons, ready.Reason)
+	return !meta.IsStatusConditionTrue(before, retryv1alpha1.ConditionReady) && ps.progress(ready) && slices.Contains(progressReasons, ready.Reason)
 }
 
 // readyChanged tells whether a condition changed (status, reason or message): each such change is
@@ -107,7 +107,7 @@ func (m *missingReferences) observe(key types.NamespacedName, uid types.UID, ps 
 	cur := map[string]*missingEpisode{}
 	var notes []string
 	for _, p := range ps {
-		if p.Reason != v1.ReasonReferenceNotFound || !p.Progress || cur[p.Message] != nil {
+		if p.Reason != retryv1alpha1.ReasonReferenceNotFound || !p.Progress || cur[p.Message] != nil {
 			continue
 		}
 		e := old[p.Message]
@@ -143,7 +143,7 @@ func (m *missingReferences) forget(key types.NamespacedName) {
 // for longer than ReferenceGracePeriod, once per episode.
 func (r *topicReconciler) warnLongMissing(obj client.Object, ps problems) {
 	for _, note := range r.missing.observe(client.ObjectKeyFromObject(obj), obj.GetUID(), ps) {
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, v1.ReasonReferenceNotFound, "Reconcile", "%s", note)
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, retryv1alpha1.ReasonReferenceNotFound, "Reconcile", "%s", note)
 	}
 }
 

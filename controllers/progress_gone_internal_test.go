@@ -10,7 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
@@ -25,11 +25,11 @@ func keyOfUID(uid types.UID) types.NamespacedName {
 func TestAResourceGoneWithoutItsFinalizerIsForgotten(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	r := &topicReconciler{Client: fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build(), missing: newMissingReferences(clk)}
-	missing := problems{{Reason: v1.ReasonReferenceNotFound, Progress: true, Message: `RetryPolicy "typo" not found`}}
+	missing := problems{{Reason: retryv1alpha1.ReasonReferenceNotFound, Progress: true, Message: `RetryPolicy "typo" not found`}}
 	key := keyOfUID("a")
 	r.missing.observe(key, "a", missing)
 	var gone []types.NamespacedName
-	if ok, err := r.fetch(context.Background(), ctrl.Request{NamespacedName: key}, &v1.ConsumerPipeline{}, func(k types.NamespacedName) { gone = append(gone, k) }); ok || err != nil {
+	if ok, err := r.fetch(context.Background(), ctrl.Request{NamespacedName: key}, &retryv1alpha1.ConsumerPipeline{}, func(k types.NamespacedName) { gone = append(gone, k) }); ok || err != nil {
 		t.Fatalf("fetch of a pipeline that is gone: %v, %v", ok, err)
 	}
 	if len(gone) != 1 || len(r.missing.byName) != 0 {
@@ -42,7 +42,7 @@ func TestAResourceGoneWithoutItsFinalizerIsForgotten(t *testing.T) {
 func TestARecreatedResourceStartsItsGracePeriodAfresh(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	m := newMissingReferences(clk)
-	missing := problems{{Reason: v1.ReasonReferenceNotFound, Progress: true, Message: `RetryPolicy "typo" not found`}}
+	missing := problems{{Reason: retryv1alpha1.ReasonReferenceNotFound, Progress: true, Message: `RetryPolicy "typo" not found`}}
 	key := keyOfUID("a")
 	m.observe(key, "old", missing)
 	clk.SetTime(clk.Now().Add(ReferenceGracePeriod - time.Second))

@@ -8,15 +8,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 func TestAReferenceMissingPastTheGracePeriodIsOneWarningPerEpisode(t *testing.T) {
-	policy := &problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: `RetryPolicy "typo" not found`}
-	queue := &problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: `DeadLetterQueue "dlq" not found`}
-	conflict := &problem{Reason: v1.ReasonTopicConflict, Kind: problemWaiting, Message: "taken"}
+	policy := &problem{Reason: retryv1alpha1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: `RetryPolicy "typo" not found`}
+	queue := &problem{Reason: retryv1alpha1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: `DeadLetterQueue "dlq" not found`}
+	conflict := &problem{Reason: retryv1alpha1.ReasonTopicConflict, Kind: problemWaiting, Message: "taken"}
 	// A ReferenceNotFound that is no progress is a Warning already, at once (DeadLetterAction).
-	action := &problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Message: `DeadLetterQueue "gone" not found`}
+	action := &problem{Reason: retryv1alpha1.ReasonReferenceNotFound, Kind: problemWaiting, Message: `DeadLetterQueue "gone" not found`}
 	type step struct {
 		after time.Duration // the clock stepped by this much before the reconcile
 		uid   types.UID
@@ -82,7 +82,7 @@ func TestAReferenceMissingPastTheGracePeriodIsOneWarningPerEpisode(t *testing.T)
 func TestAResourceGoneIsForgotten(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	m := newMissingReferences(clk)
-	missing := problems{{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: "x"}}
+	missing := problems{{Reason: retryv1alpha1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: "x"}}
 	m.observe(keyOfUID("a"), "a", missing)
 	m.forget(keyOfUID("a"))
 	if len(m.byName) != 0 {

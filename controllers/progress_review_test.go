@@ -9,14 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // TestAClockSetBackDoesNotPostponeTheWarning: the wall clock stepped back (an NTP correction)
 // during an episode must not add the step to the grace period: the reference is missing for
 // ReferenceGracePeriod as the clock counts from then on, and that is worth the Warning.
 func TestAClockSetBackDoesNotPostponeTheWarning(t *testing.T) {
-	policy := &problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: `RetryPolicy "typo" not found`}
+	policy := &problem{Reason: retryv1alpha1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: `RetryPolicy "typo" not found`}
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakePassiveClock(start)
 	m := newMissingReferences(clk)
@@ -36,7 +36,7 @@ func TestAClockSetBackDoesNotPostponeTheWarning(t *testing.T) {
 // TestConcurrentReconcilesKeepTheirEpisodes: reconciles of different resources observe at once
 // (MaxConcurrentReconciles); each resource gets its one Warning, and -race finds no data race.
 func TestConcurrentReconcilesKeepTheirEpisodes(t *testing.T) {
-	policy := &problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: `RetryPolicy "typo" not found`}
+	policy := &problem{Reason: retryv1alpha1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: `RetryPolicy "typo" not found`}
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakePassiveClock(start)
 	m := newMissingReferences(clk)

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
@@ -24,7 +24,7 @@ func TestAQueueAdoptsItsTwoTopicsInOneChange(t *testing.T) {
 	createTopic(t, adm, topic, 3)
 	createTopic(t, adm, topic+".state", 1)
 	q := newDLQ(ns, "adopted", topic)
-	q.Spec.Topic.ExistingTopic = v1.ExistingTopicAdopt
+	q.Spec.Topic.ExistingTopic = retryv1alpha1.ExistingTopicAdopt
 	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
 	t.Cleanup(func() { letGo(t, q) })
 

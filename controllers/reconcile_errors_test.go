@@ -16,7 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
@@ -72,14 +72,14 @@ func TestAFailedListStillLeavesAConditionSayingSo(t *testing.T) {
 		conditions func() []metav1.Condition
 	}{
 		"a DeadLetterQueue whose topic's claims cannot be listed": {
-			obj: q, failing: &v1.DeadLetterQueueList{},
+			obj: q, failing: &retryv1alpha1.DeadLetterQueueList{},
 			pick: func(q *controllers.DeadLetterQueueReconciler, _ *controllers.ConsumerPipelineReconciler) reconcile.Reconciler {
 				return q
 			},
 			conditions: func() []metav1.Condition { return q.Status.Conditions },
 		},
 		"a ConsumerPipeline whose source's claims cannot be listed": {
-			obj: p, failing: &v1.ConsumerPipelineList{},
+			obj: p, failing: &retryv1alpha1.ConsumerPipelineList{},
 			pick: func(_ *controllers.DeadLetterQueueReconciler, p *controllers.ConsumerPipelineReconciler) reconcile.Reconciler {
 				return p
 			},
@@ -105,7 +105,7 @@ func TestAFailedListStillLeavesAConditionSayingSo(t *testing.T) {
 			g.Expect(err).To(MatchError(refused), "the error is returned for the work queue's backoff")
 
 			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tc.obj), tc.obj)).To(Succeed())
-			ready := meta.FindStatusCondition(tc.conditions(), v1.ConditionReady)
+			ready := meta.FindStatusCondition(tc.conditions(), retryv1alpha1.ConditionReady)
 			g.Expect(ready).To(notReady("ReconcileError"))
 			g.Expect(ready.Message).To(ContainSubstring(refused.Error()))
 			g.Expect(ready.ObservedGeneration).To(Equal(tc.obj.GetGeneration()))

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
@@ -37,13 +37,13 @@ func TestAReferenceMissingPastTheGracePeriodIsOneWarning(t *testing.T) {
 	label := map[string]string{benchmarkLabel: ns}
 	q := newDLQ(ns, "q", ns+".dlq")
 	p := newPipeline(ns, "p", ns+".src", "typo", q.Name)
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
 	for _, o := range []client.Object{q, p} {
 		o.SetLabels(label)
 		g.Expect(env.Client.Create(ctx, o)).To(Succeed())
 		t.Cleanup(func() { letGo(t, o) })
 	}
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(notReady(v1.ReasonReferenceNotFound))
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(notReady(retryv1alpha1.ReasonReferenceNotFound))
 
 	warnings := missingWarnings(ns, p.Name)
 	clk.Step(controllers.ReferenceGracePeriod - time.Second)
@@ -55,7 +55,7 @@ func TestAReferenceMissingPastTheGracePeriodIsOneWarning(t *testing.T) {
 	holdsThroughReconcile(t, reconciles, p, warnings, HaveLen(1), "one Warning per missing episode, not per resync")
 
 	g.Expect(env.Client.Create(ctx, withLabels(backoffPolicy(ns, "typo", 3, time.Second, time.Minute), label))).To(Succeed())
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
 	clk.Step(time.Hour)
 	holdsThroughReconcile(t, reconciles, p, warnings, HaveLen(1), "no Warning once the reference exists")
 }
@@ -123,7 +123,7 @@ func missingWarnings(ns, name string) func() ([]string, error) {
 		evs, err := eventsFor(ns, name)()
 		var notes []string
 		for _, e := range evs {
-			if e.Type != corev1.EventTypeWarning || e.Reason != v1.ReasonReferenceNotFound {
+			if e.Type != corev1.EventTypeWarning || e.Reason != retryv1alpha1.ReasonReferenceNotFound {
 				continue
 			}
 			n := 1

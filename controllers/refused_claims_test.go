@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
@@ -79,8 +79,8 @@ func TestARefusedClaimHoldsNothing(t *testing.T) {
 	squatter := newPipeline(tenant, "squatter", tenant+".orders", "p", "own")
 	squatter.Spec.Source.ConsumerGroup = victim + ".billing"
 	create(squatter)
-	g.Eventually(dlqReady(squatQueue), wait, poll).Should(notReady(v1.ReasonTopicClaimRefused))
-	g.Eventually(pipelineCondition(squatter, v1.ConditionTopicsReady), wait, poll).Should(notReady(v1.ReasonConsumerGroupClaimRefused))
+	g.Eventually(dlqReady(squatQueue), wait, poll).Should(notReady(retryv1alpha1.ReasonTopicClaimRefused))
+	g.Eventually(pipelineCondition(squatter, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(notReady(retryv1alpha1.ReasonConsumerGroupClaimRefused))
 	// The rightful ones come strictly later (creation timestamps have a one-second resolution).
 	g.Eventually(func() bool { return metav1.Now().Unix() > squatter.CreationTimestamp.Unix() }, wait, poll).Should(BeTrue())
 
@@ -90,8 +90,8 @@ func TestARefusedClaimHoldsNothing(t *testing.T) {
 	billing := newPipeline(victim, "billing", victim+".orders", "p", "billing-dlq")
 	create(billing)
 	g.Eventually(dlqReady(queue), wait, poll).Should(isReady(), "the queue's own topic, which no refused claim holds")
-	g.Eventually(pipelineCondition(billing, v1.ConditionTopicsReady), wait, poll).Should(isReady(), "the namespace's own group")
+	g.Eventually(pipelineCondition(billing, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady(), "the namespace's own group")
 	g.Eventually(func() (*appsv1.Deployment, error) { return consumers(billing) }, wait, poll).Should(HaveField("Spec.Replicas", Equal(ptr.To(int32(1)))))
-	g.Expect(pipelineCondition(squatter, v1.ConditionTopicsReady)()).To(notReady(v1.ReasonConsumerGroupClaimRefused), "still refused")
-	g.Expect(dlqReady(squatQueue)()).To(notReady(v1.ReasonTopicClaimRefused), "still refused")
+	g.Expect(pipelineCondition(squatter, retryv1alpha1.ConditionTopicsReady)()).To(notReady(retryv1alpha1.ReasonConsumerGroupClaimRefused), "still refused")
+	g.Expect(dlqReady(squatQueue)()).To(notReady(retryv1alpha1.ReasonTopicClaimRefused), "still refused")
 }

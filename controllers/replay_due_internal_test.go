@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -30,7 +30,7 @@ type replayFixture struct {
 	f      *kafkafake.Fake
 	clk    *clocktesting.FakePassiveClock
 	r      *ConsumerPipelineReconciler
-	p      *v1.ConsumerPipeline
+	p      *retryv1alpha1.ConsumerPipeline
 	conn   kafka.Connection
 	rec    *events.FakeRecorder
 	source string
@@ -40,7 +40,7 @@ type replayFixture struct {
 
 const replayTierDelay = 10 * time.Minute
 
-func newReplayFixture(t *testing.T, start time.Time, auto *v1.PipelineAutoscaling) *replayFixture {
+func newReplayFixture(t *testing.T, start time.Time, auto *retryv1alpha1.PipelineAutoscaling) *replayFixture {
 	x := &replayFixture{f: kafkafake.New(), clk: clocktesting.NewFakePassiveClock(start), rec: events.NewFakeRecorder(10),
 		source: "orders", tier: "team.orders.retry.1", group: "team.orders",
 		conn: kafka.Connection{BootstrapServers: []string{"fake:9092"}}}
@@ -50,8 +50,8 @@ func newReplayFixture(t *testing.T, start time.Time, auto *v1.PipelineAutoscalin
 	x.r.Client = fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build()
 	x.r.Recorder, x.r.Clock, x.r.RefreshInterval = x.rec, x.clk, time.Second
 	x.r.Kafka = newKafkaAccessForTest(x.clk)
-	x.p = &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders"},
-		Spec: v1.ConsumerPipelineSpec{Source: v1.PipelineSource{Topic: v1.TopicName(x.source)}, DeadLetterQueueRef: v1.LocalObjectReference{Name: "dlq"},
+	x.p = &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders"},
+		Spec: retryv1alpha1.ConsumerPipelineSpec{Source: retryv1alpha1.PipelineSource{Topic: retryv1alpha1.TopicName(x.source)}, DeadLetterQueueRef: retryv1alpha1.LocalObjectReference{Name: "dlq"},
 			Autoscaling: auto}}
 	return x
 }
@@ -62,10 +62,10 @@ func (x *replayFixture) step(t *testing.T) *pipelineScope {
 	g := NewWithT(t)
 	s := &pipelineScope{p: x.p, kafkaClient: kafkaClient{admin: x.f, conn: x.conn, connKey: x.conn.Key()}, sourcePartitions: 2,
 		tiers:   dispatchercfg.Tiers{{Name: x.tier, Delay: sdkpolicy.D(replayTierDelay), Earliest: sdkpolicy.D(replayTierDelay), Latest: sdkpolicy.D(replayTierDelay)}},
-		retries: []v1.RetryTopicStatus{{Name: x.tier, Delay: metav1.Duration{Duration: replayTierDelay}, Partitions: 2}}}
+		retries: []retryv1alpha1.RetryTopicStatus{{Name: x.tier, Delay: metav1.Duration{Duration: replayTierDelay}, Partitions: 2}}}
 	g.Expect(x.r.refreshLiveFigures(context.Background(), s)).To(Succeed())
 	if a := render.AutoscalingOf(x.p, 2); a != nil {
-		s.autoscaling = &v1.PipelineAutoscalingStatus{}
+		s.autoscaling = &retryv1alpha1.PipelineAutoscalingStatus{}
 		if prev := x.p.Status.Autoscaling; prev != nil {
 			s.autoscaling = prev.DeepCopy()
 		}
@@ -115,7 +115,7 @@ func (x *replayFixture) retry(t *testing.T, partition int32) {
 func TestPipelineDueLagCountsReplayedRecordsAtOnce(t *testing.T) {
 	g := NewWithT(t)
 	start := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
-	x := newReplayFixture(t, start, &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](1), MaxReplicas: 3})
+	x := newReplayFixture(t, start, &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](1), MaxReplicas: 3})
 	x.retry(t, 0) // offset 0 of partition 0, due at 10m
 	g.Expect(*x.step(t).live.dueLag).To(BeZero())
 
@@ -147,7 +147,7 @@ func TestPipelineAtZeroWakesForAReplayAtOnce(t *testing.T) {
 	g := NewWithT(t)
 	start := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	const window, lead = 2 * time.Minute, 30 * time.Second
-	x := newReplayFixture(t, start, &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 3,
+	x := newReplayFixture(t, start, &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 3,
 		ScaleDownStabilization: &metav1.Duration{Duration: window}, WakeLead: &metav1.Duration{Duration: lead}})
 	x.step(t)
 	x.clk.SetTime(start.Add(window))

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
@@ -49,25 +49,25 @@ func TestAReplayOutsideTheClaimPolicyFails(t *testing.T) {
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 
-	a := newAction(ns, "to-elsewhere", "dlq", v1.DeadLetterReplay, nil)
-	a.Spec.Target = &v1.ReplayTarget{Topic: v1.TopicName(elsewhere)}
+	a := newAction(ns, "to-elsewhere", "dlq", retryv1alpha1.DeadLetterReplay, nil)
+	a.Spec.Target = &retryv1alpha1.ReplayTarget{Topic: retryv1alpha1.TopicName(elsewhere)}
 	a.Labels = map[string]string{benchmarkLabel: "replay-target"}
 	g.Expect(env.Client.Create(ctx, a)).To(Succeed())
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(a)}
 	var last ctrl.Result
-	g.Eventually(func() (v1.DeadLetterActionPhase, error) {
+	g.Eventually(func() (retryv1alpha1.DeadLetterActionPhase, error) {
 		if last, err = r.Reconcile(ctx, req); err != nil {
 			return "", err
 		}
 		return actionPhase(a)()
-	}, wait, time.Second).Should(Equal(v1.ActionFailed), func() string {
-		ready := meta.FindStatusCondition(a.Status.Conditions, v1.ConditionReady)
+	}, wait, time.Second).Should(Equal(retryv1alpha1.ActionFailed), func() string {
+		ready := meta.FindStatusCondition(a.Status.Conditions, retryv1alpha1.ConditionReady)
 		return fmt.Sprintf("replay into %s under --topic-prefix {namespace}.: phase %q, Ready %+v, requeued after %v", elsewhere, a.Status.Phase, ready, last.RequeueAfter)
 	})
-	g.Expect(actionReady(a)()).To(And(HaveField("Reason", v1.ReasonTopicClaimRefused), HaveField("Message", And(
+	g.Expect(actionReady(a)()).To(And(HaveField("Reason", retryv1alpha1.ReasonTopicClaimRefused), HaveField("Message", And(
 		ContainSubstring(elsewhere), ContainSubstring("--topic-prefix"), ContainSubstring(`"`+ns+`."`)))))
 	g.Eventually(eventsFor(ns, a.Name), wait, poll).Should(ContainElement(And(HaveField("Type", corev1.EventTypeWarning),
-		HaveField("Reason", v1.ReasonTopicClaimRefused))))
+		HaveField("Reason", retryv1alpha1.ReasonTopicClaimRefused))))
 	g.Expect(r.Reconcile(ctx, req)).To(Equal(ctrl.Result{}), "a failed action is not looked at again")
 	g.Expect(held(adm, elsewhere)()).To(BeZero(), "nothing replayed into %s", elsewhere)
 	g.Expect(held(adm, ns+".dlq.state")()).To(BeZero(), "no decision recorded")

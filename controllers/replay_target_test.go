@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
 
@@ -65,14 +65,14 @@ func TestReplayNeverTargetsAQueueOrItsRecordOfDecisions(t *testing.T) {
 	writeDeadLetters(t, ns+".dlq", ns+".orders", ns+"/orders", []actionDeadLetter{{reason: headers.ReasonNonRetriable, errorType: "HTTP422"}})
 	forgedDecision(t, ns+".dlq", ns+"/orders")
 	g.Eventually(func() (*int64, error) { _, err := dlqReady(q)(); return q.Status.Pending, err }, wait, poll).Should(Equal(ptr.To(int64(2))))
-	forged := &v1.DeadLetterSelector{Records: []v1.RecordRef{"0/1"}}
+	forged := &retryv1alpha1.DeadLetterSelector{Records: []retryv1alpha1.RecordRef{"0/1"}}
 
 	// The queue's own record of decisions.
-	toState := newAction(ns, "to-state", "dlq", v1.DeadLetterReplay, forged)
-	toState.Spec.Target = &v1.ReplayTarget{Topic: v1.TopicName(ns + ".dlq.state")}
+	toState := newAction(ns, "to-state", "dlq", retryv1alpha1.DeadLetterReplay, forged)
+	toState.Spec.Target = &retryv1alpha1.ReplayTarget{Topic: retryv1alpha1.TopicName(ns + ".dlq.state")}
 	err := env.Client.Create(ctx, toState)
 	if err == nil {
-		g.Eventually(actionPhase(toState), wait, poll).Should(Equal(v1.ActionFailed), func() string {
+		g.Eventually(actionPhase(toState), wait, poll).Should(Equal(retryv1alpha1.ActionFailed), func() string {
 			_, _ = dlqReady(q)()
 			return fmt.Sprintf("replayed into %s.dlq.state: %d records held; queue states %v; action matched %d, done %d, skipped %v",
 				ns, must(held(adm, ns+".dlq.state")()), q.Status.States, toState.Status.Matched, toState.Status.Done, toState.Status.Skipped)
@@ -80,20 +80,20 @@ func TestReplayNeverTargetsAQueueOrItsRecordOfDecisions(t *testing.T) {
 	}
 	g.Expect(err).To(MatchError(ContainSubstring("record of decisions")))
 	// Nor a retry tier, by its name.
-	toTier := newAction(ns, "to-tier", "dlq", v1.DeadLetterReplay, forged)
-	toTier.Spec.Target = &v1.ReplayTarget{Topic: v1.TopicName(ns + ".orders.retry.1")}
+	toTier := newAction(ns, "to-tier", "dlq", retryv1alpha1.DeadLetterReplay, forged)
+	toTier.Spec.Target = &retryv1alpha1.ReplayTarget{Topic: retryv1alpha1.TopicName(ns + ".orders.retry.1")}
 	g.Expect(env.Client.Create(ctx, toTier)).To(MatchError(ContainSubstring("retry topic")))
 
 	// Topics the ledger records as queues' topics: this queue's own and another queue's.
 	for _, target := range []string{ns + ".dlq", ns + ".other"} {
-		a := newAction(ns, "to-"+target[len(ns)+1:], "dlq", v1.DeadLetterReplay, forged)
-		a.Spec.Target = &v1.ReplayTarget{Topic: v1.TopicName(target)}
+		a := newAction(ns, "to-"+target[len(ns)+1:], "dlq", retryv1alpha1.DeadLetterReplay, forged)
+		a.Spec.Target = &retryv1alpha1.ReplayTarget{Topic: retryv1alpha1.TopicName(target)}
 		g.Expect(env.Client.Create(ctx, a)).To(Succeed())
-		g.Eventually(actionPhase(a), wait, poll).Should(Equal(v1.ActionFailed), "replay into %s", target)
-		g.Expect(actionReady(a)()).To(And(HaveField("Reason", v1.ReasonReplayTargetRefused), HaveField("Message", And(
+		g.Eventually(actionPhase(a), wait, poll).Should(Equal(retryv1alpha1.ActionFailed), "replay into %s", target)
+		g.Expect(actionReady(a)()).To(And(HaveField("Reason", retryv1alpha1.ReasonReplayTargetRefused), HaveField("Message", And(
 			ContainSubstring(target), ContainSubstring("DeadLetterQueue "+ns+"/")))))
 		g.Eventually(eventsFor(ns, a.Name), wait, poll).Should(ContainElement(And(HaveField("Type", corev1.EventTypeWarning),
-			HaveField("Reason", v1.ReasonReplayTargetRefused))))
+			HaveField("Reason", retryv1alpha1.ReasonReplayTargetRefused))))
 	}
 	g.Expect(held(adm, ns+".dlq")()).To(Equal(int64(2)), "nothing replayed into the queue")
 	g.Expect(held(adm, ns+".other")()).To(BeZero(), "nothing replayed into the other queue")
@@ -103,7 +103,7 @@ func TestReplayNeverTargetsAQueueOrItsRecordOfDecisions(t *testing.T) {
 
 // readyQueue creates the one-partition queue "dlq" on topic <ns>.dlq and waits until it is Ready
 // and has made its record of decisions.
-func readyQueue(t *testing.T, ns string) *v1.DeadLetterQueue {
+func readyQueue(t *testing.T, ns string) *retryv1alpha1.DeadLetterQueue {
 	t.Helper()
 	g := NewWithT(t)
 	q := newDLQ(ns, "dlq", ns+".dlq")

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
@@ -58,12 +58,12 @@ func TestAWaitingReplayDoesNotListTheLedger(t *testing.T) {
 
 	// Only this test's reconciler looks at these actions; the first one, never run, is ahead.
 	mine := map[string]string{benchmarkLabel: "replay-target"}
-	ahead := newAction(ns, "a-ahead", "dlq", v1.DeadLetterResolve, nil)
+	ahead := newAction(ns, "a-ahead", "dlq", retryv1alpha1.DeadLetterResolve, nil)
 	ahead.Spec.Note = "first"
 	ahead.Labels = mine
 	g.Expect(env.Client.Create(ctx, ahead)).To(Succeed())
-	waiting := newAction(ns, "b-waiting", "dlq", v1.DeadLetterReplay, nil)
-	waiting.Spec.Target = &v1.ReplayTarget{Topic: v1.TopicName(ns + ".elsewhere")}
+	waiting := newAction(ns, "b-waiting", "dlq", retryv1alpha1.DeadLetterReplay, nil)
+	waiting.Spec.Target = &retryv1alpha1.ReplayTarget{Topic: retryv1alpha1.TopicName(ns + ".elsewhere")}
 	waiting.Labels = mine
 	g.Expect(env.Client.Create(ctx, waiting)).To(Succeed())
 	for range 5 {

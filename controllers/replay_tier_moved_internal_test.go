@@ -10,7 +10,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -27,8 +27,8 @@ func TestAReplayNeverWritesIntoATierNoLongerThePipelinesFirst(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	const old, current, source = "team.orders.retry.1", "team.orders.retry.10s", "orders"
-	p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders"}}
-	p.Status.Topics = &v1.PipelineTopics{Source: source, Retries: []v1.RetryTopicStatus{{Name: current}}, UnusedRetries: []string{old}}
+	p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders"}}
+	p.Status.Topics = &retryv1alpha1.PipelineTopics{Source: source, Retries: []retryv1alpha1.RetryTopicStatus{{Name: current}}, UnusedRetries: []string{old}}
 	c := fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).WithObjects(p).WithStatusSubresource(p).Build()
 	f := kafkafake.New()
 	for _, n := range []string{old, current, source} {

@@ -6,7 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
 
@@ -30,15 +30,15 @@ func TestReplayNeverGoesThroughATierAQueueTook(t *testing.T) {
 	g.Eventually(dlqReady(thief), wait, poll).Should(isReady())
 	g.Expect(env.Client.Create(ctx, samplePolicy(t, "chatbot", ns))).To(Succeed())
 	p := newPipeline(ns, "orders", ns+".src", "chatbot", "dlq")
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicConflict), HaveField("Message", ContainSubstring(tier))))
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicConflict), HaveField("Message", ContainSubstring(tier))))
 	g.Expect(p.Status.Topics.Retries[0].Name).To(Equal(tier))
 	g.Eventually(dlqReady(q), wait, poll).Should(isReady())
 	writeDeadLetters(t, ns+".dlq", ns+".src", ns+"/orders", []actionDeadLetter{{reason: headers.ReasonNonRetriable, errorType: "HTTP422"}})
-	a := newAction(ns, "replay", "dlq", v1.DeadLetterReplay, nil)
+	a := newAction(ns, "replay", "dlq", retryv1alpha1.DeadLetterReplay, nil)
 	g.Expect(env.Client.Create(ctx, a)).To(Succeed())
-	g.Eventually(actionPhase(a), wait, poll).Should(Equal(v1.ActionSucceeded))
+	g.Eventually(actionPhase(a), wait, poll).Should(Equal(retryv1alpha1.ActionSucceeded))
 	g.Expect(held(adm, tier)()).To(BeZero(), "replayed into %s, the topic of queue thief: action done %d, skipped %v", tier, a.Status.Done, a.Status.Skipped)
 	g.Expect(a.Status.Done).To(BeZero())
 }

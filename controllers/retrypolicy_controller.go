@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 	"github.com/retryops/retry-operator/internal/policy"
 )
@@ -29,20 +29,20 @@ type RetryPolicyReconciler struct {
 
 // Reconcile rebuilds one policy's status from its spec and the cluster and patches it when it changed.
 func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	p := &v1.RetryPolicy{}
+	p := &retryv1alpha1.RetryPolicy{}
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
 		if apierrors.IsNotFound(err) && r.Metrics != nil {
 			r.Metrics.DeleteRetryPolicy(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	pipelines := &v1.ConsumerPipelineList{}
+	pipelines := &retryv1alpha1.ConsumerPipelineList{}
 	if err := r.List(ctx, pipelines, client.InNamespace(p.Namespace), client.MatchingFields{indexPipelineByPolicy: p.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
 
 	st := policyStatus(p, pipelines.Items, r.Policies)
-	_, _, err := policyStatusWriter.patch(ctx, r.Client, r.Recorder, p, func(p *v1.RetryPolicy) { p.Status = st }, nil,
+	_, _, err := policyStatusWriter.patch(ctx, r.Client, r.Recorder, p, func(p *retryv1alpha1.RetryPolicy) { p.Status = st }, nil,
 		"Retry plan computed: "+st.ScheduleSummary, "schedule", st.ScheduleSummary)
 	if err != nil {
 		return staleOrError(err)
@@ -52,8 +52,8 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 }
 
 // policyStatusWriter writes a policy's status.
-var policyStatusWriter = statusWriter[*v1.RetryPolicy]{
-	conditions: func(p *v1.RetryPolicy) []metav1.Condition { return p.Status.Conditions },
+var policyStatusWriter = statusWriter[*retryv1alpha1.RetryPolicy]{
+	conditions: func(p *retryv1alpha1.RetryPolicy) []metav1.Condition { return p.Status.Conditions },
 	logKey:     "retryPolicy", ready: "Policy is valid", notReady: "Policy is invalid", action: "Validate",
 	// A policy valid from its creation is no news (its status shows the plan); one valid again
 	// after a Warning, or whose plan changed, is.
@@ -61,7 +61,7 @@ var policyStatusWriter = statusWriter[*v1.RetryPolicy]{
 }
 
 // export sets the policy's gauge to the dead letters its status shows.
-func (r *RetryPolicyReconciler) export(p *v1.RetryPolicy, st v1.RetryPolicyStatus) {
+func (r *RetryPolicyReconciler) export(p *retryv1alpha1.RetryPolicy, st retryv1alpha1.RetryPolicyStatus) {
 	if r.Metrics != nil && st.DeadLetterMessages != nil {
 		r.Metrics.SetRetryPolicy(p.Namespace, p.Name, *st.DeadLetterMessages)
 	}
@@ -71,8 +71,8 @@ func (r *RetryPolicyReconciler) export(p *v1.RetryPolicy, st v1.RetryPolicyStatu
 // reference them, so usage counts follow pipelines appearing, changing and going away.
 func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.RetryPolicy{}).
-		Watches(&v1.ConsumerPipeline{}, handler.EnqueueRequestsFromMapFunc(pipelineToPolicy)).
+		For(&retryv1alpha1.RetryPolicy{}).
+		Watches(&retryv1alpha1.ConsumerPipeline{}, handler.EnqueueRequestsFromMapFunc(pipelineToPolicy)).
 		Named("retrypolicy").
 		Complete(r)
 }
@@ -80,6 +80,6 @@ func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // pipelineToPolicy maps a pipeline to the policy it references. An update that changes the reference
 // enqueues both policies: controller-runtime calls the map function for the old and the new object.
 func pipelineToPolicy(_ context.Context, o client.Object) []reconcile.Request {
-	p := o.(*v1.ConsumerPipeline)
+	p := o.(*retryv1alpha1.ConsumerPipeline)
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: p.Namespace, Name: p.Spec.RetryPolicyRef.Name}}}
 }

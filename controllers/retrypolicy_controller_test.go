@@ -14,19 +14,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
 const wait, poll = 20 * time.Second, 50 * time.Millisecond
 
-func samplePolicy(t *testing.T, name, ns string) *v1.RetryPolicy {
+func samplePolicy(t *testing.T, name, ns string) *retryv1alpha1.RetryPolicy {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(envtestutil.RepoRoot(), "config", "samples", "retry_v1alpha1_retrypolicy_"+name+".yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &v1.RetryPolicy{}
+	p := &retryv1alpha1.RetryPolicy{}
 	if err := yaml.UnmarshalStrict(data, p); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func samplePolicy(t *testing.T, name, ns string) *v1.RetryPolicy {
 	return p
 }
 
-func nominal(st v1.RetryPolicyStatus) []string {
+func nominal(st retryv1alpha1.RetryPolicyStatus) []string {
 	var out []string
 	for _, s := range st.Schedule {
 		out = append(out, s.Delay.Duration.String())
@@ -61,7 +61,7 @@ func TestEverySamplePolicyBecomesReadyWithItsSchedule(t *testing.T) {
 			p := samplePolicy(t, name, ns)
 			g.Expect(env.Client.Create(context.Background(), p)).To(Succeed())
 			g.Eventually(readyCondition(p, func() []metav1.Condition { return p.Status.Conditions }), wait, poll).
-				Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", v1.ReasonValid)))
+				Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", retryv1alpha1.ReasonValid)))
 			g.Expect(p.Status.ObservedGeneration).To(Equal(p.Generation))
 			g.Expect(p.Status.ScheduleSummary).To(Equal(w.summary))
 			g.Expect(nominal(p.Status)).To(Equal(w.delays))
@@ -81,11 +81,11 @@ func TestInvalidPatternIsReportedAsInvalidSpecWithAWarning(t *testing.T) {
 	g.Expect(env.Client.Create(context.Background(), p)).To(Succeed())
 
 	g.Eventually(readyCondition(p, func() []metav1.Condition { return p.Status.Conditions }), wait, poll).
-		Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", v1.ReasonInvalidSpec),
+		Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", retryv1alpha1.ReasonInvalidSpec),
 			HaveField("Message", And(ContainSubstring("retryable-messages"), ContainSubstring(`"(?i)timeout("`), ContainSubstring("missing closing )")))))
 	g.Expect(p.Status.Schedule).To(BeEmpty())
 	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(And(
-		HaveField("Type", "Warning"), HaveField("Reason", v1.ReasonInvalidSpec), HaveField("Note", ContainSubstring(`"(?i)timeout("`)))))
+		HaveField("Type", "Warning"), HaveField("Reason", retryv1alpha1.ReasonInvalidSpec), HaveField("Note", ContainSubstring(`"(?i)timeout("`)))))
 
 	// Fixing the pattern makes the policy Ready, with a Normal event.
 	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p)).To(Succeed())
@@ -94,7 +94,7 @@ func TestInvalidPatternIsReportedAsInvalidSpecWithAWarning(t *testing.T) {
 	g.Expect(env.Client.Update(context.Background(), p)).To(Succeed())
 	g.Eventually(readyCondition(p, func() []metav1.Condition { return p.Status.Conditions }), wait, poll).
 		Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue)))
-	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(And(HaveField("Type", "Normal"), HaveField("Reason", v1.ReasonValid))))
+	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ContainElement(And(HaveField("Type", "Normal"), HaveField("Reason", retryv1alpha1.ReasonValid))))
 }
 
 func TestUsageFollowsPipelinesThatReferenceThePolicy(t *testing.T) {
@@ -111,14 +111,14 @@ func TestUsageFollowsPipelinesThatReferenceThePolicy(t *testing.T) {
 		}
 		return *p.Status.Pipelines, p.Status.PipelineNames, err
 	}
-	pipeline := func(name, policy string) *v1.ConsumerPipeline {
-		return &v1.ConsumerPipeline{
+	pipeline := func(name, policy string) *retryv1alpha1.ConsumerPipeline {
+		return &retryv1alpha1.ConsumerPipeline{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: v1.ConsumerPipelineSpec{
-				Source:             v1.PipelineSource{Topic: v1.TopicName(name)},
-				RetryPolicyRef:     v1.LocalObjectReference{Name: policy},
-				DeadLetterQueueRef: v1.LocalObjectReference{Name: "dlq"},
-				Sink:               &v1.Sink{URI: "http://sink.example:8080/"},
+			Spec: retryv1alpha1.ConsumerPipelineSpec{
+				Source:             retryv1alpha1.PipelineSource{Topic: retryv1alpha1.TopicName(name)},
+				RetryPolicyRef:     retryv1alpha1.LocalObjectReference{Name: policy},
+				DeadLetterQueueRef: retryv1alpha1.LocalObjectReference{Name: "dlq"},
+				Sink:               &retryv1alpha1.Sink{URI: "http://sink.example:8080/"},
 			},
 		}
 	}
@@ -126,7 +126,7 @@ func TestUsageFollowsPipelinesThatReferenceThePolicy(t *testing.T) {
 	g.Expect(p.Status.PipelineNames).To(BeEmpty())
 
 	a, b, other := pipeline("chat-b", "chatbot"), pipeline("chat-a", "chatbot"), pipeline("unrelated", "grading")
-	for _, o := range []*v1.ConsumerPipeline{a, b, other} {
+	for _, o := range []*retryv1alpha1.ConsumerPipeline{a, b, other} {
 		g.Expect(env.Client.Create(ctx, o)).To(Succeed())
 	}
 	g.Eventually(func() ([]string, error) { _, names, err := usage(); return names, err }, wait, poll).Should(Equal([]string{"chat-a", "chat-b"}))
@@ -173,7 +173,7 @@ func TestAPolicyValidFromItsCreationRecordsNoEvent(t *testing.T) {
 	p := samplePolicy(t, "delegation", ns)
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	g.Eventually(readyCondition(p, func() []metav1.Condition { return p.Status.Conditions }), wait, poll).
-		Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", v1.ReasonValid)))
+		Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", retryv1alpha1.ReasonValid)))
 
 	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
@@ -183,5 +183,5 @@ func TestAPolicyValidFromItsCreationRecordsNoEvent(t *testing.T) {
 		return env.Client.Update(ctx, p)
 	})).To(Succeed())
 	g.Eventually(eventsFor(ns, p.Name), wait, poll).Should(ConsistOf(
-		And(HaveField("Type", "Warning"), HaveField("Reason", v1.ReasonInvalidSpec))))
+		And(HaveField("Type", "Warning"), HaveField("Reason", retryv1alpha1.ReasonInvalidSpec))))
 }

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/policy"
 	"github.com/retryops/retry-operator/sdk/retry"
 )
@@ -21,8 +21,8 @@ const maxPipelineNames = 20
 // policyStatus rebuilds a RetryPolicy's status from its spec (compiled through cache) and the
 // pipelines that use it. The conditions of the previous status are carried over so that transition
 // times move only on change.
-func policyStatus(p *v1.RetryPolicy, pipelines []v1.ConsumerPipeline, cache *policy.Cache) v1.RetryPolicyStatus {
-	st := v1.RetryPolicyStatus{
+func policyStatus(p *retryv1alpha1.RetryPolicy, pipelines []retryv1alpha1.ConsumerPipeline, cache *policy.Cache) retryv1alpha1.RetryPolicyStatus {
+	st := retryv1alpha1.RetryPolicyStatus{
 		ObservedGeneration: p.Generation,
 		Conditions:         append([]metav1.Condition(nil), p.Status.Conditions...),
 	}
@@ -43,16 +43,16 @@ func policyStatus(p *v1.RetryPolicy, pipelines []v1.ConsumerPipeline, cache *pol
 
 // setPolicyStalled sets Stalled: True with reason InvalidSpec while the spec does not compile (only a
 // spec change can fix it), removed otherwise.
-func setPolicyStalled(st *v1.RetryPolicyStatus, generation int64, specErr error) {
+func setPolicyStalled(st *retryv1alpha1.RetryPolicyStatus, generation int64, specErr error) {
 	var ps problems
 	if specErr != nil {
-		ps.add(&problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(specErr.Error(), maxConditionMessage)})
+		ps.add(&problem{Reason: retryv1alpha1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(specErr.Error(), maxConditionMessage)})
 	}
 	setStalled(&st.Conditions, generation, ps)
 }
 
 // setPolicyUsage fills in which pipelines use the policy and their dead letters.
-func setPolicyUsage(st *v1.RetryPolicyStatus, pipelines []v1.ConsumerPipeline) {
+func setPolicyUsage(st *retryv1alpha1.RetryPolicyStatus, pipelines []retryv1alpha1.ConsumerPipeline) {
 	names := make([]string, 0, len(pipelines))
 	var dead int64
 	for i := range pipelines {
@@ -71,10 +71,10 @@ func setPolicyUsage(st *v1.RetryPolicyStatus, pipelines []v1.ConsumerPipeline) {
 }
 
 // setPolicySchedule writes the computed plan.
-func setPolicySchedule(st *v1.RetryPolicyStatus, plan retry.Plan) {
+func setPolicySchedule(st *retryv1alpha1.RetryPolicyStatus, plan retry.Plan) {
 	nominal := make([]string, 0, len(plan.Schedule))
 	for _, s := range plan.Schedule {
-		st.Schedule = append(st.Schedule, v1.ScheduledRetry{
+		st.Schedule = append(st.Schedule, retryv1alpha1.ScheduledRetry{
 			Attempt:  s.Attempt,
 			Delay:    metav1.Duration{Duration: s.Nominal},
 			Earliest: metav1.Duration{Duration: s.Earliest},
@@ -85,7 +85,7 @@ func setPolicySchedule(st *v1.RetryPolicyStatus, plan retry.Plan) {
 	}
 	st.ScheduleSummary = scheduleSummary(nominal)
 	if len(plan.Schedule) > 0 {
-		st.TotalDelay = &v1.DelayBounds{
+		st.TotalDelay = &retryv1alpha1.DelayBounds{
 			Earliest: metav1.Duration{Duration: plan.TotalDelay.Earliest},
 			Latest:   metav1.Duration{Duration: plan.TotalDelay.Latest},
 		}
@@ -94,15 +94,15 @@ func setPolicySchedule(st *v1.RetryPolicyStatus, plan retry.Plan) {
 
 // setPolicyReady sets the Ready condition: True when the spec compiled, False with reason InvalidSpec
 // and the exact problem otherwise.
-func setPolicyReady(st *v1.RetryPolicyStatus, generation int64, specErr error) {
-	c := metav1.Condition{Type: v1.ConditionReady, ObservedGeneration: generation}
+func setPolicyReady(st *retryv1alpha1.RetryPolicyStatus, generation int64, specErr error) {
+	c := metav1.Condition{Type: retryv1alpha1.ConditionReady, ObservedGeneration: generation}
 	switch {
 	case specErr != nil:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1.ReasonInvalidSpec, truncate(specErr.Error(), maxConditionMessage)
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, retryv1alpha1.ReasonInvalidSpec, truncate(specErr.Error(), maxConditionMessage)
 	case len(st.Schedule) == 0:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1.ReasonValid, "no retries: a failed delivery goes to the dead letter queue at once"
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, retryv1alpha1.ReasonValid, "no retries: a failed delivery goes to the dead letter queue at once"
 	default:
-		c.Status, c.Reason = metav1.ConditionTrue, v1.ReasonValid
+		c.Status, c.Reason = metav1.ConditionTrue, retryv1alpha1.ReasonValid
 		c.Message = fmt.Sprintf("%d retries over %s to %s", len(st.Schedule),
 			shortDuration(st.TotalDelay.Earliest.Duration), shortDuration(st.TotalDelay.Latest.Duration))
 	}

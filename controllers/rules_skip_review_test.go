@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -40,7 +40,9 @@ func TestAlertRulesSkippedWhileUnchangedStillFollowEveryChange(t *testing.T) {
 	steady()
 
 	// A spec change.
-	update(t, q, func(q *v1.DeadLetterQueue) { q.Spec.Alerts = &v1.DeadLetterAlerts{MaxMessages: ptr.To[int64](777)} })
+	update(t, q, func(q *retryv1alpha1.DeadLetterQueue) {
+		q.Spec.Alerts = &retryv1alpha1.DeadLetterAlerts{MaxMessages: ptr.To[int64](777)}
+	})
 	g.Eventually(func() (string, error) { _, err := getter(cm)(); return cm.Data[key], err }, wait, poll).Should(ContainSubstring("> 777"))
 	steady()
 
@@ -56,8 +58,8 @@ func TestAlertRulesSkippedWhileUnchangedStillFollowEveryChange(t *testing.T) {
 	theirs.OwnerReferences = nil
 	theirs.Data = map[string]string{key: "groups: []\n"}
 	g.Expect(env.Client.Update(ctx, theirs)).To(Succeed())
-	g.Eventually(dlqReady(q), wait, poll).Should(notReady(v1.ReasonChildConflict))
-	g.Consistently(dlqReady(q), oneResync, poll).Should(notReady(v1.ReasonChildConflict))
+	g.Eventually(dlqReady(q), wait, poll).Should(notReady(retryv1alpha1.ReasonChildConflict))
+	g.Consistently(dlqReady(q), oneResync, poll).Should(notReady(retryv1alpha1.ReasonChildConflict))
 	g.Expect(getter(theirs)()).To(HaveField("Data", HaveKeyWithValue(key, "groups: []\n")), "never adopted nor overwritten")
 	g.Expect(env.Client.Delete(ctx, theirs)).To(Succeed())
 	g.Eventually(func() (string, error) { cm = rules(); _, err := getter(cm)(); return cm.Data[key], err }, wait, poll).Should(ContainSubstring("> 777"))
@@ -69,7 +71,7 @@ func TestAlertRulesSkippedWhileUnchangedStillFollowEveryChange(t *testing.T) {
 	g.Eventually(gone(q), wait, poll).Should(BeTrue())
 	g.Expect(env.Client.Delete(ctx, cm)).To(Succeed(), "what the garbage collector (not in this suite) would do")
 	again := newDLQ(ns, "skip", ns+".skip")
-	again.Spec.Alerts = &v1.DeadLetterAlerts{MaxMessages: ptr.To[int64](777)}
+	again.Spec.Alerts = &retryv1alpha1.DeadLetterAlerts{MaxMessages: ptr.To[int64](777)}
 	g.Expect(env.Client.Create(ctx, again)).To(Succeed())
 	g.Eventually(func() (client.Object, error) { cm = rules(); return getter(cm)() }, wait, poll).Should(ownedBy(again, "DeadLetterQueue"))
 	g.Expect(cm.Data[key]).To(ContainSubstring("> 777"))

@@ -9,7 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // healthyRunSize is the number of resources of TestHealthyRunRecordsNoWarningEvent: 1,000 take
@@ -40,7 +40,7 @@ func TestHealthyRunRecordsNoWarningEvent(t *testing.T) {
 			over = append(over, fmt.Sprintf("%s: %q", obj, notes))
 		}
 	}
-	if n := r.eventList.byReason["RetryPolicy Normal "+v1.ReasonValid]; n != 0 {
+	if n := r.eventList.byReason["RetryPolicy Normal "+retryv1alpha1.ReasonValid]; n != 0 {
 		t.Errorf("%d policies valid from their creation recorded an event", n)
 	}
 	if len(over) > 0 {
@@ -60,5 +60,5 @@ func TestHealthyRunRecordsNoWarningEvent(t *testing.T) {
 // exist or to make its topic.
 func waiting(event string) bool {
 	reason, _, _ := strings.Cut(event, ": ")
-	return slices.Contains([]string{v1.ReasonReferenceNotFound, v1.ReasonTopicNotOwned, "WaitingForReferences", "WaitingForTopics"}, reason)
+	return slices.Contains([]string{retryv1alpha1.ReasonReferenceNotFound, retryv1alpha1.ReasonTopicNotOwned, "WaitingForReferences", "WaitingForTopics"}, reason)
 }

@@ -23,7 +23,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // scaleSpec is the shape of one scale run.
@@ -82,7 +82,7 @@ func scaleObjects(ns string, spec scaleSpec) []func() client.Object {
 	}
 	pipeline := func(i int) client.Object {
 		p := newPipeline(ns, fmt.Sprintf("cpl-%03d", i), fmt.Sprintf("%s.src.%03d", ns, i), spec.policyOf(i), fmt.Sprintf("dlq-%03d", i%max(spec.dlqs, 1)))
-		p.Spec.Source.Create = &v1.TopicCreation{Partitions: 3}
+		p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 3}
 		return p
 	}
 	// Made as they are sent: at 10,000 the objects themselves would be tens of MB of the heap measured.
@@ -413,9 +413,9 @@ type readCountingClient struct {
 
 func (c readCountingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	switch obj.(type) {
-	case *v1.ConsumerPipeline:
+	case *retryv1alpha1.ConsumerPipeline:
 		c.reads.pipelineReads.Add(1)
-	case *v1.DeadLetterQueue:
+	case *retryv1alpha1.DeadLetterQueue:
 		c.reads.queueReads.Add(1)
 	}
 	return c.Client.Get(ctx, key, obj, opts...)

@@ -24,7 +24,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
@@ -153,16 +153,16 @@ func (r remoteRequests) listOffsetsTopics() []int {
 
 // scaleQueueReady: Ready, and its first counts by state from the record of decisions in status
 // (status.pending), which a reconcile that could not read them yet leaves to the next.
-func scaleQueueReady(q *v1.DeadLetterQueue) bool {
-	c := meta.FindStatusCondition(q.Status.Conditions, v1.ConditionReady)
+func scaleQueueReady(q *retryv1alpha1.DeadLetterQueue) bool {
+	c := meta.FindStatusCondition(q.Status.Conditions, retryv1alpha1.ConditionReady)
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == q.Generation && q.Status.Pending != nil
 }
 
 // scalePipelineReady: TopicsReady, since without a controller manager its Deployment never becomes
 // ready (and Ready with it), and the live figures settled: deadLetterMessages follows the queue's
 // first count.
-func scalePipelineReady(p *v1.ConsumerPipeline) bool {
-	c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionTopicsReady)
+func scalePipelineReady(p *retryv1alpha1.ConsumerPipeline) bool {
+	c := meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionTopicsReady)
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == p.Generation && p.Status.DeadLetterMessages != nil
 }
 
@@ -240,15 +240,15 @@ func watchReady(ctx context.Context, tb testing.TB, cfg *rest.Config, ns string)
 			}
 		}()
 	}
-	follow(&v1.DeadLetterQueueList{}, func(o any) (string, bool, bool) {
-		q, ok := o.(*v1.DeadLetterQueue)
+	follow(&retryv1alpha1.DeadLetterQueueList{}, func(o any) (string, bool, bool) {
+		q, ok := o.(*retryv1alpha1.DeadLetterQueue)
 		if !ok {
 			return "", false, false
 		}
 		return "DeadLetterQueue/" + q.Name, scaleQueueReady(q), true
 	})
-	follow(&v1.ConsumerPipelineList{}, func(o any) (string, bool, bool) {
-		p, ok := o.(*v1.ConsumerPipeline)
+	follow(&retryv1alpha1.ConsumerPipelineList{}, func(o any) (string, bool, bool) {
+		p, ok := o.(*retryv1alpha1.ConsumerPipeline)
 		if !ok {
 			return "", false, false
 		}

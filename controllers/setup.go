@@ -52,7 +52,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 	"github.com/retryops/retry-operator/internal/kafkastats"
@@ -206,7 +206,7 @@ type topicReconciler struct {
 }
 
 // compilePolicy compiles rp through cache, or directly when cache is nil.
-func compilePolicy(cache *policy.Cache, rp *v1.RetryPolicy) (*retry.Compiled, error) {
+func compilePolicy(cache *policy.Cache, rp *retryv1alpha1.RetryPolicy) (*retry.Compiled, error) {
 	if cache == nil {
 		return retry.Compile(policy.FromSpec(rp.Spec))
 	}
@@ -378,23 +378,23 @@ func setupIndexes(ctx context.Context, mgr ctrl.Manager, d kafkaspec.Defaults) e
 		field string
 		index func(client.Object) []string
 	}{
-		{&v1.ConsumerPipeline{}, indexPipelineByPolicy, func(o client.Object) []string {
-			return []string{o.(*v1.ConsumerPipeline).Spec.RetryPolicyRef.Name}
+		{&retryv1alpha1.ConsumerPipeline{}, indexPipelineByPolicy, func(o client.Object) []string {
+			return []string{o.(*retryv1alpha1.ConsumerPipeline).Spec.RetryPolicyRef.Name}
 		}},
-		{&v1.ConsumerPipeline{}, indexPipelineByDLQ, func(o client.Object) []string {
-			return []string{o.(*v1.ConsumerPipeline).Spec.DeadLetterQueueRef.Name}
+		{&retryv1alpha1.ConsumerPipeline{}, indexPipelineByDLQ, func(o client.Object) []string {
+			return []string{o.(*retryv1alpha1.ConsumerPipeline).Spec.DeadLetterQueueRef.Name}
 		}},
-		{&v1.DeadLetterQueue{}, indexDLQByClaim, func(o client.Object) []string {
-			return []string{string(o.(*v1.DeadLetterQueue).Spec.Topic.Name)}
+		{&retryv1alpha1.DeadLetterQueue{}, indexDLQByClaim, func(o client.Object) []string {
+			return []string{string(o.(*retryv1alpha1.DeadLetterQueue).Spec.Topic.Name)}
 		}},
-		{&v1.ConsumerPipeline{}, indexPipelineBySourceClaim, func(o client.Object) []string {
-			return []string{string(o.(*v1.ConsumerPipeline).Spec.Source.Topic)}
+		{&retryv1alpha1.ConsumerPipeline{}, indexPipelineBySourceClaim, func(o client.Object) []string {
+			return []string{string(o.(*retryv1alpha1.ConsumerPipeline).Spec.Source.Topic)}
 		}},
-		{&v1.ConsumerPipeline{}, indexPipelineByGroupClaim, func(o client.Object) []string {
-			return []string{consumerGroup(o.(*v1.ConsumerPipeline))}
+		{&retryv1alpha1.ConsumerPipeline{}, indexPipelineByGroupClaim, func(o client.Object) []string {
+			return []string{consumerGroup(o.(*retryv1alpha1.ConsumerPipeline))}
 		}},
-		{&v1.ConsumerPipeline{}, indexPipelineByTierClaim, func(o client.Object) []string {
-			return []string{tierBase(o.(*v1.ConsumerPipeline), d)}
+		{&retryv1alpha1.ConsumerPipeline{}, indexPipelineByTierClaim, func(o client.Object) []string {
+			return []string{tierBase(o.(*retryv1alpha1.ConsumerPipeline), d)}
 		}},
 	} {
 		if err := idx.IndexField(ctx, i.obj, i.field, i.index); err != nil {

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // TestAPipelineRecreatesTheTiersItDeletedWhenItsPolicyWantsThemBack: under deletionPolicy Delete,
@@ -27,16 +27,16 @@ func TestAPipelineRecreatesTheTiersItDeletedWhenItsPolicyWantsThemBack(t *testin
 	rp.SetLabels(label)
 	g.Expect(r.api.Create(r.ctx, rp)).To(Succeed())
 	p := newPipeline(r.ns, "cpl-del", "steady.del", "four", "dlq-000")
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
-	p.Spec.RetryTopics = &v1.RetryTopics{DeletionPolicy: v1.DeletionPolicyDelete}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
+	p.Spec.RetryTopics = &retryv1alpha1.RetryTopics{DeletionPolicy: retryv1alpha1.DeletionPolicyDelete}
 	p.SetLabels(label)
 	g.Expect(r.api.Create(r.ctx, p)).To(Succeed())
 	base := r.ns + ".cpl-del.retry."
 	tiers := []string{base + "1", base + "2", base + "3"}
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: tiers}))
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
 
-	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
+	update(t, rp, func(rp *retryv1alpha1.RetryPolicy) { rp.Spec.MaxAttempts = 2 })
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: tiers[:1]}))
 	rollOut(t, p)
 	adm := newKadm(t, r.clusters[0].ListenAddrs()...)
@@ -44,19 +44,19 @@ func TestAPipelineRecreatesTheTiersItDeletedWhenItsPolicyWantsThemBack(t *testin
 		g.Eventually(describe(adm, tier), wait, poll).Should(HaveField("Exists", false), "%s deleted", tier)
 	}
 	g.Eventually(pipelineTopicsOf(p), wait, poll).Should(HaveField("UnusedRetries", BeEmpty()))
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(isReady())
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
 
-	update(t, rp, func(rp *v1.RetryPolicy) { rp.Spec.MaxAttempts = 4 })
+	update(t, rp, func(rp *retryv1alpha1.RetryPolicy) { rp.Spec.MaxAttempts = 4 })
 	g.Eventually(dispatcherTopics(p), wait, poll).Should(Equal(configTopics{Retries: tiers}))
 	for _, tier := range tiers[1:] {
 		g.Eventually(describe(adm, tier), wait, poll).Should(HaveField("Exists", true), "%s recreated", tier)
 	}
 	g.Eventually(func() (*metav1.Condition, error) {
-		got := &v1.ConsumerPipeline{}
+		got := &retryv1alpha1.ConsumerPipeline{}
 		if err := r.api.Get(r.ctx, client.ObjectKeyFromObject(p), got); err != nil {
 			return nil, err
 		}
-		return findCondition(got.Status.Conditions, v1.ConditionTopicsReady), nil
+		return findCondition(got.Status.Conditions, retryv1alpha1.ConditionTopicsReady), nil
 	}, wait, poll).Should(isReady())
 	events, err := eventsFor(p.Namespace, p.Name)()
 	g.Expect(err).NotTo(HaveOccurred())

@@ -4,7 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // setStalled sets the kstatus Stalled condition from the problems a reconcile met: True, with the
@@ -20,10 +20,10 @@ func setStalled(conditions *[]metav1.Condition, generation int64, ps problems) {
 		}
 	}
 	if len(user) == 0 {
-		meta.RemoveStatusCondition(conditions, v1.ConditionStalled)
+		meta.RemoveStatusCondition(conditions, retryv1alpha1.ConditionStalled)
 		return
 	}
-	c := user.condition(v1.ConditionStalled, generation, "", "")
+	c := user.condition(retryv1alpha1.ConditionStalled, generation, "", "")
 	c.Status = metav1.ConditionTrue
 	meta.SetStatusCondition(conditions, c)
 }

@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
 
@@ -27,22 +27,22 @@ func TestNoOtherResourceTakesARecordOfDecisions(t *testing.T) {
 	state := ns + ".dlq.state"
 	g.Expect(q.Status.StateTopic).To(Equal(state))
 	writeDeadLetters(t, ns+".dlq", ns+".orders", ns+"/orders", []actionDeadLetter{{reason: headers.ReasonNonRetriable, errorType: "HTTP422"}})
-	resolve := newAction(ns, "resolve", "dlq", v1.DeadLetterResolve, nil)
+	resolve := newAction(ns, "resolve", "dlq", retryv1alpha1.DeadLetterResolve, nil)
 	resolve.Spec.Note = "fixed"
 	g.Expect(env.Client.Create(ctx, resolve)).To(Succeed())
-	g.Eventually(actionPhase(resolve), wait, poll).Should(Equal(v1.ActionSucceeded))
+	g.Eventually(actionPhase(resolve), wait, poll).Should(Equal(retryv1alpha1.ActionSucceeded))
 	g.Expect(held(adm, state)()).To(Equal(int64(1)))
 	before := describe(adm, state)
 	want := must(before())
 
 	thief := newDLQ(ns, "thief", state)
 	thief.Spec.Topic.Partitions = 1
-	thief.Spec.Topic.ExistingTopic = v1.ExistingTopicAdopt
+	thief.Spec.Topic.ExistingTopic = retryv1alpha1.ExistingTopicAdopt
 	thief.Spec.Topic.Config = map[string]string{"cleanup.policy": "delete"}
-	thief.Spec.Retention = &v1.DeadLetterRetention{MaxMessages: ptr.To(int64(1))}
-	thief.Spec.DeletionPolicy = v1.DeletionPolicyDelete
+	thief.Spec.Retention = &retryv1alpha1.DeadLetterRetention{MaxMessages: ptr.To(int64(1))}
+	thief.Spec.DeletionPolicy = retryv1alpha1.DeletionPolicyDelete
 	g.Expect(env.Client.Create(ctx, thief)).To(Succeed())
-	g.Eventually(dlqReady(thief), wait, poll).Should(And(notReady(v1.ReasonTopicClaimRefused),
+	g.Eventually(dlqReady(thief), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicClaimRefused),
 		HaveField("Message", ContainSubstring("record of decisions"))), func() string {
 		c := must(dlqReady(thief)())
 		return fmt.Sprintf("queue thief: Ready %s %s %q; %s: %+v, %d records held", c.Status, c.Reason, c.Message, state, must(before()), must(held(adm, state)()))
@@ -60,11 +60,11 @@ func TestNoOtherResourceTakesARecordOfDecisions(t *testing.T) {
 	// A pipeline adopting it as the source it creates.
 	p := newPipeline(ns, "reader", state, "chatbot", "dlq")
 	g.Expect(env.Client.Create(ctx, samplePolicy(t, "chatbot", ns))).To(Succeed())
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 4, ExistingTopic: v1.ExistingTopicAdopt, Config: map[string]string{"cleanup.policy": "delete"}}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 4, ExistingTopic: retryv1alpha1.ExistingTopicAdopt, Config: map[string]string{"cleanup.policy": "delete"}}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicClaimRefused),
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicClaimRefused),
 		HaveField("Message", ContainSubstring("record of decisions"))), func() string {
-		c := must(pipelineCondition(p, v1.ConditionTopicsReady)())
+		c := must(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady)())
 		return fmt.Sprintf("pipeline reader: TopicsReady %s %s %q; %s: %+v", c.Status, c.Reason, c.Message, state, must(before()))
 	})
 	holdsThroughResync(t, q, before, Equal(want), "the record of decisions is not reconfigured")

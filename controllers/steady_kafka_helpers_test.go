@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
@@ -134,9 +134,9 @@ func (r *steadyRun) create() {
 	label := map[string]string{benchmarkLabel: r.ns}
 	objs := []client.Object{backoffPolicy(r.ns, "shared", 3, time.Second, time.Minute)}
 	for i := range r.n {
-		var conn *v1.KafkaConnection
+		var conn *retryv1alpha1.KafkaConnection
 		if c := i % len(r.clusters); c > 0 {
-			conn = &v1.KafkaConnection{BootstrapServers: r.clusters[c].ListenAddrs()}
+			conn = &retryv1alpha1.KafkaConnection{BootstrapServers: r.clusters[c].ListenAddrs()}
 		}
 		// Topic names of this run's own: the topic ledger holds a name on every cluster, so a
 		// topic of an earlier run's resource, on its own cluster, would be held against this one.
@@ -149,7 +149,7 @@ func (r *steadyRun) create() {
 			objs = append(objs, backoffPolicy(r.ns, policy, 3, time.Second, time.Minute))
 		}
 		p := newPipeline(r.ns, fmt.Sprintf("cpl-%03d", i), fmt.Sprintf("%s.src.%03d", r.ns, i), policy, q.Name)
-		p.Spec.Source.Create = &v1.TopicCreation{Partitions: 3}
+		p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 3}
 		p.Spec.Kafka = conn
 		objs = append(objs, q, p)
 	}
@@ -168,18 +168,18 @@ func (r *steadyRun) settle() {
 	r.t.Helper()
 	g := NewWithT(r.t)
 	g.Eventually(func() int {
-		ql, pl := &v1.DeadLetterQueueList{}, &v1.ConsumerPipelineList{}
+		ql, pl := &retryv1alpha1.DeadLetterQueueList{}, &retryv1alpha1.ConsumerPipelineList{}
 		if r.api.List(r.ctx, ql, client.InNamespace(r.ns)) != nil || r.api.List(r.ctx, pl, client.InNamespace(r.ns)) != nil {
 			return -1
 		}
 		ready := 0
 		for _, q := range ql.Items {
-			if c := meta.FindStatusCondition(q.Status.Conditions, v1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == q.Generation && q.Status.Pending != nil {
+			if c := meta.FindStatusCondition(q.Status.Conditions, retryv1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == q.Generation && q.Status.Pending != nil {
 				ready++
 			}
 		}
 		for _, p := range pl.Items {
-			if c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionTopicsReady); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == p.Generation && p.Status.DeadLetterMessages != nil {
+			if c := meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionTopicsReady); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == p.Generation && p.Status.DeadLetterMessages != nil {
 				ready++
 			}
 		}

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // maxSteadyRequests is what a steady resync may cost a connection, whatever its resources: one
@@ -65,12 +65,12 @@ func TestAChangeToOneResourceCostsTheSameWhateverTheirNumber(t *testing.T) {
 			r := startSteadyRun(t, n, 1, steadyInterval)
 			r.settle()
 			adm := newKadm(t, r.clusters[0].ListenAddrs()...)
-			q := &v1.DeadLetterQueue{}
+			q := &retryv1alpha1.DeadLetterQueue{}
 			key := client.ObjectKey{Namespace: r.ns, Name: "dlq-001"}
 			g := NewWithT(t)
 			g.Expect(r.api.Get(r.ctx, key, q)).To(Succeed())
 			before, reads := r.requestsSnapshot(), r.reads.snapshot()
-			q.Spec.Retention = &v1.DeadLetterRetention{MaxAge: &metav1.Duration{Duration: time.Hour}}
+			q.Spec.Retention = &retryv1alpha1.DeadLetterRetention{MaxAge: &metav1.Duration{Duration: time.Hour}}
 			g.Expect(r.api.Update(r.ctx, q)).To(Succeed())
 			r.awaitResyncs(reads, func() bool { return queueReadyAt(r, key, q.Generation) }, "the queue Ready at its new generation, and every resource resynced")
 			d := r.since(before)[0]
@@ -110,10 +110,10 @@ func TestDriftOutOfBandIsRevertedWithinOneInterval(t *testing.T) {
 
 // queueReadyAt says the queue is Ready at generation gen.
 func queueReadyAt(r *steadyRun, key client.ObjectKey, gen int64) bool {
-	q := &v1.DeadLetterQueue{}
+	q := &retryv1alpha1.DeadLetterQueue{}
 	if r.api.Get(r.ctx, key, q) != nil {
 		return false
 	}
-	c := meta.FindStatusCondition(q.Status.Conditions, v1.ConditionReady)
+	c := meta.FindStatusCondition(q.Status.Conditions, retryv1alpha1.ConditionReady)
 	return q.Generation == gen && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == gen
 }

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/deletionbound"
@@ -139,7 +139,7 @@ func runSteps[S any](ctx context.Context, s S, steps []step[S], ps *problems) er
 		}
 		err = fmt.Errorf("%s: %w", st.name, err)
 		if !apierrors.IsConflict(err) {
-			ps.add(&problem{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: err,
+			ps.add(&problem{Reason: retryv1alpha1.ReasonReconcileError, Kind: problemTransient, Err: err,
 				Message: truncate(err.Error(), maxConditionMessage)})
 		}
 		return err
@@ -179,17 +179,17 @@ func kafkaProblem(err error) *problem {
 	var cfg *kafka.ConfigError
 	switch {
 	case kafka.IsAuthError(err):
-		return &problem{Reason: v1.ReasonKafkaUnauthorized, Kind: problemTransient, Message: msg, Err: err}
+		return &problem{Reason: retryv1alpha1.ReasonKafkaUnauthorized, Kind: problemTransient, Message: msg, Err: err}
 	case kafka.IsUnreachable(err), kafka.IsTLSError(err), kafka.KindOf(err) == kafka.KindClosed:
-		return &problem{Reason: v1.ReasonKafkaUnavailable, Kind: problemTransient, Message: msg, Err: err}
+		return &problem{Reason: retryv1alpha1.ReasonKafkaUnavailable, Kind: problemTransient, Message: msg, Err: err}
 	case errors.As(err, &cfg):
-		return &problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: msg}
+		return &problem{Reason: retryv1alpha1.ReasonInvalidSpec, Kind: problemUser, Message: msg}
 	case kafka.IsRetriable(err):
-		return &problem{Reason: v1.ReasonKafkaUnavailable, Kind: problemTransient, Message: msg, Err: err}
+		return &problem{Reason: retryv1alpha1.ReasonKafkaUnavailable, Kind: problemTransient, Message: msg, Err: err}
 	case kafka.CodeOf(err) != "":
-		return &problem{Reason: v1.ReasonKafkaRejected, Kind: problemWaiting, Message: msg}
+		return &problem{Reason: retryv1alpha1.ReasonKafkaRejected, Kind: problemWaiting, Message: msg}
 	default:
-		return &problem{Reason: v1.ReasonKafkaUnavailable, Kind: problemTransient, Message: msg, Err: err}
+		return &problem{Reason: retryv1alpha1.ReasonKafkaUnavailable, Kind: problemTransient, Message: msg, Err: err}
 	}
 }
 
@@ -202,9 +202,9 @@ func connectionProblem(err error) error {
 	case !errors.As(err, &e):
 		return err
 	case e.Missing:
-		return &problem{Reason: v1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: e.Message}
+		return &problem{Reason: retryv1alpha1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: e.Message}
 	default:
-		return &problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: e.Message}
+		return &problem{Reason: retryv1alpha1.ReasonInvalidSpec, Kind: problemUser, Message: e.Message}
 	}
 }
 
@@ -217,11 +217,11 @@ func childProblem(err error) error {
 	var conflict *apply.ConflictError
 	switch {
 	case errors.As(err, &se):
-		return &problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(se.Error(), maxConditionMessage)}
+		return &problem{Reason: retryv1alpha1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(se.Error(), maxConditionMessage)}
 	case errors.As(err, &conflict):
-		return &problem{Reason: v1.ReasonChildConflict, Kind: problemWaiting, Message: conflict.Error()}
+		return &problem{Reason: retryv1alpha1.ReasonChildConflict, Kind: problemWaiting, Message: conflict.Error()}
 	case apierrors.IsInvalid(err):
-		return &problem{Reason: v1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(err.Error(), maxConditionMessage)}
+		return &problem{Reason: retryv1alpha1.ReasonInvalidSpec, Kind: problemUser, Message: truncate(err.Error(), maxConditionMessage)}
 	}
 	return err
 }
@@ -231,7 +231,7 @@ func shrinkProblem(what string, want kafka.TopicSpec, plan kafka.TopicPlan, fix 
 	if plan.ShrinkFrom == 0 {
 		return nil
 	}
-	return &problem{Reason: v1.ReasonPartitionShrinkRefused, Kind: problemWaiting, Message: fmt.Sprintf(
+	return &problem{Reason: retryv1alpha1.ReasonPartitionShrinkRefused, Kind: problemWaiting, Message: fmt.Sprintf(
 		"%s %q has %d partitions and the spec asks for %d: Kafka cannot remove partitions, so the topic is left as it is; %s",
 		what, want.Name, plan.ShrinkFrom, want.Partitions, fix)}
 }
@@ -313,14 +313,14 @@ func (w statusWriter[O]) patch(ctx context.Context, c client.Client, rec recorde
 	if err != nil || !written {
 		return before, nil, err
 	}
-	ready, changed := conditionChanged(before, w.conditions(obj), v1.ConditionReady)
+	ready, changed := conditionChanged(before, w.conditions(obj), retryv1alpha1.ConditionReady)
 	if !changed {
 		return before, nil, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
 	if ready.Status == metav1.ConditionTrue {
 		log.Info(w.ready, append([]any{w.logKey, klog.KObj(obj)}, kv...)...)
-		if w.quiet != nil && w.quiet(meta.FindStatusCondition(before, v1.ConditionReady), ready) {
+		if w.quiet != nil && w.quiet(meta.FindStatusCondition(before, retryv1alpha1.ConditionReady), ready) {
 			return before, ready, nil
 		}
 		if note == "" {
@@ -401,14 +401,14 @@ func (r *topicReconciler) forgetCreatedTopics(ctx context.Context, o client.Obje
 // pipeline would reconfigure it as its source.
 func (r *topicReconciler) claimProblem(o client.Object, topic string) *problem {
 	if queueTopic, ok := strings.CutSuffix(topic, deadletters.StateTopicSuffix); ok {
-		if q, isQueue := o.(*v1.DeadLetterQueue); !isQueue || string(q.Spec.Topic.Name) != queueTopic || strings.HasSuffix(queueTopic, deadletters.StateTopicSuffix) {
-			return &problem{Reason: v1.ReasonTopicClaimRefused, Kind: problemUser, Message: fmt.Sprintf(
+		if q, isQueue := o.(*retryv1alpha1.DeadLetterQueue); !isQueue || string(q.Spec.Topic.Name) != queueTopic || strings.HasSuffix(queueTopic, deadletters.StateTopicSuffix) {
+			return &problem{Reason: retryv1alpha1.ReasonTopicClaimRefused, Kind: problemUser, Message: fmt.Sprintf(
 				"topic %q is named like a queue's record of decisions (<queue topic>%s), which only the operator writes, for that queue alone: "+
 					"no other resource creates or adopts it; name another topic", topic, deadletters.StateTopicSuffix)}
 		}
 	}
 	if err := r.Kafka.Defaults.CheckClaim(o.GetNamespace(), topic); err != nil {
-		return &problem{Reason: v1.ReasonTopicClaimRefused, Kind: problemUser, Message: err.Error()}
+		return &problem{Reason: retryv1alpha1.ReasonTopicClaimRefused, Kind: problemUser, Message: err.Error()}
 	}
 	return nil
 }
@@ -426,7 +426,7 @@ type kafkaClient struct {
 
 // connect resolves spec (the spec.kafka of a resource in namespace) into k, with a client for owner
 // (the resource's name in the connection registry).
-func (r *topicReconciler) connect(ctx context.Context, k *kafkaClient, owner, namespace string, spec *v1.KafkaConnection) error {
+func (r *topicReconciler) connect(ctx context.Context, k *kafkaClient, owner, namespace string, spec *retryv1alpha1.KafkaConnection) error {
 	conn, err := kafkaspec.Resolve(ctx, r.Client, namespace, spec, r.Kafka.Defaults)
 	if err != nil {
 		return connectionProblem(err)

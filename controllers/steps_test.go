@@ -15,7 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 )
 
@@ -25,16 +25,16 @@ func TestKafkaProblem(t *testing.T) {
 		wantReason string
 		wantKind   problemKind
 	}{
-		"credentials refused":            {fmt.Errorf("kafka ping: %w", kafka.ErrAuth), v1.ReasonKafkaUnauthorized, problemTransient},
-		"ACL denies the topic":           {brokerError("describe", kafka.KindAuth, "TOPIC_AUTHORIZATION_FAILED", false), v1.ReasonKafkaUnauthorized, problemTransient},
-		"broker unreachable":             {fmt.Errorf("dial: %w", kafka.ErrUnreachable), v1.ReasonKafkaUnavailable, problemTransient},
-		"TLS handshake failed":           {fmt.Errorf("dial: %w", kafka.ErrTLS), v1.ReasonKafkaUnavailable, problemTransient},
-		"retriable broker code":          {brokerError("create", kafka.KindOther, "NOT_CONTROLLER", true), v1.ReasonKafkaUnavailable, problemTransient},
-		"invalid config value":           {brokerError("create", kafka.KindOther, "INVALID_CONFIG", false), v1.ReasonKafkaRejected, problemWaiting},
-		"replication factor too large":   {brokerError("create", kafka.KindOther, "INVALID_REPLICATION_FACTOR", false), v1.ReasonKafkaRejected, problemWaiting},
-		"invalid connection":             {&kafka.ConfigError{Errs: []error{errors.New("bad")}}, v1.ReasonInvalidSpec, problemUser},
-		"anything else is transient":     {errors.New("boom"), v1.ReasonKafkaUnavailable, problemTransient},
-		"a problem passes through as is": {&problem{Reason: v1.ReasonTopicConflict}, v1.ReasonTopicConflict, problemWaiting},
+		"credentials refused":            {fmt.Errorf("kafka ping: %w", kafka.ErrAuth), retryv1alpha1.ReasonKafkaUnauthorized, problemTransient},
+		"ACL denies the topic":           {brokerError("describe", kafka.KindAuth, "TOPIC_AUTHORIZATION_FAILED", false), retryv1alpha1.ReasonKafkaUnauthorized, problemTransient},
+		"broker unreachable":             {fmt.Errorf("dial: %w", kafka.ErrUnreachable), retryv1alpha1.ReasonKafkaUnavailable, problemTransient},
+		"TLS handshake failed":           {fmt.Errorf("dial: %w", kafka.ErrTLS), retryv1alpha1.ReasonKafkaUnavailable, problemTransient},
+		"retriable broker code":          {brokerError("create", kafka.KindOther, "NOT_CONTROLLER", true), retryv1alpha1.ReasonKafkaUnavailable, problemTransient},
+		"invalid config value":           {brokerError("create", kafka.KindOther, "INVALID_CONFIG", false), retryv1alpha1.ReasonKafkaRejected, problemWaiting},
+		"replication factor too large":   {brokerError("create", kafka.KindOther, "INVALID_REPLICATION_FACTOR", false), retryv1alpha1.ReasonKafkaRejected, problemWaiting},
+		"invalid connection":             {&kafka.ConfigError{Errs: []error{errors.New("bad")}}, retryv1alpha1.ReasonInvalidSpec, problemUser},
+		"anything else is transient":     {errors.New("boom"), retryv1alpha1.ReasonKafkaUnavailable, problemTransient},
+		"a problem passes through as is": {&problem{Reason: retryv1alpha1.ReasonTopicConflict}, retryv1alpha1.ReasonTopicConflict, problemWaiting},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -61,18 +61,18 @@ func TestProblems(t *testing.T) {
 	g.Expect(ps).To(BeEmpty())
 	g.Expect(ps.transient()).To(BeNil())
 	g.Expect(ps.userOnly()).To(BeFalse())
-	c := ps.condition(v1.ConditionReady, 3, "Fine", "all good")
-	g.Expect(c).To(Equal(metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Fine", Message: "all good", ObservedGeneration: 3}))
+	c := ps.condition(retryv1alpha1.ConditionReady, 3, "Fine", "all good")
+	g.Expect(c).To(Equal(metav1.Condition{Type: retryv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Fine", Message: "all good", ObservedGeneration: 3}))
 
-	ps.add(&problem{Reason: v1.ReasonInvalidSpec, Message: "bad", Kind: problemUser})
+	ps.add(&problem{Reason: retryv1alpha1.ReasonInvalidSpec, Message: "bad", Kind: problemUser})
 	g.Expect(ps.userOnly()).To(BeTrue())
 	boom := errors.New("boom")
-	ps.add(&problem{Reason: v1.ReasonKafkaUnavailable, Message: "down", Kind: problemTransient, Err: boom})
+	ps.add(&problem{Reason: retryv1alpha1.ReasonKafkaUnavailable, Message: "down", Kind: problemTransient, Err: boom})
 	g.Expect(ps.userOnly()).To(BeFalse())
 	g.Expect(ps.transient()).To(MatchError(boom))
-	c = ps.condition(v1.ConditionReady, 3, "Fine", "all good")
+	c = ps.condition(retryv1alpha1.ConditionReady, 3, "Fine", "all good")
 	g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-	g.Expect(c.Reason).To(Equal(v1.ReasonInvalidSpec))
+	g.Expect(c.Reason).To(Equal(retryv1alpha1.ReasonInvalidSpec))
 	g.Expect(c.Message).To(Equal("bad; down"))
 }
 
@@ -112,9 +112,9 @@ func TestFinishReconcile(t *testing.T) {
 	}{
 		"all fine: status written, resync":       {wantWritten: true, want: ctrl.Result{RequeueAfter: time.Minute}},
 		"a stale read: nothing written, retried": {err: conflict, want: ctrl.Result{RequeueAfter: staleRetry}},
-		"a failed step: written, error returned": {err: boom, ps: problems{{Reason: v1.ReasonReconcileError, Kind: problemTransient, Err: boom}}, wantWritten: true, wantErr: boom},
-		"a transient problem: its error":         {ps: problems{{Reason: v1.ReasonKafkaUnavailable, Kind: problemTransient, Err: boom}}, wantWritten: true, wantErr: boom},
-		"user errors only: no requeue":           {ps: problems{{Reason: v1.ReasonInvalidSpec, Kind: problemUser}}, wantWritten: true},
+		"a failed step: written, error returned": {err: boom, ps: problems{{Reason: retryv1alpha1.ReasonReconcileError, Kind: problemTransient, Err: boom}}, wantWritten: true, wantErr: boom},
+		"a transient problem: its error":         {ps: problems{{Reason: retryv1alpha1.ReasonKafkaUnavailable, Kind: problemTransient, Err: boom}}, wantWritten: true, wantErr: boom},
+		"user errors only: no requeue":           {ps: problems{{Reason: retryv1alpha1.ReasonInvalidSpec, Kind: problemUser}}, wantWritten: true},
 		"a conflicting status write: retried":    {writeErr: conflict, wantWritten: true, want: ctrl.Result{RequeueAfter: staleRetry}},
 		"a step and the write both failed":       {err: boom, writeErr: errors.New("write"), wantWritten: true, wantErr: boom},
 	} {
@@ -144,7 +144,7 @@ func TestRunStepsRecordsAFailedStep(t *testing.T) {
 	g.Expect(err.Error()).To(Equal("Second: boom"))
 	g.Expect(ran).To(Equal(1), "the steps after a failed one do not run")
 	g.Expect(ps).To(HaveLen(1))
-	g.Expect(ps[0].Reason).To(Equal(v1.ReasonReconcileError))
+	g.Expect(ps[0].Reason).To(Equal(retryv1alpha1.ReasonReconcileError))
 	g.Expect(ps[0].Message).To(Equal("Second: boom"))
 	g.Expect(ps.transient()).To(MatchError(boom))
 
@@ -158,7 +158,7 @@ func TestRunStepsRecordsAFailedStep(t *testing.T) {
 
 func TestTheOperatorsOwnAnnotationsTriggerNoReconcile(t *testing.T) {
 	g := NewWithT(t)
-	old := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Name: "q", Annotations: map[string]string{"team": "a"}}}
+	old := &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Name: "q", Annotations: map[string]string{"team": "a"}}}
 	own := old.DeepCopy()
 	own.Annotations[annotationDeletionFailure] = "refused"
 	p := specOrLifecycleChanged()

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
@@ -139,7 +139,7 @@ func readyCondition(obj client.Object, conditions func() []metav1.Condition) fun
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			return nil, err
 		}
-		c := meta.FindStatusCondition(conditions(), v1.ConditionReady)
+		c := meta.FindStatusCondition(conditions(), retryv1alpha1.ConditionReady)
 		if c == nil || c.ObservedGeneration != obj.GetGeneration() {
 			return nil, nil
 		}

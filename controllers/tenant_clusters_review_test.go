@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
@@ -36,14 +36,14 @@ func TestATenantsUnreachableClusterSquatsNoOtherTenantsGroup(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	addr := dark.Addr().String()
 	g.Expect(dark.Close()).To(Succeed())
-	own := &v1.KafkaConnection{BootstrapServers: broker.ListenAddrs()}
+	own := &retryv1alpha1.KafkaConnection{BootstrapServers: broker.ListenAddrs()}
 
 	squatQueue := newDLQ(tenant, "own", tenant+".dlq")
-	squatQueue.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{addr}}
+	squatQueue.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: []string{addr}}
 	create(squatQueue)
 	create(backoffPolicy(tenant, "p", 2, time.Second, time.Minute))
 	squatter := newPipeline(tenant, "squatter", "orders", "p", "own")
-	squatter.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{addr}}
+	squatter.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: []string{addr}}
 	squatter.Spec.Source.ConsumerGroup = victim + ".billing"
 	create(squatter)
 	g.Eventually(func() bool { return metav1.Now().Unix() > squatter.CreationTimestamp.Unix() }, wait, poll).Should(BeTrue())
@@ -59,7 +59,7 @@ func TestATenantsUnreachableClusterSquatsNoOtherTenantsGroup(t *testing.T) {
 	// Until its queue's first reconcile is seen, the pipeline may report TopicNotOwned; a claim the
 	// squatter held would stay.
 	g.Eventually(func() (string, error) {
-		c, err := pipelineCondition(billing, v1.ConditionTopicsReady)()
+		c, err := pipelineCondition(billing, retryv1alpha1.ConditionTopicsReady)()
 		if err != nil || c == nil {
 			return "", err
 		}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
@@ -96,33 +96,33 @@ func TestDeadLetterQueueNeverTouchesATopicItDidNotCreate(t *testing.T) {
 	q.Annotations = map[string]string{createdTopicsAnnotation: topic} // forged
 	q.Spec.Topic.Partitions = 6
 	q.Spec.Topic.Config = map[string]string{"cleanup.policy": "compact"}
-	q.Spec.Retention = &v1.DeadLetterRetention{MaxMessages: ptr.To(int64(1))}
-	q.Spec.DeletionPolicy = v1.DeletionPolicyDelete
+	q.Spec.Retention = &retryv1alpha1.DeadLetterRetention{MaxMessages: ptr.To(int64(1))}
+	q.Spec.DeletionPolicy = retryv1alpha1.DeletionPolicyDelete
 	g.Expect(env.Client.Create(ctx, q)).To(Succeed())
-	g.Eventually(dlqReady(q), wait, poll).Should(And(notReady(v1.ReasonTopicNotOwned),
+	g.Eventually(dlqReady(q), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicNotOwned),
 		HaveField("Message", And(ContainSubstring(topic), ContainSubstring("existingTopic: Adopt")))))
 	g.Expect(q.Status.Messages).To(BeNil(), "the topic's records are not read")
 	g.Expect(describe(adm, topic+".state")()).To(HaveField("Exists", false), "no record of decisions is made for it")
 
 	p := newPipeline(ns, "orders", ns+".orders", "chatbot", q.Name)
 	g.Expect(env.Client.Create(ctx, samplePolicy(t, "chatbot", ns))).To(Succeed())
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
-	g.Eventually(pipelineCondition(p, v1.ConditionTopicsReady), wait, poll).Should(And(notReady(v1.ReasonTopicNotOwned),
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicNotOwned),
 		HaveField("Message", ContainSubstring(topic))))
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders-dispatcher"}, &corev1.ConfigMap{})).NotTo(Succeed(),
 		"no dispatcher config names the topic as its dead letter topic")
 
 	// A Purge of that queue's dead letters is refused: it would delete another team's records.
-	purge := newAction(ns, "purge", q.Name, v1.DeadLetterPurge, &v1.DeadLetterSelector{Before: &metav1.Time{Time: time.Now().Add(time.Hour)}})
+	purge := newAction(ns, "purge", q.Name, retryv1alpha1.DeadLetterPurge, &retryv1alpha1.DeadLetterSelector{Before: &metav1.Time{Time: time.Now().Add(time.Hour)}})
 	g.Expect(env.Client.Create(ctx, purge)).To(Succeed())
-	g.Eventually(actionReady(purge), wait, poll).Should(And(Not(BeNil()), HaveField("Reason", v1.ReasonTopicNotOwned)))
-	g.Expect(purge.Status.Phase).To(Equal(v1.ActionPending))
+	g.Eventually(actionReady(purge), wait, poll).Should(And(Not(BeNil()), HaveField("Reason", retryv1alpha1.ReasonTopicNotOwned)))
+	g.Expect(purge.Status.Phase).To(Equal(retryv1alpha1.ActionPending))
 
 	// Three spec changes, each reconciled (the condition follows the generation).
 	for i := range 3 {
-		update(t, q, func(q *v1.DeadLetterQueue) { q.Spec.Retention.MaxMessages = ptr.To(int64(i + 2)) })
-		g.Eventually(dlqReady(q), wait, poll).Should(notReady(v1.ReasonTopicNotOwned))
+		update(t, q, func(q *retryv1alpha1.DeadLetterQueue) { q.Spec.Retention.MaxMessages = ptr.To(int64(i + 2)) })
+		g.Eventually(dlqReady(q), wait, poll).Should(notReady(retryv1alpha1.ReasonTopicNotOwned))
 	}
 	g.Expect(describe(adm, topic)()).To(Equal(topicState{Exists: true, Partitions: 2, Configs: map[string]string{"retention.ms": "86400000"}}))
 	g.Expect(readTopic(t, adm, topic)).To(Equal(before))
@@ -145,7 +145,7 @@ func TestDeadLetterQueueOwnsWhatItCreatedOrAdopted(t *testing.T) {
 	adm := newKadm(t)
 
 	created := newDLQ(ns, "created", ns+".created")
-	created.Spec.DeletionPolicy = v1.DeletionPolicyDelete
+	created.Spec.DeletionPolicy = retryv1alpha1.DeletionPolicyDelete
 	g.Expect(env.Client.Create(ctx, created)).To(Succeed())
 	g.Eventually(dlqReady(created), wait, poll).Should(isReady())
 	ledger := &corev1.ConfigMap{}
@@ -154,19 +154,19 @@ func TestDeadLetterQueueOwnsWhatItCreatedOrAdopted(t *testing.T) {
 	// The record of decisions is made beside it, compacted, and named in status.
 	g.Expect(created.Status.StateTopic).To(Equal(ns + ".created.state"))
 	g.Expect(describe(adm, ns+".created.state")()).To(And(HaveField("Partitions", 1), HaveField("Configs", HaveKeyWithValue("cleanup.policy", "compact"))))
-	update(t, created, func(q *v1.DeadLetterQueue) { q.Annotations = map[string]string{"unrelated": "x"} })
+	update(t, created, func(q *retryv1alpha1.DeadLetterQueue) { q.Annotations = map[string]string{"unrelated": "x"} })
 
 	existing := ns + ".existing"
 	createTopic(t, adm, existing, 2)
 	adopted := newDLQ(ns, "adopted", existing)
-	adopted.Spec.Topic.ExistingTopic = v1.ExistingTopicAdopt
-	adopted.Spec.DeletionPolicy = v1.DeletionPolicyDelete
+	adopted.Spec.Topic.ExistingTopic = retryv1alpha1.ExistingTopicAdopt
+	adopted.Spec.DeletionPolicy = retryv1alpha1.DeletionPolicyDelete
 	g.Expect(env.Client.Create(ctx, adopted)).To(Succeed())
 	g.Eventually(dlqReady(adopted), wait, poll).Should(isReady())
 	g.Eventually(describe(adm, existing), wait, poll).Should(HaveField("Partitions", 3), "an adopted topic is managed")
 	g.Eventually(eventsFor(ns, adopted.Name), wait, poll).Should(ContainElement(HaveField("Reason", "TopicAdopted")))
 
-	for _, q := range []*v1.DeadLetterQueue{created, adopted} {
+	for _, q := range []*retryv1alpha1.DeadLetterQueue{created, adopted} {
 		g.Expect(env.Client.Delete(ctx, q)).To(Succeed())
 		g.Eventually(gone(q), wait, poll).Should(BeTrue())
 		g.Expect(describe(adm, string(q.Spec.Topic.Name))()).To(HaveField("Exists", false))
@@ -225,7 +225,7 @@ func TestTopicClaimPolicyRefusesATopicOutsideTheNamespacePrefix(t *testing.T) {
 	// No other queue claims these topics (the claim index lives in the manager's cache).
 	c := interceptor.NewClient(direct, interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if _, ok := list.(*v1.DeadLetterQueueList); ok {
+			if _, ok := list.(*retryv1alpha1.DeadLetterQueueList); ok {
 				return nil
 			}
 			return c.List(ctx, list, opts...)
@@ -250,13 +250,13 @@ func TestTopicClaimPolicyRefusesATopicOutsideTheNamespacePrefix(t *testing.T) {
 		_, _ = q.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(dlq)})
 		_, _ = q.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(dlq)})
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(dlq), dlq)).To(Succeed())
-		ready := meta.FindStatusCondition(dlq.Status.Conditions, v1.ConditionReady)
+		ready := meta.FindStatusCondition(dlq.Status.Conditions, retryv1alpha1.ConditionReady)
 		g.Expect(describe(adm, tc.topic)()).To(HaveField("Exists", tc.allowed), tc.topic)
 		if tc.allowed {
 			g.Expect(ready).To(isReady())
 			continue
 		}
-		g.Expect(ready).To(And(notReady(v1.ReasonTopicClaimRefused), HaveField("Message", And(
+		g.Expect(ready).To(And(notReady(retryv1alpha1.ReasonTopicClaimRefused), HaveField("Message", And(
 			ContainSubstring(tc.topic), ContainSubstring("--topic-prefix"), ContainSubstring(`"`+ns+`."`)))))
 	}
 }

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
@@ -333,7 +333,7 @@ func runScale(tb testing.TB, spec scaleSpec, interval time.Duration) scaleResult
 // The second result is the pipelines' retry tiers among them.
 func offsetTopics(ctx context.Context, tb testing.TB, c client.Client, ns string) (int, int) {
 	tb.Helper()
-	ql, pl := &v1.DeadLetterQueueList{}, &v1.ConsumerPipelineList{}
+	ql, pl := &retryv1alpha1.DeadLetterQueueList{}, &retryv1alpha1.ConsumerPipelineList{}
 	if err := c.List(ctx, ql, client.InNamespace(ns)); err != nil {
 		tb.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
@@ -56,7 +56,7 @@ func TestOneQueueAndOnePipelineWriteOnlyWhatTheyMake(t *testing.T) {
 	rp := backoffPolicy(ns, "p", 3, time.Second, time.Minute)
 	q := newDLQ(ns, "q", ns+".dlq")
 	p := newPipeline(ns, "p", ns+".src", rp.Name, q.Name)
-	p.Spec.Source.Create = &v1.TopicCreation{Partitions: 1}
+	p.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1}
 	for _, o := range []client.Object{rp, q, p} {
 		o.SetLabels(label)
 		g.Expect(env.Client.Create(ctx, o)).To(Succeed())
@@ -73,10 +73,10 @@ func TestOneQueueAndOnePipelineWriteOnlyWhatTheyMake(t *testing.T) {
 	// and the policy showing its pipeline.
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(q), q)).To(Succeed())
-		g.Expect(meta.IsStatusConditionTrue(q.Status.Conditions, v1.ConditionReady)).To(BeTrue())
+		g.Expect(meta.IsStatusConditionTrue(q.Status.Conditions, retryv1alpha1.ConditionReady)).To(BeTrue())
 		g.Expect(q.Status.Pending).NotTo(BeNil())
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-		g.Expect(meta.IsStatusConditionTrue(p.Status.Conditions, v1.ConditionTopicsReady)).To(BeTrue())
+		g.Expect(meta.IsStatusConditionTrue(p.Status.Conditions, retryv1alpha1.ConditionTopicsReady)).To(BeTrue())
 		g.Expect(p.Status.DeadLetterMessages).NotTo(BeNil())
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(rp), rp)).To(Succeed())
 		g.Expect(rp.Status.Pipelines).To(Equal(ptr.To[int32](1)))

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
@@ -53,8 +53,8 @@ func TestKubectlRunsThePlugin(t *testing.T) {
 	ctx := context.Background()
 	g.Expect(e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}})).To(Succeed())
 	for _, name := range []string{"orders-dlq", "payments-dlq"} {
-		g.Expect(e.Client.Create(ctx, &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
-			Spec: v1.DeadLetterQueueSpec{Topic: v1.DeadLetterTopic{Name: v1.TopicName("shop." + name)}}})).To(Succeed())
+		g.Expect(e.Client.Create(ctx, &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
+			Spec: retryv1alpha1.DeadLetterQueueSpec{Topic: retryv1alpha1.DeadLetterTopic{Name: retryv1alpha1.TopicName("shop." + name)}}})).To(Succeed())
 	}
 	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "KUBECONFIG=" + e.Kubeconfig}
 
@@ -72,11 +72,11 @@ func TestKubectlRunsThePlugin(t *testing.T) {
 	stdout, stderr, code = run(t, env, kubectl, "dlq", "-n", "shop", "replay", "orders-dlq", "--reason", "max_retries_exceeded", "--dry-run")
 	g.Expect(code).To(Equal(0), stderr)
 	g.Expect(stdout).To(MatchRegexp(`^deadletteraction.retry.retryops.dev/replay-orders-dlq-[a-z0-9]{5} created \(dry run\)\n$`))
-	actions := &v1.DeadLetterActionList{}
+	actions := &retryv1alpha1.DeadLetterActionList{}
 	g.Expect(e.Client.List(ctx, actions, client.InNamespace("shop"))).To(Succeed())
 	g.Expect(actions.Items).To(HaveLen(1))
 	g.Expect(actions.Items[0].Spec.RequestedBy).To(Equal("envtest-admin"))
-	g.Expect(actions.Items[0].Spec.Mode).To(Equal(v1.ActionModeDryRun))
+	g.Expect(actions.Items[0].Spec.Mode).To(Equal(retryv1alpha1.ActionModeDryRun))
 
 	stdout, stderr, code = run(t, env, kubectl, "dlq", "-n", "shop", "stats", "refunds-dlq")
 	g.Expect(code).To(Equal(2))

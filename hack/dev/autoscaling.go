@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 )
 
@@ -106,7 +106,7 @@ func autoscalingView(kubeconfig, namespace string, now time.Time) string {
 	if err != nil {
 		return ""
 	}
-	list := &v1.ConsumerPipelineList{}
+	list := &retryv1alpha1.ConsumerPipelineList{}
 	if err := json.Unmarshal([]byte(out), list); err != nil {
 		return ""
 	}
@@ -121,7 +121,7 @@ func autoscalingView(kubeconfig, namespace string, now time.Time) string {
 
 // autoscalingLine says what the autoscaling of p does: the pods it runs and wants, its due lag, and
 // when idle, when it wakes. Empty for a pipeline without spec.autoscaling.
-func autoscalingLine(p *v1.ConsumerPipeline, now time.Time) string {
+func autoscalingLine(p *retryv1alpha1.ConsumerPipeline, now time.Time) string {
 	spec := p.Spec.Autoscaling
 	if spec == nil {
 		return ""

@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // TestDemoHasAnAutoscaledPipeline: the demo's bursts pipeline, as `make dev` applies it (every field
@@ -25,7 +25,7 @@ func TestDemoHasAnAutoscaledPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &v1.ConsumerPipeline{}
+	p := &retryv1alpha1.ConsumerPipeline{}
 	if err := yaml.UnmarshalStrict(raw, p); err != nil {
 		t.Fatalf("the bursts pipeline does not decode strictly: %v", err)
 	}
@@ -54,13 +54,13 @@ func TestDemoHasAnAutoscaledPipeline(t *testing.T) {
 // wants, its due lag, its autoscaler and, when idle, when it wakes.
 func TestAutoscalingLine(t *testing.T) {
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	pipeline := func(mut func(p *v1.ConsumerPipeline)) *v1.ConsumerPipeline {
-		p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: "bursts"}}
-		p.Spec.Autoscaling = &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 8, TargetDueLagPerReplica: ptr.To[int64](500)}
+	pipeline := func(mut func(p *retryv1alpha1.ConsumerPipeline)) *retryv1alpha1.ConsumerPipeline {
+		p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: "bursts"}}
+		p.Spec.Autoscaling = &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 8, TargetDueLagPerReplica: ptr.To[int64](500)}
 		p.Spec.Replicas = ptr.To[int32](3)
 		p.Status.Replicas = 2
 		p.Status.DueLag = ptr.To[int64](1234)
-		p.Status.Autoscaling = &v1.PipelineAutoscalingStatus{Kind: v1.AutoscalerHPA, Name: "bursts-dispatcher", MinReplicas: 1, MaxReplicas: 4, Partitions: ptr.To[int32](4)}
+		p.Status.Autoscaling = &retryv1alpha1.PipelineAutoscalingStatus{Kind: retryv1alpha1.AutoscalerHPA, Name: "bursts-dispatcher", MinReplicas: 1, MaxReplicas: 4, Partitions: ptr.To[int32](4)}
 		if mut != nil {
 			mut(p)
 		}
@@ -68,22 +68,22 @@ func TestAutoscalingLine(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		p    *v1.ConsumerPipeline
+		p    *retryv1alpha1.ConsumerPipeline
 		want string
 	}{
 		{"scaling", pipeline(nil),
 			"autoscaling bursts: 2 pods of 3 wanted, due lag 1234 (500 per pod), HorizontalPodAutoscaler bursts-dispatcher 1..4 (capped at 4 partitions), may scale to 0"},
-		{"idle until a retry is due", pipeline(func(p *v1.ConsumerPipeline) {
+		{"idle until a retry is due", pipeline(func(p *retryv1alpha1.ConsumerPipeline) {
 			p.Status.Replicas, p.Status.DueLag = 0, ptr.To[int64](0)
-			p.Status.Autoscaling.State, p.Status.Autoscaling.WakeTime = v1.AutoscalingIdle, &metav1.Time{Time: now.Add(25 * time.Second)}
+			p.Status.Autoscaling.State, p.Status.Autoscaling.WakeTime = retryv1alpha1.AutoscalingIdle, &metav1.Time{Time: now.Add(25 * time.Second)}
 		}), "autoscaling bursts: 0 pods (idle: nothing due; wakes at 12:00:25, in 25s, before a waiting retry is due), due lag 0 (500 per pod), HorizontalPodAutoscaler bursts-dispatcher 1..4 (capped at 4 partitions), may scale to 0"},
-		{"idle until records arrive", pipeline(func(p *v1.ConsumerPipeline) {
-			p.Status.Replicas, p.Status.DueLag, p.Status.Autoscaling.State = 0, ptr.To[int64](0), v1.AutoscalingIdle
+		{"idle until records arrive", pipeline(func(p *retryv1alpha1.ConsumerPipeline) {
+			p.Status.Replicas, p.Status.DueLag, p.Status.Autoscaling.State = 0, ptr.To[int64](0), retryv1alpha1.AutoscalingIdle
 			p.Status.Autoscaling.Partitions = nil
 		}), "autoscaling bursts: 0 pods (idle: nothing due; wakes when records arrive), due lag 0 (500 per pod), HorizontalPodAutoscaler bursts-dispatcher 1..4, may scale to 0"},
-		{"no autoscaler yet", pipeline(func(p *v1.ConsumerPipeline) { p.Status.Autoscaling, p.Status.DueLag = nil, nil }),
+		{"no autoscaler yet", pipeline(func(p *retryv1alpha1.ConsumerPipeline) { p.Status.Autoscaling, p.Status.DueLag = nil, nil }),
 			"autoscaling bursts: 2 pods, no autoscaler yet, due lag unknown"},
-		{"not autoscaled", pipeline(func(p *v1.ConsumerPipeline) { p.Spec.Autoscaling = nil }), ""},
+		{"not autoscaled", pipeline(func(p *retryv1alpha1.ConsumerPipeline) { p.Spec.Autoscaling = nil }), ""},
 	}
 	for _, c := range cases {
 		if got := autoscalingLine(c.p, now); got != c.want {

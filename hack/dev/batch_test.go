@@ -10,7 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/sdk/batch"
 )
@@ -28,7 +28,7 @@ func TestDemoHasABatchedPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &v1.ConsumerPipeline{}
+	p := &retryv1alpha1.ConsumerPipeline{}
 	if err := yaml.UnmarshalStrict(raw, p); err != nil {
 		t.Fatalf("the batched pipeline does not decode strictly: %v", err)
 	}

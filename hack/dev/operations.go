@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -27,7 +27,7 @@ var (
 // operationsNote says where the demo's operational pieces are: the generated Grafana dashboard and
 // how to load it, the alert rules the operator renders for dlq with their tiers (warning, critical,
 // the escalation to the engineering lead), and the Argo CD health checks.
-func operationsNote(dlq *v1.DeadLetterQueue) (string, error) {
+func operationsNote(dlq *retryv1alpha1.DeadLetterQueue) (string, error) {
 	rules, err := render.DeadLetterQueueAlertRules(&render.DeadLetterQueueInputs{DLQ: dlq})
 	if err != nil {
 		return "", err
@@ -72,7 +72,7 @@ func demoOperations(dir, demoDir string) (note, path string, err error) {
 }
 
 // findQueue decodes the DeadLetterQueue named name from a rendered YAML stream.
-func findQueue(stream []byte, name string) (*v1.DeadLetterQueue, error) {
+func findQueue(stream []byte, name string) (*retryv1alpha1.DeadLetterQueue, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(stream)), 4096)
 	for {
 		var obj map[string]any
@@ -82,7 +82,7 @@ func findQueue(stream []byte, name string) (*v1.DeadLetterQueue, error) {
 		if obj["kind"] != "DeadLetterQueue" {
 			continue
 		}
-		dlq := &v1.DeadLetterQueue{}
+		dlq := &retryv1alpha1.DeadLetterQueue{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, dlq); err != nil {
 			return nil, err
 		}

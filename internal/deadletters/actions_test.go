@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
@@ -19,26 +19,26 @@ func TestDryRunChangesNothing(t *testing.T) {
 	want, noTarget := e.expectedReplays()
 	snap := e.snapshot()
 	before := time.Now().Add(time.Hour)
-	for _, spec := range []v1.DeadLetterActionSpec{
+	for _, spec := range []retryv1alpha1.DeadLetterActionSpec{
 		replaySpec(1),
-		{Action: v1.DeadLetterResolve, Note: "n", RequestedBy: "jane", Selector: replaySpec(1).Selector},
-		{Action: v1.DeadLetterPurge, RequestedBy: "jane", Selector: &v1.DeadLetterSelector{Before: &metav1.Time{Time: before}, States: []v1.DeadLetterState{v1.DeadLetterResolved}}},
+		{Action: retryv1alpha1.DeadLetterResolve, Note: "n", RequestedBy: "jane", Selector: replaySpec(1).Selector},
+		{Action: retryv1alpha1.DeadLetterPurge, RequestedBy: "jane", Selector: &retryv1alpha1.DeadLetterSelector{Before: &metav1.Time{Time: before}, States: []retryv1alpha1.DeadLetterState{retryv1alpha1.DeadLetterResolved}}},
 	} {
-		spec.Mode = v1.ActionModeDryRun
+		spec.Mode = retryv1alpha1.ActionModeDryRun
 		prog, err := deadletters.Run(ctxT(t), deadletters.Options{Spec: spec, Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: snap, Target: e.toOrdersTier, Holders: testLedger})
 		if err != nil {
 			t.Fatalf("%s: %v", spec.Action, err)
 		}
 		switch spec.Action {
-		case v1.DeadLetterReplay:
-			if prog.Done != int64(len(want)) || prog.SkippedBy[deadletters.SkipNoTarget] != int64(len(noTarget)) || len(prog.MatchedRecords) != min(len(want), v1.MaxListedRecords) {
+		case retryv1alpha1.DeadLetterReplay:
+			if prog.Done != int64(len(want)) || prog.SkippedBy[deadletters.SkipNoTarget] != int64(len(noTarget)) || len(prog.MatchedRecords) != min(len(want), retryv1alpha1.MaxListedRecords) {
 				t.Errorf("dry replay: %+v", prog)
 			}
-		case v1.DeadLetterResolve:
+		case retryv1alpha1.DeadLetterResolve:
 			if prog.Done != int64(len(want)+len(noTarget)) {
 				t.Errorf("dry resolve: done %d, want %d", prog.Done, len(want)+len(noTarget))
 			}
-		case v1.DeadLetterPurge:
+		case retryv1alpha1.DeadLetterPurge:
 			// Everything is Pending: the first dead letter of each partition blocks.
 			if prog.Done != 0 || len(prog.Blocking) != partitions {
 				t.Errorf("dry purge: %+v", prog)
@@ -63,10 +63,10 @@ func TestResolveAndIgnoreRecordTheirDecisions(t *testing.T) {
 	e := newEnv(t)
 	ids := e.seed(mixed(90))
 	snap := e.snapshot()
-	resolve := v1.DeadLetterActionSpec{Action: v1.DeadLetterResolve, Note: "fixed upstream", RequestedBy: "jane",
-		Selector: &v1.DeadLetterSelector{Reasons: []v1.DeadLetterName{headers.ReasonNonRetriable}}}
-	ignore := v1.DeadLetterActionSpec{Action: v1.DeadLetterIgnore, Note: "test traffic", RequestedBy: "joe",
-		Selector: &v1.DeadLetterSelector{Records: []v1.RecordRef{v1.RecordRef(ids[0].String()), v1.RecordRef(ids[1].String()), v1.RecordRef(ids[3].String())}}}
+	resolve := retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterResolve, Note: "fixed upstream", RequestedBy: "jane",
+		Selector: &retryv1alpha1.DeadLetterSelector{Reasons: []retryv1alpha1.DeadLetterName{headers.ReasonNonRetriable}}}
+	ignore := retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterIgnore, Note: "test traffic", RequestedBy: "joe",
+		Selector: &retryv1alpha1.DeadLetterSelector{Records: []retryv1alpha1.RecordRef{retryv1alpha1.RecordRef(ids[0].String()), retryv1alpha1.RecordRef(ids[1].String()), retryv1alpha1.RecordRef(ids[3].String())}}}
 	resRef := deadletters.ActionRef{Namespace: "shop", Name: "resolve", UID: "u-res"}
 	ignRef := deadletters.ActionRef{Namespace: "shop", Name: "ignore", UID: "u-ign"}
 	prog, err := deadletters.Run(ctxT(t), deadletters.Options{Spec: resolve, Ref: resRef, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: snap})
@@ -86,11 +86,11 @@ func TestResolveAndIgnoreRecordTheirDecisions(t *testing.T) {
 		s := st.Get(id)
 		switch {
 		case i == 0 || i == 1:
-			if s.State != v1.DeadLetterIgnored || s.Note != "test traffic" || s.RequestedBy != "joe" || s.Action != ignRef || s.Time.IsZero() {
+			if s.State != retryv1alpha1.DeadLetterIgnored || s.Note != "test traffic" || s.RequestedBy != "joe" || s.Action != ignRef || s.Time.IsZero() {
 				t.Errorf("dead letter %d: %+v, want Ignored by joe", i, s)
 			}
 		case (i/2)%3 == 1:
-			if s.State != v1.DeadLetterResolved || s.Note != "fixed upstream" || s.RequestedBy != "jane" || s.Action != resRef {
+			if s.State != retryv1alpha1.DeadLetterResolved || s.Note != "fixed upstream" || s.RequestedBy != "jane" || s.Action != resRef {
 				t.Errorf("dead letter %d: %+v, want Resolved by jane", i, s)
 			}
 		default:
@@ -121,27 +121,27 @@ func TestPurgeDeletesTheMatchingPrefixAndReportsTheBlocker(t *testing.T) {
 		dls = append(dls, dl{partition: 2, reason: headers.ReasonNonRetriable, errType: "HTTP400", pipeline: ordersPipe, at: seedBase.Add(time.Duration(i) * time.Minute)})
 	}
 	ids := e.seed(dls)
-	var resolve, ignore []v1.RecordRef
+	var resolve, ignore []retryv1alpha1.RecordRef
 	for i, id := range ids {
 		switch {
 		case id.Partition == 1 && id.Offset == 5, id.Partition == 2 && id.Offset == 0:
 		case i%2 == 0:
-			resolve = append(resolve, v1.RecordRef(id.String()))
+			resolve = append(resolve, retryv1alpha1.RecordRef(id.String()))
 		default:
-			ignore = append(ignore, v1.RecordRef(id.String()))
+			ignore = append(ignore, retryv1alpha1.RecordRef(id.String()))
 		}
 	}
 	snap := e.snapshot()
-	for _, spec := range []v1.DeadLetterActionSpec{
-		{Action: v1.DeadLetterResolve, Note: "n", RequestedBy: "jane", Selector: &v1.DeadLetterSelector{Records: resolve}},
-		{Action: v1.DeadLetterIgnore, Note: "n", RequestedBy: "jane", Selector: &v1.DeadLetterSelector{Records: ignore}},
+	for _, spec := range []retryv1alpha1.DeadLetterActionSpec{
+		{Action: retryv1alpha1.DeadLetterResolve, Note: "n", RequestedBy: "jane", Selector: &retryv1alpha1.DeadLetterSelector{Records: resolve}},
+		{Action: retryv1alpha1.DeadLetterIgnore, Note: "n", RequestedBy: "jane", Selector: &retryv1alpha1.DeadLetterSelector{Records: ignore}},
 	} {
 		if _, err := deadletters.Run(ctxT(t), deadletters.Options{Spec: spec, Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: snap}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	purge := v1.DeadLetterActionSpec{Action: v1.DeadLetterPurge, RequestedBy: "jane",
-		Selector: &v1.DeadLetterSelector{Before: &metav1.Time{Time: cut}}}
+	purge := retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterPurge, RequestedBy: "jane",
+		Selector: &retryv1alpha1.DeadLetterSelector{Before: &metav1.Time{Time: cut}}}
 	prog, err := deadletters.Run(ctxT(t), deadletters.Options{Spec: purge, Ref: ref, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Snapshot: snap})
 	if err != nil {
 		t.Fatal(err)
@@ -183,10 +183,10 @@ func TestRunRefusesWhatItCannotDo(t *testing.T) {
 	for name, o := range map[string]deadletters.Options{
 		"missing topic":     {Spec: replaySpec(1), Topic: "nope", Conn: e.conn, Kafka: e.kafka, Target: e.toOrdersTier, Holders: testLedger},
 		"replay no target":  {Spec: replaySpec(1), Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
-		"purge pending":     {Spec: v1.DeadLetterActionSpec{Action: v1.DeadLetterPurge, Selector: &v1.DeadLetterSelector{Before: &metav1.Time{Time: time.Now()}, States: []v1.DeadLetterState{v1.DeadLetterPending}}}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
-		"purge no before":   {Spec: v1.DeadLetterActionSpec{Action: v1.DeadLetterPurge}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
-		"bad record":        {Spec: v1.DeadLetterActionSpec{Action: v1.DeadLetterIgnore, Selector: &v1.DeadLetterSelector{Records: []v1.RecordRef{"x"}}}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
-		"unknown action":    {Spec: v1.DeadLetterActionSpec{Action: "Archive"}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
+		"purge pending":     {Spec: retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterPurge, Selector: &retryv1alpha1.DeadLetterSelector{Before: &metav1.Time{Time: time.Now()}, States: []retryv1alpha1.DeadLetterState{retryv1alpha1.DeadLetterPending}}}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
+		"purge no before":   {Spec: retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterPurge}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
+		"bad record":        {Spec: retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterIgnore, Selector: &retryv1alpha1.DeadLetterSelector{Records: []retryv1alpha1.RecordRef{"x"}}}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
+		"unknown action":    {Spec: retryv1alpha1.DeadLetterActionSpec{Action: "Archive"}, Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka},
 		"topic, no state t": {Spec: replaySpec(1), Topic: tierTopic, Conn: e.conn, Kafka: e.kafka, Target: e.toOrdersTier, Holders: testLedger},
 		"no snapshot":       {Spec: replaySpec(1), Topic: dlqTopic, Conn: e.conn, Kafka: e.kafka, Target: e.toOrdersTier, Holders: testLedger},
 	} {

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 )
 
@@ -15,8 +15,8 @@ import (
 // Admin.ListOffsets) are in each state: the decisions recorded on offsets in [start, end) count under
 // their state, every other dead letter held is Pending. Offsets a compaction or a delete left empty
 // count as Pending too (a dead letter topic is not compacted).
-func (s *States) Counts(offsets []kafka.PartitionOffsets) map[v1.DeadLetterState]int64 {
-	out := map[v1.DeadLetterState]int64{v1.DeadLetterPending: 0, v1.DeadLetterReplayed: 0, v1.DeadLetterResolved: 0, v1.DeadLetterIgnored: 0}
+func (s *States) Counts(offsets []kafka.PartitionOffsets) map[retryv1alpha1.DeadLetterState]int64 {
+	out := map[retryv1alpha1.DeadLetterState]int64{retryv1alpha1.DeadLetterPending: 0, retryv1alpha1.DeadLetterReplayed: 0, retryv1alpha1.DeadLetterResolved: 0, retryv1alpha1.DeadLetterIgnored: 0}
 	held := map[int32]kafka.PartitionOffsets{}
 	var total int64
 	for _, p := range offsets {
@@ -32,7 +32,7 @@ func (s *States) Counts(offsets []kafka.PartitionOffsets) map[v1.DeadLetterState
 		out[st.State]++
 		decided++
 	}
-	out[v1.DeadLetterPending] = max(total-decided, 0)
+	out[retryv1alpha1.DeadLetterPending] = max(total-decided, 0)
 	return out
 }
 

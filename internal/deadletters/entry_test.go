@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/sdk/headers"
@@ -91,7 +91,7 @@ func TestIDsAndStatesRoundTrip(t *testing.T) {
 			t.Errorf("ParseID(%q) = %v, want refused", s, id)
 		}
 	}
-	st := deadletters.State{State: v1.DeadLetterResolved, Note: "n", RequestedBy: "jane", Action: deadletters.ActionRef{Namespace: "a", Name: "b", UID: "c"},
+	st := deadletters.State{State: retryv1alpha1.DeadLetterResolved, Note: "n", RequestedBy: "jane", Action: deadletters.ActionRef{Namespace: "a", Name: "b", UID: "c"},
 		Time: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), ReplayCount: 2}
 	b, err := deadletters.EncodeState(st)
 	if err != nil {
@@ -150,7 +150,7 @@ func FuzzParseEntry(f *testing.F) {
 		if e.HasOriginal && (e.OriginalPartition < 0 || e.OriginalOffset < 0 || !headers.ValidTopicName(e.OriginalTopic)) {
 			t.Fatalf("original %+v", e)
 		}
-		m, err := deadletters.Compile(v1.DeadLetterReplay, &v1.DeadLetterSelector{Headers: []v1.HeaderMatch{{Name: k1, Value: string(v2)}}})
+		m, err := deadletters.Compile(retryv1alpha1.DeadLetterReplay, &retryv1alpha1.DeadLetterSelector{Headers: []retryv1alpha1.HeaderMatch{{Name: k1, Value: string(v2)}}})
 		if err != nil {
 			t.Fatal(err)
 		}

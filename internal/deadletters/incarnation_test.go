@@ -14,7 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -64,15 +64,15 @@ func (r *recreating) Scan(ctx context.Context, conn kafka.Connection, ranges map
 // is now, and the decision made on each serial.
 type model struct {
 	held    map[deadletters.ID]int // position -> serial
-	decided map[int]v1.DeadLetterState
+	decided map[int]retryv1alpha1.DeadLetterState
 	serial  int
 }
 
-func (m *model) state(serial int) v1.DeadLetterState {
+func (m *model) state(serial int) retryv1alpha1.DeadLetterState {
 	if st, ok := m.decided[serial]; ok {
 		return st
 	}
-	return v1.DeadLetterPending
+	return retryv1alpha1.DeadLetterPending
 }
 
 func runIncarnationSequence(t *testing.T, seed uint64, steps int) {
@@ -84,7 +84,7 @@ func runIncarnationSequence(t *testing.T, seed uint64, steps int) {
 	state, _ := deadletters.StateTopic(dlqTopic)
 	fake.AddTopic(dlqTopic, partitions, 1, nil)
 	fake.AddTopic(state, 1, 1, deadletters.StateTopicConfigs())
-	m := &model{held: map[deadletters.ID]int{}, decided: map[int]v1.DeadLetterState{}}
+	m := &model{held: map[deadletters.ID]int{}, decided: map[int]retryv1alpha1.DeadLetterState{}}
 	var log []string
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -138,34 +138,34 @@ func runIncarnationSequence(t *testing.T, seed uint64, steps int) {
 			}
 		}
 	}
-	run := func(action v1.DeadLetterActionType, sel *v1.DeadLetterSelector) error {
+	run := func(action retryv1alpha1.DeadLetterActionType, sel *retryv1alpha1.DeadLetterSelector) error {
 		snap, err := deadletters.Snapshot(ctx, fake, dlqTopic)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = deadletters.Run(ctx, deadletters.Options{
-			Spec:  v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: action, RequestedBy: "alice", Selector: sel},
+			Spec:  retryv1alpha1.DeadLetterActionSpec{Queue: "orders-dlq", Action: action, RequestedBy: "alice", Selector: sel},
 			Ref:   deadletters.ActionRef{Namespace: "shop", Name: fmt.Sprintf("a%d", len(log)), UID: fmt.Sprintf("uid-%d-%d", seed, len(log))},
 			Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: snap, Clock: newVirtualClock(),
 		})
 		return err
 	}
-	decide := func(action v1.DeadLetterActionType, want v1.DeadLetterState) {
-		var keys []v1.RecordKey
+	decide := func(action retryv1alpha1.DeadLetterActionType, want retryv1alpha1.DeadLetterState) {
+		var keys []retryv1alpha1.RecordKey
 		for _, serial := range m.held {
 			if rnd.IntN(2) == 0 && len(keys) < 100 {
-				keys = append(keys, v1.RecordKey("s"+strconv.Itoa(serial)))
+				keys = append(keys, retryv1alpha1.RecordKey("s"+strconv.Itoa(serial)))
 			}
 		}
 		if len(keys) == 0 {
 			return
 		}
-		if err := run(action, &v1.DeadLetterSelector{Keys: keys}); err != nil {
+		if err := run(action, &retryv1alpha1.DeadLetterSelector{Keys: keys}); err != nil {
 			fail("%s: %v", action, err)
 		}
 		for _, k := range keys {
 			serial, _ := strconv.Atoi(string(k[1:]))
-			if m.state(serial) == v1.DeadLetterPending {
+			if m.state(serial) == retryv1alpha1.DeadLetterPending {
 				m.decided[serial] = want
 			}
 		}
@@ -175,7 +175,7 @@ func runIncarnationSequence(t *testing.T, seed uint64, steps int) {
 		f.mu.Lock()
 		f.hook = during
 		f.mu.Unlock()
-		err := run(v1.DeadLetterPurge, &v1.DeadLetterSelector{Before: &metav1.Time{Time: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}})
+		err := run(retryv1alpha1.DeadLetterPurge, &retryv1alpha1.DeadLetterSelector{Before: &metav1.Time{Time: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}})
 		f.mu.Lock()
 		f.hook = nil
 		f.mu.Unlock()
@@ -189,7 +189,7 @@ func runIncarnationSequence(t *testing.T, seed uint64, steps int) {
 		}
 		for id, serial := range m.held {
 			if id.Offset < start[id.Partition] {
-				if m.state(serial) == v1.DeadLetterPending {
+				if m.state(serial) == retryv1alpha1.DeadLetterPending {
 					fail("the purge deleted %s (record s%d), on which no decision was made", id, serial)
 				}
 				delete(m.held, id)
@@ -205,10 +205,10 @@ func runIncarnationSequence(t *testing.T, seed uint64, steps int) {
 			deadLetter(n)
 		case k == 3:
 			log = append(log, "resolve")
-			decide(v1.DeadLetterResolve, v1.DeadLetterResolved)
+			decide(retryv1alpha1.DeadLetterResolve, retryv1alpha1.DeadLetterResolved)
 		case k == 4:
 			log = append(log, "ignore")
-			decide(v1.DeadLetterIgnore, v1.DeadLetterIgnored)
+			decide(retryv1alpha1.DeadLetterIgnore, retryv1alpha1.DeadLetterIgnored)
 		case k == 5:
 			log = append(log, "recreate")
 			recreate()
@@ -232,7 +232,7 @@ func runIncarnationSequence(t *testing.T, seed uint64, steps int) {
 		offs := offsets()
 		got := loadCurrent(t, ctx, fake, conn)
 		counts := got.Counts(offs)
-		want := map[v1.DeadLetterState]int64{v1.DeadLetterPending: 0, v1.DeadLetterReplayed: 0, v1.DeadLetterResolved: 0, v1.DeadLetterIgnored: 0}
+		want := map[retryv1alpha1.DeadLetterState]int64{retryv1alpha1.DeadLetterPending: 0, retryv1alpha1.DeadLetterReplayed: 0, retryv1alpha1.DeadLetterResolved: 0, retryv1alpha1.DeadLetterIgnored: 0}
 		for _, serial := range m.held {
 			want[m.state(serial)]++
 		}
@@ -334,7 +334,7 @@ func TestSurveyOfLegacyDecisions(t *testing.T) {
 	fake.AddTopic(dlqTopic, 1, 1, nil)
 	fake.AddTopic(state, 1, 1, deadletters.StateTopicConfigs())
 	fake.SetOffsets(dlqTopic, 0, 2, 4)
-	resolved := deadletters.State{State: v1.DeadLetterResolved, RequestedBy: "alice", Time: seedBase}
+	resolved := deadletters.State{State: retryv1alpha1.DeadLetterResolved, RequestedBy: "alice", Time: seedBase}
 	var updates []deadletters.StateUpdate
 	for off := range int64(4) {
 		updates = append(updates, deadletters.StateUpdate{ID: deadletters.ID{Offset: off}, State: resolved})

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strconv"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 )
 
@@ -50,7 +50,7 @@ type Progress struct {
 	// Checkpoint is, per partition, the offset of the first dead letter not yet considered: every
 	// decision on the dead letters below it is durable.
 	Checkpoint map[int32]int64
-	// MatchedRecords lists, in DryRun, the first matched dead letters (at most v1.MaxListedRecords).
+	// MatchedRecords lists, in DryRun, the first matched dead letters (at most retryv1alpha1.MaxListedRecords).
 	MatchedRecords []ID
 	// Blocking lists, for Purge, the dead letter that ended each partition's prefix.
 	Blocking []ID
@@ -79,14 +79,14 @@ func (p *Progress) clone() Progress {
 // ApplyTo copies p into an action's status: the counts, progress ("<done>/<matched>"), the skipped
 // reasons (largest first, at most 16), the checkpoint and the listed records. It leaves the phase,
 // times, snapshot and conditions to the caller.
-func (p Progress) ApplyTo(st *v1.DeadLetterActionStatus) {
+func (p Progress) ApplyTo(st *retryv1alpha1.DeadLetterActionStatus) {
 	st.Matched, st.Done, st.Skipped, st.Failed, st.Duplicates = p.Matched, p.Done, p.Skipped, p.Failed, p.Duplicates
 	st.Progress = strconv.FormatInt(p.Done, 10) + "/" + strconv.FormatInt(p.Matched, 10)
 	st.SkippedReasons = nil
 	for r, n := range p.SkippedBy {
-		st.SkippedReasons = append(st.SkippedReasons, v1.NamedCount{Name: r, Count: n})
+		st.SkippedReasons = append(st.SkippedReasons, retryv1alpha1.NamedCount{Name: r, Count: n})
 	}
-	slices.SortFunc(st.SkippedReasons, func(a, b v1.NamedCount) int {
+	slices.SortFunc(st.SkippedReasons, func(a, b retryv1alpha1.NamedCount) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Name, b.Name))
 	})
 	if len(st.SkippedReasons) > 16 {
@@ -98,7 +98,7 @@ func (p Progress) ApplyTo(st *v1.DeadLetterActionStatus) {
 }
 
 // FromStatus is the Progress an action's status records, to resume it.
-func FromStatus(st *v1.DeadLetterActionStatus) *Progress {
+func FromStatus(st *retryv1alpha1.DeadLetterActionStatus) *Progress {
 	p := &Progress{
 		Matched: st.Matched, Done: st.Done, Skipped: st.Skipped, Failed: st.Failed, Duplicates: st.Duplicates,
 		Checkpoint: OffsetsFromStatus(st.Checkpoint),
@@ -110,7 +110,7 @@ func FromStatus(st *v1.DeadLetterActionStatus) *Progress {
 		p.SkippedBy[c.Name] = c.Count
 	}
 	for _, lists := range []struct {
-		from []v1.RecordRef
+		from []retryv1alpha1.RecordRef
 		to   *[]ID
 	}{{st.MatchedRecords, &p.MatchedRecords}, {st.BlockingRecords, &p.Blocking}} {
 		for _, r := range lists.from {
@@ -123,19 +123,19 @@ func FromStatus(st *v1.DeadLetterActionStatus) *Progress {
 }
 
 // OffsetsToStatus converts offsets per partition to the status form, sorted by partition.
-func OffsetsToStatus(m map[int32]int64) []v1.PartitionOffset {
+func OffsetsToStatus(m map[int32]int64) []retryv1alpha1.PartitionOffset {
 	if len(m) == 0 {
 		return nil
 	}
-	out := make([]v1.PartitionOffset, 0, len(m))
+	out := make([]retryv1alpha1.PartitionOffset, 0, len(m))
 	for _, p := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, v1.PartitionOffset{Partition: p, Offset: m[p]})
+		out = append(out, retryv1alpha1.PartitionOffset{Partition: p, Offset: m[p]})
 	}
 	return out
 }
 
 // OffsetsFromStatus converts the status form to offsets per partition.
-func OffsetsFromStatus(l []v1.PartitionOffset) map[int32]int64 {
+func OffsetsFromStatus(l []retryv1alpha1.PartitionOffset) map[int32]int64 {
 	out := make(map[int32]int64, len(l))
 	for _, po := range l {
 		out[po.Partition] = po.Offset
@@ -143,13 +143,13 @@ func OffsetsFromStatus(l []v1.PartitionOffset) map[int32]int64 {
 	return out
 }
 
-func refs(ids []ID) []v1.RecordRef {
+func refs(ids []ID) []retryv1alpha1.RecordRef {
 	if len(ids) == 0 {
 		return nil
 	}
-	out := make([]v1.RecordRef, 0, min(len(ids), v1.MaxListedRecords))
-	for _, id := range ids[:min(len(ids), v1.MaxListedRecords)] {
-		out = append(out, v1.RecordRef(id.String()))
+	out := make([]retryv1alpha1.RecordRef, 0, min(len(ids), retryv1alpha1.MaxListedRecords))
+	for _, id := range ids[:min(len(ids), retryv1alpha1.MaxListedRecords)] {
+		out = append(out, retryv1alpha1.RecordRef(id.String()))
 	}
 	return out
 }

@@ -7,7 +7,7 @@ import (
 	"maps"
 	"slices"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 )
 
@@ -85,7 +85,7 @@ func (r *run) purgePrefix(ctx context.Context, p int32, rg kafka.OffsetRange) (e
 		if !r.m.Match(&e, st) {
 			end, stopped = e.Offset, true
 			r.prog.skip(SkipBlocksPrefix)
-			if len(r.prog.Blocking) < v1.MaxListedRecords {
+			if len(r.prog.Blocking) < retryv1alpha1.MaxListedRecords {
 				r.prog.Blocking = append(r.prog.Blocking, e.ID)
 			}
 			cancel()
@@ -96,7 +96,7 @@ func (r *run) purgePrefix(ctx context.Context, p int32, rg kafka.OffsetRange) (e
 		if !st.Pending() {
 			stated = append(stated, e.ID)
 		}
-		if r.dryRun && len(r.prog.MatchedRecords) < v1.MaxListedRecords {
+		if r.dryRun && len(r.prog.MatchedRecords) < retryv1alpha1.MaxListedRecords {
 			r.prog.MatchedRecords = append(r.prog.MatchedRecords, e.ID)
 		}
 	})

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -33,7 +33,7 @@ func runReadFromSequence(t *testing.T, seed uint64) {
 	f.AddTopic(dlqTopic, 1, 1, nil)
 	f.AddTopic(state, 1, 1, deadletters.StateTopicConfigs())
 	id := f.Topic(dlqTopic).ID
-	states := []v1.DeadLetterState{v1.DeadLetterResolved, v1.DeadLetterIgnored, v1.DeadLetterReplayed, v1.DeadLetterPending}
+	states := []retryv1alpha1.DeadLetterState{retryv1alpha1.DeadLetterResolved, retryv1alpha1.DeadLetterIgnored, retryv1alpha1.DeadLetterReplayed, retryv1alpha1.DeadLetterPending}
 	started, shorter := 0, 0
 	for step := range 40 {
 		offs := f.Offsets(dlqTopic)[0]

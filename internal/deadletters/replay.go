@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
@@ -23,7 +23,7 @@ func (r *run) replayable(ctx context.Context, e *Entry, st State, p *pending) (b
 	prev := max(e.ReplayCount, st.ReplayCount)
 	limit := int(r.o.Spec.MaxReplays)
 	if limit <= 0 {
-		limit = v1.DefaultMaxReplays
+		limit = retryv1alpha1.DefaultMaxReplays
 	}
 	if prev >= limit || prev >= headers.MaxReplayCount {
 		r.prog.skip(SkipReplayLimit)
@@ -86,7 +86,9 @@ func (r *run) replayable(ctx context.Context, e *Entry, st State, p *pending) (b
 }
 
 // namesTarget reports whether the action names where its replays go (spec.target).
-func namesTarget(t *v1.ReplayTarget) bool { return t != nil && (t.Pipeline != "" || t.Topic != "") }
+func namesTarget(t *retryv1alpha1.ReplayTarget) bool {
+	return t != nil && (t.Pipeline != "" || t.Topic != "")
+}
 
 // produce sends the batch's records, one call per target, setting ok for those acknowledged. A
 // record that failed for a reason worth retrying (or the context) stops the run; one refused for

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 )
 
@@ -44,7 +44,7 @@ type Target struct {
 // Options are the inputs of Run.
 type Options struct {
 	// Spec is the action; Ref names it in every decision recorded.
-	Spec v1.DeadLetterActionSpec
+	Spec retryv1alpha1.DeadLetterActionSpec
 	Ref  ActionRef
 	// Topic is the dead letter topic and Conn the connection to its cluster, which also holds its
 	// state topic (StateTopic(Topic)).
@@ -122,7 +122,7 @@ type run struct {
 // the batch in flight when the earlier run stopped (at most MaxReplayBatch); Progress.Duplicates
 // counts them (an upper bound: they may not have reached Kafka).
 func Run(ctx context.Context, o Options) (Progress, error) {
-	r := &run{o: &o, dryRun: o.Spec.Mode == v1.ActionModeDryRun, scanned: map[int32]int64{}}
+	r := &run{o: &o, dryRun: o.Spec.Mode == retryv1alpha1.ActionModeDryRun, scanned: map[int32]int64{}}
 	if o.Resume != nil {
 		r.prog = o.Resume.clone()
 	}
@@ -134,14 +134,14 @@ func Run(ctx context.Context, o Options) (Progress, error) {
 		return r.prog, fmt.Errorf("selector: %w", err)
 	}
 	switch o.Spec.Action {
-	case v1.DeadLetterReplay, v1.DeadLetterResolve, v1.DeadLetterIgnore, v1.DeadLetterPurge:
+	case retryv1alpha1.DeadLetterReplay, retryv1alpha1.DeadLetterResolve, retryv1alpha1.DeadLetterIgnore, retryv1alpha1.DeadLetterPurge:
 	default:
 		return r.prog, fmt.Errorf("unknown action %q", o.Spec.Action)
 	}
 	if len(o.Snapshot) == 0 {
 		return r.prog, errors.New("no snapshot: capture the end offsets with Snapshot when the action starts")
 	}
-	if o.Spec.Action == v1.DeadLetterReplay && (o.Target == nil || o.Holders == nil) {
+	if o.Spec.Action == retryv1alpha1.DeadLetterReplay && (o.Target == nil || o.Holders == nil) {
 		return r.prog, errors.New("a Replay needs a Target function and the topic ledger (Holders) to check its targets")
 	}
 	if o.Spec.MaxRecords != nil {
@@ -153,13 +153,13 @@ func Run(ctx context.Context, o Options) (Progress, error) {
 	if o.ProgressInterval <= 0 {
 		o.ProgressInterval = DefaultProgressInterval
 	}
-	rate := v1.DefaultRecordsPerSecond
+	rate := retryv1alpha1.DefaultRecordsPerSecond
 	if o.Spec.Rate != nil && o.Spec.Rate.RecordsPerSecond > 0 {
 		rate = int(o.Spec.Rate.RecordsPerSecond)
 	}
 	r.lim = limiter{clk: o.clock(), rate: float64(rate)}
 	r.batchN = DefaultStateBatch
-	if o.Spec.Action == v1.DeadLetterReplay {
+	if o.Spec.Action == retryv1alpha1.DeadLetterReplay {
 		r.batchN = max(1, min(MaxReplayBatch, rate/10))
 		if o.Resume != nil && !r.dryRun {
 			r.possibleDups = r.batchN
@@ -196,7 +196,7 @@ func Run(ctx context.Context, o Options) (Progress, error) {
 	}
 
 	ranges := r.ranges(start)
-	if o.Spec.Action == v1.DeadLetterPurge {
+	if o.Spec.Action == retryv1alpha1.DeadLetterPurge {
 		err = r.purge(ctx, ranges)
 	} else {
 		err = r.scan(ctx, ranges)
@@ -217,7 +217,7 @@ func (r *run) ranges(start map[int32]int64) map[int32]kafka.OffsetRange {
 	out := map[int32]kafka.OffsetRange{}
 	for p, end := range r.o.Snapshot {
 		from := max(r.prog.Checkpoint[p], start[p])
-		if explicit != nil && r.o.Spec.Action != v1.DeadLetterPurge {
+		if explicit != nil && r.o.Spec.Action != retryv1alpha1.DeadLetterPurge {
 			offs := explicit[p]
 			if len(offs) == 0 {
 				from = end
@@ -307,8 +307,8 @@ func (r *run) consider(ctx context.Context, rec kafka.Record) error {
 // decide handles a dead letter that meets every criterion but, perhaps, the state.
 func (r *run) decide(ctx context.Context, e *Entry) error {
 	st := r.states.Get(e.ID)
-	want := map[v1.DeadLetterActionType]v1.DeadLetterState{
-		v1.DeadLetterReplay: v1.DeadLetterReplayed, v1.DeadLetterResolve: v1.DeadLetterResolved, v1.DeadLetterIgnore: v1.DeadLetterIgnored,
+	want := map[retryv1alpha1.DeadLetterActionType]retryv1alpha1.DeadLetterState{
+		retryv1alpha1.DeadLetterReplay: retryv1alpha1.DeadLetterReplayed, retryv1alpha1.DeadLetterResolve: retryv1alpha1.DeadLetterResolved, retryv1alpha1.DeadLetterIgnore: retryv1alpha1.DeadLetterIgnored,
 	}[r.o.Spec.Action]
 	r.prog.Matched++
 	if !r.dryRun && st.State == want && st.Action.UID != "" && st.Action.UID == r.o.Ref.UID {
@@ -324,7 +324,7 @@ func (r *run) decide(ctx context.Context, e *Entry) error {
 		State: want, Note: r.o.Spec.Note, RequestedBy: r.o.Spec.RequestedBy, Action: r.o.Ref,
 		Time: r.o.clock().Now().UTC(), ReplayCount: st.ReplayCount, TopicID: r.topicID,
 	}}
-	if r.o.Spec.Action == v1.DeadLetterReplay {
+	if r.o.Spec.Action == retryv1alpha1.DeadLetterReplay {
 		ok, err := r.replayable(ctx, e, st, &p)
 		if err != nil || !ok {
 			return err
@@ -332,7 +332,7 @@ func (r *run) decide(ctx context.Context, e *Entry) error {
 	}
 	if r.dryRun {
 		r.prog.Done++
-		if len(r.prog.MatchedRecords) < v1.MaxListedRecords {
+		if len(r.prog.MatchedRecords) < retryv1alpha1.MaxListedRecords {
 			r.prog.MatchedRecords = append(r.prog.MatchedRecords, e.ID)
 		}
 		return nil
@@ -343,11 +343,11 @@ func (r *run) decide(ctx context.Context, e *Entry) error {
 
 func skipReasonFor(st State) string {
 	switch st.Name() {
-	case v1.DeadLetterReplayed:
+	case retryv1alpha1.DeadLetterReplayed:
 		return SkipAlreadyReplayed
-	case v1.DeadLetterResolved:
+	case retryv1alpha1.DeadLetterResolved:
 		return SkipAlreadyResolved
-	case v1.DeadLetterIgnored:
+	case retryv1alpha1.DeadLetterIgnored:
 		return SkipAlreadyIgnored
 	}
 	return SkipPending
@@ -361,7 +361,7 @@ func (r *run) flush(ctx context.Context) error {
 		return nil
 	}
 	ok := make([]bool, len(r.batch))
-	if r.o.Spec.Action == v1.DeadLetterReplay {
+	if r.o.Spec.Action == retryv1alpha1.DeadLetterReplay {
 		if err := r.lim.wait(ctx, len(r.batch)); err != nil {
 			return err
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
@@ -31,11 +31,11 @@ func mixed(n int) []dl {
 	return out
 }
 
-func replaySpec(rate int32) v1.DeadLetterActionSpec {
-	return v1.DeadLetterActionSpec{
-		Queue: "orders-dlq", Action: v1.DeadLetterReplay, RequestedBy: "jane", MaxReplays: 3,
-		Selector: &v1.DeadLetterSelector{Reasons: []v1.DeadLetterName{headers.ReasonMaxRetriesExceeded}, ErrorTypes: []v1.DeadLetterName{"TimeoutError"}},
-		Rate:     &v1.ReplayRate{RecordsPerSecond: rate},
+func replaySpec(rate int32) retryv1alpha1.DeadLetterActionSpec {
+	return retryv1alpha1.DeadLetterActionSpec{
+		Queue: "orders-dlq", Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "jane", MaxReplays: 3,
+		Selector: &retryv1alpha1.DeadLetterSelector{Reasons: []retryv1alpha1.DeadLetterName{headers.ReasonMaxRetriesExceeded}, ErrorTypes: []retryv1alpha1.DeadLetterName{"TimeoutError"}},
+		Rate:     &retryv1alpha1.ReplayRate{RecordsPerSecond: rate},
 	}
 }
 
@@ -171,7 +171,7 @@ func TestReplayProducesExactlyTheMatchingDeadLettersAtTheRate(t *testing.T) {
 		t.Errorf("%d states (%d invalid), want %d", len(st.ByID), st.Invalid, len(want))
 	}
 	for id, s := range st.ByID {
-		if s.State != v1.DeadLetterReplayed || s.ReplayCount != 1 || s.Action != ref || s.RequestedBy != "jane" {
+		if s.State != retryv1alpha1.DeadLetterReplayed || s.ReplayCount != 1 || s.Action != ref || s.RequestedBy != "jane" {
 			t.Errorf("state of %s: %+v", id, s)
 		}
 		if !want[headers.FormatReplayOf(dlqTopic, id.Partition, id.Offset)] {
@@ -200,7 +200,7 @@ func TestReplayKeepsToItsSnapshotAndTheReplayLimit(t *testing.T) {
 	snap := e.snapshot()
 	spec := replaySpec(10000)
 	spec.MaxReplays = 2
-	spec.Selector.States = []v1.DeadLetterState{v1.DeadLetterPending, v1.DeadLetterReplayed}
+	spec.Selector.States = []retryv1alpha1.DeadLetterState{retryv1alpha1.DeadLetterPending, retryv1alpha1.DeadLetterReplayed}
 	returned := false
 	e.kafka.produceHook = func(topic string) {
 		if topic == tierTopic && !returned {
@@ -243,7 +243,7 @@ func TestResumeFromACheckpointProducesNoRecordTwiceExceptInFlight(t *testing.T) 
 	want, _ := e.expectedReplays()
 	snap := e.snapshot()
 	spec := replaySpec(10000)
-	status := &v1.DeadLetterActionStatus{Snapshot: deadletters.OffsetsToStatus(snap)}
+	status := &retryv1alpha1.DeadLetterActionStatus{Snapshot: deadletters.OffsetsToStatus(snap)}
 
 	// First run: stopped (ctx canceled) from the progress callback once 40 are done.
 	ctx, cancel := context.WithCancel(ctxT(t))

@@ -6,39 +6,39 @@ import (
 	"slices"
 	"time"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // Matcher is a compiled selector: all the criteria given must hold; within a list, any item.
 type Matcher struct {
 	reasons, errorTypes, pipelines map[string]bool
-	states                         map[v1.DeadLetterState]bool
+	states                         map[retryv1alpha1.DeadLetterState]bool
 	after, before                  time.Time
 	keys                           map[string]bool
-	headers                        []v1.HeaderMatch
+	headers                        []retryv1alpha1.HeaderMatch
 	records                        map[ID]bool
 }
 
 // DefaultStates are the states an action selects when its selector names none: Pending for Replay,
 // Resolve and Ignore; Resolved, Ignored and Replayed for Purge.
-func DefaultStates(action v1.DeadLetterActionType) []v1.DeadLetterState {
-	if action == v1.DeadLetterPurge {
-		return []v1.DeadLetterState{v1.DeadLetterResolved, v1.DeadLetterIgnored, v1.DeadLetterReplayed}
+func DefaultStates(action retryv1alpha1.DeadLetterActionType) []retryv1alpha1.DeadLetterState {
+	if action == retryv1alpha1.DeadLetterPurge {
+		return []retryv1alpha1.DeadLetterState{retryv1alpha1.DeadLetterResolved, retryv1alpha1.DeadLetterIgnored, retryv1alpha1.DeadLetterReplayed}
 	}
-	return []v1.DeadLetterState{v1.DeadLetterPending}
+	return []retryv1alpha1.DeadLetterState{retryv1alpha1.DeadLetterPending}
 }
 
 // Compile compiles the selector of an action (nil selects every dead letter in the default states).
 // It checks what the CRD's validation checks, for a caller that did not go through the API server:
 // the bounds of every list, the record references, and that Purge never selects Pending.
-func Compile(action v1.DeadLetterActionType, sel *v1.DeadLetterSelector) (*Matcher, error) {
+func Compile(action retryv1alpha1.DeadLetterActionType, sel *retryv1alpha1.DeadLetterSelector) (*Matcher, error) {
 	if sel == nil {
-		sel = &v1.DeadLetterSelector{}
+		sel = &retryv1alpha1.DeadLetterSelector{}
 	}
-	m := &Matcher{states: map[v1.DeadLetterState]bool{}}
+	m := &Matcher{states: map[retryv1alpha1.DeadLetterState]bool{}}
 	for _, c := range []struct {
 		name  string
-		items []v1.DeadLetterName
+		items []retryv1alpha1.DeadLetterName
 		max   int
 		into  *map[string]bool
 	}{
@@ -68,11 +68,11 @@ func Compile(action v1.DeadLetterActionType, sel *v1.DeadLetterSelector) (*Match
 	}
 	for _, s := range states {
 		switch s {
-		case v1.DeadLetterPending, v1.DeadLetterReplayed, v1.DeadLetterResolved, v1.DeadLetterIgnored:
+		case retryv1alpha1.DeadLetterPending, retryv1alpha1.DeadLetterReplayed, retryv1alpha1.DeadLetterResolved, retryv1alpha1.DeadLetterIgnored:
 		default:
 			return nil, fmt.Errorf("selector.states: unknown state %q", cutString(string(s), 32))
 		}
-		if action == v1.DeadLetterPurge && s == v1.DeadLetterPending {
+		if action == retryv1alpha1.DeadLetterPurge && s == retryv1alpha1.DeadLetterPending {
 			return nil, fmt.Errorf("selector.states: Purge never deletes Pending dead letters")
 		}
 		m.states[s] = true
@@ -83,11 +83,11 @@ func Compile(action v1.DeadLetterActionType, sel *v1.DeadLetterSelector) (*Match
 	if sel.Before != nil {
 		m.before = sel.Before.Time
 	}
-	if action == v1.DeadLetterPurge && m.before.IsZero() {
+	if action == retryv1alpha1.DeadLetterPurge && m.before.IsZero() {
 		return nil, fmt.Errorf("selector.before: Purge needs it")
 	}
-	if len(sel.Keys) > v1.MaxSelectorKeys {
-		return nil, fmt.Errorf("selector.keys: %d items, at most %d", len(sel.Keys), v1.MaxSelectorKeys)
+	if len(sel.Keys) > retryv1alpha1.MaxSelectorKeys {
+		return nil, fmt.Errorf("selector.keys: %d items, at most %d", len(sel.Keys), retryv1alpha1.MaxSelectorKeys)
 	}
 	if len(sel.Keys) > 0 {
 		m.keys = map[string]bool{}
@@ -99,8 +99,8 @@ func Compile(action v1.DeadLetterActionType, sel *v1.DeadLetterSelector) (*Match
 		return nil, fmt.Errorf("selector.headers: %d items, at most 16", len(sel.Headers))
 	}
 	m.headers = slices.Clone(sel.Headers)
-	if len(sel.Records) > v1.MaxSelectorRecords {
-		return nil, fmt.Errorf("selector.records: %d items, at most %d", len(sel.Records), v1.MaxSelectorRecords)
+	if len(sel.Records) > retryv1alpha1.MaxSelectorRecords {
+		return nil, fmt.Errorf("selector.records: %d items, at most %d", len(sel.Records), retryv1alpha1.MaxSelectorRecords)
 	}
 	if len(sel.Records) > 0 {
 		m.records = map[ID]bool{}

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
@@ -56,7 +56,7 @@ type ActionRef struct {
 // dead letter without one is Pending.
 type State struct {
 	// State is Replayed, Resolved or Ignored (Pending when there is no record, or after a reset).
-	State v1.DeadLetterState `json:"state"`
+	State retryv1alpha1.DeadLetterState `json:"state"`
 	// Note says why (Resolve and Ignore).
 	Note string `json:"note,omitempty"`
 	// RequestedBy is the user who asked.
@@ -83,12 +83,12 @@ type State struct {
 func (s State) BelongsTo(topicID string) bool { return s.TopicID == "" || s.TopicID == topicID }
 
 // Pending reports whether s is the state of a dead letter nobody acted on.
-func (s State) Pending() bool { return s.State == "" || s.State == v1.DeadLetterPending }
+func (s State) Pending() bool { return s.State == "" || s.State == retryv1alpha1.DeadLetterPending }
 
 // Name returns the state's name, Pending for the zero State.
-func (s State) Name() v1.DeadLetterState {
+func (s State) Name() retryv1alpha1.DeadLetterState {
 	if s.State == "" {
-		return v1.DeadLetterPending
+		return retryv1alpha1.DeadLetterPending
 	}
 	return s.State
 }
@@ -106,7 +106,7 @@ func EncodeState(s State) ([]byte, error) {
 // longer than MaxStateBytes, not JSON, with unknown fields, or out of bounds is an error.
 func DecodeState(value []byte) (State, error) {
 	if value == nil {
-		return State{State: v1.DeadLetterPending}, nil
+		return State{State: retryv1alpha1.DeadLetterPending}, nil
 	}
 	if len(value) > MaxStateBytes {
 		return State{}, fmt.Errorf("state record of %d bytes, more than %d", len(value), MaxStateBytes)
@@ -128,7 +128,7 @@ func DecodeState(value []byte) (State, error) {
 
 func (s State) validate() error {
 	switch s.State {
-	case v1.DeadLetterPending, v1.DeadLetterReplayed, v1.DeadLetterResolved, v1.DeadLetterIgnored:
+	case retryv1alpha1.DeadLetterPending, retryv1alpha1.DeadLetterReplayed, retryv1alpha1.DeadLetterResolved, retryv1alpha1.DeadLetterIgnored:
 	default:
 		return fmt.Errorf("state %q is none of Pending, Replayed, Resolved, Ignored", cutString(string(s.State), 32))
 	}

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -24,7 +24,7 @@ func TestSurveyTombstonesDecisionsBeyondTheEnd(t *testing.T) {
 	fake.SetOffsets(dlqTopic, 0, 0, 10)
 	fake.SetOffsets(dlqTopic, 1, 0, 10)
 	id := fake.Topic(dlqTopic).ID
-	resolved := deadletters.State{State: v1.DeadLetterResolved, RequestedBy: "mallory", Time: seedBase, TopicID: id}
+	resolved := deadletters.State{State: retryv1alpha1.DeadLetterResolved, RequestedBy: "mallory", Time: seedBase, TopicID: id}
 	held := deadletters.ID{Partition: 0, Offset: 3}
 	beyond := []deadletters.ID{{Partition: 0, Offset: 10}, {Partition: 1, Offset: 1 << 40}, {Partition: 7, Offset: 0}}
 	var ups []deadletters.StateUpdate
@@ -54,7 +54,7 @@ func TestSurveyTombstonesDecisionsBeyondTheEnd(t *testing.T) {
 	if _, ok := states.ByID[held]; !ok || len(states.ByID) != 1 {
 		t.Errorf("states held %v, want only %v", states.ByID, held)
 	}
-	if c := states.Counts(offs); c[v1.DeadLetterResolved] != 1 || c[v1.DeadLetterPending] != 19 {
+	if c := states.Counts(offs); c[retryv1alpha1.DeadLetterResolved] != 1 || c[retryv1alpha1.DeadLetterPending] != 19 {
 		t.Errorf("counts %v, want 1 resolved and 19 pending", c)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
@@ -39,7 +39,7 @@ type PipelineTier func(ctx context.Context, namespace, name string) (Target, err
 // none, is ErrNoTarget, so that an action never writes into another namespace's topics, and so is a
 // dead letter of a record of another pipeline's retry tier (ErrOtherPipelineRecord too). Lookups are
 // remembered for the run (a pipeline is looked up once). The function is safe for concurrent use.
-func Targets(spec *v1.ReplayTarget, namespace string, dlqConn kafka.Connection, tier PipelineTier) func(ctx context.Context, e *Entry) (Target, error) {
+func Targets(spec *retryv1alpha1.ReplayTarget, namespace string, dlqConn kafka.Connection, tier PipelineTier) func(ctx context.Context, e *Entry) (Target, error) {
 	if spec != nil && spec.Topic != "" {
 		t := Target{Topic: string(spec.Topic), Conn: dlqConn}
 		return func(context.Context, *Entry) (Target, error) { return t, nil }

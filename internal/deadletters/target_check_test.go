@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -42,21 +42,21 @@ func TestRunRefusesTargetsItMayNotWrite(t *testing.T) {
 	ctx := context.Background()
 	for name, c := range map[string]struct {
 		topic string
-		spec  *v1.ReplayTarget
+		spec  *retryv1alpha1.ReplayTarget
 	}{
-		"the queue's own topic":              {dlqTopic, &v1.ReplayTarget{Topic: dlqTopic}},
-		"another queue's topic":              {"payments.dlq", &v1.ReplayTarget{Topic: "payments.dlq"}},
-		"a record of decisions":              {"payments.dlq.state", &v1.ReplayTarget{Topic: "payments.dlq.state"}},
-		"a tier named as a topic":            {"billing.retry.1", &v1.ReplayTarget{Topic: "billing.retry.1"}},
+		"the queue's own topic":              {dlqTopic, &retryv1alpha1.ReplayTarget{Topic: dlqTopic}},
+		"another queue's topic":              {"payments.dlq", &retryv1alpha1.ReplayTarget{Topic: "payments.dlq"}},
+		"a record of decisions":              {"payments.dlq.state", &retryv1alpha1.ReplayTarget{Topic: "payments.dlq.state"}},
+		"a tier named as a topic":            {"billing.retry.1", &retryv1alpha1.ReplayTarget{Topic: "billing.retry.1"}},
 		"another pipeline's tier, looked up": {"billing.retry.1", nil},
-		"a record of decisions, looked up":   {"payments.dlq.state", &v1.ReplayTarget{Pipeline: "orders"}},
+		"a record of decisions, looked up":   {"payments.dlq.state", &retryv1alpha1.ReplayTarget{Pipeline: "orders"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, conn := refusalFixture(t)
 			lookup := func(context.Context, string, string) (deadletters.Target, error) {
 				return deadletters.Target{Topic: c.topic, Conn: conn}, nil
 			}
-			spec := v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "mallory", Target: c.spec}
+			spec := retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "mallory", Target: c.spec}
 			_, err := deadletters.Run(ctx, deadletters.Options{
 				Spec: spec, Ref: ref, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: 1},
 				Target: deadletters.Targets(spec.Target, "shop", conn, lookup), Holders: testLedger,
@@ -84,7 +84,7 @@ func TestRunRefusesTargetsItMayNotWrite(t *testing.T) {
 func TestRunWithoutTheLedgerRefusesAReplay(t *testing.T) {
 	ctx := context.Background()
 	f, conn := refusalFixture(t)
-	spec := v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "jane"}
+	spec := retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "jane"}
 	o := deadletters.Options{Spec: spec, Ref: ref, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: 1},
 		Target: func(context.Context, *deadletters.Entry) (deadletters.Target, error) {
 			return deadletters.Target{Topic: tierTopic, Conn: conn, Pipeline: ordersPipe}, nil

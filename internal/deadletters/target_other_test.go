@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -52,14 +52,14 @@ func otherPipelineFixture(t *testing.T) (*kafkafake.Fake, kafka.Connection) {
 func TestDefaultReplaySkipsAnotherPipelinesRecord(t *testing.T) {
 	ctx := context.Background()
 	state, _ := deadletters.StateTopic(dlqTopic)
-	run := func(f *kafkafake.Fake, conn kafka.Connection, target *v1.ReplayTarget, uid string) (deadletters.Progress, error) {
+	run := func(f *kafkafake.Fake, conn kafka.Connection, target *retryv1alpha1.ReplayTarget, uid string) (deadletters.Progress, error) {
 		lookup := func(_ context.Context, ns, name string) (deadletters.Target, error) {
 			if ns+"/"+name == ordersPipe {
 				return deadletters.Target{Topic: tierTopic, Conn: conn}, nil
 			}
 			return deadletters.Target{}, deadletters.ErrNoTarget
 		}
-		spec := v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "jane", Target: target}
+		spec := retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "jane", Target: target}
 		return deadletters.Run(ctx, deadletters.Options{
 			Spec: spec, Ref: deadletters.ActionRef{Namespace: "shop", Name: "replay-" + uid, UID: uid}, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: 3},
 			Target: deadletters.Targets(spec.Target, "shop", conn, lookup), Holders: testLedger,
@@ -99,7 +99,7 @@ func TestDefaultReplaySkipsAnotherPipelinesRecord(t *testing.T) {
 	// A Target function of the caller's own that replays by retryops.pipeline: Run skips it still.
 	f2, conn2 := otherPipelineFixture(t)
 	prog, err = deadletters.Run(ctx, deadletters.Options{
-		Spec: v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "jane"}, Ref: ref, Topic: dlqTopic, Conn: conn2, Kafka: f2,
+		Spec: retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "jane"}, Ref: ref, Topic: dlqTopic, Conn: conn2, Kafka: f2,
 		Snapshot: map[int32]int64{0: 3}, Holders: testLedger,
 		Target: func(context.Context, *deadletters.Entry) (deadletters.Target, error) {
 			return deadletters.Target{Topic: tierTopic, Conn: conn2, Pipeline: ordersPipe}, nil
@@ -110,7 +110,7 @@ func TestDefaultReplaySkipsAnotherPipelinesRecord(t *testing.T) {
 	}
 
 	// The action names the pipeline: the skipped dead letter is replayed, into that pipeline's tier.
-	prog, err = run(f, conn, &v1.ReplayTarget{Pipeline: "orders"}, "uid-2")
+	prog, err = run(f, conn, &retryv1alpha1.ReplayTarget{Pipeline: "orders"}, "uid-2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestDefaultReplaySkipsAnotherPipelinesRecord(t *testing.T) {
 
 	// The action names a topic: replayed there.
 	f, conn = otherPipelineFixture(t)
-	prog, err = run(f, conn, &v1.ReplayTarget{Topic: "orders"}, "uid-3")
+	prog, err = run(f, conn, &retryv1alpha1.ReplayTarget{Topic: "orders"}, "uid-3")
 	if err != nil {
 		t.Fatal(err)
 	}

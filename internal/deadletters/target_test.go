@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -52,11 +52,11 @@ func TestTargets(t *testing.T) {
 	if _, err := def(ctx, entry("shop/broken")); err == nil || errors.Is(err, deadletters.ErrNoTarget) {
 		t.Errorf("a failing lookup: %v, want an error that stops the run", err)
 	}
-	named := deadletters.Targets(&v1.ReplayTarget{Pipeline: "orders"}, "shop", conn, tier)
+	named := deadletters.Targets(&retryv1alpha1.ReplayTarget{Pipeline: "orders"}, "shop", conn, tier)
 	if got, err := named(ctx, entry("bank/payments")); err != nil || got.Topic != "shop.orders.retry-1" || got.Pipeline != "shop/orders" {
 		t.Errorf("named pipeline: %v %v", got, err)
 	}
-	topic := deadletters.Targets(&v1.ReplayTarget{Topic: "orders.replay"}, "shop", conn, tier)
+	topic := deadletters.Targets(&retryv1alpha1.ReplayTarget{Topic: "orders.replay"}, "shop", conn, tier)
 	if got, err := topic(ctx, entry("")); err != nil || got.Topic != "orders.replay" || got.Conn.Key() != conn.Key() || got.Pipeline != "" {
 		t.Errorf("named topic: %v %v", got, err)
 	}
@@ -89,7 +89,7 @@ func TestRunOnTheFakeSkipsMalformedDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &env{t: t, conn: conn}
-	spec := v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "jane"}
+	spec := retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "jane"}
 	prog, err := deadletters.Run(ctx, deadletters.Options{
 		Spec: spec, Ref: ref, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: int64(len(recs))}, Target: e.toOrdersTier, Holders: testLedger,
 	})
@@ -123,15 +123,15 @@ func TestCountsAndOldestPending(t *testing.T) {
 	}
 	// Partition 0 holds minutes 0, 2, 4, 6, 8 at offsets 0..4; partition 1 minutes 1, 3, 5, 7, 9.
 	st := &deadletters.States{}
-	st.Set(deadletters.ID{Partition: 0, Offset: 0}, deadletters.State{State: v1.DeadLetterResolved})
-	st.Set(deadletters.ID{Partition: 0, Offset: 1}, deadletters.State{State: v1.DeadLetterIgnored})
-	st.Set(deadletters.ID{Partition: 1, Offset: 0}, deadletters.State{State: v1.DeadLetterReplayed})
-	st.Set(deadletters.ID{Partition: 1, Offset: 1}, deadletters.State{State: v1.DeadLetterReplayed})
-	st.Set(deadletters.ID{Partition: 1, Offset: 2}, deadletters.State{State: v1.DeadLetterResolved})
-	st.Set(deadletters.ID{Partition: 1, Offset: 9}, deadletters.State{State: v1.DeadLetterResolved}) // beyond the end: not counted
+	st.Set(deadletters.ID{Partition: 0, Offset: 0}, deadletters.State{State: retryv1alpha1.DeadLetterResolved})
+	st.Set(deadletters.ID{Partition: 0, Offset: 1}, deadletters.State{State: retryv1alpha1.DeadLetterIgnored})
+	st.Set(deadletters.ID{Partition: 1, Offset: 0}, deadletters.State{State: retryv1alpha1.DeadLetterReplayed})
+	st.Set(deadletters.ID{Partition: 1, Offset: 1}, deadletters.State{State: retryv1alpha1.DeadLetterReplayed})
+	st.Set(deadletters.ID{Partition: 1, Offset: 2}, deadletters.State{State: retryv1alpha1.DeadLetterResolved})
+	st.Set(deadletters.ID{Partition: 1, Offset: 9}, deadletters.State{State: retryv1alpha1.DeadLetterResolved}) // beyond the end: not counted
 	offs, _ := f.ListOffsets(ctx, dlqTopic)
 	counts := st.Counts(offs[dlqTopic])
-	want := map[v1.DeadLetterState]int64{v1.DeadLetterPending: 5, v1.DeadLetterReplayed: 2, v1.DeadLetterResolved: 2, v1.DeadLetterIgnored: 1}
+	want := map[retryv1alpha1.DeadLetterState]int64{retryv1alpha1.DeadLetterPending: 5, retryv1alpha1.DeadLetterReplayed: 2, retryv1alpha1.DeadLetterResolved: 2, retryv1alpha1.DeadLetterIgnored: 1}
 	if !maps.Equal(counts, want) {
 		t.Errorf("counts %v, want %v", counts, want)
 	}
@@ -190,7 +190,7 @@ func TestReplayNamesItsTargetPipeline(t *testing.T) {
 		to := func(context.Context, *deadletters.Entry) (deadletters.Target, error) {
 			return deadletters.Target{Topic: tierTopic, Conn: conn, Pipeline: target}, nil
 		}
-		spec := v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, RequestedBy: "jane"}
+		spec := retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "jane"}
 		if _, err := deadletters.Run(ctx, deadletters.Options{
 			Spec: spec, Ref: ref, Topic: dlqTopic, Conn: conn, Kafka: f, Snapshot: map[int32]int64{0: 1}, Target: to, Holders: testLedger,
 		}); err != nil {

@@ -32,7 +32,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/dlqapi"
 	"github.com/retryops/retry-operator/internal/envtestutil"
@@ -77,9 +77,9 @@ func TestDeadLettersAPI(t *testing.T) {
 	ledger := &kafkaspec.Ledger{Reader: c, Writer: c, Namespace: envtestutil.OperatorNamespace}
 	for _, ns := range []string{nsA, nsB} {
 		must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-		q := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: queueName}}
-		q.Spec.Topic.Name = v1.TopicName(kf.topic)
-		q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: kf.conn.BootstrapServers}
+		q := &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: queueName}}
+		q.Spec.Topic.Name = retryv1alpha1.TopicName(kf.topic)
+		q.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: kf.conn.BootstrapServers}
 		must(t, c.Create(ctx, q))
 		must(t, ledger.Record(ctx, q, kf.topic))
 	}
@@ -213,7 +213,7 @@ func TestDeadLettersAPI(t *testing.T) {
 
 	t.Run("get shows the whole record with its headers and its state after an action", func(t *testing.T) {
 		id := deadletters.ID{Partition: 1, Offset: 7}
-		st := deadletters.State{State: v1.DeadLetterResolved, Note: "fixed upstream in INC-42", RequestedBy: "alice",
+		st := deadletters.State{State: retryv1alpha1.DeadLetterResolved, Note: "fixed upstream in INC-42", RequestedBy: "alice",
 			Action: deadletters.ActionRef{Namespace: nsA, Name: "resolve-42", UID: "u-42"}, Time: time.Now().UTC().Truncate(time.Second)}
 		_, err := deadletters.WriteStates(ctx, kf.f, kf.conn, kf.topic, []deadletters.StateUpdate{{ID: id, State: st}})
 		must(t, err)
@@ -251,9 +251,9 @@ func TestDeadLettersAPI(t *testing.T) {
 		// Another tenant's queue on the same topic, which the operator neither created nor adopted for
 		// it (no ledger record): the operator reads none of its records, nor may the API.
 		must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsIntruder}}))
-		q := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: nsIntruder, Name: "borrowed"}}
-		q.Spec.Topic.Name = v1.TopicName(kf.topic)
-		q.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: kf.conn.BootstrapServers}
+		q := &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: nsIntruder, Name: "borrowed"}}
+		q.Spec.Topic.Name = retryv1alpha1.TopicName(kf.topic)
+		q.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: kf.conn.BootstrapServers}
 		must(t, c.Create(ctx, q))
 		out, err := env.Kubectl(nil, "get", "deadletters", "-n", nsIntruder, "-o", "name")
 		t.Logf("list: %v\n%s", err, out)

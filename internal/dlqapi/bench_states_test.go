@@ -12,7 +12,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/dlqapi"
 	"github.com/retryops/retry-operator/internal/kafka"
@@ -80,7 +80,7 @@ func historyStorage(b *testing.B) (*dlqapi.Storage, context.Context) {
 			for i := start; i < start+batch; i++ {
 				ups = append(ups, deadletters.StateUpdate{
 					ID: deadletters.ID{Partition: int32(i % parts), Offset: int64(i / parts)},
-					State: deadletters.State{State: v1.DeadLetterResolved, Note: "handled by the billing team by hand", RequestedBy: "alice@example.com",
+					State: deadletters.State{State: retryv1alpha1.DeadLetterResolved, Note: "handled by the billing team by hand", RequestedBy: "alice@example.com",
 						Action: deadletters.ActionRef{Namespace: "shop", Name: "resolve-old", UID: "8f0c1d2e-3a4b-4c5d-9e6f-7a8b9c0d1e2f"}, Time: e.t0},
 				})
 			}

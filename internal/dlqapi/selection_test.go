@@ -9,7 +9,7 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/dlqapi"
 	"github.com/retryops/retry-operator/internal/dlqui"
@@ -74,7 +74,7 @@ func TestListAndActionSelectTheSame(t *testing.T) {
 	} {
 		listed, _ := listAll(g, inShop(), s, listOptions(g, flt, "hostile-dlq"))
 		sel := flt.Selector("shop")
-		m, err := deadletters.Compile(v1.DeadLetterReplay, &sel)
+		m, err := deadletters.Compile(retryv1alpha1.DeadLetterReplay, &sel)
 		g.Expect(err).NotTo(HaveOccurred())
 		var acted []string
 		for _, r := range f.Records("hostile.dlq", 0) {

@@ -11,13 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
 // queuesResource names DeadLetterQueues in errors.
-var queuesResource = v1.GroupVersion.WithResource("deadletterqueues").GroupResource()
+var queuesResource = retryv1alpha1.GroupVersion.WithResource("deadletterqueues").GroupResource()
 
 // Queue is a DeadLetterQueue as the API reads it: its topic and how to reach its cluster.
 type Queue struct {
@@ -85,7 +85,7 @@ func (c *ClientQueues) Names(ctx context.Context, namespace string) ([]string, e
 	if !c.watches(namespace) {
 		return []string{}, nil
 	}
-	var list v1.DeadLetterQueueList
+	var list retryv1alpha1.DeadLetterQueueList
 	if err := c.Reader.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func (c *ClientQueues) Get(ctx context.Context, namespace, name string) (Queue, 
 	if !c.watches(namespace) {
 		return Queue{}, apierrors.NewNotFound(queuesResource, name)
 	}
-	var q v1.DeadLetterQueue
+	var q retryv1alpha1.DeadLetterQueue
 	if err := c.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &q); err != nil {
 		return Queue{}, err
 	}
@@ -126,7 +126,7 @@ func (c *ClientQueues) Get(ctx context.Context, namespace, name string) (Queue, 
 }
 
 // manages reports whether the ledger records topic for q.
-func (c *ClientQueues) manages(ctx context.Context, q *v1.DeadLetterQueue, topic string) (bool, error) {
+func (c *ClientQueues) manages(ctx context.Context, q *retryv1alpha1.DeadLetterQueue, topic string) (bool, error) {
 	if c.Ledger == nil {
 		return false, nil
 	}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dlqapi"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
@@ -23,8 +23,8 @@ import (
 // adopting it, say); from then on it is served.
 func TestClientQueuesServeOnlyQueuesThatManageTheirTopic(t *testing.T) {
 	ctx := context.Background()
-	q := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "q", UID: "uid-q"},
-		Spec: v1.DeadLetterQueueSpec{Topic: v1.DeadLetterTopic{Name: "payments"}, Kafka: &v1.KafkaConnection{BootstrapServers: []string{"kafka:9092"}}}}
+	q := &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "q", UID: "uid-q"},
+		Spec: retryv1alpha1.DeadLetterQueueSpec{Topic: retryv1alpha1.DeadLetterTopic{Name: "payments"}, Kafka: &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"kafka:9092"}}}}
 	c := fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).WithObjects(q).Build()
 	queues := &dlqapi.ClientQueues{Reader: c, Secrets: c, Ledger: &kafkaspec.Ledger{Reader: c, Namespace: "op"}}
 
@@ -88,8 +88,8 @@ func TestClientQueuesOutsideTheWatchedNamespaces(t *testing.T) {
 // none of its records once the policy gives the topic to that namespace.
 func TestClientQueuesServeNoTopicTheClaimPolicyRefuses(t *testing.T) {
 	ctx := context.Background()
-	q := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "squat", UID: "uid-squat"},
-		Spec: v1.DeadLetterQueueSpec{Topic: v1.DeadLetterTopic{Name: "victim.billing-dlq"}}}
+	q := &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "squat", UID: "uid-squat"},
+		Spec: retryv1alpha1.DeadLetterQueueSpec{Topic: retryv1alpha1.DeadLetterTopic{Name: "victim.billing-dlq"}}}
 	c := fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).WithObjects(q).Build()
 	if err := (&kafkaspec.Ledger{Reader: c, Writer: c, Namespace: "op"}).Record(ctx, q, "victim.billing-dlq"); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -37,7 +37,7 @@ func TestStateCacheIsBoundedAsAWhole(t *testing.T) {
 		var ups []deadletters.StateUpdate
 		for o := range int64(decisions) {
 			ups = append(ups, deadletters.StateUpdate{ID: deadletters.ID{Partition: 0, Offset: o}, State: deadletters.State{
-				State: v1.DeadLetterResolved, Note: fmt.Sprintf("%06d", o) + note[6:], RequestedBy: "jane@example.com", TopicID: ids[topic],
+				State: retryv1alpha1.DeadLetterResolved, Note: fmt.Sprintf("%06d", o) + note[6:], RequestedBy: "jane@example.com", TopicID: ids[topic],
 				Action: deadletters.ActionRef{Namespace: "shop", Name: "resolve", UID: "u"}, Time: time.Now()}})
 		}
 		if _, err := deadletters.WriteStates(ctx, f, conn, topic, ups); err != nil {

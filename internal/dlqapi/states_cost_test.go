@@ -10,7 +10,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -38,7 +38,7 @@ func staleQueue(t *testing.T, gone int) (*kafkafake.Fake, kafka.Connection, stri
 		t.Fatal(err)
 	}
 	id := f.Topic(topic).ID
-	resolved := deadletters.State{State: v1.DeadLetterResolved, RequestedBy: "alice", TopicID: id,
+	resolved := deadletters.State{State: retryv1alpha1.DeadLetterResolved, RequestedBy: "alice", TopicID: id,
 		Action: deadletters.ActionRef{Namespace: "shop", Name: "resolve", UID: "u"}, Time: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
 	for start := 0; start < gone; start += 5000 {
 		var ups []deadletters.StateUpdate
@@ -110,9 +110,9 @@ func TestDecisionsBeyondTheEndAreNotKept(t *testing.T) {
 	f, conn, topic, id := staleQueue(t, 10)
 	var ups []deadletters.StateUpdate
 	for o := range int64(50) {
-		ups = append(ups, deadletters.StateUpdate{ID: deadletters.ID{Offset: 110 + o*1000}, State: deadletters.State{State: v1.DeadLetterIgnored, RequestedBy: "mallory", TopicID: id, Time: time.Now()}})
+		ups = append(ups, deadletters.StateUpdate{ID: deadletters.ID{Offset: 110 + o*1000}, State: deadletters.State{State: retryv1alpha1.DeadLetterIgnored, RequestedBy: "mallory", TopicID: id, Time: time.Now()}})
 	}
-	ups = append(ups, deadletters.StateUpdate{ID: deadletters.ID{Partition: 3, Offset: 11}, State: deadletters.State{State: v1.DeadLetterIgnored, RequestedBy: "mallory", TopicID: id, Time: time.Now()}})
+	ups = append(ups, deadletters.StateUpdate{ID: deadletters.ID{Partition: 3, Offset: 11}, State: deadletters.State{State: retryv1alpha1.DeadLetterIgnored, RequestedBy: "mallory", TopicID: id, Time: time.Now()}})
 	if _, err := deadletters.WriteStates(ctx, f, conn, topic, ups); err != nil {
 		t.Fatal(err)
 	}

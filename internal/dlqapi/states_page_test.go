@@ -15,7 +15,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -127,7 +127,7 @@ func manyDecisions(t *testing.T, note func(i int) string) (*Storage, *countingKa
 		var ups []deadletters.StateUpdate
 		for i := start; i < start+5000; i++ {
 			ups = append(ups, deadletters.StateUpdate{ID: deadletters.ID{Partition: 0, Offset: int64(i)}, State: deadletters.State{
-				State: v1.DeadLetterResolved, Note: note(i), RequestedBy: "alice@example.com", TopicID: ids[topic],
+				State: retryv1alpha1.DeadLetterResolved, Note: note(i), RequestedBy: "alice@example.com", TopicID: ids[topic],
 				Action: deadletters.ActionRef{Namespace: "shop", Name: fmt.Sprintf("resolve-%d", i/20000), UID: fmt.Sprintf("8f0c1d2e-3a4b-4c5d-9e6f-7a8b9c0d1e%02d", i/20000)},
 				Time:   t0.Add(time.Duration(i) * time.Millisecond)}})
 		}
@@ -197,7 +197,7 @@ func TestDecisionBytes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			states := make([]deadletters.State, c.n)
 			for i := range states {
-				states[i] = deadletters.State{State: v1.DeadLetterResolved, Note: c.note(i), RequestedBy: "alice@example.com", TopicID: "Aq1xXCQpRku7c9zbT1Ug2w",
+				states[i] = deadletters.State{State: retryv1alpha1.DeadLetterResolved, Note: c.note(i), RequestedBy: "alice@example.com", TopicID: "Aq1xXCQpRku7c9zbT1Ug2w",
 					Action: deadletters.ActionRef{Namespace: "shop", Name: fmt.Sprintf("resolve-%d", i/20000), UID: fmt.Sprintf("8f0c1d2e-3a4b-4c5d-9e6f-7a8b9c0d1e%02d", i/20000)},
 					Time:   t0.Add(time.Duration(i) * time.Millisecond)}
 			}

@@ -10,7 +10,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/dlqapi"
 	"github.com/retryops/retry-operator/internal/kafka"
@@ -67,7 +67,7 @@ func TestPagesReadOnlyNewDecisions(t *testing.T) {
 		}
 		var ups []deadletters.StateUpdate
 		for _, o := range offsets {
-			ups = append(ups, deadletters.StateUpdate{ID: deadletters.ID{Offset: o}, State: deadletters.State{State: v1.DeadLetterResolved, RequestedBy: "alice", Time: kf.t0, TopicID: id}})
+			ups = append(ups, deadletters.StateUpdate{ID: deadletters.ID{Offset: o}, State: deadletters.State{State: retryv1alpha1.DeadLetterResolved, RequestedBy: "alice", Time: kf.t0, TopicID: id}})
 		}
 		if _, err := deadletters.WriteStates(ctx, kf.f, kf.conn, kf.topic, ups); err != nil {
 			t.Fatal(err)

@@ -8,13 +8,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dlqui"
 )
 
 // actKind describes one of the commands that create a DeadLetterAction.
 type actKind struct {
-	action  v1.DeadLetterActionType
+	action  retryv1alpha1.DeadLetterActionType
 	short   string
 	long    string
 	example string
@@ -22,7 +22,7 @@ type actKind struct {
 
 var (
 	actReplay = actKind{
-		action: v1.DeadLetterReplay,
+		action: retryv1alpha1.DeadLetterReplay,
 		short:  "Replay dead letters to their pipeline (or a pipeline or topic you name)",
 		long: `Replay creates a DeadLetterAction that produces each selected dead letter's original record
 again, with its Idempotency-Key, to the first retry tier of the pipeline that dead-lettered it (only that
@@ -39,7 +39,7 @@ starts; --wait follows it to the end.`,
   kubectl dlq replay orders-dlq 0/42 1/7 --to-pipeline orders-v2`,
 	}
 	actResolve = actKind{
-		action: v1.DeadLetterResolve,
+		action: retryv1alpha1.DeadLetterResolve,
 		short:  "Mark dead letters Resolved (handled), with a note",
 		long: `Resolve creates a DeadLetterAction that records the selected dead letters as Resolved, with your
 note and your name, in the queue's record of decisions. Name dead letters as PARTITION/OFFSET, or
@@ -51,7 +51,7 @@ select them with flags.`,
   kubectl dlq resolve orders-dlq --pipeline orders --error-type ValidationError --note "bad input, customer told"`,
 	}
 	actIgnore = actKind{
-		action: v1.DeadLetterIgnore,
+		action: retryv1alpha1.DeadLetterIgnore,
 		short:  "Mark dead letters Ignored (not worth handling), with a note",
 		long: `Ignore creates a DeadLetterAction that records the selected dead letters as Ignored, with your
 note and your name, in the queue's record of decisions. Name dead letters as PARTITION/OFFSET, or
@@ -60,7 +60,7 @@ select them with flags.`,
   kubectl dlq ignore orders-dlq --reason non_retriable_error --key test-1 --key test-2 --note "load test"`,
 	}
 	actPurge = actKind{
-		action: v1.DeadLetterPurge,
+		action: retryv1alpha1.DeadLetterPurge,
 		short:  "Delete old dead letters that were dealt with",
 		long: `Purge creates a DeadLetterAction that deletes, per partition, the longest prefix of dead letters
 older than --before whose state is one of --states (by default Resolved, Ignored and Replayed; never
@@ -97,7 +97,7 @@ func newActCommand(o *Options, kind actKind) *cobra.Command {
 	var out *outputFlags
 	verb := strings.ToLower(string(kind.action))
 	use := verb + " QUEUE [PARTITION/OFFSET...]"
-	if kind.action == v1.DeadLetterPurge {
+	if kind.action == retryv1alpha1.DeadLetterPurge {
 		use = verb + " QUEUE --before AGE"
 	}
 	cmd := &cobra.Command{
@@ -105,7 +105,7 @@ func newActCommand(o *Options, kind actKind) *cobra.Command {
 		Short:             kind.short,
 		Long:              kind.long,
 		Example:           kind.example,
-		Args:              queueArgs(kind.action != v1.DeadLetterPurge),
+		Args:              queueArgs(kind.action != retryv1alpha1.DeadLetterPurge),
 		ValidArgsFunction: completeQueues(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.check(o); err != nil {
@@ -119,14 +119,14 @@ func newActCommand(o *Options, kind actKind) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	a.sel.addFlags(cmd, o, kind.action == v1.DeadLetterPurge)
+	a.sel.addFlags(cmd, o, kind.action == retryv1alpha1.DeadLetterPurge)
 	f.StringArrayVar(&a.keys, "key", nil, "select dead letters whose record key is exactly this (repeatable)")
 	f.StringArrayVar(&a.headers, "header", nil, "select dead letters carrying this header, NAME=VALUE (repeatable)")
 	f.StringVar(&a.note, "note", "", "why: kept with the decision in the record of decisions")
-	if kind.action == v1.DeadLetterResolve || kind.action == v1.DeadLetterIgnore {
+	if kind.action == retryv1alpha1.DeadLetterResolve || kind.action == retryv1alpha1.DeadLetterIgnore {
 		_ = cmd.MarkFlagRequired("note")
 	}
-	if kind.action == v1.DeadLetterReplay {
+	if kind.action == retryv1alpha1.DeadLetterReplay {
 		f.StringVar(&a.toPipeline, "to-pipeline", "", "replay to this ConsumerPipeline's first retry tier instead of each dead letter's own pipeline")
 		f.StringVar(&a.toTopic, "to-topic", "", "replay to this Kafka topic (every consumer group of it receives the records)")
 		f.Int32Var(&a.rate, "rate", 0, "at most this many records a second (default 100)")
@@ -156,7 +156,7 @@ func (a *actOptions) request(o *Options, queue string, records []string) (dlqui.
 		if !ok || name == "" {
 			return r, usagef("--header %q: want NAME=VALUE", h)
 		}
-		r.Headers = append(r.Headers, v1.HeaderMatch{Name: name, Value: value})
+		r.Headers = append(r.Headers, retryv1alpha1.HeaderMatch{Name: name, Value: value})
 	}
 	for _, s := range records {
 		rec, err := dlqui.ParseRecord(s)
@@ -167,9 +167,9 @@ func (a *actOptions) request(o *Options, queue string, records []string) (dlqui.
 	}
 	switch {
 	case a.toPipeline != "":
-		r.Target = &v1.ReplayTarget{Pipeline: a.toPipeline}
+		r.Target = &retryv1alpha1.ReplayTarget{Pipeline: a.toPipeline}
 	case a.toTopic != "":
-		r.Target = &v1.ReplayTarget{Topic: v1.TopicName(a.toTopic)}
+		r.Target = &retryv1alpha1.ReplayTarget{Topic: retryv1alpha1.TopicName(a.toTopic)}
 	}
 	return r, flagError(r.Check())
 }
@@ -218,7 +218,7 @@ func (a *actOptions) run(cmd *cobra.Command, o *Options, r dlqui.ActionRequest) 
 }
 
 // printCreated says what was created, kubectl create's way.
-func printCreated(o *Options, a *v1.DeadLetterAction) error {
+func printCreated(o *Options, a *retryv1alpha1.DeadLetterAction) error {
 	switch o.output {
 	case "json", "yaml":
 		return printObject(o, a)
@@ -227,7 +227,7 @@ func printCreated(o *Options, a *v1.DeadLetterAction) error {
 		return err
 	}
 	mode := ""
-	if a.Spec.Mode == v1.ActionModeDryRun {
+	if a.Spec.Mode == retryv1alpha1.ActionModeDryRun {
 		mode = " (dry run)"
 	}
 	_, err := fmt.Fprintf(o.streams.Out, "%s created%s\n", actionRef(a.Name), mode)
@@ -235,4 +235,6 @@ func printCreated(o *Options, a *v1.DeadLetterAction) error {
 }
 
 // actionRef is kubectl's name for an action: deadletteraction.retry.retryops.dev/NAME.
-func actionRef(name string) string { return "deadletteraction." + v1.GroupVersion.Group + "/" + name }
+func actionRef(name string) string {
+	return "deadletteraction." + retryv1alpha1.GroupVersion.Group + "/" + name
+}

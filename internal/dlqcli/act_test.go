@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 func mtime(s string) *metav1.Time {
@@ -44,43 +44,43 @@ func TestActionCommandsCreateTheActionAsked(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
-		want v1.DeadLetterActionSpec
+		want retryv1alpha1.DeadLetterActionSpec
 	}{{
 		name: "replay with every selector, a target pipeline and a rate, dry run",
 		args: []string{"replay", "orders-dlq", "--reason", "max_retries_exceeded,deadline_exceeded", "--error-type", "timeout",
 			"--pipeline", "orders", "--pipeline", "other/billing", "--state", "pending", "--since", "2026-11-23T10:00:00Z", "--until", "1h",
 			"--key", "order-1", "--header", "tenant=acme", "--to-pipeline", "orders-v2", "--rate", "50", "--max-records", "500", "--max-replays", "5", "--dry-run"},
-		want: v1.DeadLetterActionSpec{
-			Queue: "orders-dlq", Action: v1.DeadLetterReplay, RequestedBy: me, Mode: v1.ActionModeDryRun, MaxReplays: 5,
+		want: retryv1alpha1.DeadLetterActionSpec{
+			Queue: "orders-dlq", Action: retryv1alpha1.DeadLetterReplay, RequestedBy: me, Mode: retryv1alpha1.ActionModeDryRun, MaxReplays: 5,
 			MaxRecords: ptr.To[int64](500),
-			Target:     &v1.ReplayTarget{Pipeline: "orders-v2"}, Rate: &v1.ReplayRate{RecordsPerSecond: 50},
-			Selector: &v1.DeadLetterSelector{
-				Reasons: []v1.DeadLetterName{"max_retries_exceeded", "deadline_exceeded"}, ErrorTypes: []v1.DeadLetterName{"timeout"},
-				Pipelines: []v1.DeadLetterName{"acts/orders", "other/billing"}, States: []v1.DeadLetterState{v1.DeadLetterPending},
+			Target:     &retryv1alpha1.ReplayTarget{Pipeline: "orders-v2"}, Rate: &retryv1alpha1.ReplayRate{RecordsPerSecond: 50},
+			Selector: &retryv1alpha1.DeadLetterSelector{
+				Reasons: []retryv1alpha1.DeadLetterName{"max_retries_exceeded", "deadline_exceeded"}, ErrorTypes: []retryv1alpha1.DeadLetterName{"timeout"},
+				Pipelines: []retryv1alpha1.DeadLetterName{"acts/orders", "other/billing"}, States: []retryv1alpha1.DeadLetterState{retryv1alpha1.DeadLetterPending},
 				After: mtime("2026-11-23T10:00:00Z"), Before: mtime("2026-11-23T11:00:00Z"),
-				Keys: []v1.RecordKey{"order-1"}, Headers: []v1.HeaderMatch{{Name: "tenant", Value: "acme"}},
+				Keys: []retryv1alpha1.RecordKey{"order-1"}, Headers: []retryv1alpha1.HeaderMatch{{Name: "tenant", Value: "acme"}},
 			},
 		},
 	}, {
 		name: "replay of everything pending to a topic",
 		args: []string{"replay", "orders-dlq", "--to-topic", "orders.retry-by-hand"},
-		want: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: v1.DeadLetterReplay, RequestedBy: me, Mode: v1.ActionModeRun, MaxReplays: 3,
-			Target: &v1.ReplayTarget{Topic: "orders.retry-by-hand"}},
+		want: retryv1alpha1.DeadLetterActionSpec{Queue: "orders-dlq", Action: retryv1alpha1.DeadLetterReplay, RequestedBy: me, Mode: retryv1alpha1.ActionModeRun, MaxReplays: 3,
+			Target: &retryv1alpha1.ReplayTarget{Topic: "orders.retry-by-hand"}},
 	}, {
 		name: "resolve of explicit dead letters with a note",
 		args: []string{"resolve", "orders-dlq", "0/42", "3/7", "--note", "re-entered by hand, OPS-123"},
-		want: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: v1.DeadLetterResolve, RequestedBy: me, Mode: v1.ActionModeRun, MaxReplays: 3,
-			Note: "re-entered by hand, OPS-123", Selector: &v1.DeadLetterSelector{Records: []v1.RecordRef{"0/42", "3/7"}}},
+		want: retryv1alpha1.DeadLetterActionSpec{Queue: "orders-dlq", Action: retryv1alpha1.DeadLetterResolve, RequestedBy: me, Mode: retryv1alpha1.ActionModeRun, MaxReplays: 3,
+			Note: "re-entered by hand, OPS-123", Selector: &retryv1alpha1.DeadLetterSelector{Records: []retryv1alpha1.RecordRef{"0/42", "3/7"}}},
 	}, {
 		name: "ignore by selectors",
 		args: []string{"ignore", "orders-dlq", "--reason", "non_retriable_error", "--key", "test-1", "--key", "test-2", "--note", "load test"},
-		want: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: v1.DeadLetterIgnore, RequestedBy: me, Mode: v1.ActionModeRun, MaxReplays: 3,
-			Note: "load test", Selector: &v1.DeadLetterSelector{Reasons: []v1.DeadLetterName{"non_retriable_error"}, Keys: []v1.RecordKey{"test-1", "test-2"}}},
+		want: retryv1alpha1.DeadLetterActionSpec{Queue: "orders-dlq", Action: retryv1alpha1.DeadLetterIgnore, RequestedBy: me, Mode: retryv1alpha1.ActionModeRun, MaxReplays: 3,
+			Note: "load test", Selector: &retryv1alpha1.DeadLetterSelector{Reasons: []retryv1alpha1.DeadLetterName{"non_retriable_error"}, Keys: []retryv1alpha1.RecordKey{"test-1", "test-2"}}},
 	}, {
 		name: "purge before 30 days of resolved ones, dry run",
 		args: []string{"purge", "orders-dlq", "--before", "30d", "--states", "Resolved,ignored", "--dry-run"},
-		want: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: v1.DeadLetterPurge, RequestedBy: me, Mode: v1.ActionModeDryRun, MaxReplays: 3,
-			Selector: &v1.DeadLetterSelector{States: []v1.DeadLetterState{v1.DeadLetterResolved, v1.DeadLetterIgnored}, Before: mtime("2026-10-24T12:00:00Z")}},
+		want: retryv1alpha1.DeadLetterActionSpec{Queue: "orders-dlq", Action: retryv1alpha1.DeadLetterPurge, RequestedBy: me, Mode: retryv1alpha1.ActionModeDryRun, MaxReplays: 3,
+			Selector: &retryv1alpha1.DeadLetterSelector{States: []retryv1alpha1.DeadLetterState{retryv1alpha1.DeadLetterResolved, retryv1alpha1.DeadLetterIgnored}, Before: mtime("2026-10-24T12:00:00Z")}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -90,7 +90,7 @@ func TestActionCommandsCreateTheActionAsked(t *testing.T) {
 			name, ok := strings.CutPrefix(strings.TrimSpace(r.stdout), "deadletteraction.retry.retryops.dev/")
 			g.Expect(ok).To(BeTrue(), r.stdout)
 			g.Expect(name).To(HavePrefix(strings.ToLower(string(tc.want.Action)) + "-orders-dlq-"))
-			got := &v1.DeadLetterAction{}
+			got := &retryv1alpha1.DeadLetterAction{}
 			g.Expect(e.Client.Get(ctx, client.ObjectKey{Namespace: "acts", Name: name}, got)).To(Succeed())
 			if sel := got.Spec.Selector; sel != nil { // times come back in the local zone
 				for _, t := range []*metav1.Time{sel.After, sel.Before} {
@@ -154,7 +154,7 @@ func TestErrorsExitWithTheirCodes(t *testing.T) {
 			g.Expect(r.stdout).To(BeEmpty())
 		})
 	}
-	actions := &v1.DeadLetterActionList{}
+	actions := &retryv1alpha1.DeadLetterActionList{}
 	NewWithT(t).Expect(e.Client.List(ctx, actions, client.InNamespace("errs"))).To(Succeed())
 	NewWithT(t).Expect(actions.Items).To(BeEmpty())
 }

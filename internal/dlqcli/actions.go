@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // actionColumns are the CSV columns of kubectl dlq actions -o csv.
@@ -68,7 +68,7 @@ by whom, and how far it got.`,
 	return cmd
 }
 
-func printActions(o *Options, list *v1.DeadLetterActionList, allNamespaces bool) error {
+func printActions(o *Options, list *retryv1alpha1.DeadLetterActionList, allNamespaces bool) error {
 	switch o.output {
 	case outJSON, outYAML, outName:
 		return printObject(o, list)
@@ -101,7 +101,7 @@ func printActions(o *Options, list *v1.DeadLetterActionList, allNamespaces bool)
 	for _, a := range list.Items {
 		phase := string(a.Status.Phase)
 		if phase == "" {
-			phase = string(v1.ActionPending)
+			phase = string(retryv1alpha1.ActionPending)
 		}
 		row := []string{a.Name, string(a.Spec.Action), a.Spec.Queue, string(a.Spec.Mode), phase, orNone(a.Status.Progress), a.Spec.RequestedBy,
 			age(o.now().Sub(a.CreationTimestamp.Time))}

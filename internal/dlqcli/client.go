@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // Resources of retry.retryops.dev the plugin reads or writes.
@@ -32,7 +32,7 @@ func newScheme() *runtime.Scheme {
 	if err := authenticationv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
-	if err := v1.AddToScheme(s); err != nil {
+	if err := retryv1alpha1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	if err := dlv1.AddToScheme(s); err != nil {
@@ -75,7 +75,7 @@ func newClients(flags *genericclioptions.ConfigFlags, warnings rest.WarningHandl
 		return nil, err
 	}
 	c := &clients{namespace: ns}
-	if c.retry, err = restClient(cfg, v1.GroupVersion); err != nil {
+	if c.retry, err = restClient(cfg, retryv1alpha1.GroupVersion); err != nil {
 		return nil, err
 	}
 	if c.letters, err = restClient(cfg, dlv1.SchemeGroupVersion); err != nil {
@@ -100,26 +100,26 @@ func (c *clients) whoAmI(ctx context.Context) (string, error) {
 	return r.Status.UserInfo.Username, nil
 }
 
-func (c *clients) getQueue(ctx context.Context, name string) (*v1.DeadLetterQueue, error) {
-	q := &v1.DeadLetterQueue{}
+func (c *clients) getQueue(ctx context.Context, name string) (*retryv1alpha1.DeadLetterQueue, error) {
+	q := &retryv1alpha1.DeadLetterQueue{}
 	err := c.retry.Get().Namespace(c.namespace).Resource(resourceQueues).Name(name).Do(ctx).Into(q)
 	return q, err
 }
 
-func (c *clients) createAction(ctx context.Context, a *v1.DeadLetterAction) (*v1.DeadLetterAction, error) {
-	out := &v1.DeadLetterAction{}
+func (c *clients) createAction(ctx context.Context, a *retryv1alpha1.DeadLetterAction) (*retryv1alpha1.DeadLetterAction, error) {
+	out := &retryv1alpha1.DeadLetterAction{}
 	err := c.retry.Post().Namespace(c.namespace).Resource(resourceActions).Body(a).Do(ctx).Into(out)
 	return out, err
 }
 
-func (c *clients) getAction(ctx context.Context, name string) (*v1.DeadLetterAction, error) {
-	out := &v1.DeadLetterAction{}
+func (c *clients) getAction(ctx context.Context, name string) (*retryv1alpha1.DeadLetterAction, error) {
+	out := &retryv1alpha1.DeadLetterAction{}
 	err := c.retry.Get().Namespace(c.namespace).Resource(resourceActions).Name(name).Do(ctx).Into(out)
 	return out, err
 }
 
-func (c *clients) listActions(ctx context.Context, allNamespaces bool) (*v1.DeadLetterActionList, error) {
-	out := &v1.DeadLetterActionList{}
+func (c *clients) listActions(ctx context.Context, allNamespaces bool) (*retryv1alpha1.DeadLetterActionList, error) {
+	out := &retryv1alpha1.DeadLetterActionList{}
 	req := c.retry.Get().Resource(resourceActions)
 	if !allNamespaces {
 		req = req.Namespace(c.namespace)

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // queueArgs wants QUEUE first, then more arguments when more is true.
@@ -31,7 +31,7 @@ func queueArgs(more bool) cobra.PositionalArgs {
 func queueError(err error, queue, namespace string) error {
 	if apierrors.IsNotFound(err) {
 		return notFound(fmt.Sprintf("deadletterqueues.%s %q in namespace %q not found (kubectl get dlq -n %s lists the queues)",
-			v1.GroupVersion.Group, queue, namespace, namespace))
+			retryv1alpha1.GroupVersion.Group, queue, namespace, namespace))
 	}
 	return err
 }

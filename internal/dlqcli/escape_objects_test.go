@@ -13,7 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/termsafe"
 )
 
@@ -28,8 +28,8 @@ func TestObjectFormatsEscapeOnATerminal(t *testing.T) {
 	d := &dlv1.DeadLetter{ObjectMeta: metav1.ObjectMeta{Name: "q.0.1", Namespace: "shop",
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: hostile}}},
 		Pipeline: hostile, Reason: hostile, ErrorMessage: hostile, Headers: []dlv1.Header{{Name: hostile, Value: hostile}}}
-	a := &v1.DeadLetterActionList{Items: []v1.DeadLetterAction{{ObjectMeta: metav1.ObjectMeta{Name: "replay-q-x", Namespace: "shop",
-		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: hostile}}}, Spec: v1.DeadLetterActionSpec{Note: hostile, RequestedBy: hostile}}}}
+	a := &retryv1alpha1.DeadLetterActionList{Items: []retryv1alpha1.DeadLetterAction{{ObjectMeta: metav1.ObjectMeta{Name: "replay-q-x", Namespace: "shop",
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: hostile}}}, Spec: retryv1alpha1.DeadLetterActionSpec{Note: hostile, RequestedBy: hostile}}}}
 	for _, format := range []string{outJSON, outYAML, outName} {
 		for _, showManaged := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s managed fields %v", format, showManaged), func(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // hostileLetter is a dead letter every string of which a hostile producer or sink chose: spreadsheet
@@ -104,16 +104,16 @@ func TestCSVNeutralisesFormulas(t *testing.T) {
 	t.Run("stats and actions", func(t *testing.T) {
 		g := NewWithT(t)
 		ctx := context.Background()
-		q := &v1.DeadLetterQueue{}
+		q := &retryv1alpha1.DeadLetterQueue{}
 		g.Expect(e.Client.Get(ctx, client.ObjectKey{Namespace: "csvhostile", Name: "orders-dlq"}, q)).To(Succeed())
-		q.Status = v1.DeadLetterQueueStatus{Messages: ptr.To[int64](1), Pending: ptr.To[int64](1),
-			Reasons: []v1.NamedCount{{Name: "=1+1", Count: 1}}, ErrorTypes: []v1.NamedCount{{Name: "-5", Count: 1}}}
+		q.Status = retryv1alpha1.DeadLetterQueueStatus{Messages: ptr.To[int64](1), Pending: ptr.To[int64](1),
+			Reasons: []retryv1alpha1.NamedCount{{Name: "=1+1", Count: 1}}, ErrorTypes: []retryv1alpha1.NamedCount{{Name: "-5", Count: 1}}}
 		g.Expect(e.Client.Status().Update(ctx, q)).To(Succeed())
 		r := runPlugin(t, kubeconfig, false, "-n", "csvhostile", "stats", "orders-dlq", "-o", "csv")
 		g.Expect(r.code).To(Equal(ExitOK), r.stderr)
 		g.Expect(r.stdout).To(Equal("dimension,name,count\nreason,\"'=1+1\",1\nerror-type,-5,1\n"))
-		a := &v1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{Namespace: "csvhostile", Name: "resolve-1"},
-			Spec: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: v1.DeadLetterResolve, RequestedBy: "alice", Note: "@evil()"}}
+		a := &retryv1alpha1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{Namespace: "csvhostile", Name: "resolve-1"},
+			Spec: retryv1alpha1.DeadLetterActionSpec{Queue: "orders-dlq", Action: retryv1alpha1.DeadLetterResolve, RequestedBy: "alice", Note: "@evil()"}}
 		g.Expect(e.Client.Create(ctx, a)).To(Succeed())
 		r = runPlugin(t, kubeconfig, false, "-n", "csvhostile", "actions", "-o", "csv")
 		g.Expect(r.code).To(Equal(ExitOK), r.stderr)
@@ -185,10 +185,10 @@ func TestTerminalOutputIsEscaped(t *testing.T) {
 	t.Run("stats and actions", func(t *testing.T) {
 		g := NewWithT(t)
 		ctx := context.Background()
-		q := &v1.DeadLetterQueue{}
+		q := &retryv1alpha1.DeadLetterQueue{}
 		g.Expect(e.Client.Get(ctx, client.ObjectKey{Namespace: "termhostile", Name: "orders-dlq"}, q)).To(Succeed())
-		q.Status = v1.DeadLetterQueueStatus{Messages: ptr.To[int64](1), Pending: ptr.To[int64](1), Topic: "t",
-			Reasons: []v1.NamedCount{{Name: "x\x1b]0;pwned\x07", Count: 1}}, ErrorTypes: []v1.NamedCount{{Name: "\u009b2J\u202e", Count: 1}}}
+		q.Status = retryv1alpha1.DeadLetterQueueStatus{Messages: ptr.To[int64](1), Pending: ptr.To[int64](1), Topic: "t",
+			Reasons: []retryv1alpha1.NamedCount{{Name: "x\x1b]0;pwned\x07", Count: 1}}, ErrorTypes: []retryv1alpha1.NamedCount{{Name: "\u009b2J\u202e", Count: 1}}}
 		g.Expect(e.Client.Status().Update(ctx, q)).To(Succeed())
 		for _, out := range []string{"", "yaml"} {
 			args := []string{"stats", "orders-dlq"}
@@ -199,8 +199,8 @@ func TestTerminalOutputIsEscaped(t *testing.T) {
 			g.Expect(r.code).To(Equal(ExitOK), r.stderr)
 			g.Expect(unsafeRunes(r.stdout)).To(BeEmpty(), "printed:\n%s", r.stdout)
 		}
-		a := &v1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{Namespace: "termhostile", Name: "resolve-1"},
-			Spec: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: v1.DeadLetterResolve, RequestedBy: "alice", Note: "\x1b[2Jnote\u202e"}}
+		a := &retryv1alpha1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{Namespace: "termhostile", Name: "resolve-1"},
+			Spec: retryv1alpha1.DeadLetterActionSpec{Queue: "orders-dlq", Action: retryv1alpha1.DeadLetterResolve, RequestedBy: "alice", Note: "\x1b[2Jnote\u202e"}}
 		g.Expect(e.Client.Create(ctx, a)).To(Succeed())
 		r := run(t, false, "actions", "-o", "wide")
 		g.Expect(r.code).To(Equal(ExitOK), r.stderr)
@@ -213,7 +213,7 @@ func TestTerminalOutputIsEscaped(t *testing.T) {
 // refuses a warning with a C0 or C1 control, not one with a bidi override).
 func TestWarningsAreEscaped(t *testing.T) {
 	g := NewWithT(t)
-	q := v1.DeadLetterQueue{TypeMeta: metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: "DeadLetterQueue"},
+	q := retryv1alpha1.DeadLetterQueue{TypeMeta: metav1.TypeMeta{APIVersion: retryv1alpha1.GroupVersion.String(), Kind: "DeadLetterQueue"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "warned", Name: "orders-dlq"}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Warning", "299 - \"topic \u202eowned\u2066 by someone else\"")

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/sdk/testutil/syncbuf"
 )
@@ -68,15 +68,15 @@ func startPlugin(t *testing.T, kubeconfig string, now time.Time, terminal bool, 
 type syncBuffer = syncbuf.Buffer
 
 // namespaceWithQueue creates a namespace holding a DeadLetterQueue named queue.
-func namespaceWithQueue(t *testing.T, e *envtestutil.Env, ns, queue string) *v1.DeadLetterQueue {
+func namespaceWithQueue(t *testing.T, e *envtestutil.Env, ns, queue string) *retryv1alpha1.DeadLetterQueue {
 	t.Helper()
 	ctx := context.Background()
 	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	q := &v1.DeadLetterQueue{
+	q := &retryv1alpha1.DeadLetterQueue{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: queue},
-		Spec:       v1.DeadLetterQueueSpec{Topic: v1.DeadLetterTopic{Name: v1.TopicName(ns + "." + queue)}},
+		Spec:       retryv1alpha1.DeadLetterQueueSpec{Topic: retryv1alpha1.DeadLetterTopic{Name: retryv1alpha1.TopicName(ns + "." + queue)}},
 	}
 	if err := e.Client.Create(ctx, q); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 )
 
@@ -28,9 +28,9 @@ func TestActionsTable(t *testing.T) {
 		if sameSecond(t, e) || try == 9 {
 			break
 		}
-		g.Expect(e.Client.DeleteAllOf(ctx, &v1.DeadLetterAction{}, client.InNamespace("tables"))).To(Succeed())
+		g.Expect(e.Client.DeleteAllOf(ctx, &retryv1alpha1.DeadLetterAction{}, client.InNamespace("tables"))).To(Succeed())
 		g.Eventually(func() (int, error) {
-			l := &v1.DeadLetterActionList{}
+			l := &retryv1alpha1.DeadLetterActionList{}
 			err := e.Client.List(ctx, l, client.InNamespace("tables"))
 			return len(l.Items), err
 		}, 10*time.Second, 50*time.Millisecond).Should(BeZero())
@@ -73,13 +73,13 @@ func TestStats(t *testing.T) {
 	ctx := context.Background()
 	q := namespaceWithQueue(t, e, "stats", "orders-dlq")
 	at := func(d time.Duration) *metav1.Time { return &metav1.Time{Time: testNow.Add(-d)} }
-	q.Status = v1.DeadLetterQueueStatus{
+	q.Status = retryv1alpha1.DeadLetterQueueStatus{
 		Topic: "stats.orders-dlq", Messages: ptr.To[int64](1200), Pending: ptr.To[int64](340),
 		OldestMessageTime: at(10 * time.Hour), NewestMessageTime: at(0), OldestPendingTime: at(3 * time.Hour), LastRefreshTime: at(30 * time.Second),
-		States:     []v1.NamedCount{{Name: "Pending", Count: 340}, {Name: "Replayed", Count: 800}, {Name: "Resolved", Count: 50}, {Name: "Ignored", Count: 10}},
-		Reasons:    []v1.NamedCount{{Name: "max_retries_exceeded", Count: 1000}, {Name: "non_retriable_error", Count: 190}, {Name: "undeliverable", Count: 10}},
-		ErrorTypes: []v1.NamedCount{{Name: "timeout", Count: 700}, {Name: "HTTP 503", Count: 500}},
-		Pipelines:  []v1.NamedCount{{Name: "stats/orders", Count: 1200}},
+		States:     []retryv1alpha1.NamedCount{{Name: "Pending", Count: 340}, {Name: "Replayed", Count: 800}, {Name: "Resolved", Count: 50}, {Name: "Ignored", Count: 10}},
+		Reasons:    []retryv1alpha1.NamedCount{{Name: "max_retries_exceeded", Count: 1000}, {Name: "non_retriable_error", Count: 190}, {Name: "undeliverable", Count: 10}},
+		ErrorTypes: []retryv1alpha1.NamedCount{{Name: "timeout", Count: 700}, {Name: "HTTP 503", Count: 500}},
+		Pipelines:  []retryv1alpha1.NamedCount{{Name: "stats/orders", Count: 1200}},
 	}
 	g.Expect(e.Client.Status().Update(ctx, q)).To(Succeed())
 	run := func(args ...string) string {
@@ -134,16 +134,16 @@ func createActions(t *testing.T, e *envtestutil.Env) time.Time {
 	g := NewWithT(t)
 	ctx := context.Background()
 	var newest time.Time
-	for _, a := range []*v1.DeadLetterAction{
-		{ObjectMeta: metav1.ObjectMeta{Name: "replay-1"}, Spec: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: v1.DeadLetterReplay, RequestedBy: "alice"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "resolve-1"}, Spec: v1.DeadLetterActionSpec{Queue: "orders-dlq", Action: v1.DeadLetterResolve, RequestedBy: "bob", Note: "fixed, OPS-1"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "purge-1"}, Spec: v1.DeadLetterActionSpec{Queue: "other-dlq", Action: v1.DeadLetterPurge, RequestedBy: "alice", Mode: v1.ActionModeDryRun,
-			Selector: &v1.DeadLetterSelector{Before: &metav1.Time{Time: testNow}}}},
+	for _, a := range []*retryv1alpha1.DeadLetterAction{
+		{ObjectMeta: metav1.ObjectMeta{Name: "replay-1"}, Spec: retryv1alpha1.DeadLetterActionSpec{Queue: "orders-dlq", Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "alice"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "resolve-1"}, Spec: retryv1alpha1.DeadLetterActionSpec{Queue: "orders-dlq", Action: retryv1alpha1.DeadLetterResolve, RequestedBy: "bob", Note: "fixed, OPS-1"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "purge-1"}, Spec: retryv1alpha1.DeadLetterActionSpec{Queue: "other-dlq", Action: retryv1alpha1.DeadLetterPurge, RequestedBy: "alice", Mode: retryv1alpha1.ActionModeDryRun,
+			Selector: &retryv1alpha1.DeadLetterSelector{Before: &metav1.Time{Time: testNow}}}},
 	} {
 		a.Namespace = "tables"
 		g.Expect(e.Client.Create(ctx, a)).To(Succeed())
 		if a.Name == "replay-1" {
-			a.Status = v1.DeadLetterActionStatus{Phase: v1.ActionSucceeded, Matched: 10, Done: 9, Skipped: 1, Progress: "9/10"}
+			a.Status = retryv1alpha1.DeadLetterActionStatus{Phase: retryv1alpha1.ActionSucceeded, Matched: 10, Done: 9, Skipped: 1, Progress: "9/10"}
 			g.Expect(e.Client.Status().Update(ctx, a)).To(Succeed())
 		}
 		newest = a.CreationTimestamp.Time
@@ -153,7 +153,7 @@ func createActions(t *testing.T, e *envtestutil.Env) time.Time {
 
 // sameSecond reports whether the actions of namespace tables were all created in one second.
 func sameSecond(t *testing.T, e *envtestutil.Env) bool {
-	l := &v1.DeadLetterActionList{}
+	l := &retryv1alpha1.DeadLetterActionList{}
 	NewWithT(t).Expect(e.Client.List(context.Background(), l, client.InNamespace("tables"))).To(Succeed())
 	for _, a := range l.Items {
 		if !a.CreationTimestamp.Equal(&l.Items[0].CreationTimestamp) {

@@ -10,7 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // An -o the command does not print is refused the one way, exit code 3 and the one message,
@@ -57,7 +57,7 @@ func TestABadOutputCreatesNoAction(t *testing.T) {
 			ns := "review-out-" + strings.ToLower(bad)
 			namespaceWithQueue(t, e, ns, "orders-dlq")
 			r := runPlugin(t, e.Kubeconfig, false, "-n", ns, "replay", "orders-dlq", "--dry-run", "-o", bad)
-			actions := &v1.DeadLetterActionList{}
+			actions := &retryv1alpha1.DeadLetterActionList{}
 			g.Expect(e.Client.List(context.Background(), actions, client.InNamespace(ns))).To(Succeed())
 			var names []string
 			for _, a := range actions.Items {

@@ -19,22 +19,22 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dlqui"
 )
 
 // recordingBackend is a console backend that keeps the actions created.
 type recordingBackend struct {
 	mu      sync.Mutex
-	created []*v1.DeadLetterAction
+	created []*retryv1alpha1.DeadLetterAction
 }
 
 func (b *recordingBackend) Namespace() string { return "shop" }
-func (b *recordingBackend) ListQueues(context.Context) ([]v1.DeadLetterQueue, error) {
+func (b *recordingBackend) ListQueues(context.Context) ([]retryv1alpha1.DeadLetterQueue, error) {
 	return nil, nil
 }
-func (b *recordingBackend) GetQueue(_ context.Context, name string) (*v1.DeadLetterQueue, error) {
-	return &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}}, nil
+func (b *recordingBackend) GetQueue(_ context.Context, name string) (*retryv1alpha1.DeadLetterQueue, error) {
+	return &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}}, nil
 }
 func (b *recordingBackend) ListLetters(context.Context, string, dlqui.Filter, int64, string) (*dlv1.DeadLetterList, error) {
 	return &dlv1.DeadLetterList{}, nil
@@ -42,10 +42,10 @@ func (b *recordingBackend) ListLetters(context.Context, string, dlqui.Filter, in
 func (b *recordingBackend) GetLetter(context.Context, string, int32, int64) (*dlv1.DeadLetter, error) {
 	return &dlv1.DeadLetter{}, nil
 }
-func (b *recordingBackend) ListActions(context.Context) ([]v1.DeadLetterAction, error) {
+func (b *recordingBackend) ListActions(context.Context) ([]retryv1alpha1.DeadLetterAction, error) {
 	return nil, nil
 }
-func (b *recordingBackend) GetAction(_ context.Context, name string) (*v1.DeadLetterAction, error) {
+func (b *recordingBackend) GetAction(_ context.Context, name string) (*retryv1alpha1.DeadLetterAction, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, a := range b.created {
@@ -55,7 +55,7 @@ func (b *recordingBackend) GetAction(_ context.Context, name string) (*v1.DeadLe
 	}
 	return nil, fmt.Errorf("no action %s", name)
 }
-func (b *recordingBackend) CreateAction(_ context.Context, a *v1.DeadLetterAction) (*v1.DeadLetterAction, error) {
+func (b *recordingBackend) CreateAction(_ context.Context, a *retryv1alpha1.DeadLetterAction) (*retryv1alpha1.DeadLetterAction, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	a = a.DeepCopy()
@@ -67,7 +67,7 @@ func (b *recordingBackend) WhoAmI(context.Context) (string, error) { return "ali
 
 // consoleAction posts form as the console's action form and returns the spec of the dry run it
 // created, or the page's status when it created none.
-func consoleAction(t *testing.T, queue string, form url.Values) (*v1.DeadLetterActionSpec, int) {
+func consoleAction(t *testing.T, queue string, form url.Values) (*retryv1alpha1.DeadLetterActionSpec, int) {
 	t.Helper()
 	b := &recordingBackend{}
 	srv, err := dlqui.New(dlqui.Options{Backend: b, Clock: clocktesting.NewFakePassiveClock(testNow)})
@@ -99,7 +99,7 @@ func consoleAction(t *testing.T, queue string, form url.Values) (*v1.DeadLetterA
 }
 
 // pluginAction is the spec kubectl dlq builds from a (its flags, parsed), as a dry run.
-func pluginAction(t *testing.T, a *actOptions, queue string, records []string) (*v1.DeadLetterActionSpec, error) {
+func pluginAction(t *testing.T, a *actOptions, queue string, records []string) (*retryv1alpha1.DeadLetterActionSpec, error) {
 	t.Helper()
 	o := newOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}})
 	o.clock = clocktesting.NewFakePassiveClock(testNow)

@@ -9,11 +9,11 @@ import (
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dlqui"
 )
 
-var stateNames = []string{string(v1.DeadLetterPending), string(v1.DeadLetterReplayed), string(v1.DeadLetterResolved), string(v1.DeadLetterIgnored)}
+var stateNames = []string{string(retryv1alpha1.DeadLetterPending), string(retryv1alpha1.DeadLetterReplayed), string(retryv1alpha1.DeadLetterResolved), string(retryv1alpha1.DeadLetterIgnored)}
 
 // selectorFlags are the filters list and the actions share.
 type selectorFlags struct {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // Stats is what kubectl dlq stats prints, read from the DeadLetterQueue's status (-o json|yaml).
@@ -29,14 +29,14 @@ type Stats struct {
 	// minutes between the oldest and the newest; absent when fewer than two are held.
 	GrowthPerMinute *float64 `json:"growthPerMinute,omitempty"`
 	// LastRefresh is when the operator last read these figures from Kafka.
-	LastRefresh *time.Time      `json:"lastRefresh,omitempty"`
-	States      []v1.NamedCount `json:"states"`
-	Reasons     []v1.NamedCount `json:"reasons"`
-	ErrorTypes  []v1.NamedCount `json:"errorTypes"`
-	Pipelines   []v1.NamedCount `json:"pipelines"`
+	LastRefresh *time.Time                 `json:"lastRefresh,omitempty"`
+	States      []retryv1alpha1.NamedCount `json:"states"`
+	Reasons     []retryv1alpha1.NamedCount `json:"reasons"`
+	ErrorTypes  []retryv1alpha1.NamedCount `json:"errorTypes"`
+	Pipelines   []retryv1alpha1.NamedCount `json:"pipelines"`
 }
 
-func statsOf(q *v1.DeadLetterQueue) Stats {
+func statsOf(q *retryv1alpha1.DeadLetterQueue) Stats {
 	s := Stats{Queue: q.Name, Namespace: q.Namespace, Topic: q.Status.Topic, States: q.Status.States, Reasons: q.Status.Reasons,
 		ErrorTypes: q.Status.ErrorTypes, Pipelines: q.Status.Pipelines}
 	if q.Status.Messages != nil {
@@ -70,9 +70,9 @@ func statsOf(q *v1.DeadLetterQueue) Stats {
 			s.GrowthPerMinute = &g
 		}
 	}
-	for _, l := range []*[]v1.NamedCount{&s.States, &s.Reasons, &s.ErrorTypes, &s.Pipelines} {
+	for _, l := range []*[]retryv1alpha1.NamedCount{&s.States, &s.Reasons, &s.ErrorTypes, &s.Pipelines} {
 		if *l == nil {
-			*l = []v1.NamedCount{}
+			*l = []retryv1alpha1.NamedCount{}
 		}
 	}
 	return s
@@ -113,7 +113,7 @@ func printStats(o *Options, s Stats) error {
 	w := o.streams.Out
 	sections := []struct {
 		title  string
-		counts []v1.NamedCount
+		counts []retryv1alpha1.NamedCount
 	}{{"STATE", s.States}, {"REASON", s.Reasons}, {"ERROR TYPE", s.ErrorTypes}, {"PIPELINE", s.Pipelines}}
 	switch o.output {
 	case outJSON:

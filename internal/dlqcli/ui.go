@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dlqui"
 )
 
@@ -73,13 +73,13 @@ type uiBackend struct {
 
 func (b *uiBackend) Namespace() string { return b.c.namespace }
 
-func (b *uiBackend) ListQueues(ctx context.Context) ([]v1.DeadLetterQueue, error) {
-	l := &v1.DeadLetterQueueList{}
+func (b *uiBackend) ListQueues(ctx context.Context) ([]retryv1alpha1.DeadLetterQueue, error) {
+	l := &retryv1alpha1.DeadLetterQueueList{}
 	err := b.c.retry.Get().Namespace(b.c.namespace).Resource(resourceQueues).Do(ctx).Into(l)
 	return l.Items, err
 }
 
-func (b *uiBackend) GetQueue(ctx context.Context, name string) (*v1.DeadLetterQueue, error) {
+func (b *uiBackend) GetQueue(ctx context.Context, name string) (*retryv1alpha1.DeadLetterQueue, error) {
 	return b.c.getQueue(ctx, name)
 }
 
@@ -112,7 +112,7 @@ func (b *uiBackend) GetLetter(ctx context.Context, queue string, partition int32
 	return b.c.getLetter(ctx, dlv1.Name(queue, partition, offset))
 }
 
-func (b *uiBackend) ListActions(ctx context.Context) ([]v1.DeadLetterAction, error) {
+func (b *uiBackend) ListActions(ctx context.Context) ([]retryv1alpha1.DeadLetterAction, error) {
 	l, err := b.c.listActions(ctx, false)
 	if err != nil {
 		return nil, err
@@ -120,11 +120,11 @@ func (b *uiBackend) ListActions(ctx context.Context) ([]v1.DeadLetterAction, err
 	return l.Items, nil
 }
 
-func (b *uiBackend) GetAction(ctx context.Context, name string) (*v1.DeadLetterAction, error) {
+func (b *uiBackend) GetAction(ctx context.Context, name string) (*retryv1alpha1.DeadLetterAction, error) {
 	return b.c.getAction(ctx, name)
 }
 
-func (b *uiBackend) CreateAction(ctx context.Context, a *v1.DeadLetterAction) (*v1.DeadLetterAction, error) {
+func (b *uiBackend) CreateAction(ctx context.Context, a *retryv1alpha1.DeadLetterAction) (*retryv1alpha1.DeadLetterAction, error) {
 	return b.c.createAction(ctx, a)
 }
 

@@ -11,17 +11,17 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // done reports whether an action finished.
-func done(a *v1.DeadLetterAction) bool {
-	return a.Status.Phase == v1.ActionSucceeded || a.Status.Phase == v1.ActionFailed
+func done(a *retryv1alpha1.DeadLetterAction) bool {
+	return a.Status.Phase == retryv1alpha1.ActionSucceeded || a.Status.Phase == retryv1alpha1.ActionFailed
 }
 
 // waitForAction follows an action through a watch (again after the watch ends) until it finishes,
 // drawing a progress bar on stderr when stderr is a terminal, then prints the outcome.
-func waitForAction(ctx context.Context, o *Options, c *clients, a *v1.DeadLetterAction, timeout time.Duration) error {
+func waitForAction(ctx context.Context, o *Options, c *clients, a *retryv1alpha1.DeadLetterAction, timeout time.Duration) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -56,8 +56,8 @@ func waitForAction(ctx context.Context, o *Options, c *clients, a *v1.DeadLetter
 	if err := printOutcome(o.streams.Out, a); err != nil {
 		return err
 	}
-	if a.Status.Phase == v1.ActionFailed {
-		return &actionFailedError{msg: fmt.Sprintf("%s failed: %s", actionRef(a.Name), conditionMessage(a, v1.ConditionReady))}
+	if a.Status.Phase == retryv1alpha1.ActionFailed {
+		return &actionFailedError{msg: fmt.Sprintf("%s failed: %s", actionRef(a.Name), conditionMessage(a, retryv1alpha1.ConditionReady))}
 	}
 	return nil
 }
@@ -97,7 +97,7 @@ func (c *clients) pollAction(ctx context.Context, name string, interval time.Dur
 }
 
 // follow reads watch events until the action finishes or the watch ends.
-func follow(ctx context.Context, w watch.Interface, a *v1.DeadLetterAction, bar *progressBar) (*v1.DeadLetterAction, error) {
+func follow(ctx context.Context, w watch.Interface, a *retryv1alpha1.DeadLetterAction, bar *progressBar) (*retryv1alpha1.DeadLetterAction, error) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -112,7 +112,7 @@ func follow(ctx context.Context, w watch.Interface, a *v1.DeadLetterAction, bar 
 			case watch.Error:
 				return a, nil // a stale resource version: read again
 			case watch.Added, watch.Modified:
-				if got, ok := ev.Object.(*v1.DeadLetterAction); ok {
+				if got, ok := ev.Object.(*retryv1alpha1.DeadLetterAction); ok {
 					a = got
 					bar.draw(a)
 					if done(a) {
@@ -124,14 +124,14 @@ func follow(ctx context.Context, w watch.Interface, a *v1.DeadLetterAction, bar 
 	}
 }
 
-func waitError(ctx context.Context, a *v1.DeadLetterAction, err error) error {
+func waitError(ctx context.Context, a *retryv1alpha1.DeadLetterAction, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("stopped waiting for %s (it goes on; follow it with kubectl get dla %s -w): %w", actionRef(a.Name), a.Name, ctx.Err())
 	}
 	return err
 }
 
-func conditionMessage(a *v1.DeadLetterAction, t string) string {
+func conditionMessage(a *retryv1alpha1.DeadLetterAction, t string) string {
 	for _, c := range a.Status.Conditions {
 		if c.Type == t {
 			return c.Reason + ": " + c.Message
@@ -141,21 +141,21 @@ func conditionMessage(a *v1.DeadLetterAction, t string) string {
 }
 
 // printOutcome prints a finished action's counts.
-func printOutcome(w io.Writer, a *v1.DeadLetterAction) error {
+func printOutcome(w io.Writer, a *retryv1alpha1.DeadLetterAction) error {
 	var b strings.Builder
 	took := ""
 	if a.Status.StartTime != nil && a.Status.CompletionTime != nil {
 		took = " in " + a.Status.CompletionTime.Sub(a.Status.StartTime.Time).Round(time.Second).String()
 	}
 	dry := ""
-	if a.Spec.Mode == v1.ActionModeDryRun {
+	if a.Spec.Mode == retryv1alpha1.ActionModeDryRun {
 		dry = " (dry run: nothing was changed)"
 	}
 	fmt.Fprintf(&b, "%s %s%s%s\n", actionRef(a.Name), a.Status.Phase, took, dry)
-	doneLabel := map[v1.DeadLetterActionType]string{
-		v1.DeadLetterReplay: "replayed", v1.DeadLetterResolve: "resolved", v1.DeadLetterIgnore: "ignored", v1.DeadLetterPurge: "deleted",
+	doneLabel := map[retryv1alpha1.DeadLetterActionType]string{
+		retryv1alpha1.DeadLetterReplay: "replayed", retryv1alpha1.DeadLetterResolve: "resolved", retryv1alpha1.DeadLetterIgnore: "ignored", retryv1alpha1.DeadLetterPurge: "deleted",
 	}[a.Spec.Action]
-	if a.Spec.Mode == v1.ActionModeDryRun {
+	if a.Spec.Mode == retryv1alpha1.ActionModeDryRun {
 		doneLabel = "would be " + doneLabel
 	}
 	width := max(len(doneLabel), len("matched")) + 1
@@ -175,14 +175,14 @@ func printOutcome(w io.Writer, a *v1.DeadLetterAction) error {
 	if len(a.Status.BlockingRecords) > 0 {
 		fmt.Fprintf(&b, "  blocking records (the purge stopped there, per partition): %s\n", joinRefs(a.Status.BlockingRecords))
 	}
-	if a.Status.Phase == v1.ActionFailed {
-		fmt.Fprintf(&b, "  why: %s\n", conditionMessage(a, v1.ConditionReady))
+	if a.Status.Phase == retryv1alpha1.ActionFailed {
+		fmt.Fprintf(&b, "  why: %s\n", conditionMessage(a, retryv1alpha1.ConditionReady))
 	}
 	_, err := io.WriteString(w, escapeText(b.String()))
 	return err
 }
 
-func skippedReasons(rs []v1.NamedCount) string {
+func skippedReasons(rs []retryv1alpha1.NamedCount) string {
 	if len(rs) == 0 {
 		return ""
 	}
@@ -193,7 +193,7 @@ func skippedReasons(rs []v1.NamedCount) string {
 	return " (" + strings.Join(parts, ", ") + ")"
 }
 
-func joinRefs(refs []v1.RecordRef) string {
+func joinRefs(refs []retryv1alpha1.RecordRef) string {
 	s := make([]string, 0, len(refs))
 	for _, r := range refs {
 		s = append(s, string(r))
@@ -212,13 +212,13 @@ type progressBar struct {
 
 func newProgressBar(w io.Writer, terminal bool) *progressBar { return &progressBar{w: w, on: terminal} }
 
-func (p *progressBar) draw(a *v1.DeadLetterAction) {
+func (p *progressBar) draw(a *retryv1alpha1.DeadLetterAction) {
 	if !p.on {
 		return
 	}
 	phase := string(a.Status.Phase)
 	if phase == "" {
-		phase = string(v1.ActionPending)
+		phase = string(retryv1alpha1.ActionPending)
 	}
 	line := renderBar(a.Status.Done+a.Status.Skipped+a.Status.Failed, a.Status.Matched, 30) + "  " + escapeLine(phase)
 	if line == p.last {

@@ -10,21 +10,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // managerSets plays the manager: it waits for the one action of ns and sets its status through
 // the status subresource.
-func theAction(g Gomega, c client.Client, ns string) *v1.DeadLetterAction {
-	list := &v1.DeadLetterActionList{}
-	g.Eventually(func() ([]v1.DeadLetterAction, error) {
+func theAction(g Gomega, c client.Client, ns string) *retryv1alpha1.DeadLetterAction {
+	list := &retryv1alpha1.DeadLetterActionList{}
+	g.Eventually(func() ([]retryv1alpha1.DeadLetterAction, error) {
 		err := c.List(context.Background(), list, client.InNamespace(ns))
 		return list.Items, err
 	}, 30*time.Second, 20*time.Millisecond).Should(HaveLen(1))
 	return &list.Items[0]
 }
 
-func setStatus(g Gomega, c client.Client, a *v1.DeadLetterAction, status v1.DeadLetterActionStatus) {
+func setStatus(g Gomega, c client.Client, a *retryv1alpha1.DeadLetterAction, status retryv1alpha1.DeadLetterActionStatus) {
 	a.Status = status
 	g.Expect(c.Status().Update(context.Background(), a)).To(Succeed())
 }
@@ -41,11 +41,11 @@ func TestWaitFollowsTheActionToItsOutcome(t *testing.T) {
 		stderr := &syncBuffer{}
 		done := startPlugin(t, e.Kubeconfig, testNow, true, stderr, "-n", "wait-ok", "replay", "orders-dlq", "--reason", "max_retries_exceeded", "--wait")
 		a := theAction(g, e.Client, "wait-ok")
-		setStatus(g, e.Client, a, v1.DeadLetterActionStatus{Phase: v1.ActionRunning, Matched: 10, Done: 4, Progress: "4/10", StartTime: &start})
+		setStatus(g, e.Client, a, retryv1alpha1.DeadLetterActionStatus{Phase: retryv1alpha1.ActionRunning, Matched: 10, Done: 4, Progress: "4/10", StartTime: &start})
 		g.Eventually(stderr.String, 30*time.Second, 20*time.Millisecond).Should(ContainSubstring("[████████████                  ]  40%  4/10  Running"))
 		end := metav1.NewTime(start.Add(3 * time.Second))
-		setStatus(g, e.Client, a, v1.DeadLetterActionStatus{Phase: v1.ActionSucceeded, Matched: 10, Done: 9, Skipped: 1, Progress: "9/10",
-			SkippedReasons: []v1.NamedCount{{Name: "ReplayLimit", Count: 1}}, StartTime: &start, CompletionTime: &end})
+		setStatus(g, e.Client, a, retryv1alpha1.DeadLetterActionStatus{Phase: retryv1alpha1.ActionSucceeded, Matched: 10, Done: 9, Skipped: 1, Progress: "9/10",
+			SkippedReasons: []retryv1alpha1.NamedCount{{Name: "ReplayLimit", Count: 1}}, StartTime: &start, CompletionTime: &end})
 		var r result
 		g.Eventually(done, 30*time.Second).Should(Receive(&r))
 		g.Expect(r.code).To(Equal(ExitOK), r.stderr)
@@ -65,9 +65,9 @@ func TestWaitFollowsTheActionToItsOutcome(t *testing.T) {
 		done := startPlugin(t, e.Kubeconfig, testNow, false, &syncBuffer{}, "-n", "wait-purge", "purge", "orders-dlq", "--before", "30d", "--dry-run", "--wait")
 		a := theAction(g, e.Client, "wait-purge")
 		end := metav1.NewTime(start.Add(time.Second))
-		setStatus(g, e.Client, a, v1.DeadLetterActionStatus{Phase: v1.ActionSucceeded, Matched: 3, Done: 2, Skipped: 1, Progress: "2/3",
-			SkippedReasons: []v1.NamedCount{{Name: "Blocked", Count: 1}}, StartTime: &start, CompletionTime: &end,
-			MatchedRecords: []v1.RecordRef{"0/0", "0/1", "1/0"}, BlockingRecords: []v1.RecordRef{"1/1"}})
+		setStatus(g, e.Client, a, retryv1alpha1.DeadLetterActionStatus{Phase: retryv1alpha1.ActionSucceeded, Matched: 3, Done: 2, Skipped: 1, Progress: "2/3",
+			SkippedReasons: []retryv1alpha1.NamedCount{{Name: "Blocked", Count: 1}}, StartTime: &start, CompletionTime: &end,
+			MatchedRecords: []retryv1alpha1.RecordRef{"0/0", "0/1", "1/0"}, BlockingRecords: []retryv1alpha1.RecordRef{"1/1"}})
 		var r result
 		g.Eventually(done, 30*time.Second).Should(Receive(&r))
 		g.Expect(r.code).To(Equal(ExitOK), r.stderr)
@@ -93,7 +93,7 @@ func TestWaitFollowsTheActionToItsOutcome(t *testing.T) {
 		done := startPlugin(t, kubeconfig, testNow, false, &syncBuffer{}, "-n", "wait-nowatch", "ignore", "orders-dlq", "--reason", "malformed", "--note", "test data", "--wait")
 		a := theAction(g, e.Client, "wait-nowatch")
 		g.Expect(a.Spec.RequestedBy).To(Equal("operator"))
-		setStatus(g, e.Client, a, v1.DeadLetterActionStatus{Phase: v1.ActionSucceeded, Matched: 2, Done: 2, Progress: "2/2"})
+		setStatus(g, e.Client, a, retryv1alpha1.DeadLetterActionStatus{Phase: retryv1alpha1.ActionSucceeded, Matched: 2, Done: 2, Progress: "2/2"})
 		var r result
 		g.Eventually(done, 30*time.Second).Should(Receive(&r))
 		g.Expect(r.code).To(Equal(ExitOK), r.stderr)
@@ -105,8 +105,8 @@ func TestWaitFollowsTheActionToItsOutcome(t *testing.T) {
 		namespaceWithQueue(t, e, "wait-failed", "orders-dlq")
 		done := startPlugin(t, e.Kubeconfig, testNow, false, &syncBuffer{}, "-n", "wait-failed", "resolve", "orders-dlq", "0/1", "--note", "done by hand", "--wait")
 		a := theAction(g, e.Client, "wait-failed")
-		setStatus(g, e.Client, a, v1.DeadLetterActionStatus{Phase: v1.ActionFailed, Matched: 1, Failed: 1, Progress: "0/1",
-			Conditions: []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "StateWriteFailed",
+		setStatus(g, e.Client, a, retryv1alpha1.DeadLetterActionStatus{Phase: retryv1alpha1.ActionFailed, Matched: 1, Failed: 1, Progress: "0/1",
+			Conditions: []metav1.Condition{{Type: retryv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "StateWriteFailed",
 				Message: "the record of decisions could not be written", LastTransitionTime: start}}})
 		var r result
 		g.Eventually(done, 30*time.Second).Should(Receive(&r))

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/internal/dlqapi"
@@ -90,20 +90,20 @@ func Start(ctx context.Context, t testing.TB, seedTopics ...string) *Stack {
 
 // Queue creates namespace ns and a DeadLetterQueue name on topic (two partitions) in it, and waits
 // until the queue is Ready with its record of decisions.
-func (s *Stack) Queue(ctx context.Context, t testing.TB, ns, name, topic string) *v1.DeadLetterQueue {
+func (s *Stack) Queue(ctx context.Context, t testing.TB, ns, name, topic string) *retryv1alpha1.DeadLetterQueue {
 	t.Helper()
 	c := s.Env.Client
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	q := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1.DeadLetterQueueSpec{Topic: v1.DeadLetterTopic{Name: v1.TopicName(topic), Partitions: 2}}}
+	q := &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: retryv1alpha1.DeadLetterQueueSpec{Topic: retryv1alpha1.DeadLetterTopic{Name: retryv1alpha1.TopicName(topic), Partitions: 2}}}
 	if err := c.Create(ctx, q); err != nil {
 		t.Fatal(err)
 	}
 	gomega.NewWithT(t).Eventually(func(g gomega.Gomega) {
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(q), q)).To(gomega.Succeed())
-		g.Expect(meta.IsStatusConditionTrue(q.Status.Conditions, v1.ConditionReady) && q.Status.StateTopic != "").To(gomega.BeTrue(),
+		g.Expect(meta.IsStatusConditionTrue(q.Status.Conditions, retryv1alpha1.ConditionReady) && q.Status.StateTopic != "").To(gomega.BeTrue(),
 			"the queue is Ready with its record of decisions: %+v", q.Status.Conditions)
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(100 * time.Millisecond).Should(gomega.Succeed())
 	return q

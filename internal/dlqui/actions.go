@@ -11,12 +11,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // actionTypes are the actions the forms offer, by their form value.
-var actionTypes = map[string]v1.DeadLetterActionType{
-	"replay": v1.DeadLetterReplay, "resolve": v1.DeadLetterResolve, "ignore": v1.DeadLetterIgnore, "purge": v1.DeadLetterPurge,
+var actionTypes = map[string]retryv1alpha1.DeadLetterActionType{
+	"replay": retryv1alpha1.DeadLetterReplay, "resolve": retryv1alpha1.DeadLetterResolve, "ignore": retryv1alpha1.DeadLetterIgnore, "purge": retryv1alpha1.DeadLetterPurge,
 }
 
 // preview creates the dry run of the action a form asks for, on the dead letters the form's filter
@@ -79,12 +79,12 @@ func formMessage(err error) string {
 }
 
 // replayTarget is the target the form names, if any (ActionRequest.Build checks it).
-func replayTarget(pipeline, topic string) *v1.ReplayTarget {
+func replayTarget(pipeline, topic string) *retryv1alpha1.ReplayTarget {
 	pipeline, topic = strings.TrimSpace(pipeline), strings.TrimSpace(topic)
 	if pipeline == "" && topic == "" {
 		return nil
 	}
-	return &v1.ReplayTarget{Pipeline: pipeline, Topic: v1.TopicName(topic)}
+	return &retryv1alpha1.ReplayTarget{Pipeline: pipeline, Topic: retryv1alpha1.TopicName(topic)}
 }
 
 // run creates the action a finished dry run previewed, with the same spec, and shows its progress.
@@ -94,7 +94,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if dry.Spec.Mode != v1.ActionModeDryRun || dry.Status.Phase != v1.ActionSucceeded {
+	if dry.Spec.Mode != retryv1alpha1.ActionModeDryRun || dry.Status.Phase != retryv1alpha1.ActionSucceeded {
 		s.fail(w, r, &badRequest{"only a dry run that succeeded can be confirmed: " + dry.Name + " is " + string(dry.Spec.Mode) + ", " + string(dry.Status.Phase)})
 		return
 	}
@@ -110,7 +110,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec := *dry.Spec.DeepCopy()
-	spec.Mode, spec.RequestedBy = v1.ActionModeRun, user
+	spec.Mode, spec.RequestedBy = retryv1alpha1.ActionModeRun, user
 	created, err := s.backend.CreateAction(r.Context(), NewAction(s.backend.Namespace(), spec))
 	if err != nil {
 		s.fail(w, r, err)
@@ -131,7 +131,7 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	slices.SortFunc(as, func(a, b v1.DeadLetterAction) int {
+	slices.SortFunc(as, func(a, b retryv1alpha1.DeadLetterAction) int {
 		if c := b.CreationTimestamp.Compare(a.CreationTimestamp.Time); c != 0 {
 			return c
 		}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // fakeBackend is the console's Kubernetes in memory: queues whose status is counted from their dead
@@ -28,12 +28,12 @@ type fakeBackend struct {
 	user    string
 	now     time.Time
 	step    int64
-	queues  map[string]*v1.DeadLetterQueue
+	queues  map[string]*retryv1alpha1.DeadLetterQueue
 	letters map[string][]dlv1.DeadLetter
-	actions map[string]*v1.DeadLetterAction
+	actions map[string]*retryv1alpha1.DeadLetterAction
 	seq     int
 	// created are the actions created, in order; filters the filters ListLetters was given.
-	created []v1.DeadLetterAction
+	created []retryv1alpha1.DeadLetterAction
 	filters []Filter
 	// err, when set, is returned by every call.
 	err error
@@ -46,7 +46,7 @@ var groupResource = schema.GroupResource{Group: dlv1.GroupName, Resource: dlv1.R
 
 func newFakeBackend(now time.Time) *fakeBackend {
 	return &fakeBackend{ns: "shop", user: "alice@example.com", now: now, step: 1,
-		queues: map[string]*v1.DeadLetterQueue{}, letters: map[string][]dlv1.DeadLetter{}, actions: map[string]*v1.DeadLetterAction{}}
+		queues: map[string]*retryv1alpha1.DeadLetterQueue{}, letters: map[string][]dlv1.DeadLetter{}, actions: map[string]*retryv1alpha1.DeadLetterAction{}}
 }
 
 // addQueue adds a queue with n dead letters spread over reasons, error types and pipelines; every
@@ -55,9 +55,9 @@ func (f *fakeBackend) addQueue(name string, n int) {
 	reasons := []string{"max_retries_exceeded", "non_retriable_error", "deadline_exceeded"}
 	errTypes := []string{"HTTP5xx", "HTTP422", "timeout"}
 	pipes := []string{"orders", "payments"}
-	q := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}}
+	q := &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}}
 	q.Status.Topic = name
-	q.Status.Conditions = []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready"}}
+	q.Status.Conditions = []metav1.Condition{{Type: retryv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready"}}
 	var ls []dlv1.DeadLetter
 	for i := range n {
 		p, off := int32(i%2), int64(i/2)
@@ -90,16 +90,16 @@ func (f *fakeBackend) addQueue(name string, n int) {
 // countLocked sets a queue's status from its dead letters, as the operator would.
 func (f *fakeBackend) countLocked(name string) {
 	q := f.queues[name]
-	count := func(key func(*dlv1.DeadLetter) string) []v1.NamedCount {
+	count := func(key func(*dlv1.DeadLetter) string) []retryv1alpha1.NamedCount {
 		m := map[string]int64{}
 		for i := range f.letters[name] {
 			m[key(&f.letters[name][i])]++
 		}
-		var out []v1.NamedCount
+		var out []retryv1alpha1.NamedCount
 		for k, v := range m {
-			out = append(out, v1.NamedCount{Name: k, Count: v})
+			out = append(out, retryv1alpha1.NamedCount{Name: k, Count: v})
 		}
-		slices.SortFunc(out, func(a, b v1.NamedCount) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(out, func(a, b retryv1alpha1.NamedCount) int { return strings.Compare(a.Name, b.Name) })
 		return out
 	}
 	ls := f.letters[name]
@@ -128,20 +128,20 @@ func (f *fakeBackend) countLocked(name string) {
 
 func (f *fakeBackend) Namespace() string { return f.ns }
 
-func (f *fakeBackend) ListQueues(context.Context) ([]v1.DeadLetterQueue, error) {
+func (f *fakeBackend) ListQueues(context.Context) ([]retryv1alpha1.DeadLetterQueue, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return nil, f.err
 	}
-	var out []v1.DeadLetterQueue
+	var out []retryv1alpha1.DeadLetterQueue
 	for _, q := range f.queues {
 		out = append(out, *q.DeepCopy())
 	}
 	return out, nil
 }
 
-func (f *fakeBackend) GetQueue(_ context.Context, name string) (*v1.DeadLetterQueue, error) {
+func (f *fakeBackend) GetQueue(_ context.Context, name string) (*retryv1alpha1.DeadLetterQueue, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -149,22 +149,22 @@ func (f *fakeBackend) GetQueue(_ context.Context, name string) (*v1.DeadLetterQu
 	}
 	q, ok := f.queues[name]
 	if !ok {
-		return nil, apierrors.NewNotFound(v1.GroupVersion.WithResource("deadletterqueues").GroupResource(), name)
+		return nil, apierrors.NewNotFound(retryv1alpha1.GroupVersion.WithResource("deadletterqueues").GroupResource(), name)
 	}
 	return q.DeepCopy(), nil
 }
 
 // matches applies an action's selector to a dead letter, as the engine would.
-func matches(sel *v1.DeadLetterSelector, l *dlv1.DeadLetter) bool {
+func matches(sel *retryv1alpha1.DeadLetterSelector, l *dlv1.DeadLetter) bool {
 	if sel == nil {
 		return true
 	}
-	in := func(vals []v1.DeadLetterName, v string) bool {
-		return len(vals) == 0 || slices.Contains(vals, v1.DeadLetterName(v))
+	in := func(vals []retryv1alpha1.DeadLetterName, v string) bool {
+		return len(vals) == 0 || slices.Contains(vals, retryv1alpha1.DeadLetterName(v))
 	}
-	ref := v1.RecordRef(fmt.Sprintf("%d/%d", l.Partition, l.Offset))
+	ref := retryv1alpha1.RecordRef(fmt.Sprintf("%d/%d", l.Partition, l.Offset))
 	return in(sel.Reasons, l.Reason) && in(sel.ErrorTypes, l.ErrorType) && in(sel.Pipelines, l.Pipeline) &&
-		(len(sel.States) == 0 || slices.Contains(sel.States, v1.DeadLetterState(l.State.State))) &&
+		(len(sel.States) == 0 || slices.Contains(sel.States, retryv1alpha1.DeadLetterState(l.State.State))) &&
 		(sel.After == nil || !l.CreationTimestamp.Before(sel.After)) && (sel.Before == nil || l.CreationTimestamp.Before(sel.Before)) &&
 		(len(sel.Records) == 0 || slices.Contains(sel.Records, ref))
 }
@@ -213,13 +213,13 @@ func (f *fakeBackend) GetLetter(_ context.Context, queue string, p int32, off in
 	return nil, apierrors.NewNotFound(groupResource, fmt.Sprintf("%s.%d.%d", queue, p, off))
 }
 
-func (f *fakeBackend) ListActions(context.Context) ([]v1.DeadLetterAction, error) {
+func (f *fakeBackend) ListActions(context.Context) ([]retryv1alpha1.DeadLetterAction, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return nil, f.err
 	}
-	var out []v1.DeadLetterAction
+	var out []retryv1alpha1.DeadLetterAction
 	for _, a := range f.actions {
 		out = append(out, *a.DeepCopy())
 	}
@@ -227,7 +227,7 @@ func (f *fakeBackend) ListActions(context.Context) ([]v1.DeadLetterAction, error
 }
 
 // GetAction moves a running action on by step dead letters, as the manager would between reads.
-func (f *fakeBackend) GetAction(_ context.Context, name string) (*v1.DeadLetterAction, error) {
+func (f *fakeBackend) GetAction(_ context.Context, name string) (*retryv1alpha1.DeadLetterAction, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -235,24 +235,24 @@ func (f *fakeBackend) GetAction(_ context.Context, name string) (*v1.DeadLetterA
 	}
 	a, ok := f.actions[name]
 	if !ok {
-		return nil, apierrors.NewNotFound(v1.GroupVersion.WithResource("deadletteractions").GroupResource(), name)
+		return nil, apierrors.NewNotFound(retryv1alpha1.GroupVersion.WithResource("deadletteractions").GroupResource(), name)
 	}
 	st := &a.Status
-	if a.Spec.Mode == v1.ActionModeDryRun && st.Phase == v1.ActionRunning {
+	if a.Spec.Mode == retryv1alpha1.ActionModeDryRun && st.Phase == retryv1alpha1.ActionRunning {
 		if f.reads == nil {
 			f.reads = map[string]int{}
 		}
 		if f.reads[name]++; f.reads[name] > f.dryRunReads {
-			st.Phase, st.Done, st.CompletionTime = v1.ActionSucceeded, st.Matched, ptr.To(metav1.NewTime(f.now))
+			st.Phase, st.Done, st.CompletionTime = retryv1alpha1.ActionSucceeded, st.Matched, ptr.To(metav1.NewTime(f.now))
 		}
 	}
-	if a.Spec.Mode == v1.ActionModeRun && (st.Phase == v1.ActionPending || st.Phase == v1.ActionRunning) {
-		if st.Phase == v1.ActionPending {
-			st.Phase, st.StartTime = v1.ActionRunning, ptr.To(metav1.NewTime(f.now))
+	if a.Spec.Mode == retryv1alpha1.ActionModeRun && (st.Phase == retryv1alpha1.ActionPending || st.Phase == retryv1alpha1.ActionRunning) {
+		if st.Phase == retryv1alpha1.ActionPending {
+			st.Phase, st.StartTime = retryv1alpha1.ActionRunning, ptr.To(metav1.NewTime(f.now))
 		} else {
 			st.Done = min(st.Done+f.step, st.Matched)
 		}
-		if st.Done == st.Matched && st.Phase == v1.ActionRunning && st.Done > 0 || st.Matched == 0 {
+		if st.Done == st.Matched && st.Phase == retryv1alpha1.ActionRunning && st.Done > 0 || st.Matched == 0 {
 			f.finishLocked(a)
 		}
 		st.Progress = fmt.Sprintf("%d/%d", st.Done, st.Matched)
@@ -261,9 +261,9 @@ func (f *fakeBackend) GetAction(_ context.Context, name string) (*v1.DeadLetterA
 }
 
 // finishLocked records the action's decisions on its dead letters.
-func (f *fakeBackend) finishLocked(a *v1.DeadLetterAction) {
-	state := map[v1.DeadLetterActionType]dlv1.State{v1.DeadLetterReplay: dlv1.StateReplayed,
-		v1.DeadLetterResolve: dlv1.StateResolved, v1.DeadLetterIgnore: dlv1.StateIgnored}[a.Spec.Action]
+func (f *fakeBackend) finishLocked(a *retryv1alpha1.DeadLetterAction) {
+	state := map[retryv1alpha1.DeadLetterActionType]dlv1.State{retryv1alpha1.DeadLetterReplay: dlv1.StateReplayed,
+		retryv1alpha1.DeadLetterResolve: dlv1.StateResolved, retryv1alpha1.DeadLetterIgnore: dlv1.StateIgnored}[a.Spec.Action]
 	ls := f.letters[a.Spec.Queue]
 	for i := range ls {
 		if matches(a.Spec.Selector, &ls[i]) && state != "" {
@@ -271,11 +271,11 @@ func (f *fakeBackend) finishLocked(a *v1.DeadLetterAction) {
 				Action: &dlv1.ActionRef{Namespace: a.Namespace, Name: a.Name}}
 		}
 	}
-	a.Status.Phase, a.Status.CompletionTime = v1.ActionSucceeded, ptr.To(metav1.NewTime(f.now))
+	a.Status.Phase, a.Status.CompletionTime = retryv1alpha1.ActionSucceeded, ptr.To(metav1.NewTime(f.now))
 	f.countLocked(a.Spec.Queue)
 }
 
-func (f *fakeBackend) CreateAction(_ context.Context, a *v1.DeadLetterAction) (*v1.DeadLetterAction, error) {
+func (f *fakeBackend) CreateAction(_ context.Context, a *retryv1alpha1.DeadLetterAction) (*retryv1alpha1.DeadLetterAction, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -287,20 +287,20 @@ func (f *fakeBackend) CreateAction(_ context.Context, a *v1.DeadLetterAction) (*
 	a.UID = types.UID(fmt.Sprintf("uid-%05d", f.seq))
 	a.CreationTimestamp = metav1.NewTime(f.now.Add(time.Duration(f.seq) * time.Second))
 	f.created = append(f.created, *a.DeepCopy())
-	var matched []v1.RecordRef
+	var matched []retryv1alpha1.RecordRef
 	for _, l := range f.letters[a.Spec.Queue] {
 		if matches(a.Spec.Selector, &l) {
-			matched = append(matched, v1.RecordRef(fmt.Sprintf("%d/%d", l.Partition, l.Offset)))
+			matched = append(matched, retryv1alpha1.RecordRef(fmt.Sprintf("%d/%d", l.Partition, l.Offset)))
 		}
 	}
 	a.Status.Matched = int64(len(matched))
-	a.Status.Phase = v1.ActionPending
-	if a.Spec.Mode == v1.ActionModeDryRun {
-		a.Status.Phase, a.Status.Done = v1.ActionSucceeded, a.Status.Matched
-		a.Status.MatchedRecords = matched[:min(len(matched), v1.MaxListedRecords)]
+	a.Status.Phase = retryv1alpha1.ActionPending
+	if a.Spec.Mode == retryv1alpha1.ActionModeDryRun {
+		a.Status.Phase, a.Status.Done = retryv1alpha1.ActionSucceeded, a.Status.Matched
+		a.Status.MatchedRecords = matched[:min(len(matched), retryv1alpha1.MaxListedRecords)]
 		a.Status.StartTime, a.Status.CompletionTime = ptr.To(metav1.NewTime(f.now)), ptr.To(metav1.NewTime(f.now))
 		if f.dryRunReads > 0 {
-			a.Status.Phase, a.Status.Done, a.Status.CompletionTime = v1.ActionRunning, 0, nil
+			a.Status.Phase, a.Status.Done, a.Status.CompletionTime = retryv1alpha1.ActionRunning, 0, nil
 		}
 	}
 	f.actions[a.Name] = a

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // Filter selects dead letters: in a list of the deadletters API (ListOptions) and in the
@@ -60,19 +60,19 @@ func ShortPipeline(namespace, p string) string {
 }
 
 // Selector is f as a DeadLetterAction's selector, pipelines qualified with namespace.
-func (f Filter) Selector(namespace string) v1.DeadLetterSelector {
-	var s v1.DeadLetterSelector
+func (f Filter) Selector(namespace string) retryv1alpha1.DeadLetterSelector {
+	var s retryv1alpha1.DeadLetterSelector
 	for _, r := range f.Reasons {
-		s.Reasons = append(s.Reasons, v1.DeadLetterName(r))
+		s.Reasons = append(s.Reasons, retryv1alpha1.DeadLetterName(r))
 	}
 	for _, e := range f.ErrorTypes {
-		s.ErrorTypes = append(s.ErrorTypes, v1.DeadLetterName(e))
+		s.ErrorTypes = append(s.ErrorTypes, retryv1alpha1.DeadLetterName(e))
 	}
 	for _, p := range f.Pipelines {
-		s.Pipelines = append(s.Pipelines, v1.DeadLetterName(QualifiedPipeline(namespace, p)))
+		s.Pipelines = append(s.Pipelines, retryv1alpha1.DeadLetterName(QualifiedPipeline(namespace, p)))
 	}
 	for _, st := range f.States {
-		s.States = append(s.States, v1.DeadLetterState(st))
+		s.States = append(s.States, retryv1alpha1.DeadLetterState(st))
 	}
 	if !f.Since.IsZero() {
 		s.After = timePtr(f.Since.Truncate(time.Second))

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // pageSize is how many dead letters the queue browser shows at once.
@@ -101,7 +101,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	slices.SortFunc(qs, func(a, b v1.DeadLetterQueue) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(qs, func(a, b retryv1alpha1.DeadLetterQueue) int { return strings.Compare(a.Name, b.Name) })
 	d := overviewData{}
 	for i := range qs {
 		d.Queues = append(d.Queues, newQueueView(&qs[i], s.samples.record(&qs[i])))
@@ -238,7 +238,7 @@ type pipelineOption struct {
 
 // pipelineOptions are the pipelines counted in cs, as the queue page offers them to filter on,
 // chosen the one the filter names.
-func pipelineOptions(namespace string, cs []v1.NamedCount, chosen string) []pipelineOption {
+func pipelineOptions(namespace string, cs []retryv1alpha1.NamedCount, chosen string) []pipelineOption {
 	out := make([]pipelineOption, 0, len(cs))
 	for _, p := range names(cs) {
 		o := pipelineOption{Value: p, Text: ShortPipeline(namespace, p)}
@@ -257,7 +257,7 @@ type letterRow struct {
 }
 
 // names are the names counted in cs, sorted, each once.
-func names(cs []v1.NamedCount) []string {
+func names(cs []retryv1alpha1.NamedCount) []string {
 	out := make([]string, 0, len(cs))
 	for _, c := range cs {
 		out = append(out, c.Name)
@@ -290,7 +290,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		Options: filterOptions{Reasons: names(q.Status.Reasons), ErrorTypes: names(q.Status.ErrorTypes),
 			Pipelines: pipelineOptions(s.backend.Namespace(), q.Status.Pipelines, form.Pipeline), States: states},
 		Selection: describeSelector(selectorOrNil(f, s.backend.Namespace())),
-		CanPurge:  ActionRequest{Kind: v1.DeadLetterPurge, Filter: f}.Check() == nil}
+		CanPurge:  ActionRequest{Kind: retryv1alpha1.DeadLetterPurge, Filter: f}.Check() == nil}
 	for k, vs := range fq {
 		for _, v := range vs {
 			d.Hidden = append(d.Hidden, hiddenField{Name: k, Value: v})
@@ -315,7 +315,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "queue", "Queue "+name, "queue", d)
 }
 
-func selectorOrNil(f Filter, ns string) *v1.DeadLetterSelector {
+func selectorOrNil(f Filter, ns string) *retryv1alpha1.DeadLetterSelector {
 	if f.Empty() {
 		return nil
 	}

@@ -11,24 +11,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // ActionRequest is a DeadLetterAction as kubectl dlq's flags and the console's forms ask for it, in
 // typed values. Build makes it: the one place both surfaces make an action, so that the same
 // request selects the same dead letters and is refused for the same reasons.
 type ActionRequest struct {
-	Kind   v1.DeadLetterActionType
+	Kind   retryv1alpha1.DeadLetterActionType
 	Queue  string
 	Filter Filter
 	// Keys, Headers and Records narrow the filter: record keys, headers (name and value) and
 	// positions, any of each.
 	Keys    []string
-	Headers []v1.HeaderMatch
+	Headers []retryv1alpha1.HeaderMatch
 	Records []Record
 	Note    string
 	// Target is a Replay's destination instead of each dead letter's own pipeline.
-	Target     *v1.ReplayTarget
+	Target     *retryv1alpha1.ReplayTarget
 	DryRun     bool
 	Rate       int32
 	MaxRecords int64
@@ -59,24 +59,24 @@ var (
 // before it contacts the cluster.
 func (r ActionRequest) Check() error {
 	verb := strings.ToLower(string(r.Kind))
-	if (r.Kind == v1.DeadLetterResolve || r.Kind == v1.DeadLetterIgnore) && strings.TrimSpace(r.Note) == "" {
+	if (r.Kind == retryv1alpha1.DeadLetterResolve || r.Kind == retryv1alpha1.DeadLetterIgnore) && strings.TrimSpace(r.Note) == "" {
 		return fmt.Errorf("%s %w", verb, ErrNoNote)
 	}
 	if t := r.Target; t != nil {
 		switch {
-		case r.Kind != v1.DeadLetterReplay:
+		case r.Kind != retryv1alpha1.DeadLetterReplay:
 			return ErrTargetNotReplay
 		case t.Pipeline != "" && t.Topic != "":
 			return ErrTwoTargets
 		}
 	}
-	if r.Kind == v1.DeadLetterPurge {
+	if r.Kind == retryv1alpha1.DeadLetterPurge {
 		switch {
 		case r.Filter.Until.IsZero():
 			return ErrPurgeWithoutBefore
 		case !r.Filter.Since.IsZero():
 			return ErrPurgeSince
-		case slices.Contains(r.Filter.States, string(v1.DeadLetterPending)):
+		case slices.Contains(r.Filter.States, string(retryv1alpha1.DeadLetterPending)):
 			return ErrPurgePending
 		}
 	}
@@ -95,28 +95,28 @@ func (r ActionRequest) Check() error {
 
 // Build is the DeadLetterAction r asks for, in namespace, requested by user. The note is kept
 // without blanks around it, pipelines as written (Filter.Selector), on both surfaces alike.
-func (r ActionRequest) Build(namespace, user string) (*v1.DeadLetterAction, error) {
+func (r ActionRequest) Build(namespace, user string) (*retryv1alpha1.DeadLetterAction, error) {
 	if err := r.Check(); err != nil {
 		return nil, err
 	}
 	sel := r.Filter.Selector(namespace)
 	for _, k := range r.Keys {
-		sel.Keys = append(sel.Keys, v1.RecordKey(k))
+		sel.Keys = append(sel.Keys, retryv1alpha1.RecordKey(k))
 	}
 	sel.Headers = append(sel.Headers, r.Headers...)
 	for _, rec := range r.Records {
-		sel.Records = append(sel.Records, v1.RecordRef(rec.String()))
+		sel.Records = append(sel.Records, retryv1alpha1.RecordRef(rec.String()))
 	}
-	spec := v1.DeadLetterActionSpec{Queue: r.Queue, Action: r.Kind, Note: strings.TrimSpace(r.Note), RequestedBy: user, Mode: v1.ActionModeRun, Target: r.Target,
+	spec := retryv1alpha1.DeadLetterActionSpec{Queue: r.Queue, Action: r.Kind, Note: strings.TrimSpace(r.Note), RequestedBy: user, Mode: retryv1alpha1.ActionModeRun, Target: r.Target,
 		MaxReplays: r.MaxReplays}
 	if r.DryRun {
-		spec.Mode = v1.ActionModeDryRun
+		spec.Mode = retryv1alpha1.ActionModeDryRun
 	}
 	if !emptySelector(&sel) {
 		spec.Selector = &sel
 	}
 	if r.Rate != 0 {
-		spec.Rate = &v1.ReplayRate{RecordsPerSecond: r.Rate}
+		spec.Rate = &retryv1alpha1.ReplayRate{RecordsPerSecond: r.Rate}
 	}
 	if r.MaxRecords != 0 {
 		spec.MaxRecords = ptr.To(r.MaxRecords)
@@ -125,15 +125,15 @@ func (r ActionRequest) Build(namespace, user string) (*v1.DeadLetterAction, erro
 }
 
 // NewAction is an action of spec named <action>-<queue>-<random>, the prefix cut to stay short.
-func NewAction(namespace string, spec v1.DeadLetterActionSpec) *v1.DeadLetterAction {
+func NewAction(namespace string, spec retryv1alpha1.DeadLetterActionSpec) *retryv1alpha1.DeadLetterAction {
 	p := strings.ToLower(string(spec.Action)) + "-" + spec.Queue
 	if len(p) > 50 {
 		p = strings.TrimRight(p[:50], "-.")
 	}
-	return &v1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{GenerateName: p + "-", Namespace: namespace}, Spec: spec}
+	return &retryv1alpha1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{GenerateName: p + "-", Namespace: namespace}, Spec: spec}
 }
 
-func emptySelector(s *v1.DeadLetterSelector) bool {
+func emptySelector(s *retryv1alpha1.DeadLetterSelector) bool {
 	return len(s.Reasons)+len(s.ErrorTypes)+len(s.Pipelines)+len(s.States)+len(s.Keys)+len(s.Headers)+len(s.Records) == 0 &&
 		s.After == nil && s.Before == nil
 }

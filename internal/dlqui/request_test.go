@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 func TestQualifiedPipeline(t *testing.T) {
@@ -69,41 +69,41 @@ func TestActionRequestBuild(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		req     ActionRequest
-		want    *v1.DeadLetterActionSpec
+		want    *retryv1alpha1.DeadLetterActionSpec
 		wantErr error
 	}{
-		{"a replay of every pending dead letter: no selector", ActionRequest{Kind: v1.DeadLetterReplay, Queue: "q"},
-			&v1.DeadLetterActionSpec{Queue: "q", Action: v1.DeadLetterReplay, RequestedBy: "alice", Mode: v1.ActionModeRun}, nil},
-		{"every part of a request", ActionRequest{Kind: v1.DeadLetterReplay, Queue: "q", DryRun: true, Rate: 50, MaxRecords: 7, MaxReplays: 2,
+		{"a replay of every pending dead letter: no selector", ActionRequest{Kind: retryv1alpha1.DeadLetterReplay, Queue: "q"},
+			&retryv1alpha1.DeadLetterActionSpec{Queue: "q", Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "alice", Mode: retryv1alpha1.ActionModeRun}, nil},
+		{"every part of a request", ActionRequest{Kind: retryv1alpha1.DeadLetterReplay, Queue: "q", DryRun: true, Rate: 50, MaxRecords: 7, MaxReplays: 2,
 			Filter: Filter{Reasons: []string{"r"}, ErrorTypes: []string{"e"}, Pipelines: []string{"orders", "other/x"}, States: []string{"Pending"}, Since: t0.Add(500 * time.Millisecond), Until: t0.Add(time.Hour)},
-			Keys:   []string{"k"}, Headers: []v1.HeaderMatch{{Name: "h", Value: "v"}}, Records: []Record{{1, 2}},
-			Target: &v1.ReplayTarget{Topic: "t"}},
-			&v1.DeadLetterActionSpec{Queue: "q", Action: v1.DeadLetterReplay, RequestedBy: "alice", Mode: v1.ActionModeDryRun,
-				Target: &v1.ReplayTarget{Topic: "t"}, Rate: &v1.ReplayRate{RecordsPerSecond: 50}, MaxRecords: ptr.To[int64](7), MaxReplays: 2,
-				Selector: &v1.DeadLetterSelector{Reasons: []v1.DeadLetterName{"r"}, ErrorTypes: []v1.DeadLetterName{"e"},
-					Pipelines: []v1.DeadLetterName{"shop/orders", "other/x"}, States: []v1.DeadLetterState{v1.DeadLetterPending},
-					After: &metav1.Time{Time: t0}, Before: &metav1.Time{Time: t0.Add(time.Hour)}, Keys: []v1.RecordKey{"k"},
-					Headers: []v1.HeaderMatch{{Name: "h", Value: "v"}}, Records: []v1.RecordRef{"1/2"}}}, nil},
-		{"a purge before a time", ActionRequest{Kind: v1.DeadLetterPurge, Queue: "q", Filter: Filter{Until: t0}},
-			&v1.DeadLetterActionSpec{Queue: "q", Action: v1.DeadLetterPurge, RequestedBy: "alice", Mode: v1.ActionModeRun,
-				Selector: &v1.DeadLetterSelector{Before: &metav1.Time{Time: t0}}}, nil},
-		{"a purge without a time", ActionRequest{Kind: v1.DeadLetterPurge, Queue: "q", Filter: Filter{Since: t0}}, nil, ErrPurgeWithoutBefore},
-		{"a purge since a time", ActionRequest{Kind: v1.DeadLetterPurge, Queue: "q", Filter: Filter{Since: t0, Until: t0.Add(time.Hour)}}, nil, ErrPurgeSince},
-		{"a purge of Pending dead letters", ActionRequest{Kind: v1.DeadLetterPurge, Queue: "q", Filter: Filter{Until: t0, States: []string{"Resolved", "Pending"}}}, nil, ErrPurgePending},
-		{"a dead letter named twice", ActionRequest{Kind: v1.DeadLetterReplay, Queue: "q", Records: []Record{{0, 1}, {1, 1}, {0, 1}}}, nil, ErrRecordTwice},
-		{"more dead letters than an action holds", ActionRequest{Kind: v1.DeadLetterReplay, Queue: "q", Records: records(MaxRecords + 1)}, nil, ErrTooManyRecords},
-		{"as many dead letters as an action holds", ActionRequest{Kind: v1.DeadLetterReplay, Queue: "q", Records: records(MaxRecords)},
-			&v1.DeadLetterActionSpec{Queue: "q", Action: v1.DeadLetterReplay, RequestedBy: "alice", Mode: v1.ActionModeRun,
-				Selector: &v1.DeadLetterSelector{Records: refs(MaxRecords)}}, nil},
-		{"a note without blanks around it", ActionRequest{Kind: v1.DeadLetterResolve, Queue: "q", Note: " fixed\n"},
-			&v1.DeadLetterActionSpec{Queue: "q", Action: v1.DeadLetterResolve, Note: "fixed", RequestedBy: "alice", Mode: v1.ActionModeRun}, nil},
-		{"a pipeline as written", ActionRequest{Kind: v1.DeadLetterReplay, Queue: "q", Filter: Filter{Pipelines: []string{" orders", "shop/orders "}}},
-			&v1.DeadLetterActionSpec{Queue: "q", Action: v1.DeadLetterReplay, RequestedBy: "alice", Mode: v1.ActionModeRun,
-				Selector: &v1.DeadLetterSelector{Pipelines: []v1.DeadLetterName{"shop/ orders", "shop/orders "}}}, nil},
-		{"a resolve without a note", ActionRequest{Kind: v1.DeadLetterResolve, Queue: "q", Note: " "}, nil, ErrNoNote},
-		{"an ignore without a note", ActionRequest{Kind: v1.DeadLetterIgnore, Queue: "q"}, nil, ErrNoNote},
-		{"a target of a resolve", ActionRequest{Kind: v1.DeadLetterResolve, Queue: "q", Note: "n", Target: &v1.ReplayTarget{Topic: "t"}}, nil, ErrTargetNotReplay},
-		{"two targets", ActionRequest{Kind: v1.DeadLetterReplay, Queue: "q", Target: &v1.ReplayTarget{Topic: "t", Pipeline: "p"}}, nil, ErrTwoTargets},
+			Keys:   []string{"k"}, Headers: []retryv1alpha1.HeaderMatch{{Name: "h", Value: "v"}}, Records: []Record{{1, 2}},
+			Target: &retryv1alpha1.ReplayTarget{Topic: "t"}},
+			&retryv1alpha1.DeadLetterActionSpec{Queue: "q", Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "alice", Mode: retryv1alpha1.ActionModeDryRun,
+				Target: &retryv1alpha1.ReplayTarget{Topic: "t"}, Rate: &retryv1alpha1.ReplayRate{RecordsPerSecond: 50}, MaxRecords: ptr.To[int64](7), MaxReplays: 2,
+				Selector: &retryv1alpha1.DeadLetterSelector{Reasons: []retryv1alpha1.DeadLetterName{"r"}, ErrorTypes: []retryv1alpha1.DeadLetterName{"e"},
+					Pipelines: []retryv1alpha1.DeadLetterName{"shop/orders", "other/x"}, States: []retryv1alpha1.DeadLetterState{retryv1alpha1.DeadLetterPending},
+					After: &metav1.Time{Time: t0}, Before: &metav1.Time{Time: t0.Add(time.Hour)}, Keys: []retryv1alpha1.RecordKey{"k"},
+					Headers: []retryv1alpha1.HeaderMatch{{Name: "h", Value: "v"}}, Records: []retryv1alpha1.RecordRef{"1/2"}}}, nil},
+		{"a purge before a time", ActionRequest{Kind: retryv1alpha1.DeadLetterPurge, Queue: "q", Filter: Filter{Until: t0}},
+			&retryv1alpha1.DeadLetterActionSpec{Queue: "q", Action: retryv1alpha1.DeadLetterPurge, RequestedBy: "alice", Mode: retryv1alpha1.ActionModeRun,
+				Selector: &retryv1alpha1.DeadLetterSelector{Before: &metav1.Time{Time: t0}}}, nil},
+		{"a purge without a time", ActionRequest{Kind: retryv1alpha1.DeadLetterPurge, Queue: "q", Filter: Filter{Since: t0}}, nil, ErrPurgeWithoutBefore},
+		{"a purge since a time", ActionRequest{Kind: retryv1alpha1.DeadLetterPurge, Queue: "q", Filter: Filter{Since: t0, Until: t0.Add(time.Hour)}}, nil, ErrPurgeSince},
+		{"a purge of Pending dead letters", ActionRequest{Kind: retryv1alpha1.DeadLetterPurge, Queue: "q", Filter: Filter{Until: t0, States: []string{"Resolved", "Pending"}}}, nil, ErrPurgePending},
+		{"a dead letter named twice", ActionRequest{Kind: retryv1alpha1.DeadLetterReplay, Queue: "q", Records: []Record{{0, 1}, {1, 1}, {0, 1}}}, nil, ErrRecordTwice},
+		{"more dead letters than an action holds", ActionRequest{Kind: retryv1alpha1.DeadLetterReplay, Queue: "q", Records: records(MaxRecords + 1)}, nil, ErrTooManyRecords},
+		{"as many dead letters as an action holds", ActionRequest{Kind: retryv1alpha1.DeadLetterReplay, Queue: "q", Records: records(MaxRecords)},
+			&retryv1alpha1.DeadLetterActionSpec{Queue: "q", Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "alice", Mode: retryv1alpha1.ActionModeRun,
+				Selector: &retryv1alpha1.DeadLetterSelector{Records: refs(MaxRecords)}}, nil},
+		{"a note without blanks around it", ActionRequest{Kind: retryv1alpha1.DeadLetterResolve, Queue: "q", Note: " fixed\n"},
+			&retryv1alpha1.DeadLetterActionSpec{Queue: "q", Action: retryv1alpha1.DeadLetterResolve, Note: "fixed", RequestedBy: "alice", Mode: retryv1alpha1.ActionModeRun}, nil},
+		{"a pipeline as written", ActionRequest{Kind: retryv1alpha1.DeadLetterReplay, Queue: "q", Filter: Filter{Pipelines: []string{" orders", "shop/orders "}}},
+			&retryv1alpha1.DeadLetterActionSpec{Queue: "q", Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "alice", Mode: retryv1alpha1.ActionModeRun,
+				Selector: &retryv1alpha1.DeadLetterSelector{Pipelines: []retryv1alpha1.DeadLetterName{"shop/ orders", "shop/orders "}}}, nil},
+		{"a resolve without a note", ActionRequest{Kind: retryv1alpha1.DeadLetterResolve, Queue: "q", Note: " "}, nil, ErrNoNote},
+		{"an ignore without a note", ActionRequest{Kind: retryv1alpha1.DeadLetterIgnore, Queue: "q"}, nil, ErrNoNote},
+		{"a target of a resolve", ActionRequest{Kind: retryv1alpha1.DeadLetterResolve, Queue: "q", Note: "n", Target: &retryv1alpha1.ReplayTarget{Topic: "t"}}, nil, ErrTargetNotReplay},
+		{"two targets", ActionRequest{Kind: retryv1alpha1.DeadLetterReplay, Queue: "q", Target: &retryv1alpha1.ReplayTarget{Topic: "t", Pipeline: "p"}}, nil, ErrTwoTargets},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -129,17 +129,17 @@ func records(n int) []Record {
 	return out
 }
 
-func refs(n int) []v1.RecordRef {
-	var out []v1.RecordRef
+func refs(n int) []retryv1alpha1.RecordRef {
+	var out []retryv1alpha1.RecordRef
 	for _, r := range records(n) {
-		out = append(out, v1.RecordRef(r.String()))
+		out = append(out, retryv1alpha1.RecordRef(r.String()))
 	}
 	return out
 }
 
 func TestActionNames(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(NewAction("ns", v1.DeadLetterActionSpec{Action: v1.DeadLetterReplay, Queue: "orders-dlq"}).GenerateName).To(Equal("replay-orders-dlq-"))
-	long := NewAction("ns", v1.DeadLetterActionSpec{Action: v1.DeadLetterPurge, Queue: "a-very-long-queue-name-that-goes-on-and-on-.-and-on-and-on"})
+	g.Expect(NewAction("ns", retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterReplay, Queue: "orders-dlq"}).GenerateName).To(Equal("replay-orders-dlq-"))
+	long := NewAction("ns", retryv1alpha1.DeadLetterActionSpec{Action: retryv1alpha1.DeadLetterPurge, Queue: "a-very-long-queue-name-that-goes-on-and-on-.-and-on-and-on"})
 	g.Expect(long.GenerateName).To(Equal("purge-a-very-long-queue-name-that-goes-on-and-on-"))
 }

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // maxSamples bounds the samples kept per queue (the sparkline's points).
@@ -37,7 +37,7 @@ func newSamples(c clock.PassiveClock) *samples {
 
 // record adds q's current counts when its status was refreshed since the last sample, and returns
 // the queue's samples, oldest first.
-func (s *samples) record(q *v1.DeadLetterQueue) []sample {
+func (s *samples) record(q *retryv1alpha1.DeadLetterQueue) []sample {
 	at := s.clock.Now()
 	if t := q.Status.LastRefreshTime; t != nil {
 		at = t.Time

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 var testNow = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -312,7 +312,7 @@ func TestActionsDryRunThenRunWithProgress(t *testing.T) {
 		t.Fatalf("preview: %d %s", code, body)
 	}
 	dry := c.fake.created[0]
-	if dry.Spec.Mode != v1.ActionModeDryRun || dry.Spec.RequestedBy != "alice@example.com" || dry.Spec.Action != v1.DeadLetterReplay ||
+	if dry.Spec.Mode != retryv1alpha1.ActionModeDryRun || dry.Spec.RequestedBy != "alice@example.com" || dry.Spec.Action != retryv1alpha1.DeadLetterReplay ||
 		dry.Spec.Selector == nil || dry.Spec.Selector.Reasons[0] != "max_retries_exceeded" || dry.Spec.Selector.States[0] != "Pending" || dry.Namespace != "shop" {
 		t.Fatalf("dry run created: %+v", dry)
 	}
@@ -325,7 +325,7 @@ func TestActionsDryRunThenRunWithProgress(t *testing.T) {
 		t.Fatalf("run: %d %s", code, body)
 	}
 	run := c.fake.created[1]
-	if run.Spec.Mode != v1.ActionModeRun || run.Spec.Selector.Reasons[0] != "max_retries_exceeded" || run.Spec.RequestedBy != "alice@example.com" {
+	if run.Spec.Mode != retryv1alpha1.ActionModeRun || run.Spec.Selector.Reasons[0] != "max_retries_exceeded" || run.Spec.RequestedBy != "alice@example.com" {
 		t.Fatalf("run created: %+v", run.Spec)
 	}
 	mustContain(t, body, `<progress id="progress" max="100"`, "Replay on queue orders-dlq")
@@ -369,8 +369,8 @@ func TestConfirmRunsOnlyTheDryRunShown(t *testing.T) {
 	c.fake.mu.Lock()
 	swapped := c.fake.actions[dry.Name].DeepCopy()
 	swapped.UID = "uid-of-bobs-action"
-	swapped.Spec.Action, swapped.Spec.Note, swapped.Spec.RequestedBy = v1.DeadLetterIgnore, "bob's", "bob@example.com"
-	swapped.Spec.Selector = &v1.DeadLetterSelector{States: []v1.DeadLetterState{v1.DeadLetterPending}}
+	swapped.Spec.Action, swapped.Spec.Note, swapped.Spec.RequestedBy = retryv1alpha1.DeadLetterIgnore, "bob's", "bob@example.com"
+	swapped.Spec.Selector = &retryv1alpha1.DeadLetterSelector{States: []retryv1alpha1.DeadLetterState{retryv1alpha1.DeadLetterPending}}
 	swapped.Status.Matched, swapped.Status.Done = 60, 60
 	c.fake.actions[dry.Name] = swapped
 	c.fake.mu.Unlock()
@@ -436,10 +436,10 @@ func TestActionFormsAreChecked(t *testing.T) {
 		t.Errorf("replay target: %+v", tg)
 	}
 	res, purge := c.fake.created[0].Spec, c.fake.created[1].Spec
-	if res.Action != v1.DeadLetterResolve || res.Note != "fixed by hand" || len(res.Selector.Records) != 1 || res.Selector.Records[0] != "1/2" {
+	if res.Action != retryv1alpha1.DeadLetterResolve || res.Note != "fixed by hand" || len(res.Selector.Records) != 1 || res.Selector.Records[0] != "1/2" {
 		t.Errorf("resolve: %+v", res)
 	}
-	if purge.Action != v1.DeadLetterPurge || purge.Selector.Before == nil || len(purge.Selector.States) != 0 {
+	if purge.Action != retryv1alpha1.DeadLetterPurge || purge.Selector.Before == nil || len(purge.Selector.States) != 0 {
 		t.Errorf("purge: %+v (the default states)", purge.Selector)
 	}
 }

@@ -21,7 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dlqtest"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/sdk/headers"
@@ -130,7 +130,7 @@ func TestConsoleOnTheWholeStack(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	end, _ := ends.Lookup(target, 0)
 	g.Expect(end.Offset).To(Equal(int64(1)), "the replayed record reaches the topic")
-	var actions v1.DeadLetterActionList
+	var actions retryv1alpha1.DeadLetterActionList
 	g.Expect(c.List(ctx, &actions, client.InNamespace(ns))).To(Succeed())
 	g.Expect(actions.Items).To(HaveLen(2), "the dry run and the run")
 	for _, a := range actions.Items {

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dlv1 "github.com/retryops/retry-operator/api/deadletters/v1alpha1"
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 //go:embed templates/*.html
@@ -82,9 +82,9 @@ type bar struct {
 }
 
 // bars draws counts as bars, largest first.
-func bars(counts []v1.NamedCount) []bar {
+func bars(counts []retryv1alpha1.NamedCount) []bar {
 	cs := slices.Clone(counts)
-	slices.SortStableFunc(cs, func(a, b v1.NamedCount) int { return int(b.Count - a.Count) })
+	slices.SortStableFunc(cs, func(a, b retryv1alpha1.NamedCount) int { return int(b.Count - a.Count) })
 	var top int64
 	for _, c := range cs {
 		top = max(top, c.Count)
@@ -153,7 +153,7 @@ type queueView struct {
 	Ready   string
 }
 
-func newQueueView(q *v1.DeadLetterQueue, ss []sample) queueView {
+func newQueueView(q *retryv1alpha1.DeadLetterQueue, ss []sample) queueView {
 	v := queueView{Name: q.Name, Topic: q.Status.Topic, OldestPending: q.Status.OldestPendingTime, LastRefresh: q.Status.LastRefreshTime,
 		Reasons: bars(q.Status.Reasons), States: bars(q.Status.States), Spark: sparkline(ss)}
 	if q.Status.Messages != nil {
@@ -168,7 +168,7 @@ func newQueueView(q *v1.DeadLetterQueue, ss []sample) queueView {
 		}
 	}
 	for _, c := range q.Status.Conditions {
-		if c.Type == v1.ConditionReady {
+		if c.Type == retryv1alpha1.ConditionReady {
 			v.Ready = string(c.Status)
 			if c.Status != metav1.ConditionTrue {
 				v.Ready += ": " + c.Reason
@@ -244,16 +244,16 @@ type actionView struct {
 	Completed  string   `json:"completed"`
 }
 
-func newActionView(a *v1.DeadLetterAction) actionView {
+func newActionView(a *retryv1alpha1.DeadLetterAction) actionView {
 	st := a.Status
-	v := actionView{Name: a.Name, Queue: a.Spec.Queue, Action: string(a.Spec.Action), DryRun: a.Spec.Mode == v1.ActionModeDryRun,
+	v := actionView{Name: a.Name, Queue: a.Spec.Queue, Action: string(a.Spec.Action), DryRun: a.Spec.Mode == retryv1alpha1.ActionModeDryRun,
 		Phase: string(st.Phase), Matched: st.Matched, Done: st.Done, Skipped: st.Skipped, Failed: st.Failed, Note: a.Spec.Note,
 		By: a.Spec.RequestedBy, Selection: describeSelector(a.Spec.Selector), Created: formatTime(a.CreationTimestamp),
 		Started: formatTime(st.StartTime), Completed: formatTime(st.CompletionTime)}
 	if v.Phase == "" {
-		v.Phase = string(v1.ActionPending)
+		v.Phase = string(retryv1alpha1.ActionPending)
 	}
-	v.Finished = st.Phase == v1.ActionSucceeded || st.Phase == v1.ActionFailed
+	v.Finished = st.Phase == retryv1alpha1.ActionSucceeded || st.Phase == retryv1alpha1.ActionFailed
 	handled := st.Done + st.Skipped + st.Failed
 	switch {
 	case st.Matched > 0:
@@ -261,11 +261,11 @@ func newActionView(a *v1.DeadLetterAction) actionView {
 	case v.Finished:
 		v.Percent = 100
 	}
-	if v.Finished && st.Phase == v1.ActionSucceeded {
+	if v.Finished && st.Phase == retryv1alpha1.ActionSucceeded {
 		v.Percent = 100
 	}
 	for _, c := range st.Conditions {
-		if c.Type == v1.ConditionReady && c.Status != metav1.ConditionTrue {
+		if c.Type == retryv1alpha1.ConditionReady && c.Status != metav1.ConditionTrue {
 			v.Message = c.Reason + ": " + c.Message
 		}
 	}
@@ -290,7 +290,7 @@ func newActionView(a *v1.DeadLetterAction) actionView {
 }
 
 // describeSelector words a selector: "reason max_retries_exceeded, record 0/42".
-func describeSelector(s *v1.DeadLetterSelector) string {
+func describeSelector(s *retryv1alpha1.DeadLetterSelector) string {
 	if s == nil {
 		return "every dead letter of the queue"
 	}
@@ -300,7 +300,7 @@ func describeSelector(s *v1.DeadLetterSelector) string {
 			parts = append(parts, label+" "+strings.Join(vals, " or "))
 		}
 	}
-	str := func(in []v1.DeadLetterName) []string {
+	str := func(in []retryv1alpha1.DeadLetterName) []string {
 		out := make([]string, 0, len(in))
 		for _, x := range in {
 			out = append(out, string(x))

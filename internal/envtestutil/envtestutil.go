@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // Env is a running envtest control plane.
@@ -202,7 +202,7 @@ func Scheme() *k8sruntime.Scheme {
 		if err := clientgoscheme.AddToScheme(testScheme); err != nil {
 			panic(err)
 		}
-		if err := v1.AddToScheme(testScheme); err != nil {
+		if err := retryv1alpha1.AddToScheme(testScheme); err != nil {
 			panic(err)
 		}
 	})

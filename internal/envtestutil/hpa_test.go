@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -40,15 +40,15 @@ func TestHPAControllerScalesAPipelineOnAnExternalMetric(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	defer cm.Stop()
 
-	p := &v1.ConsumerPipeline{
+	p := &retryv1alpha1.ConsumerPipeline{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: ns},
-		Spec: v1.ConsumerPipelineSpec{
-			Source:             v1.PipelineSource{Topic: "orders"},
-			RetryPolicyRef:     v1.LocalObjectReference{Name: "policy"},
-			DeadLetterQueueRef: v1.LocalObjectReference{Name: "dlq"},
-			Sink:               &v1.Sink{URI: "http://sink.example:8080/"},
+		Spec: retryv1alpha1.ConsumerPipelineSpec{
+			Source:             retryv1alpha1.PipelineSource{Topic: "orders"},
+			RetryPolicyRef:     retryv1alpha1.LocalObjectReference{Name: "policy"},
+			DeadLetterQueueRef: retryv1alpha1.LocalObjectReference{Name: "dlq"},
+			Sink:               &retryv1alpha1.Sink{URI: "http://sink.example:8080/"},
 			Replicas:           ptr.To[int32](1),
-			Autoscaling: &v1.PipelineAutoscaling{
+			Autoscaling: &retryv1alpha1.PipelineAutoscaling{
 				MinReplicas: ptr.To[int32](1), MaxReplicas: 5, TargetDueLagPerReplica: ptr.To[int64](1000),
 				ScaleDownStabilization: &metav1.Duration{Duration: 0},
 			},
@@ -65,7 +65,7 @@ func TestHPAControllerScalesAPipelineOnAnExternalMetric(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, hpa)).To(Succeed())
 
 	specReplicas := func() (int32, error) {
-		got := &v1.ConsumerPipeline{}
+		got := &retryv1alpha1.ConsumerPipeline{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
 			return 0, err
 		}
@@ -97,9 +97,9 @@ func TestHPAControllerScalesAPipelineOnAnExternalMetric(t *testing.T) {
 
 // setStatusReplicas does the operator's part: status.replicas and status.selector, through the
 // status subresource.
-func setStatusReplicas(ctx context.Context, g Gomega, c client.Client, p *v1.ConsumerPipeline, replicas int32) {
+func setStatusReplicas(ctx context.Context, g Gomega, c client.Client, p *retryv1alpha1.ConsumerPipeline, replicas int32) {
 	g.Eventually(func() error {
-		got := &v1.ConsumerPipeline{}
+		got := &retryv1alpha1.ConsumerPipeline{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
 			return err
 		}

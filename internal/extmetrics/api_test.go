@@ -31,7 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/internal/dlqapi"
@@ -57,9 +57,9 @@ func TestExternalMetricsAPI(t *testing.T) {
 	c := env.Client
 	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	for name, lag := range map[string]*int64{"orders": ptr.To[int64](1234), "payments": ptr.To[int64](56), "fresh": nil} {
-		p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.ConsumerPipelineSpec{
-			Source: v1.PipelineSource{Topic: "orders"}, RetryPolicyRef: v1.LocalObjectReference{Name: "policy"},
-			DeadLetterQueueRef: v1.LocalObjectReference{Name: "dlq"}, Sink: &v1.Sink{URI: "http://sink.shop.svc/orders"}}}
+		p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: retryv1alpha1.ConsumerPipelineSpec{
+			Source: retryv1alpha1.PipelineSource{Topic: "orders"}, RetryPolicyRef: retryv1alpha1.LocalObjectReference{Name: "policy"},
+			DeadLetterQueueRef: retryv1alpha1.LocalObjectReference{Name: "dlq"}, Sink: &retryv1alpha1.Sink{URI: "http://sink.shop.svc/orders"}}}
 		g.Expect(c.Create(ctx, p)).To(Succeed())
 		if lag != nil {
 			p.Status.DueLag = lag
@@ -80,7 +80,7 @@ func TestExternalMetricsAPI(t *testing.T) {
 	mgr, err := manager.New(env.Config, manager.Options{Scheme: envtestutil.Scheme(), Cache: controllers.CacheOptions(nil),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	g.Expect(err).NotTo(HaveOccurred())
-	_, err = mgr.GetCache().GetInformer(ctx, &v1.ConsumerPipeline{})
+	_, err = mgr.GetCache().GetInformer(ctx, &retryv1alpha1.ConsumerPipeline{})
 	g.Expect(err).NotTo(HaveOccurred())
 	now := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	g.Expect(mgr.Add(dlqapi.NewServer(dlqapi.Options{
@@ -114,7 +114,7 @@ func TestExternalMetricsAPI(t *testing.T) {
 	})
 
 	t.Run("a change of status.dueLag is served from the cache", func(t *testing.T) {
-		p := &v1.ConsumerPipeline{}
+		p := &retryv1alpha1.ConsumerPipeline{}
 		NewWithT(t).Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders"}, p)).To(Succeed())
 		p.Status.DueLag = ptr.To[int64](4321)
 		NewWithT(t).Expect(c.Status().Update(ctx, p)).To(Succeed())

@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/extmetrics"
 	"github.com/retryops/retry-operator/internal/render"
@@ -27,7 +27,7 @@ func TestTheSelectorOfEachPipelineMatchesItAlone(t *testing.T) {
 	long := strings.Repeat("q", 100)
 	short := render.ExternalMetricLabels(long)[render.ExternalMetricPipelineLabel]
 	g.Expect(len(short)).To(BeNumerically("<=", 63))
-	ps := []*v1.ConsumerPipeline{pipeline("shop", long, ptr.To[int64](10)), pipeline("shop", short, ptr.To[int64](5000)),
+	ps := []*retryv1alpha1.ConsumerPipeline{pipeline("shop", long, ptr.To[int64](10)), pipeline("shop", short, ptr.To[int64](5000)),
 		pipeline("shop", "orders", ptr.To[int64](3))}
 	c := fake.NewClientBuilder().WithScheme(envtestutil.Scheme())
 	for _, p := range ps {
@@ -36,7 +36,7 @@ func TestTheSelectorOfEachPipelineMatchesItAlone(t *testing.T) {
 	s := &extmetrics.Storage{Reader: c.Build()}
 	ctx := genericapirequest.WithNamespace(context.Background(), "shop")
 	for _, p := range ps {
-		p.Spec.Autoscaling = &v1.PipelineAutoscaling{MaxReplicas: 4}
+		p.Spec.Autoscaling = &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 4}
 		h := render.HorizontalPodAutoscaler(p, render.AutoscalingOf(p, 0))
 		sel, err := metav1.LabelSelectorAsSelector(h.Spec.Metrics[0].External.Metric.Selector)
 		g.Expect(err).NotTo(HaveOccurred())

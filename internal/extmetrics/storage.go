@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -79,7 +79,7 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 	if len(s.Namespaces) > 0 && !slices.Contains(s.Namespaces, ns) {
 		return out, nil
 	}
-	var pipelines v1.ConsumerPipelineList
+	var pipelines retryv1alpha1.ConsumerPipelineList
 	if err := s.Reader.List(ctx, &pipelines, client.InNamespace(ns)); err != nil {
 		return nil, apierrors.NewServiceUnavailable("reading the ConsumerPipelines: " + err.Error())
 	}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/dlqapi"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/extmetrics"
@@ -28,8 +28,8 @@ import (
 
 var _ dlqapi.Group = &extmetrics.Group{}
 
-func pipeline(ns, name string, dueLag *int64) *v1.ConsumerPipeline {
-	p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+func pipeline(ns, name string, dueLag *int64) *retryv1alpha1.ConsumerPipeline {
+	p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	p.Status.DueLag = dueLag
 	return p
 }

@@ -8,7 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/sdk/testutil/kafkatest"
 )
@@ -23,12 +23,12 @@ func TestResolveRefusesACABundleWithTextOutsideCertificates(t *testing.T) {
 		secret("broken-key", map[string]string{"bundle.pem": string(a.CAPEM) + "-----BEGIN PRIVATE KEY-----\nhunter2\n" + string(b.CAPEM)}),
 		secret("good", map[string]string{"ca.crt": "\n" + strings.ReplaceAll(string(a.CAPEM), "\n", "\r\n") + "\n"}),
 	).Build()
-	spec := func(name, key string) *v1.KafkaConnection {
-		return &v1.KafkaConnection{BootstrapServers: []string{"own:9093"},
-			TLS: &v1.KafkaTLS{CASecretRef: &v1.SecretKeyReference{Name: name, Key: key}}}
+	spec := func(name, key string) *retryv1alpha1.KafkaConnection {
+		return &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"own:9093"},
+			TLS: &retryv1alpha1.KafkaTLS{CASecretRef: &retryv1alpha1.SecretKeyReference{Name: name, Key: key}}}
 	}
 	for name, tc := range map[string]struct {
-		spec *v1.KafkaConnection
+		spec *retryv1alpha1.KafkaConnection
 		want string
 	}{
 		"a password above the certificate": {spec("password-above", ""), `Secret "password-above" key "ca.crt": TLS CA bundle: line 1: text outside a PEM block`},

@@ -7,7 +7,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 )
 
@@ -29,7 +29,7 @@ type Party struct {
 	Owner string
 	// Namespace and Kafka are the resource's namespace and spec.kafka.
 	Namespace string
-	Kafka     *v1.KafkaConnection
+	Kafka     *retryv1alpha1.KafkaConnection
 	// Known is the cluster ID the resource's status last recorded for its connection (its
 	// status.kafkaClusterID): its cluster while its brokers cannot be asked, a manager's restart
 	// included.
@@ -169,4 +169,4 @@ func (c Clusters) connect(ctx context.Context, p *Party) (kafka.Admin, error) {
 // CheckConnection reports, as Resolve does before it reads any Secret, a connection the manager's
 // rules refuse (its allow-list, its requirement of resources' own credentials): a resource on one
 // reaches no cluster through the operator, and its claims hold nothing.
-func (d Defaults) CheckConnection(spec *v1.KafkaConnection) error { return d.check(spec) }
+func (d Defaults) CheckConnection(spec *retryv1alpha1.KafkaConnection) error { return d.check(spec) }

@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
@@ -23,9 +23,9 @@ func TestClustersAreTheirIDsNotTheirSpellings(t *testing.T) {
 	d := Defaults{BootstrapServers: []string{"127.0.0.1:9092"}}
 	cs := Clusters{Reader: fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build(), Defaults: d, Registry: kafka.NewRegistry(f)}
 	party := func(name string, servers ...string) *Party {
-		var spec *v1.KafkaConnection
+		var spec *retryv1alpha1.KafkaConnection
 		if len(servers) > 0 {
-			spec = &v1.KafkaConnection{BootstrapServers: servers}
+			spec = &retryv1alpha1.KafkaConnection{BootstrapServers: servers}
 		}
 		return &Party{Owner: "ConsumerPipeline/ns/" + name, Namespace: "ns", Kafka: spec}
 	}
@@ -53,7 +53,7 @@ func TestClustersAreTheirIDsNotTheirSpellings(t *testing.T) {
 
 	missing := party("e", "localhost:9092")
 	missing.Namespace = "tenant"
-	missing.Kafka.SASL = &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "gone"}}
+	missing.Kafka.SASL = &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLScramSHA512, SecretRef: retryv1alpha1.SecretReference{Name: "gone"}}
 	s, err = same(party("a"), missing)
 	g.Expect(s).To(BeFalse())
 	var specErr *Error
@@ -72,7 +72,7 @@ func TestClustersGoByTheIDReadNowElseTheRecordedOneElseHoldNothing(t *testing.T)
 	f.SetClusterID("y", "kafka.y:9092")
 	f.SetClusterID("y", "kafka.y2:9092")
 	party := func(name, server, known string) *Party {
-		return &Party{Owner: "ConsumerPipeline/ns/" + name, Namespace: "ns", Kafka: &v1.KafkaConnection{BootstrapServers: []string{server}}, Known: known}
+		return &Party{Owner: "ConsumerPipeline/ns/" + name, Namespace: "ns", Kafka: &retryv1alpha1.KafkaConnection{BootstrapServers: []string{server}}, Known: known}
 	}
 	down := func(name, server, known string) *Party {
 		p := party(name, server, known)
@@ -156,7 +156,7 @@ func TestClustersReadTheirOwnIDAgainOncePerComparisonRound(t *testing.T) {
 	f := kafkafake.New()
 	cs := Clusters{Reader: fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build(), Registry: kafka.NewRegistry(f)}
 	party := func(name, server string) *Party {
-		return &Party{Owner: "ConsumerPipeline/ns/" + name, Namespace: "ns", Kafka: &v1.KafkaConnection{BootstrapServers: []string{server}}}
+		return &Party{Owner: "ConsumerPipeline/ns/" + name, Namespace: "ns", Kafka: &retryv1alpha1.KafkaConnection{BootstrapServers: []string{server}}}
 	}
 	g := NewWithT(t)
 	self := party("self", "kafka.self:9092")

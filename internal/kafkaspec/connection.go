@@ -9,7 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 )
 
@@ -67,7 +67,7 @@ func (e *Error) Error() string { return e.Message }
 
 // Servers returns the bootstrap servers a KafkaConnection resolves to, without reading any Secret.
 // It identifies the cluster for topic claims.
-func Servers(spec *v1.KafkaConnection, d Defaults) []string {
+func Servers(spec *retryv1alpha1.KafkaConnection, d Defaults) []string {
 	if spec != nil && len(spec.BootstrapServers) > 0 {
 		return spec.BootstrapServers
 	}
@@ -75,7 +75,7 @@ func Servers(spec *v1.KafkaConnection, d Defaults) []string {
 }
 
 // SecretNames lists the Secrets a KafkaConnection references, sorted and distinct.
-func SecretNames(spec *v1.KafkaConnection) []string {
+func SecretNames(spec *retryv1alpha1.KafkaConnection) []string {
 	if spec == nil {
 		return nil
 	}
@@ -102,7 +102,7 @@ func SecretNames(spec *v1.KafkaConnection) []string {
 // A spec without bootstrap servers gets the default connection whole, or an *Error when it sets tls
 // or sasl (objects stored before the CRD's rule) or the manager requires resources' own credentials.
 // A spec's own servers must match the manager's allow-list.
-func Resolve(ctx context.Context, c client.Reader, namespace string, spec *v1.KafkaConnection, d Defaults) (kafka.Connection, error) {
+func Resolve(ctx context.Context, c client.Reader, namespace string, spec *retryv1alpha1.KafkaConnection, d Defaults) (kafka.Connection, error) {
 	if err := d.check(spec); err != nil {
 		return kafka.Connection{}, err
 	}
@@ -174,7 +174,7 @@ func Resolve(ctx context.Context, c client.Reader, namespace string, spec *v1.Ka
 			return kafka.Connection{}, err
 		}
 		conn.SASL = &kafka.SASLConfig{Mechanism: string(spec.SASL.Mechanism), Username: string(user), Password: string(pass),
-			AllowPlaintext: spec.SASL.PlaintextPassword == v1.PlaintextPasswordAllow}
+			AllowPlaintext: spec.SASL.PlaintextPassword == retryv1alpha1.PlaintextPasswordAllow}
 	}
 	if err := conn.Validate(); err != nil {
 		// Validate's messages never contain a secret.

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafka"
 )
@@ -36,11 +36,11 @@ func TestResolveConnection(t *testing.T) {
 		secret("no-password", map[string]string{"username": "app"}),
 		secret("bad-ca", map[string]string{"ca.crt": "not a certificate"}),
 	).Build()
-	sasl := func(name string) *v1.KafkaSASL {
-		return &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: name}}
+	sasl := func(name string) *retryv1alpha1.KafkaSASL {
+		return &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLScramSHA512, SecretRef: retryv1alpha1.SecretReference{Name: name}}
 	}
 	for name, tc := range map[string]struct {
-		spec        *v1.KafkaConnection
+		spec        *retryv1alpha1.KafkaConnection
 		want        kafka.Connection
 		wantMissing bool
 		wantText    string
@@ -49,47 +49,47 @@ func TestResolveConnection(t *testing.T) {
 			want: kafka.Connection{BootstrapServers: []string{"default:9092"}, SASL: defaults.SASL},
 		},
 		"own servers: nothing of the default": {
-			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"}},
+			spec: &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"own:9092"}},
 			want: kafka.Connection{BootstrapServers: []string{"own:9092"}},
 		},
 		"own servers and SASL": {
-			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"}, SASL: sasl("user")},
+			spec: &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"own:9092"}, SASL: sasl("user")},
 			want: kafka.Connection{BootstrapServers: []string{"own:9092"},
 				SASL: &kafka.SASLConfig{Mechanism: kafka.MechanismScramSHA512, Username: "app", Password: testPassword}},
 		},
 		"own SASL without servers is refused, not merged with the default": {
-			spec:     &v1.KafkaConnection{SASL: sasl("user")},
+			spec:     &retryv1alpha1.KafkaConnection{SASL: sasl("user")},
 			wantText: "spec.kafka.tls and spec.kafka.sasl apply only with spec.kafka.bootstrapServers",
 		},
 		"own TLS without servers is refused: the default SASL is never sent under the resource's TLS": {
-			spec:     &v1.KafkaConnection{TLS: &v1.KafkaTLS{ServerName: "kafka.internal"}},
+			spec:     &retryv1alpha1.KafkaConnection{TLS: &retryv1alpha1.KafkaTLS{ServerName: "kafka.internal"}},
 			wantText: "the operator's default connection (its servers, TLS and SASL) is used whole",
 		},
 		"PLAIN without TLS is refused": {
-			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"},
-				SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "user"}}},
+			spec: &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"own:9092"},
+				SASL: &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLPlain, SecretRef: retryv1alpha1.SecretReference{Name: "user"}}},
 			wantText: "SASL PLAIN without TLS would send the password in clear text",
 		},
 		"PLAIN without TLS when the resource allows it": {
-			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"},
-				SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "user"}, PlaintextPassword: v1.PlaintextPasswordAllow}},
+			spec: &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"own:9092"},
+				SASL: &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLPlain, SecretRef: retryv1alpha1.SecretReference{Name: "user"}, PlaintextPassword: retryv1alpha1.PlaintextPasswordAllow}},
 			want: kafka.Connection{BootstrapServers: []string{"own:9092"},
 				SASL: &kafka.SASLConfig{Mechanism: kafka.MechanismPlain, Username: "app", Password: testPassword, AllowPlaintext: true}},
 		},
 		"PLAIN over TLS": {
-			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"}, TLS: &v1.KafkaTLS{},
-				SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "user"}}},
+			spec: &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"own:9092"}, TLS: &retryv1alpha1.KafkaTLS{},
+				SASL: &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLPlain, SecretRef: retryv1alpha1.SecretReference{Name: "user"}}},
 			want: kafka.Connection{BootstrapServers: []string{"own:9092"}, TLS: &kafka.TLSConfig{},
 				SASL: &kafka.SASLConfig{Mechanism: kafka.MechanismPlain, Username: "app", Password: testPassword}},
 		},
 		"missing Secret": {
-			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"}, SASL: sasl("nope")}, wantMissing: true, wantText: `Secret "nope" not found`,
+			spec: &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"own:9092"}, SASL: sasl("nope")}, wantMissing: true, wantText: `Secret "nope" not found`,
 		},
 		"missing key": {
-			spec: &v1.KafkaConnection{BootstrapServers: []string{"own:9092"}, SASL: sasl("no-password")}, wantMissing: true, wantText: `Secret "no-password" has no key "password"`,
+			spec: &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"own:9092"}, SASL: sasl("no-password")}, wantMissing: true, wantText: `Secret "no-password" has no key "password"`,
 		},
 		"CA key defaults to ca.crt and must be a certificate": {
-			spec:     &v1.KafkaConnection{BootstrapServers: []string{"own:9092"}, TLS: &v1.KafkaTLS{CASecretRef: &v1.SecretKeyReference{Name: "bad-ca"}}},
+			spec:     &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"own:9092"}, TLS: &retryv1alpha1.KafkaTLS{CASecretRef: &retryv1alpha1.SecretKeyReference{Name: "bad-ca"}}},
 			wantText: "TLS CA bundle",
 		},
 	} {
@@ -122,9 +122,9 @@ func TestResolveUnderTheManagersTenancyFlags(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).WithObjects(
 		secret("user", map[string]string{"username": "app", "password": testPassword}),
 	).Build()
-	own := func(servers ...string) *v1.KafkaConnection {
-		return &v1.KafkaConnection{BootstrapServers: servers,
-			SASL: &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "user"}}}
+	own := func(servers ...string) *retryv1alpha1.KafkaConnection {
+		return &retryv1alpha1.KafkaConnection{BootstrapServers: servers,
+			SASL: &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLScramSHA512, SecretRef: retryv1alpha1.SecretReference{Name: "user"}}}
 	}
 	allowList := Defaults{
 		BootstrapServers: []string{"default.ops:9092"},
@@ -136,7 +136,7 @@ func TestResolveUnderTheManagersTenancyFlags(t *testing.T) {
 		Tenancy:          Tenancy{RequireResourceCredentials: true},
 	}
 	for name, tc := range map[string]struct {
-		spec     *v1.KafkaConnection
+		spec     *retryv1alpha1.KafkaConnection
 		d        Defaults
 		wantText []string // empty: resolves
 	}{
@@ -155,7 +155,7 @@ func TestResolveUnderTheManagersTenancyFlags(t *testing.T) {
 		"own credentials under require-resource-credentials": {spec: own("own:9092"), d: requireOwn},
 		"no spec.kafka under require-resource-credentials": {d: requireOwn,
 			wantText: []string{"--require-resource-credentials", "spec.kafka.bootstrapServers"}},
-		"an empty spec.kafka under require-resource-credentials": {spec: &v1.KafkaConnection{}, d: requireOwn,
+		"an empty spec.kafka under require-resource-credentials": {spec: &retryv1alpha1.KafkaConnection{}, d: requireOwn,
 			wantText: []string{"--require-resource-credentials"}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -193,8 +193,8 @@ func TestCheckAllowedServers(t *testing.T) {
 func TestSecretNames(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(SecretNames(nil)).To(BeEmpty())
-	g.Expect(SecretNames(&v1.KafkaConnection{
-		TLS:  &v1.KafkaTLS{CASecretRef: &v1.SecretKeyReference{Name: "ca"}, ClientCertSecretRef: &v1.SecretReference{Name: "user"}},
-		SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "user"}},
+	g.Expect(SecretNames(&retryv1alpha1.KafkaConnection{
+		TLS:  &retryv1alpha1.KafkaTLS{CASecretRef: &retryv1alpha1.SecretKeyReference{Name: "ca"}, ClientCertSecretRef: &retryv1alpha1.SecretReference{Name: "user"}},
+		SASL: &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLPlain, SecretRef: retryv1alpha1.SecretReference{Name: "user"}},
 	})).To(Equal([]string{"ca", "user"}))
 }

@@ -14,7 +14,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
@@ -33,7 +33,7 @@ func TestLedgerSweepDropsOnlyTheRecordsOfResourcesThatAreGone(t *testing.T) {
 	l, c := newLedger(t, now, young)
 
 	live, gone, recreated, unreadable := queue("live", "1", now, nil), queue("gone", "2", now, nil), queue("again", "3", now, nil), queue("locked", "4", now, nil)
-	p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders", UID: "uid-5"}}
+	p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders", UID: "uid-5"}}
 	for o, topics := range map[client.Object][]string{live: {"live.dlq"}, gone: {"gone.dlq", "gone.dlq.state"}, recreated: {"again.dlq"}, unreadable: {"locked.dlq"}, p: {"orders", "orders.retry.1"}} {
 		g.Expect(l.Record(ctx, o, topics...)).To(Succeed())
 	}

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
@@ -25,15 +25,15 @@ func newLedger(t *testing.T, now time.Time, objs ...client.Object) (*kafkaspec.L
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	if err := v1.AddToScheme(scheme); err != nil {
+	if err := retryv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
 	return &kafkaspec.Ledger{Reader: c, Writer: c, Namespace: "op", Clock: clocktesting.NewFakePassiveClock(now)}, c
 }
 
-func queue(name, uid string, created time.Time, annotations map[string]string) *v1.DeadLetterQueue {
-	return &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, UID: k8stypes.UID("uid-" + uid),
+func queue(name, uid string, created time.Time, annotations map[string]string) *retryv1alpha1.DeadLetterQueue {
+	return &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, UID: k8stypes.UID("uid-" + uid),
 		CreationTimestamp: metav1.NewTime(created), Annotations: annotations}}
 }
 
@@ -80,7 +80,7 @@ func TestLedgerIgnoresTheCreatedTopicsAnnotation(t *testing.T) {
 	// A restarted manager, started later still, with a resource created just before it.
 	restarted := &kafkaspec.Ledger{Reader: c, Writer: c, Namespace: "op", Clock: clocktesting.NewFakePassiveClock(now.Add(time.Hour))}
 	justBefore := queue("before-restart", "before-restart", now.Add(59*time.Minute), forged)
-	for _, q := range []*v1.DeadLetterQueue{old, justBefore} {
+	for _, q := range []*retryv1alpha1.DeadLetterQueue{old, justBefore} {
 		g.Expect(restarted.Topics(ctx, q)).To(BeEmpty(), q.Name)
 		g.Expect(restarted.Recorded(ctx, q, "other.payments")).To(BeFalse(), q.Name)
 	}

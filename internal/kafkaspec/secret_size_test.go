@@ -8,7 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/sdk/testutil/kafkatest"
 )
@@ -27,24 +27,24 @@ func TestResolveBoundsWhatItReadsFromSecrets(t *testing.T) {
 		secret("big-key", map[string]string{"tls.crt": string(cert), "tls.key": string(key) + strings.Repeat("\n", 64<<10)}),
 		secret("big-password", map[string]string{"username": "app", "password": strings.Repeat("p", 16<<10+1)}),
 	).Build()
-	tls := func(ca, client string) *v1.KafkaConnection {
-		t := &v1.KafkaTLS{}
+	tls := func(ca, client string) *retryv1alpha1.KafkaConnection {
+		t := &retryv1alpha1.KafkaTLS{}
 		if ca != "" {
-			t.CASecretRef = &v1.SecretKeyReference{Name: ca}
+			t.CASecretRef = &retryv1alpha1.SecretKeyReference{Name: ca}
 		}
 		if client != "" {
-			t.ClientCertSecretRef = &v1.SecretReference{Name: client}
+			t.ClientCertSecretRef = &retryv1alpha1.SecretReference{Name: client}
 		}
-		return &v1.KafkaConnection{BootstrapServers: []string{"own:9093"}, TLS: t}
+		return &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"own:9093"}, TLS: t}
 	}
 	for name, tc := range map[string]struct {
-		spec *v1.KafkaConnection
+		spec *retryv1alpha1.KafkaConnection
 		want string
 	}{
 		"a CA bundle over 256 KiB": {tls("big-ca", ""), `Secret "big-ca" key "ca.crt" holds `},
 		"a client key over 64 KiB": {tls("", "big-key"), `Secret "big-key" key "tls.key" holds `},
-		"a password over 16 KiB": {&v1.KafkaConnection{BootstrapServers: []string{"own:9093"},
-			SASL: &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "big-password"}}}, `Secret "big-password" key "password" holds 16385 bytes, more than 16384`},
+		"a password over 16 KiB": {&retryv1alpha1.KafkaConnection{BootstrapServers: []string{"own:9093"},
+			SASL: &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLScramSHA512, SecretRef: retryv1alpha1.SecretReference{Name: "big-password"}}}, `Secret "big-password" key "password" holds 16385 bytes, more than 16384`},
 	} {
 		_, err := Resolve(context.Background(), c, "ns", tc.spec, Defaults{})
 		var e *Error

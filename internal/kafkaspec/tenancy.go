@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // Tenancy are the manager's limits on the Kafka connections of resources, for a cluster shared by
@@ -146,7 +146,7 @@ const (
 
 // check applies the connection rules that need no Secret to spec: tls and sasl only with bootstrap
 // servers, the manager's requirement of resources' own credentials, and its allow-list.
-func (d Defaults) check(spec *v1.KafkaConnection) error {
+func (d Defaults) check(spec *retryv1alpha1.KafkaConnection) error {
 	own := spec != nil && len(spec.BootstrapServers) > 0
 	switch {
 	case !own && spec != nil && (spec.TLS != nil || spec.SASL != nil):

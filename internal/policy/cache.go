@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/sdk/retry"
 )
 
@@ -51,7 +51,7 @@ func NewCache(size int) *Cache {
 // (for example for its pattern budget) is not compiled again at every reconcile. A policy without a
 // UID (built in Go, never stored) is compiled every time. An older generation than the one kept
 // (a stale read) is compiled without replacing it.
-func (c *Cache) Compile(rp *v1.RetryPolicy) (*retry.Compiled, error) {
+func (c *Cache) Compile(rp *retryv1alpha1.RetryPolicy) (*retry.Compiled, error) {
 	if rp.UID == "" {
 		return c.run(rp)
 	}
@@ -84,7 +84,7 @@ func (c *Cache) Compile(rp *v1.RetryPolicy) (*retry.Compiled, error) {
 	return e.compiled, e.err
 }
 
-func (c *Cache) run(rp *v1.RetryPolicy) (*retry.Compiled, error) {
+func (c *Cache) run(rp *retryv1alpha1.RetryPolicy) (*retry.Compiled, error) {
 	c.count.Add(1)
 	return retry.Compile(FromSpec(rp.Spec))
 }

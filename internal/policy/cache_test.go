@@ -12,26 +12,26 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/policy"
 	"github.com/retryops/retry-operator/sdk/retry"
 )
 
-func cachePolicy(uid string, generation int64, patterns ...string) *v1.RetryPolicy {
-	return &v1.RetryPolicy{
+func cachePolicy(uid string, generation int64, patterns ...string) *retryv1alpha1.RetryPolicy {
+	return &retryv1alpha1.RetryPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "p-" + uid, Namespace: "ns", UID: types.UID(uid), Generation: generation},
-		Spec: v1.RetryPolicySpec{
+		Spec: retryv1alpha1.RetryPolicySpec{
 			MaxAttempts: 3,
-			Backoff:     v1.Backoff{InitialDelay: metav1.Duration{Duration: time.Second}, MaxDelay: metav1.Duration{Duration: time.Minute}},
-			Classification: &v1.Classification{Rules: []v1.ClassificationRule{
-				{Name: "transient", Action: v1.ActionRetry, MessagePatterns: append([]string{"(?i)timeout"}, patterns...)},
+			Backoff:     retryv1alpha1.Backoff{InitialDelay: metav1.Duration{Duration: time.Second}, MaxDelay: metav1.Duration{Duration: time.Minute}},
+			Classification: &retryv1alpha1.Classification{Rules: []retryv1alpha1.ClassificationRule{
+				{Name: "transient", Action: retryv1alpha1.ActionRetry, MessagePatterns: append([]string{"(?i)timeout"}, patterns...)},
 			}},
 		},
 	}
 }
 
-func mustCompileCached(t *testing.T, c *policy.Cache, rp *v1.RetryPolicy) {
+func mustCompileCached(t *testing.T, c *policy.Cache, rp *retryv1alpha1.RetryPolicy) {
 	t.Helper()
 	if _, err := c.Compile(rp); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	sdkpolicy "github.com/retryops/retry-operator/sdk/policy"
 	"github.com/retryops/retry-operator/sdk/retry"
 )
@@ -19,7 +19,7 @@ const DefaultAttemptTimeout = sdkpolicy.DefaultAttemptTimeout
 // Spec is the RetryPolicy spec as the data plane reads it from the config file: the same JSON,
 // decoded strictly, so that the two can never drift apart unseen (TestTheDataPlaneReadsEveryPolicyField
 // holds every field of the one to the other). It panics only if they have: a programming error.
-func Spec(spec v1.RetryPolicySpec) sdkpolicy.Spec {
+func Spec(spec retryv1alpha1.RetryPolicySpec) sdkpolicy.Spec {
 	data, err := json.Marshal(spec)
 	if err != nil {
 		panic(fmt.Sprintf("policy: encoding a RetryPolicy spec: %v", err))
@@ -35,4 +35,4 @@ func Spec(spec v1.RetryPolicySpec) sdkpolicy.Spec {
 
 // FromSpec converts a RetryPolicy spec to the retry core's Policy, applying the API's defaults for
 // anything absent (so objects built in Go without the API server's defaulting convert the same).
-func FromSpec(spec v1.RetryPolicySpec) retry.Policy { return sdkpolicy.FromSpec(Spec(spec)) }
+func FromSpec(spec retryv1alpha1.RetryPolicySpec) retry.Policy { return sdkpolicy.FromSpec(Spec(spec)) }

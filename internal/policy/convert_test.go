@@ -13,7 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/policy"
 	sdkpolicy "github.com/retryops/retry-operator/sdk/policy"
@@ -24,7 +24,7 @@ import (
 // options, kinds, pointers, lists and nested objects. A field added to one and not the other fails
 // here, before policy.Spec panics on it.
 func TestTheDataPlaneReadsEveryPolicyField(t *testing.T) {
-	if diff := shapeDiff(reflect.TypeFor[v1.RetryPolicySpec](), reflect.TypeFor[sdkpolicy.Spec]()); len(diff) > 0 {
+	if diff := shapeDiff(reflect.TypeFor[retryv1alpha1.RetryPolicySpec](), reflect.TypeFor[sdkpolicy.Spec]()); len(diff) > 0 {
 		t.Errorf("the CRD's RetryPolicySpec and the sdk's policy.Spec differ:\n%s", strings.Join(diff, "\n"))
 	}
 }
@@ -157,8 +157,8 @@ func shape(t reflect.Type, path string, out map[string]string) string {
 // TestEveryPolicyFieldCrossesIntoTheConfigUnchanged: fully populated RetryPolicy specs (every
 // field set, by reflection, and the samples) become, through policy.Spec, the same JSON.
 func TestEveryPolicyFieldCrossesIntoTheConfigUnchanged(t *testing.T) {
-	specs := map[string]v1.RetryPolicySpec{}
-	var full v1.RetryPolicySpec
+	specs := map[string]retryv1alpha1.RetryPolicySpec{}
+	var full retryv1alpha1.RetryPolicySpec
 	fill(reflect.ValueOf(&full).Elem(), new(int))
 	specs["every field set"] = full
 	samples, err := filepath.Glob(filepath.Join(envtestutil.RepoRoot(), "config", "samples", "retry_v1alpha1_retrypolicy_*.yaml"))
@@ -170,7 +170,7 @@ func TestEveryPolicyFieldCrossesIntoTheConfigUnchanged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rp := &v1.RetryPolicy{}
+		rp := &retryv1alpha1.RetryPolicy{}
 		if err := yaml.UnmarshalStrict(data, rp); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}

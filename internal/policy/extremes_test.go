@@ -9,22 +9,22 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/policy"
 	sdkpolicy "github.com/retryops/retry-operator/sdk/policy"
 )
 
 // withDurations is a spec with every duration field set to d.
-func withDurations(d time.Duration) v1.RetryPolicySpec {
+func withDurations(d time.Duration) retryv1alpha1.RetryPolicySpec {
 	md := &metav1.Duration{Duration: d}
-	return v1.RetryPolicySpec{
+	return retryv1alpha1.RetryPolicySpec{
 		MaxAttempts:    3,
 		AttemptTimeout: md,
 		Deadline:       md,
-		Backoff: v1.Backoff{InitialDelay: *md, Multiplier: "1.000001", MaxDelay: *md,
-			Jitter: &v1.Jitter{Mode: v1.JitterAdditive, Max: md}},
-		RetryAfter:     &v1.RetryAfter{Mode: v1.RetryAfterHonor, MaxDelay: md},
-		CircuitBreaker: &v1.CircuitBreaker{Window: md, OpenDuration: md},
+		Backoff: retryv1alpha1.Backoff{InitialDelay: *md, Multiplier: "1.000001", MaxDelay: *md,
+			Jitter: &retryv1alpha1.Jitter{Mode: retryv1alpha1.JitterAdditive, Max: md}},
+		RetryAfter:     &retryv1alpha1.RetryAfter{Mode: retryv1alpha1.RetryAfterHonor, MaxDelay: md},
+		CircuitBreaker: &retryv1alpha1.CircuitBreaker{Window: md, OpenDuration: md},
 	}
 }
 
@@ -33,7 +33,7 @@ func withDurations(d time.Duration) v1.RetryPolicySpec {
 // crosses must come back the same from the file. Durations at the ends of time.Duration, fractional
 // ones, empty lists and zero pointers, odd but valid strings.
 func TestNoSpecMakesPolicySpecPanicOrDiffer(t *testing.T) {
-	specs := map[string]v1.RetryPolicySpec{}
+	specs := map[string]retryv1alpha1.RetryPolicySpec{}
 	for name, d := range map[string]time.Duration{
 		"the largest duration": math.MaxInt64, "the smallest duration": math.MinInt64, "zero": 0,
 		"a nanosecond": 1, "-1ns": -1, "1.5h": 90 * time.Minute, "1.5ms": 1500 * time.Microsecond,
@@ -43,15 +43,15 @@ func TestNoSpecMakesPolicySpecPanicOrDiffer(t *testing.T) {
 	}
 	zero := int32(0)
 	empty := withDurations(time.Second)
-	empty.Classification = &v1.Classification{Rules: []v1.ClassificationRule{
-		{Name: "r", Action: v1.ActionRetry, HTTPStatuses: []v1.HTTPStatusMatch{}, ErrorTypes: []string{}, MessagePatterns: []string{}, MaxAttempts: &zero}}}
-	empty.Backoff.Jitter = &v1.Jitter{Mode: v1.JitterProportional, MinPercent: &zero, MaxPercent: &zero}
+	empty.Classification = &retryv1alpha1.Classification{Rules: []retryv1alpha1.ClassificationRule{
+		{Name: "r", Action: retryv1alpha1.ActionRetry, HTTPStatuses: []retryv1alpha1.HTTPStatusMatch{}, ErrorTypes: []string{}, MessagePatterns: []string{}, MaxAttempts: &zero}}}
+	empty.Backoff.Jitter = &retryv1alpha1.Jitter{Mode: retryv1alpha1.JitterProportional, MinPercent: &zero, MaxPercent: &zero}
 	specs["empty lists and zero pointers"] = empty
 	odd := withDurations(time.Second)
-	odd.Classification = &v1.Classification{DefaultAction: v1.DefaultAction("Retry"), Rules: []v1.ClassificationRule{
-		{Name: "r", Action: v1.ActionDeadLetter, MessagePatterns: []string{"<script>&\u2028\u0000", `(?i)\d+\\`, "é\U0001F600"}}}}
+	odd.Classification = &retryv1alpha1.Classification{DefaultAction: retryv1alpha1.DefaultAction("Retry"), Rules: []retryv1alpha1.ClassificationRule{
+		{Name: "r", Action: retryv1alpha1.ActionDeadLetter, MessagePatterns: []string{"<script>&\u2028\u0000", `(?i)\d+\\`, "é\U0001F600"}}}}
 	specs["odd strings"] = odd
-	specs["the zero spec"] = v1.RetryPolicySpec{}
+	specs["the zero spec"] = retryv1alpha1.RetryPolicySpec{}
 
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {

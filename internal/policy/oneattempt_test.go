@@ -8,14 +8,14 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/policy"
 )
 
 // docs/resources.md's one-attempt policy (no backoff) compiles to no retry and no retry tier.
 func TestOneAttemptPolicyCompiles(t *testing.T) {
-	var rp v1.RetryPolicy
+	var rp retryv1alpha1.RetryPolicy
 	rp.UID, rp.Generation = "u1", 1
 	readme, err := os.ReadFile(filepath.Join(envtestutil.RepoRoot(), "docs", "resources.md"))
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/policy"
 	"github.com/retryops/retry-operator/sdk/retry"
@@ -24,7 +24,7 @@ func loadSample(t *testing.T, name string) *retry.Compiled {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp := &v1.RetryPolicy{}
+	rp := &retryv1alpha1.RetryPolicy{}
 	if err := yaml.UnmarshalStrict(data, rp); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -195,7 +195,7 @@ func TestGradingHonoursRetryAfterAndTheDeadline(t *testing.T) {
 }
 
 func TestFromSpecAppliesTheAPIDefaults(t *testing.T) {
-	p := policy.FromSpec(v1.RetryPolicySpec{MaxAttempts: 3, Backoff: v1.Backoff{}})
+	p := policy.FromSpec(retryv1alpha1.RetryPolicySpec{MaxAttempts: 3, Backoff: retryv1alpha1.Backoff{}})
 	if p.Backoff.Multiplier != "2" || p.Backoff.Cap != retry.CapAfterJitter || p.AttemptTimeout != policy.DefaultAttemptTimeout ||
 		p.Classification.DefaultAction != retry.ActionDeadLetter || !p.RetryAfter.Honor || p.CircuitBreaker != nil {
 		t.Fatalf("defaults not applied: %+v", p)

@@ -5,7 +5,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/sdk/config"
 )
 
@@ -16,7 +16,7 @@ import (
 // is bound to it), else as the pipeline's.
 
 // PodServiceAccount is the ServiceAccount the pipeline's pods run as.
-func PodServiceAccount(p *v1.ConsumerPipeline) string {
+func PodServiceAccount(p *retryv1alpha1.ConsumerPipeline) string {
 	if p.Spec.Sink == nil && p.Spec.Template != nil && p.Spec.Template.Spec.ServiceAccountName != "" {
 		return p.Spec.Template.Spec.ServiceAccountName
 	}
@@ -24,7 +24,7 @@ func PodServiceAccount(p *v1.ConsumerPipeline) string {
 }
 
 // ServiceAccount renders the pipeline's ServiceAccount; nil when the template names its own.
-func ServiceAccount(p *v1.ConsumerPipeline) *corev1.ServiceAccount {
+func ServiceAccount(p *retryv1alpha1.ConsumerPipeline) *corev1.ServiceAccount {
 	if PodServiceAccount(p) != ServiceAccountName(p) {
 		return nil
 	}
@@ -36,7 +36,7 @@ func ServiceAccount(p *v1.ConsumerPipeline) *corev1.ServiceAccount {
 
 // CircuitConfigMap renders the circuit ConfigMap: labels only. Its data belongs to the consumers
 // (one key per pod whose breaker is not Closed), so the operator's apply never lists it.
-func CircuitConfigMap(p *v1.ConsumerPipeline) *corev1.ConfigMap {
+func CircuitConfigMap(p *retryv1alpha1.ConsumerPipeline) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: CircuitConfigMapName(p), Namespace: p.Namespace, Labels: pipelineLabels(p, "circuit")},
@@ -44,7 +44,7 @@ func CircuitConfigMap(p *v1.ConsumerPipeline) *corev1.ConfigMap {
 }
 
 // CircuitRole renders the Role that lets the consumers get and patch the circuit ConfigMap only.
-func CircuitRole(p *v1.ConsumerPipeline) *rbacv1.Role {
+func CircuitRole(p *retryv1alpha1.ConsumerPipeline) *rbacv1.Role {
 	return &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
 		ObjectMeta: metav1.ObjectMeta{Name: ServiceAccountName(p), Namespace: p.Namespace, Labels: pipelineLabels(p, "consumer")},
@@ -58,7 +58,7 @@ func CircuitRole(p *v1.ConsumerPipeline) *rbacv1.Role {
 }
 
 // CircuitRoleBinding binds CircuitRole to PodServiceAccount.
-func CircuitRoleBinding(p *v1.ConsumerPipeline) *rbacv1.RoleBinding {
+func CircuitRoleBinding(p *retryv1alpha1.ConsumerPipeline) *rbacv1.RoleBinding {
 	return &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: ServiceAccountName(p), Namespace: p.Namespace, Labels: pipelineLabels(p, "consumer")},

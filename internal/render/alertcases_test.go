@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 	"github.com/retryops/retry-operator/internal/render"
 	dmetrics "github.com/retryops/retry-operator/sdk/metrics"
@@ -152,7 +152,7 @@ func pipelineAlertCases(t *testing.T, in *render.Inputs) map[string]alertCase {
 	}
 }
 
-func dlqAlertCases(t *testing.T, d *v1.DeadLetterQueue) map[string]alertCase {
+func dlqAlertCases(t *testing.T, d *retryv1alpha1.DeadLetterQueue) map[string]alertCase {
 	t.Helper()
 	th := render.DeadLetterQueueAlertThresholds(d)
 	scope := map[string]string{opmetrics.LabelNamespace: d.Namespace, opmetrics.LabelDeadLetterQueue: d.Name}

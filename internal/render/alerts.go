@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 	"github.com/retryops/retry-operator/sdk/metrics"
 )
@@ -244,7 +244,7 @@ func AlertRules(in *Inputs) (RuleFile, error) {
 // DeadLetterQueueInputs is what a DeadLetterQueue's alert rules are rendered from.
 type DeadLetterQueueInputs struct {
 	// DLQ is the DeadLetterQueue. Required.
-	DLQ *v1.DeadLetterQueue
+	DLQ *retryv1alpha1.DeadLetterQueue
 	// RuleLabels are extra labels on the PrometheusRule and the alert ConfigMap (see Inputs).
 	RuleLabels map[string]string
 	// RunbookBaseURL is the runbooks' page (see Inputs).
@@ -353,7 +353,7 @@ func RuleFileKey(namespace, name, kind string) string {
 	return shorten(namespace+"."+name, maxNameLength-len(suffix)) + suffix
 }
 
-func dlqLabels(d *v1.DeadLetterQueue) map[string]string {
+func dlqLabels(d *retryv1alpha1.DeadLetterQueue) map[string]string {
 	return map[string]string{
 		LabelName:            "retry-deadletterqueue",
 		LabelManagedBy:       LabelManagedByValue,

@@ -5,7 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 func durOr(d *metav1.Duration, def time.Duration) time.Duration {
@@ -23,7 +23,7 @@ type PipelineThresholds struct {
 }
 
 // PipelineAlertThresholds returns spec.alerts of p with the defaults (1000, 1000, 5m) for unset fields.
-func PipelineAlertThresholds(p *v1.ConsumerPipeline) PipelineThresholds {
+func PipelineAlertThresholds(p *retryv1alpha1.ConsumerPipeline) PipelineThresholds {
 	t := PipelineThresholds{MaxConsumerLag: DefaultMaxConsumerLag, MaxRetryBacklog: DefaultMaxRetryBacklog, For: DefaultPipelineAlertFor}
 	if a := p.Spec.Alerts; a != nil {
 		if a.MaxConsumerLag != nil {
@@ -52,7 +52,7 @@ type DeadLetterQueueThresholds struct {
 // DeadLetterQueueAlertThresholds returns spec.alerts of d with the defaults (500 for 1h, 12 per
 // minute for 10m, 24h; escalation at 1000 and 168h, or at twice maxMessages and maxOldestAge when
 // those are already as large) for unset fields.
-func DeadLetterQueueAlertThresholds(d *v1.DeadLetterQueue) DeadLetterQueueThresholds {
+func DeadLetterQueueAlertThresholds(d *retryv1alpha1.DeadLetterQueue) DeadLetterQueueThresholds {
 	t := DeadLetterQueueThresholds{
 		MaxMessages: DefaultDLQMaxMessages, MaxMessagesFor: DefaultDLQMaxMessagesFor,
 		MaxGrowthPerMinute: DefaultDLQMaxGrowthPerMin, MaxGrowthFor: DefaultDLQMaxGrowthFor,

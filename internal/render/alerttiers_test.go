@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -44,7 +44,7 @@ func TestEveryRenderedAlertCarriesItsTierAndRunbook(t *testing.T) {
 		}
 		files = append(files, f)
 	}
-	for _, d := range []*v1.DeadLetterQueue{defaultDLQ(), sinkRefSecretsInputs(t).DLQ} {
+	for _, d := range []*retryv1alpha1.DeadLetterQueue{defaultDLQ(), sinkRefSecretsInputs(t).DLQ} {
 		f, err := render.DeadLetterQueueAlertRules(&render.DeadLetterQueueInputs{DLQ: d, RunbookBaseURL: base})
 		if err != nil {
 			t.Fatal(err)
@@ -106,18 +106,18 @@ func TestRunbookURLs(t *testing.T) {
 func TestDeadLetterQueueEscalationThresholds(t *testing.T) {
 	week := 7 * 24 * time.Hour
 	for name, tc := range map[string]struct {
-		alerts        *v1.DeadLetterAlerts
+		alerts        *retryv1alpha1.DeadLetterAlerts
 		messages      int64
 		age           time.Duration
 		warnMessages  int64
 		warnOldestAge time.Duration
 	}{
 		"no alerts: seed 003's 1000 and 7 days": {nil, 1000, week, 500, 24 * time.Hour},
-		"warning thresholds below the defaults leave them": {&v1.DeadLetterAlerts{MaxMessages: ptr.To[int64](999), MaxOldestAge: pdur(167 * time.Hour)},
+		"warning thresholds below the defaults leave them": {&retryv1alpha1.DeadLetterAlerts{MaxMessages: ptr.To[int64](999), MaxOldestAge: pdur(167 * time.Hour)},
 			1000, week, 999, 167 * time.Hour},
-		"warning thresholds at the defaults double them": {&v1.DeadLetterAlerts{MaxMessages: ptr.To[int64](1000), MaxOldestAge: pdur(week)},
+		"warning thresholds at the defaults double them": {&retryv1alpha1.DeadLetterAlerts{MaxMessages: ptr.To[int64](1000), MaxOldestAge: pdur(week)},
 			2000, 2 * week, 1000, week},
-		"explicit escalation thresholds win": {&v1.DeadLetterAlerts{MaxMessages: ptr.To[int64](5000), EscalateMessages: ptr.To[int64](6000), EscalateOldestAge: pdur(48 * time.Hour)},
+		"explicit escalation thresholds win": {&retryv1alpha1.DeadLetterAlerts{MaxMessages: ptr.To[int64](5000), EscalateMessages: ptr.To[int64](6000), EscalateOldestAge: pdur(48 * time.Hour)},
 			6000, 48 * time.Hour, 5000, 24 * time.Hour},
 	} {
 		d := defaultDLQ()

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 )
 
 // Defaults of spec.autoscaling (objects built in Go skip API defaulting).
@@ -88,7 +88,7 @@ type Autoscaling struct {
 
 // AutoscalingOf returns the autoscaling of p, whose largest topic has partitions partitions (0 when
 // unknown: no cap); nil when spec.autoscaling is unset.
-func AutoscalingOf(p *v1.ConsumerPipeline, partitions int32) *Autoscaling {
+func AutoscalingOf(p *retryv1alpha1.ConsumerPipeline, partitions int32) *Autoscaling {
 	s := p.Spec.Autoscaling
 	if s == nil {
 		return nil
@@ -121,7 +121,7 @@ func AutoscalingOf(p *v1.ConsumerPipeline, partitions int32) *Autoscaling {
 }
 
 // CapMessage says why Max is below spec.autoscaling.maxReplicas; empty when it is not.
-func (a *Autoscaling) CapMessage(p *v1.ConsumerPipeline) string {
+func (a *Autoscaling) CapMessage(p *retryv1alpha1.ConsumerPipeline) string {
 	if !a.Capped || p.Spec.Autoscaling == nil {
 		return ""
 	}
@@ -134,7 +134,7 @@ func (a *Autoscaling) stabilizationSeconds() int32 {
 }
 
 // AutoscalerLabels are the labels of a pipeline's autoscaler.
-func AutoscalerLabels(p *v1.ConsumerPipeline) map[string]string {
+func AutoscalerLabels(p *retryv1alpha1.ConsumerPipeline) map[string]string {
 	return pipelineLabels(p, autoscalerComponent)
 }
 
@@ -142,12 +142,12 @@ func AutoscalerLabels(p *v1.ConsumerPipeline) map[string]string {
 // pipeline (its scale subresource, never the Deployment) on the external metric
 // retryops_consumerpipeline_due_lag of that pipeline, which the operator serves, so that each
 // replica has at most Target records due.
-func HorizontalPodAutoscaler(p *v1.ConsumerPipeline, a *Autoscaling) *autoscalingv2.HorizontalPodAutoscaler {
+func HorizontalPodAutoscaler(p *retryv1alpha1.ConsumerPipeline, a *Autoscaling) *autoscalingv2.HorizontalPodAutoscaler {
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		TypeMeta:   metav1.TypeMeta{APIVersion: autoscalingv2.SchemeGroupVersion.String(), Kind: "HorizontalPodAutoscaler"},
 		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: p.Namespace, Labels: AutoscalerLabels(p)},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: v1.GroupVersion.String(), Kind: pipelineKind, Name: p.Name},
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: retryv1alpha1.GroupVersion.String(), Kind: pipelineKind, Name: p.Name},
 			MinReplicas:    ptr.To(a.Min),
 			MaxReplicas:    a.Max,
 			Metrics: []autoscalingv2.MetricSpec{{

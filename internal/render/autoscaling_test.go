@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -18,14 +18,14 @@ func TestAutoscalingOfAppliesDefaultsAndThePartitionCap(t *testing.T) {
 	p := sinkURIInputs(t).Pipeline
 	g.Expect(render.AutoscalingOf(p, 3)).To(BeNil(), "no spec.autoscaling")
 
-	p.Spec.Autoscaling = &v1.PipelineAutoscaling{MaxReplicas: 10}
+	p.Spec.Autoscaling = &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 10}
 	a := render.AutoscalingOf(p, 3)
 	g.Expect(*a).To(Equal(render.Autoscaling{Name: render.DeploymentName(p), Min: 1, Max: 3, Capped: true, Partitions: 3,
 		Target: 1000, ScaleDownStabilization: 5 * time.Minute, WakeLead: 30 * time.Second}))
 	g.Expect(a.CapMessage(p)).To(Equal("maxReplicas 10 lowered to 3, the partition count of the pipeline's largest topic: more pods would have nothing to read"))
 	g.Expect(render.AutoscalingOf(p, 0).Max).To(Equal(int32(10)), "partitions unknown: no cap")
 
-	p.Spec.Autoscaling = &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 2, TargetDueLagPerReplica: ptr.To[int64](50),
+	p.Spec.Autoscaling = &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 2, TargetDueLagPerReplica: ptr.To[int64](50),
 		ScaleDownStabilization: &metav1.Duration{Duration: 0}, WakeLead: &metav1.Duration{Duration: 5 * time.Second}}
 	a = render.AutoscalingOf(p, 8)
 	g.Expect(*a).To(Equal(render.Autoscaling{Name: render.DeploymentName(p), Min: 1, Max: 2, ScaleToZero: true, Partitions: 8,
@@ -61,7 +61,7 @@ func TestDispatcherDownOfAPipelineThatMayScaleToZero(t *testing.T) {
 	}
 	in := sinkURIInputs(t)
 	g.Expect(expr(in)).NotTo(ContainSubstring("due_lag"))
-	in.Pipeline.Spec.Autoscaling = &v1.PipelineAutoscaling{MaxReplicas: 3}
+	in.Pipeline.Spec.Autoscaling = &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 3}
 	g.Expect(expr(in)).NotTo(ContainSubstring("due_lag"), "minReplicas 1: a pod always runs")
 	in.Pipeline.Spec.Autoscaling.MinReplicas = ptr.To[int32](0)
 	e := expr(in)
@@ -73,7 +73,7 @@ func TestHorizontalPodAutoscalerOfAPipelineWithALongName(t *testing.T) {
 	g := NewWithT(t)
 	p := sinkURIInputs(t).Pipeline
 	p.Name = strings.Repeat("a", 100)
-	p.Spec.Autoscaling = &v1.PipelineAutoscaling{MaxReplicas: 4}
+	p.Spec.Autoscaling = &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 4}
 	h := render.HorizontalPodAutoscaler(p, render.AutoscalingOf(p, 0))
 	v := h.Spec.Metrics[0].External.Metric.Selector.MatchLabels["consumerpipeline"]
 	g.Expect(len(v)).To(BeNumerically("<=", 63), "a valid label value")
@@ -93,7 +93,7 @@ func TestHorizontalPodAutoscalerOfAPipelineWithALongName(t *testing.T) {
 func TestAlertRulesOfAnAutoscaledPipelineDoNotChangeWhenItScales(t *testing.T) {
 	g := NewWithT(t)
 	in := sinkURIInputs(t)
-	in.Pipeline.Spec.Autoscaling = &v1.PipelineAutoscaling{MaxReplicas: 8}
+	in.Pipeline.Spec.Autoscaling = &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 8}
 	rules := func(replicas int32) render.RuleFile {
 		in.Pipeline.Spec.Replicas = ptr.To(replicas)
 		f, err := render.AlertRules(in)

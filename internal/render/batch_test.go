@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 	"github.com/retryops/retry-operator/sdk/config"
 	sdkpolicy "github.com/retryops/retry-operator/sdk/policy"
@@ -20,17 +20,17 @@ import (
 func TestRenderDeliveryBatch(t *testing.T) {
 	cases := []struct {
 		name  string
-		batch *v1.DeliveryBatch
+		batch *retryv1alpha1.DeliveryBatch
 		want  *config.Batch
 	}{
 		{name: "absent", batch: nil, want: nil},
-		{name: "every field", batch: &v1.DeliveryBatch{MaxRecords: ptr.To[int32](250),
+		{name: "every field", batch: &retryv1alpha1.DeliveryBatch{MaxRecords: ptr.To[int32](250),
 			MaxBytes: ptr.To(resource.MustParse("512Ki")), MaxWait: &metav1.Duration{Duration: 20 * time.Millisecond}},
 			want: &config.Batch{MaxRecords: 250, MaxBytes: 512 << 10, MaxWait: sdkpolicy.PD(20 * time.Millisecond)}},
-		{name: "a fractional quantity and no wait", batch: &v1.DeliveryBatch{MaxBytes: ptr.To(resource.MustParse("1.5")),
+		{name: "a fractional quantity and no wait", batch: &retryv1alpha1.DeliveryBatch{MaxBytes: ptr.To(resource.MustParse("1.5")),
 			MaxWait: &metav1.Duration{}},
 			want: &config.Batch{MaxRecords: config.DefaultBatchMaxRecords, MaxBytes: 2, MaxWait: &sdkpolicy.Duration{}}},
-		{name: "empty: the defaults", batch: &v1.DeliveryBatch{},
+		{name: "empty: the defaults", batch: &retryv1alpha1.DeliveryBatch{},
 			want: &config.Batch{MaxRecords: config.DefaultBatchMaxRecords, MaxBytes: config.DefaultBatchMaxBytes,
 				MaxWait: sdkpolicy.PD(config.DefaultBatchMaxWait)}},
 	}

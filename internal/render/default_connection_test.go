@@ -6,7 +6,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 	"github.com/retryops/retry-operator/sdk/config"
 )
@@ -16,7 +16,7 @@ import (
 func securedDefault() *render.DefaultConnection {
 	return &render.DefaultConnection{
 		TLS: true, CAPEM: []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), ServerName: "kafka.internal",
-		SASLMechanism: v1.SASLScramSHA512, ClientCert: true,
+		SASLMechanism: retryv1alpha1.SASLScramSHA512, ClientCert: true,
 		Identity: &render.ConsumerIdentity{Secret: "shop-consumer", Username: "shop.consumers", PasswordKey: "password", CertKey: "user.crt", KeyKey: "user.key"},
 	}
 }
@@ -59,7 +59,7 @@ func TestADeadLetterQueueOnTheSecuredDefaultConnection(t *testing.T) {
 func TestOwnServersEqualToTheDefaultAreNotTheDefaultConnection(t *testing.T) {
 	g := NewWithT(t)
 	in := sinkURIInputs(t)
-	in.Pipeline.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: in.DefaultBootstrapServers}
+	in.Pipeline.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: in.DefaultBootstrapServers}
 	in.Default = securedDefault()
 	cfg, err := render.Config(in)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -72,7 +72,7 @@ func TestOwnServersEqualToTheDefaultAreNotTheDefaultConnection(t *testing.T) {
 // config without credentials nor a panic.
 func TestADefaultConnectionThatAuthenticatesNeedsAnIdentity(t *testing.T) {
 	for name, d := range map[string]*render.DefaultConnection{
-		"SASL":               {TLS: true, SASLMechanism: v1.SASLScramSHA256},
+		"SASL":               {TLS: true, SASLMechanism: retryv1alpha1.SASLScramSHA256},
 		"client certificate": {TLS: true, ClientCert: true},
 	} {
 		in := sinkURIInputs(t)

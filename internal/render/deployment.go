@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	sigsjson "sigs.k8s.io/json"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/sdk/config"
 )
 
@@ -283,8 +283,8 @@ func listenPort(addr string) (int32, bool) {
 // pods without what the user meant. Here an unknown field, a duplicate field or a field whose name
 // differs only in case is a *SpecError naming its path ("spec.template.spec.contaienrs: unknown
 // field ..."), as is a value of the wrong type.
-func DecodeTemplate(raw []byte) (*v1.PodTemplate, error) {
-	t := &v1.PodTemplate{}
+func DecodeTemplate(raw []byte) (*retryv1alpha1.PodTemplate, error) {
+	t := &retryv1alpha1.PodTemplate{}
 	strict, err := sigsjson.UnmarshalStrict(raw, t)
 	if err != nil {
 		return nil, &SpecError{Field: "spec.template", Message: "cannot be decoded as a pod template (metadata and a core/v1 PodSpec): " + err.Error()}

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/policy"
 	"github.com/retryops/retry-operator/internal/render"
 	"github.com/retryops/retry-operator/sdk/config"
@@ -23,36 +23,36 @@ func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} 
 func pdur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 
 // chatbotPolicy is seed 000's policy (6 deliveries, 2s..32s, additive jitter) with a circuit breaker.
-func chatbotPolicy() *v1.RetryPolicy {
-	return &v1.RetryPolicy{
+func chatbotPolicy() *retryv1alpha1.RetryPolicy {
+	return &retryv1alpha1.RetryPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "chatbot", Namespace: "shop"},
-		Spec: v1.RetryPolicySpec{
+		Spec: retryv1alpha1.RetryPolicySpec{
 			MaxAttempts: 6,
-			Backoff: v1.Backoff{
+			Backoff: retryv1alpha1.Backoff{
 				InitialDelay: dur(2 * time.Second),
 				Multiplier:   "2",
 				MaxDelay:     dur(300 * time.Second),
-				Jitter:       &v1.Jitter{Mode: v1.JitterAdditive, Max: pdur(time.Second)},
-				Cap:          v1.CapAfterJitter,
+				Jitter:       &retryv1alpha1.Jitter{Mode: retryv1alpha1.JitterAdditive, Max: pdur(time.Second)},
+				Cap:          retryv1alpha1.CapAfterJitter,
 			},
-			Classification: &v1.Classification{
-				DefaultAction: v1.DefaultAction(retry.ActionDeadLetter),
-				Rules: []v1.ClassificationRule{
-					{Name: "transient-http", Action: v1.ActionRetry, HTTPStatuses: []v1.HTTPStatusMatch{"408", "429", "500-599"}},
+			Classification: &retryv1alpha1.Classification{
+				DefaultAction: retryv1alpha1.DefaultAction(retry.ActionDeadLetter),
+				Rules: []retryv1alpha1.ClassificationRule{
+					{Name: "transient-http", Action: retryv1alpha1.ActionRetry, HTTPStatuses: []retryv1alpha1.HTTPStatusMatch{"408", "429", "500-599"}},
 				},
 			},
-			CircuitBreaker: &v1.CircuitBreaker{FailureRatioPercent: 50, MinimumRequests: 10, Window: pdur(time.Minute), OpenDuration: pdur(30 * time.Second), HalfOpenRequests: 5, CloseSuccessPercent: 80},
+			CircuitBreaker: &retryv1alpha1.CircuitBreaker{FailureRatioPercent: 50, MinimumRequests: 10, Window: pdur(time.Minute), OpenDuration: pdur(30 * time.Second), HalfOpenRequests: 5, CloseSuccessPercent: 80},
 		},
 	}
 }
 
 // documentsPolicy is seed 003's policy (5 deliveries, 10m, 20m, 40m, 60m; no jitter; no breaker).
-func documentsPolicy() *v1.RetryPolicy {
-	return &v1.RetryPolicy{
+func documentsPolicy() *retryv1alpha1.RetryPolicy {
+	return &retryv1alpha1.RetryPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "documents", Namespace: "shop"},
-		Spec: v1.RetryPolicySpec{
+		Spec: retryv1alpha1.RetryPolicySpec{
 			MaxAttempts: 5,
-			Backoff: v1.Backoff{
+			Backoff: retryv1alpha1.Backoff{
 				InitialDelay: dur(10 * time.Minute),
 				Multiplier:   "2",
 				MaxDelay:     dur(60 * time.Minute),
@@ -61,28 +61,28 @@ func documentsPolicy() *v1.RetryPolicy {
 	}
 }
 
-func defaultDLQ() *v1.DeadLetterQueue {
-	return &v1.DeadLetterQueue{
+func defaultDLQ() *retryv1alpha1.DeadLetterQueue {
+	return &retryv1alpha1.DeadLetterQueue{
 		ObjectMeta: metav1.ObjectMeta{Name: "chatbot-dlq", Namespace: "shop"},
-		Spec:       v1.DeadLetterQueueSpec{Topic: v1.DeadLetterTopic{Name: "chatbot.dlq"}},
+		Spec:       retryv1alpha1.DeadLetterQueueSpec{Topic: retryv1alpha1.DeadLetterTopic{Name: "chatbot.dlq"}},
 	}
 }
 
 // tiers computes the retry tiers the way the pipeline controller does.
-func tiers(t *testing.T, p *v1.ConsumerPipeline, rp *v1.RetryPolicy) config.Tiers {
+func tiers(t *testing.T, p *retryv1alpha1.ConsumerPipeline, rp *retryv1alpha1.RetryPolicy) config.Tiers {
 	t.Helper()
 	comp, err := retry.Compile(policy.FromSpec(rp.Spec))
 	if err != nil {
 		t.Fatalf("compiling the policy: %v", err)
 	}
-	naming := v1.NamingByAttempt
+	naming := retryv1alpha1.NamingByAttempt
 	if p.Spec.RetryTopics != nil && p.Spec.RetryTopics.Naming != "" {
 		naming = p.Spec.RetryTopics.Naming
 	}
 	return config.BuildTiers(config.TierBase("", p.Namespace, p.Name), config.RetryTopicNaming(naming), comp.Plan())
 }
 
-func inputs(t *testing.T, p *v1.ConsumerPipeline, rp *v1.RetryPolicy, dlq *v1.DeadLetterQueue) *render.Inputs {
+func inputs(t *testing.T, p *retryv1alpha1.ConsumerPipeline, rp *retryv1alpha1.RetryPolicy, dlq *retryv1alpha1.DeadLetterQueue) *render.Inputs {
 	t.Helper()
 	return &render.Inputs{
 		Pipeline:                p,
@@ -96,16 +96,16 @@ func inputs(t *testing.T, p *v1.ConsumerPipeline, rp *v1.RetryPolicy, dlq *v1.De
 
 // sinkURIInputs: the chat pipeline of the samples, sink by URI, everything on the default cluster.
 func sinkURIInputs(t *testing.T) *render.Inputs {
-	p := &v1.ConsumerPipeline{
+	p := &retryv1alpha1.ConsumerPipeline{
 		ObjectMeta: metav1.ObjectMeta{Name: "chat", Namespace: "shop"},
-		Spec: v1.ConsumerPipelineSpec{
-			Source:             v1.PipelineSource{Topic: "alice_tasks", ConsumerGroup: "alice-orchestrator"},
-			RetryPolicyRef:     v1.LocalObjectReference{Name: "chatbot"},
-			DeadLetterQueueRef: v1.LocalObjectReference{Name: "chatbot-dlq"},
-			Delivery:           &v1.Delivery{Ordering: v1.OrderingOrdered, MaxInFlight: ptr.To[int32](100)},
-			Sink:               &v1.Sink{URI: "http://orchestrator.default.svc:8080/tasks"},
+		Spec: retryv1alpha1.ConsumerPipelineSpec{
+			Source:             retryv1alpha1.PipelineSource{Topic: "alice_tasks", ConsumerGroup: "alice-orchestrator"},
+			RetryPolicyRef:     retryv1alpha1.LocalObjectReference{Name: "chatbot"},
+			DeadLetterQueueRef: retryv1alpha1.LocalObjectReference{Name: "chatbot-dlq"},
+			Delivery:           &retryv1alpha1.Delivery{Ordering: retryv1alpha1.OrderingOrdered, MaxInFlight: ptr.To[int32](100)},
+			Sink:               &retryv1alpha1.Sink{URI: "http://orchestrator.default.svc:8080/tasks"},
 			Replicas:           ptr.To[int32](2),
-			Alerts:             &v1.PipelineAlerts{MaxConsumerLag: ptr.To[int64](1000), MaxRetryBacklog: ptr.To[int64](1000), For: pdur(5 * time.Minute)},
+			Alerts:             &retryv1alpha1.PipelineAlerts{MaxConsumerLag: ptr.To[int64](1000), MaxRetryBacklog: ptr.To[int64](1000), For: pdur(5 * time.Minute)},
 		},
 	}
 	return inputs(t, p, chatbotPolicy(), defaultDLQ())
@@ -118,7 +118,7 @@ func securedDefaultInputs(t *testing.T) *render.Inputs {
 	in := sinkURIInputs(t)
 	in.Default = &render.DefaultConnection{
 		TLS: true, CAPEM: []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), ServerName: "kafka.internal",
-		SASLMechanism: v1.SASLScramSHA512, ClientCert: true,
+		SASLMechanism: retryv1alpha1.SASLScramSHA512, ClientCert: true,
 		Identity: &render.ConsumerIdentity{Secret: "shop-consumer", Username: "shop-consumer", PasswordKey: "password", CertKey: "user.crt", KeyKey: "user.key"},
 	}
 	return in
@@ -127,41 +127,41 @@ func securedDefaultInputs(t *testing.T) *render.Inputs {
 // sinkRefSecretsInputs: sink by Service reference, TLS (custom CA key, client certificate) and SASL
 // on the source connection, the DLQ on its own cluster with its own SASL and TLS, ByDelay tiers.
 func sinkRefSecretsInputs(t *testing.T) *render.Inputs {
-	p := &v1.ConsumerPipeline{
+	p := &retryv1alpha1.ConsumerPipeline{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop"},
-		Spec: v1.ConsumerPipelineSpec{
-			Source:             v1.PipelineSource{Topic: "orders"},
-			RetryPolicyRef:     v1.LocalObjectReference{Name: "documents"},
-			DeadLetterQueueRef: v1.LocalObjectReference{Name: "orders-dlq"},
-			RetryTopics:        &v1.RetryTopics{Naming: v1.NamingByDelay},
-			Delivery: &v1.Delivery{Ordering: v1.OrderingUnordered, MaxInFlight: ptr.To[int32](50),
-				Batch: &v1.DeliveryBatch{MaxRecords: ptr.To[int32](200), MaxBytes: ptr.To(resource.MustParse("2Mi")), MaxWait: pdur(100 * time.Millisecond)}},
-			Sink:   &v1.Sink{Ref: &v1.SinkReference{Kind: "Service", Name: "orders-api", Port: 8080, Path: "/v1/orders"}},
-			Alerts: &v1.PipelineAlerts{MaxConsumerLag: ptr.To[int64](5000)},
-			Kafka: &v1.KafkaConnection{
+		Spec: retryv1alpha1.ConsumerPipelineSpec{
+			Source:             retryv1alpha1.PipelineSource{Topic: "orders"},
+			RetryPolicyRef:     retryv1alpha1.LocalObjectReference{Name: "documents"},
+			DeadLetterQueueRef: retryv1alpha1.LocalObjectReference{Name: "orders-dlq"},
+			RetryTopics:        &retryv1alpha1.RetryTopics{Naming: retryv1alpha1.NamingByDelay},
+			Delivery: &retryv1alpha1.Delivery{Ordering: retryv1alpha1.OrderingUnordered, MaxInFlight: ptr.To[int32](50),
+				Batch: &retryv1alpha1.DeliveryBatch{MaxRecords: ptr.To[int32](200), MaxBytes: ptr.To(resource.MustParse("2Mi")), MaxWait: pdur(100 * time.Millisecond)}},
+			Sink:   &retryv1alpha1.Sink{Ref: &retryv1alpha1.SinkReference{Kind: "Service", Name: "orders-api", Port: 8080, Path: "/v1/orders"}},
+			Alerts: &retryv1alpha1.PipelineAlerts{MaxConsumerLag: ptr.To[int64](5000)},
+			Kafka: &retryv1alpha1.KafkaConnection{
 				BootstrapServers: []string{"kafka-0.kafka:9093", "kafka-1.kafka:9093"},
-				TLS: &v1.KafkaTLS{
-					CASecretRef:         &v1.SecretKeyReference{Name: "kafka-ca", Key: "bundle.pem"},
-					ClientCertSecretRef: &v1.SecretReference{Name: "orders-client-cert"},
+				TLS: &retryv1alpha1.KafkaTLS{
+					CASecretRef:         &retryv1alpha1.SecretKeyReference{Name: "kafka-ca", Key: "bundle.pem"},
+					ClientCertSecretRef: &retryv1alpha1.SecretReference{Name: "orders-client-cert"},
 					ServerName:          "kafka.internal",
 				},
-				SASL: &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "orders-kafka-user"}},
+				SASL: &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLScramSHA512, SecretRef: retryv1alpha1.SecretReference{Name: "orders-kafka-user"}},
 			},
 		},
 	}
-	dlq := &v1.DeadLetterQueue{
+	dlq := &retryv1alpha1.DeadLetterQueue{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders-dlq", Namespace: "shop"},
-		Spec: v1.DeadLetterQueueSpec{
-			Topic: v1.DeadLetterTopic{Name: "orders.dlq"},
-			Alerts: &v1.DeadLetterAlerts{
+		Spec: retryv1alpha1.DeadLetterQueueSpec{
+			Topic: retryv1alpha1.DeadLetterTopic{Name: "orders.dlq"},
+			Alerts: &retryv1alpha1.DeadLetterAlerts{
 				MaxMessages: ptr.To[int64](50), MaxMessagesFor: pdur(15 * time.Minute),
 				MaxGrowthPerMinute: ptr.To[int32](3), MaxGrowthFor: pdur(3 * time.Minute),
 				MaxOldestAge: pdur(2 * time.Hour),
 			},
-			Kafka: &v1.KafkaConnection{
+			Kafka: &retryv1alpha1.KafkaConnection{
 				BootstrapServers: []string{"dlq-kafka.ops:9093"},
-				TLS:              &v1.KafkaTLS{CASecretRef: &v1.SecretKeyReference{Name: "dlq-kafka-ca"}},
-				SASL:             &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "dlq-kafka-user"}},
+				TLS:              &retryv1alpha1.KafkaTLS{CASecretRef: &retryv1alpha1.SecretKeyReference{Name: "dlq-kafka-ca"}},
+				SASL:             &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLPlain, SecretRef: retryv1alpha1.SecretReference{Name: "dlq-kafka-user"}},
 			},
 		},
 	}
@@ -172,14 +172,14 @@ func sinkRefSecretsInputs(t *testing.T) *render.Inputs {
 
 // templateMinimalInputs: the documents sample, library mode with one bare container.
 func templateMinimalInputs(t *testing.T) *render.Inputs {
-	p := &v1.ConsumerPipeline{
+	p := &retryv1alpha1.ConsumerPipeline{
 		ObjectMeta: metav1.ObjectMeta{Name: "documents", Namespace: "docs"},
-		Spec: v1.ConsumerPipelineSpec{
-			Source:             v1.PipelineSource{Topic: "documents.chunks"},
-			RetryPolicyRef:     v1.LocalObjectReference{Name: "documents"},
-			DeadLetterQueueRef: v1.LocalObjectReference{Name: "chatbot-dlq"},
-			RetryTopics:        &v1.RetryTopics{Naming: v1.NamingByDelay},
-			Template: &v1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Spec: retryv1alpha1.ConsumerPipelineSpec{
+			Source:             retryv1alpha1.PipelineSource{Topic: "documents.chunks"},
+			RetryPolicyRef:     retryv1alpha1.LocalObjectReference{Name: "documents"},
+			DeadLetterQueueRef: retryv1alpha1.LocalObjectReference{Name: "chatbot-dlq"},
+			RetryTopics:        &retryv1alpha1.RetryTopics{Naming: retryv1alpha1.NamingByDelay},
+			Template: &retryv1alpha1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{
 				Name:  "embedder",
 				Image: "ghcr.io/example/embedder:1.4.2",
 			}}}},
@@ -197,8 +197,8 @@ func templateUserSettingsInputs(t *testing.T) *render.Inputs {
 	p := in.Pipeline
 	p.Name = "embedder"
 	p.Spec.Replicas = ptr.To[int32](3)
-	p.Spec.Template = &v1.PodTemplate{
-		Metadata: &v1.PodTemplateMetadata{
+	p.Spec.Template = &retryv1alpha1.PodTemplate{
+		Metadata: &retryv1alpha1.PodTemplateMetadata{
 			Labels:      map[string]string{"app": "embedder", "app.kubernetes.io/name": "embedder", "team": "docs"},
 			Annotations: map[string]string{"example.com/owner": "docs-team"},
 		},

@@ -10,7 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/sdk/config"
 	"github.com/retryops/retry-operator/sdk/retry"
 )
@@ -19,14 +19,14 @@ import (
 // fetching the three resources; nothing in it is read from the cluster here.
 type Inputs struct {
 	// Pipeline is the ConsumerPipeline. Required.
-	Pipeline *v1.ConsumerPipeline
+	Pipeline *retryv1alpha1.ConsumerPipeline
 	// Policy is the RetryPolicy that spec.retryPolicyRef names. Required.
-	Policy *v1.RetryPolicy
+	Policy *retryv1alpha1.RetryPolicy
 	// Compiled, when set, is Policy compiled (policy.Cache), so that rendering does not compile it
 	// again; nil compiles Policy.
 	Compiled *retry.Compiled
 	// DLQ is the DeadLetterQueue that spec.deadLetterQueueRef names. Required.
-	DLQ *v1.DeadLetterQueue
+	DLQ *retryv1alpha1.DeadLetterQueue
 	// Tiers are the retry-tier topics (names, delays, attempts) in order, as the controller computes
 	// and creates them (config.BuildTiers of the compiled policy's plan with spec.retryTopics.naming).
 	// Required when the policy allows a retry (maxAttempts > 1); ignored otherwise.
@@ -131,28 +131,38 @@ const (
 
 // DeploymentName is the name of the pipeline's consumer Deployment: <pipeline>-dispatcher (in both
 // modes, so that switching between sink and template updates one Deployment in place).
-func DeploymentName(p *v1.ConsumerPipeline) string { return childName(p.Name, "-dispatcher") }
+func DeploymentName(p *retryv1alpha1.ConsumerPipeline) string {
+	return childName(p.Name, "-dispatcher")
+}
 
 // ConfigMapName is the name of the pipeline's config ConfigMap: <pipeline>-dispatcher-config.
-func ConfigMapName(p *v1.ConsumerPipeline) string { return childName(p.Name, "-dispatcher-config") }
+func ConfigMapName(p *retryv1alpha1.ConsumerPipeline) string {
+	return childName(p.Name, "-dispatcher-config")
+}
 
 // CircuitConfigMapName is the name of the ConfigMap the pipeline's consumers report their circuit
 // breakers' state in: <pipeline>-dispatcher-circuit (see sdk/circuitstate).
-func CircuitConfigMapName(p *v1.ConsumerPipeline) string {
+func CircuitConfigMapName(p *retryv1alpha1.ConsumerPipeline) string {
 	return childName(p.Name, "-dispatcher-circuit")
 }
 
 // ServiceAccountName is the name of the ServiceAccount of the pipeline's consumers, and of the Role
 // and RoleBinding that let them write their circuit reports: <pipeline>-dispatcher.
-func ServiceAccountName(p *v1.ConsumerPipeline) string { return childName(p.Name, "-dispatcher") }
+func ServiceAccountName(p *retryv1alpha1.ConsumerPipeline) string {
+	return childName(p.Name, "-dispatcher")
+}
 
 // PipelineAlertsName is the name of the pipeline's PrometheusRule or alert ConfigMap:
 // <pipeline>-pipeline-alerts.
-func PipelineAlertsName(p *v1.ConsumerPipeline) string { return childName(p.Name, "-pipeline-alerts") }
+func PipelineAlertsName(p *retryv1alpha1.ConsumerPipeline) string {
+	return childName(p.Name, "-pipeline-alerts")
+}
 
 // DeadLetterQueueAlertsName is the name of a DeadLetterQueue's PrometheusRule or alert ConfigMap:
 // <dlq>-dlq-alerts.
-func DeadLetterQueueAlertsName(d *v1.DeadLetterQueue) string { return childName(d.Name, "-dlq-alerts") }
+func DeadLetterQueueAlertsName(d *retryv1alpha1.DeadLetterQueue) string {
+	return childName(d.Name, "-dlq-alerts")
+}
 
 // maxNameLength is the longest object name (a DNS subdomain).
 const maxNameLength = 253
@@ -183,13 +193,13 @@ func shorten(s string, n int) string {
 // SelectorLabels are the Deployment's selector: only the operator's own retry.retryops.dev/pipeline
 // label, so that it is stable for the pipeline's life (a Deployment's selector is immutable), the
 // same in sink and template mode, and never clashes with a label of the user's pod template.
-func SelectorLabels(p *v1.ConsumerPipeline) map[string]string {
+func SelectorLabels(p *retryv1alpha1.ConsumerPipeline) map[string]string {
 	return map[string]string{LabelPipeline: labelValue(p.Name)}
 }
 
 // pipelineLabels are the labels of every child of p: managed-by is what the manager's cache selects
 // (controllers.CacheOptions), the pipeline label the operator's own instance label.
-func pipelineLabels(p *v1.ConsumerPipeline, component string) map[string]string {
+func pipelineLabels(p *retryv1alpha1.ConsumerPipeline, component string) map[string]string {
 	return map[string]string{
 		LabelName:      LabelNameValue,
 		LabelManagedBy: LabelManagedByValue,
@@ -215,7 +225,7 @@ const (
 )
 
 // Replicas is the pipeline's wanted number of consumer pods: spec.replicas or DefaultReplicas.
-func Replicas(p *v1.ConsumerPipeline) int32 {
+func Replicas(p *retryv1alpha1.ConsumerPipeline) int32 {
 	if p.Spec.Replicas == nil {
 		return DefaultReplicas
 	}
@@ -223,7 +233,7 @@ func Replicas(p *v1.ConsumerPipeline) int32 {
 }
 
 // consumerGroup is spec.source.consumerGroup or its default <namespace>.<name>.
-func consumerGroup(p *v1.ConsumerPipeline) string {
+func consumerGroup(p *retryv1alpha1.ConsumerPipeline) string {
 	if g := p.Spec.Source.ConsumerGroup; g != "" {
 		return g
 	}
@@ -232,7 +242,7 @@ func consumerGroup(p *v1.ConsumerPipeline) string {
 
 // SinkURL is the URL the dispatcher POSTs records to: sink.uri, or
 // http://<service>.<namespace>.svc:<port><path> for sink.ref. Empty in template mode.
-func SinkURL(p *v1.ConsumerPipeline) string {
+func SinkURL(p *retryv1alpha1.ConsumerPipeline) string {
 	s := p.Spec.Sink
 	switch {
 	case s == nil:
@@ -263,7 +273,7 @@ type DefaultConnection struct {
 	// ServerName is the name checked in the brokers' certificates; empty means the host dialed.
 	ServerName string
 	// SASLMechanism is the default connection's SASL mechanism; empty means no SASL.
-	SASLMechanism v1.SASLMechanism
+	SASLMechanism retryv1alpha1.SASLMechanism
 	// ClientCert is set when the default connection authenticates with a TLS client certificate.
 	ClientCert bool
 	// Identity is the consumer Secret of the pipeline's namespace; required with SASLMechanism or
@@ -289,8 +299,8 @@ type ConsumerIdentity struct {
 // set for the default connection, whose TLS and identity come from Inputs.Default.
 type connection struct {
 	servers []string
-	tls     *v1.KafkaTLS
-	sasl    *v1.KafkaSASL
+	tls     *retryv1alpha1.KafkaTLS
+	sasl    *retryv1alpha1.KafkaSASL
 	def     bool
 }
 
@@ -298,7 +308,7 @@ type connection struct {
 // names brokers keeps exactly its own TLS and SASL; one that names none uses the default connection
 // whole, so it may set neither tls nor sasl (a SpecError on field, for objects stored before the
 // CRD's rule said so). SASL PLAIN without TLS is a SpecError unless plaintextPassword is Allow.
-func resolve(spec *v1.KafkaConnection, defaults []string, field string) (connection, error) {
+func resolve(spec *retryv1alpha1.KafkaConnection, defaults []string, field string) (connection, error) {
 	c := connection{servers: defaults, def: true}
 	if spec == nil {
 		return c, nil
@@ -311,7 +321,7 @@ func resolve(spec *v1.KafkaConnection, defaults []string, field string) (connect
 		return c, nil
 	}
 	c.servers, c.tls, c.sasl, c.def = spec.BootstrapServers, spec.TLS, spec.SASL, false
-	if s := spec.SASL; s != nil && s.Mechanism == v1.SASLPlain && spec.TLS == nil && s.PlaintextPassword != v1.PlaintextPasswordAllow {
+	if s := spec.SASL; s != nil && s.Mechanism == retryv1alpha1.SASLPlain && spec.TLS == nil && s.PlaintextPassword != retryv1alpha1.PlaintextPasswordAllow {
 		return c, &SpecError{Field: field + ".sasl", Message: "SASL PLAIN without TLS would send the password in clear text: " +
 			"set tls, use SCRAM-SHA-256 or SCRAM-SHA-512, or set sasl.plaintextPassword: Allow"}
 	}
@@ -322,14 +332,14 @@ func (c connection) equal(o connection) bool {
 	return c.def == o.def && slices.Equal(c.servers, o.servers) && equalTLS(c.tls, o.tls) && equalSASL(c.sasl, o.sasl)
 }
 
-func equalTLS(a, b *v1.KafkaTLS) bool {
+func equalTLS(a, b *retryv1alpha1.KafkaTLS) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
 	return caKey(a) == caKey(b) && secretName(a.ClientCertSecretRef) == secretName(b.ClientCertSecretRef) && a.ServerName == b.ServerName
 }
 
-func equalSASL(a, b *v1.KafkaSASL) bool {
+func equalSASL(a, b *retryv1alpha1.KafkaSASL) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
@@ -337,7 +347,7 @@ func equalSASL(a, b *v1.KafkaSASL) bool {
 }
 
 // caKey identifies a CA reference as "<secret>/<key>", or "" without one.
-func caKey(t *v1.KafkaTLS) string {
+func caKey(t *retryv1alpha1.KafkaTLS) string {
 	if t == nil || t.CASecretRef == nil {
 		return ""
 	}
@@ -348,7 +358,7 @@ func caKey(t *v1.KafkaTLS) string {
 	return t.CASecretRef.Name + "/" + key
 }
 
-func secretName(r *v1.SecretReference) string {
+func secretName(r *retryv1alpha1.SecretReference) string {
 	if r == nil {
 		return ""
 	}

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/promcheck"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -22,13 +22,13 @@ func renderedRuleFiles(t *testing.T) map[string]render.RuleFile {
 		files["pipeline: "+tc.name] = f
 	}
 	zero := sinkURIInputs(t)
-	zero.Pipeline.Spec.Autoscaling = &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 4}
+	zero.Pipeline.Spec.Autoscaling = &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 4}
 	f, err := render.AlertRules(zero)
 	if err != nil {
 		t.Fatal(err)
 	}
 	files["pipeline: may scale to zero"] = f
-	for name, d := range map[string]*v1.DeadLetterQueue{"defaults": defaultDLQ(), "custom": sinkRefSecretsInputs(t).DLQ} {
+	for name, d := range map[string]*retryv1alpha1.DeadLetterQueue{"defaults": defaultDLQ(), "custom": sinkRefSecretsInputs(t).DLQ} {
 		f, err := render.DeadLetterQueueAlertRules(&render.DeadLetterQueueInputs{DLQ: d})
 		if err != nil {
 			t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -203,7 +203,7 @@ func TestPipelineAlertRulesWithPromtool(t *testing.T) {
 		{"template mode, small thresholds, scaled to zero", func(t *testing.T) *render.Inputs {
 			in := templateMinimalInputs(t)
 			in.Pipeline.Spec.Replicas = ptr.To[int32](0)
-			in.Pipeline.Spec.Alerts = &v1.PipelineAlerts{MaxConsumerLag: ptr.To[int64](50), MaxRetryBacklog: ptr.To[int64](20), For: pdur(2 * time.Minute)}
+			in.Pipeline.Spec.Alerts = &retryv1alpha1.PipelineAlerts{MaxConsumerLag: ptr.To[int64](50), MaxRetryBacklog: ptr.To[int64](20), For: pdur(2 * time.Minute)}
 			return in
 		}, []string{render.AlertConsumerLagHigh, render.AlertRetryBacklogHigh}},
 		{"no retries, a long duration", func(t *testing.T) *render.Inputs {
@@ -252,19 +252,19 @@ func TestDeadLetterQueueAlertRulesWithPromtool(t *testing.T) {
 		render.AlertDeadLetterQueueSizeEscalation, render.AlertDeadLetterQueueOldestMessageEscalation}
 	for _, tc := range []struct {
 		name string
-		dlq  func(*testing.T) *v1.DeadLetterQueue
+		dlq  func(*testing.T) *retryv1alpha1.DeadLetterQueue
 	}{
-		{"the seed defaults", func(*testing.T) *v1.DeadLetterQueue { return defaultDLQ() }},
-		{"custom thresholds", func(t *testing.T) *v1.DeadLetterQueue { return sinkRefSecretsInputs(t).DLQ }},
-		{"a slow status refresh widens the growth window", func(*testing.T) *v1.DeadLetterQueue {
+		{"the seed defaults", func(*testing.T) *retryv1alpha1.DeadLetterQueue { return defaultDLQ() }},
+		{"custom thresholds", func(t *testing.T) *retryv1alpha1.DeadLetterQueue { return sinkRefSecretsInputs(t).DLQ }},
+		{"a slow status refresh widens the growth window", func(*testing.T) *retryv1alpha1.DeadLetterQueue {
 			d := defaultDLQ()
 			d.Spec.StatusRefreshInterval = pdur(5 * time.Minute)
-			d.Spec.Alerts = &v1.DeadLetterAlerts{MaxGrowthPerMinute: ptr.To[int32](1), MaxGrowthFor: pdur(20 * time.Minute)}
+			d.Spec.Alerts = &retryv1alpha1.DeadLetterAlerts{MaxGrowthPerMinute: ptr.To[int32](1), MaxGrowthFor: pdur(20 * time.Minute)}
 			return d
 		}},
-		{"custom escalation thresholds", func(*testing.T) *v1.DeadLetterQueue {
+		{"custom escalation thresholds", func(*testing.T) *retryv1alpha1.DeadLetterQueue {
 			d := defaultDLQ()
-			d.Spec.Alerts = &v1.DeadLetterAlerts{MaxMessages: ptr.To[int64](20), MaxMessagesFor: pdur(10 * time.Minute), EscalateMessages: ptr.To[int64](200),
+			d.Spec.Alerts = &retryv1alpha1.DeadLetterAlerts{MaxMessages: ptr.To[int64](20), MaxMessagesFor: pdur(10 * time.Minute), EscalateMessages: ptr.To[int64](200),
 				MaxOldestAge: pdur(time.Hour), EscalateOldestAge: pdur(3 * time.Hour)}
 			return d
 		}},

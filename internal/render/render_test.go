@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 	"github.com/retryops/retry-operator/sdk/config"
 )
@@ -28,7 +28,7 @@ var allCases = []struct {
 	{"template mode with the user's settings", templateUserSettingsInputs},
 	{"template mode with fractional delays and one delivery more than tiers", func(t *testing.T) *render.Inputs {
 		in := templateMinimalInputs(t)
-		in.Policy.Spec.Backoff = v1.Backoff{InitialDelay: dur(500 * time.Millisecond), Multiplier: "1.5", MaxDelay: dur(1250 * time.Millisecond)}
+		in.Policy.Spec.Backoff = retryv1alpha1.Backoff{InitialDelay: dur(500 * time.Millisecond), Multiplier: "1.5", MaxDelay: dur(1250 * time.Millisecond)}
 		in.Tiers = tiers(t, in.Pipeline, in.Policy)
 		return in
 	}},
@@ -70,17 +70,17 @@ func TestConfigHash(t *testing.T) {
 			in.Tiers = tiers(t, in.Pipeline, in.Policy)
 		}, true},
 		{"changes when the policy's classification changes", func(_ *testing.T, in *render.Inputs) {
-			in.Policy.Spec.Classification.DefaultAction = v1.DefaultAction(v1.ActionRetry)
+			in.Policy.Spec.Classification.DefaultAction = retryv1alpha1.DefaultAction(retryv1alpha1.ActionRetry)
 		}, true},
 		{"changes when the DLQ topic changes", func(_ *testing.T, in *render.Inputs) {
 			in.DLQ.Spec.Topic.Name = "chatbot.dlq.v2"
 		}, true},
 		{"changes when the DLQ moves to its own cluster", func(_ *testing.T, in *render.Inputs) {
-			in.DLQ.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"other:9092"}}
+			in.DLQ.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"other:9092"}}
 		}, true},
 		{"changes when a SASL Secret is referenced", func(_ *testing.T, in *render.Inputs) {
-			in.Pipeline.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: in.DefaultBootstrapServers,
-				SASL: &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "user-a"}}}
+			in.Pipeline.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: in.DefaultBootstrapServers,
+				SASL: &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLScramSHA512, SecretRef: retryv1alpha1.SecretReference{Name: "user-a"}}}
 		}, true},
 		{"changes when the sink changes", func(_ *testing.T, in *render.Inputs) {
 			in.Pipeline.Spec.Sink.URI = "http://orchestrator.default.svc:8080/v2/tasks"
@@ -89,7 +89,7 @@ func TestConfigHash(t *testing.T) {
 			in.Pipeline.Spec.Alerts.MaxConsumerLag = ptr.To[int64](7)
 		}, false},
 		{"does not change when only the DLQ's alert thresholds change", func(_ *testing.T, in *render.Inputs) {
-			in.DLQ.Spec.Alerts = &v1.DeadLetterAlerts{MaxMessages: ptr.To[int64](1)}
+			in.DLQ.Spec.Alerts = &retryv1alpha1.DeadLetterAlerts{MaxMessages: ptr.To[int64](1)}
 		}, false},
 		{"does not change when only the replicas change", func(_ *testing.T, in *render.Inputs) {
 			in.Pipeline.Spec.Replicas = ptr.To[int32](9)
@@ -182,7 +182,7 @@ func TestEverySecretFileOfTheConfigIsMounted(t *testing.T) {
 			}
 			type file struct{ secret, key string }
 			want := map[string]file{}
-			expect := func(k *config.Kafka, spec *v1.KafkaConnection) {
+			expect := func(k *config.Kafka, spec *retryv1alpha1.KafkaConnection) {
 				if k == nil {
 					return
 				}

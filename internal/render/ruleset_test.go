@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -63,12 +63,12 @@ func TestARuleSetsDigestFollowsItsRenderings(t *testing.T) {
 	}
 	qDigest, qCM, qPR := digestAndRenderings(t, qBase)
 	for name, in := range map[string]*render.DeadLetterQueueInputs{
-		"maxMessages": {DLQ: func() *v1.DeadLetterQueue {
+		"maxMessages": {DLQ: func() *retryv1alpha1.DeadLetterQueue {
 			d := dlq.DeepCopy()
-			d.Spec.Alerts = &v1.DeadLetterAlerts{MaxMessages: ptr.To[int64](3)}
+			d.Spec.Alerts = &retryv1alpha1.DeadLetterAlerts{MaxMessages: ptr.To[int64](3)}
 			return d
 		}()},
-		"the topic":    {DLQ: func() *v1.DeadLetterQueue { d := dlq.DeepCopy(); d.Spec.Topic.Name = "other.dlq"; return d }()},
+		"the topic":    {DLQ: func() *retryv1alpha1.DeadLetterQueue { d := dlq.DeepCopy(); d.Spec.Topic.Name = "other.dlq"; return d }()},
 		"a rule label": {DLQ: dlq, RuleLabels: map[string]string{"release": "prom"}},
 	} {
 		set, err := render.DeadLetterQueueRuleSet(in)

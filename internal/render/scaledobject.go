@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 )
 
@@ -28,7 +28,7 @@ const (
 
 // AutoscalerName is the name of a pipeline's autoscaler: the Deployment's, shortened with a hash
 // when it would not fit in a label value (so that KEDA accepts it on either path).
-func AutoscalerName(p *v1.ConsumerPipeline) string {
+func AutoscalerName(p *retryv1alpha1.ConsumerPipeline) string {
 	return shorten(p.Name, maxAutoscalerNameLength-len(dispatcherSuffix)) + dispatcherSuffix
 }
 
@@ -43,11 +43,11 @@ func DueLagQuery(namespace, name string) string {
 // whatever the pipeline's replicas, so that each replica has at most Target records due. Its
 // bounds are a's (never below 1: scaling to zero is the operator's, not KEDA's). prometheusAddress
 // is the Prometheus server KEDA queries (--keda-prometheus-address).
-func ScaledObject(p *v1.ConsumerPipeline, a *Autoscaling, prometheusAddress string) *unstructured.Unstructured {
+func ScaledObject(p *retryv1alpha1.ConsumerPipeline, a *Autoscaling, prometheusAddress string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"spec": map[string]any{
 			"scaleTargetRef": map[string]any{
-				"apiVersion": v1.GroupVersion.String(),
+				"apiVersion": retryv1alpha1.GroupVersion.String(),
 				"kind":       pipelineKind,
 				"name":       p.Name,
 			},

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 	"github.com/retryops/retry-operator/internal/promcheck"
 	"github.com/retryops/retry-operator/internal/render"
@@ -25,9 +25,9 @@ const kedaPrometheus = "http://prometheus-operated.monitoring.svc:9090"
 
 // autoscaledChat is the chat pipeline with spec.autoscaling (scale to zero, a cap above the
 // partition count the test gives).
-func autoscaledChat(t *testing.T) *v1.ConsumerPipeline {
+func autoscaledChat(t *testing.T) *retryv1alpha1.ConsumerPipeline {
 	p := sinkURIInputs(t).Pipeline
-	p.Spec.Autoscaling = &v1.PipelineAutoscaling{
+	p.Spec.Autoscaling = &retryv1alpha1.PipelineAutoscaling{
 		MinReplicas: ptr.To[int32](0), MaxReplicas: 10, TargetDueLagPerReplica: ptr.To[int64](500),
 		ScaleDownStabilization: pdur(2 * time.Minute),
 	}
@@ -46,17 +46,17 @@ func TestGoldenScaledObject(t *testing.T) {
 func TestScaledObjectAndHPAAgree(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		spec       *v1.PipelineAutoscaling
+		spec       *retryv1alpha1.PipelineAutoscaling
 		partitions int32
 		min, max   int64
 		target     string
 		window     int64
 	}{
-		{"the defaults", &v1.PipelineAutoscaling{MaxReplicas: 4}, 0, 1, 4, "1000", 300},
-		{"scale to zero: KEDA gets 1, the operator does the rest", &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 3}, 6, 1, 3, "1000", 300},
-		{"capped at the partition count", &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 12, TargetDueLagPerReplica: ptr.To[int64](250)}, 8, 2, 8, "250", 300},
-		{"min above the cap", &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](5), MaxReplicas: 9, ScaleDownStabilization: &metav1.Duration{}}, 2, 2, 2, "1000", 0},
-		{"a long window is bounded", &v1.PipelineAutoscaling{MaxReplicas: 2, ScaleDownStabilization: pdur(3 * time.Hour)}, 0, 1, 2, "1000", 3600},
+		{"the defaults", &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 4}, 0, 1, 4, "1000", 300},
+		{"scale to zero: KEDA gets 1, the operator does the rest", &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 3}, 6, 1, 3, "1000", 300},
+		{"capped at the partition count", &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 12, TargetDueLagPerReplica: ptr.To[int64](250)}, 8, 2, 8, "250", 300},
+		{"min above the cap", &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](5), MaxReplicas: 9, ScaleDownStabilization: &metav1.Duration{}}, 2, 2, 2, "1000", 0},
+		{"a long window is bounded", &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 2, ScaleDownStabilization: pdur(3 * time.Hour)}, 0, 1, 2, "1000", 3600},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)

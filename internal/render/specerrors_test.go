@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/policy"
 	"github.com/retryops/retry-operator/internal/render"
 	"github.com/retryops/retry-operator/sdk/retry"
@@ -22,10 +22,10 @@ func TestSpecErrors(t *testing.T) {
 	}{
 		{"no bootstrap servers anywhere", func(in *render.Inputs) { in.DefaultBootstrapServers = nil }},
 		{"both sink and template", func(in *render.Inputs) {
-			in.Pipeline.Spec.Template = &v1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
+			in.Pipeline.Spec.Template = &retryv1alpha1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
 		}},
 		{"neither sink nor template", func(in *render.Inputs) { in.Pipeline.Spec.Sink = nil }},
-		{"both sink.uri and sink.ref", func(in *render.Inputs) { in.Pipeline.Spec.Sink.Ref = &v1.SinkReference{Name: "svc"} }},
+		{"both sink.uri and sink.ref", func(in *render.Inputs) { in.Pipeline.Spec.Sink.Ref = &retryv1alpha1.SinkReference{Name: "svc"} }},
 		{"an invalid policy", func(in *render.Inputs) { in.Policy.Spec.Backoff.Multiplier = "x" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,8 +50,8 @@ func second[T any](_ T, err error) error { return err }
 // connection whole, so tls or sasl without them is invalid input (objects stored before the CEL rule),
 // and so is SASL PLAIN without TLS unless allowed.
 func TestKafkaConnectionSpecErrors(t *testing.T) {
-	plain := func(allow v1.PlaintextPassword) *v1.KafkaSASL {
-		return &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "u"}, PlaintextPassword: allow}
+	plain := func(allow retryv1alpha1.PlaintextPassword) *retryv1alpha1.KafkaSASL {
+		return &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLPlain, SecretRef: retryv1alpha1.SecretReference{Name: "u"}, PlaintextPassword: allow}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -60,22 +60,22 @@ func TestKafkaConnectionSpecErrors(t *testing.T) {
 		text   string
 	}{
 		{"a DLQ with its own credentials on the default cluster", func(in *render.Inputs) {
-			in.DLQ.Spec.Kafka = &v1.KafkaConnection{SASL: &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "u"}}}
+			in.DLQ.Spec.Kafka = &retryv1alpha1.KafkaConnection{SASL: &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLScramSHA512, SecretRef: retryv1alpha1.SecretReference{Name: "u"}}}
 		}, "DeadLetterQueue chatbot-dlq spec.kafka", "tls and sasl apply only with bootstrapServers"},
 		{"a pipeline with only tls", func(in *render.Inputs) {
-			in.Pipeline.Spec.Kafka = &v1.KafkaConnection{TLS: &v1.KafkaTLS{CASecretRef: &v1.SecretKeyReference{Name: "ca"}}}
+			in.Pipeline.Spec.Kafka = &retryv1alpha1.KafkaConnection{TLS: &retryv1alpha1.KafkaTLS{CASecretRef: &retryv1alpha1.SecretKeyReference{Name: "ca"}}}
 		}, "spec.kafka", "the operator's default connection"},
 		{"PLAIN without TLS", func(in *render.Inputs) {
-			in.Pipeline.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}, SASL: plain("")}
+			in.Pipeline.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"a:9092"}, SASL: plain("")}
 		}, "spec.kafka.sasl", "SASL PLAIN without TLS"},
 		{"PLAIN without TLS on the DLQ, refused explicitly", func(in *render.Inputs) {
-			in.DLQ.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}, SASL: plain(v1.PlaintextPasswordRefuse)}
+			in.DLQ.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"a:9092"}, SASL: plain(retryv1alpha1.PlaintextPasswordRefuse)}
 		}, "DeadLetterQueue chatbot-dlq spec.kafka.sasl", "SASL PLAIN without TLS"},
 		{"PLAIN without TLS, allowed", func(in *render.Inputs) {
-			in.Pipeline.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}, SASL: plain(v1.PlaintextPasswordAllow)}
+			in.Pipeline.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"a:9092"}, SASL: plain(retryv1alpha1.PlaintextPasswordAllow)}
 		}, "", ""},
 		{"PLAIN over TLS", func(in *render.Inputs) {
-			in.Pipeline.Spec.Kafka = &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}, TLS: &v1.KafkaTLS{}, SASL: plain("")}
+			in.Pipeline.Spec.Kafka = &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"a:9092"}, TLS: &retryv1alpha1.KafkaTLS{}, SASL: plain("")}
 		}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,15 +112,15 @@ func TestCallerMistakesAreNotSpecErrors(t *testing.T) {
 }
 
 func TestSinkURL(t *testing.T) {
-	p := &v1.ConsumerPipeline{}
+	p := &retryv1alpha1.ConsumerPipeline{}
 	p.Namespace = "shop"
 	for _, tc := range []struct {
-		sink *v1.Sink
+		sink *retryv1alpha1.Sink
 		want string
 	}{
-		{&v1.Sink{URI: "https://api.example.com/hook"}, "https://api.example.com/hook"},
-		{&v1.Sink{Ref: &v1.SinkReference{Name: "orders-api", Port: 8080, Path: "/v1/orders"}}, "http://orders-api.shop.svc:8080/v1/orders"},
-		{&v1.Sink{Ref: &v1.SinkReference{Name: "orders-api"}}, "http://orders-api.shop.svc:80/"},
+		{&retryv1alpha1.Sink{URI: "https://api.example.com/hook"}, "https://api.example.com/hook"},
+		{&retryv1alpha1.Sink{Ref: &retryv1alpha1.SinkReference{Name: "orders-api", Port: 8080, Path: "/v1/orders"}}, "http://orders-api.shop.svc:8080/v1/orders"},
+		{&retryv1alpha1.Sink{Ref: &retryv1alpha1.SinkReference{Name: "orders-api"}}, "http://orders-api.shop.svc:80/"},
 		{nil, ""},
 	} {
 		p.Spec.Sink = tc.sink
@@ -133,16 +133,16 @@ func TestSinkURL(t *testing.T) {
 func TestTheDeadLetterConnection(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		pipeline *v1.KafkaConnection
-		dlq      *v1.KafkaConnection
+		pipeline *retryv1alpha1.KafkaConnection
+		dlq      *retryv1alpha1.KafkaConnection
 		want     []string // nil: the DLQ shares the source connection
 	}{
 		{"both on the default cluster share it", nil, nil, nil},
-		{"an identical explicit connection is shared", &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}}, &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}}, nil},
-		{"a pipeline on its own cluster leaves the DLQ on the default one", &v1.KafkaConnection{BootstrapServers: []string{"a:9092"}}, nil, []string{"kafka.kafka.svc:9092"}},
+		{"an identical explicit connection is shared", &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"a:9092"}}, &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"a:9092"}}, nil},
+		{"a pipeline on its own cluster leaves the DLQ on the default one", &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"a:9092"}}, nil, []string{"kafka.kafka.svc:9092"}},
 		{"a DLQ with its own credentials on the default cluster's servers (named) is separate", nil,
-			&v1.KafkaConnection{BootstrapServers: []string{"kafka.kafka.svc:9092"},
-				SASL: &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "u"}}}, []string{"kafka.kafka.svc:9092"}},
+			&retryv1alpha1.KafkaConnection{BootstrapServers: []string{"kafka.kafka.svc:9092"},
+				SASL: &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLScramSHA512, SecretRef: retryv1alpha1.SecretReference{Name: "u"}}}, []string{"kafka.kafka.svc:9092"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := sinkURIInputs(t)
@@ -211,8 +211,8 @@ func TestRenderUsesTheCompiledPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in.Policy.Spec.Classification = &v1.Classification{DefaultAction: "Retry", Rules: []v1.ClassificationRule{
-		{Name: "broken", Action: v1.ActionRetry, MessagePatterns: []string{"(unclosed"}}}}
+	in.Policy.Spec.Classification = &retryv1alpha1.Classification{DefaultAction: "Retry", Rules: []retryv1alpha1.ClassificationRule{
+		{Name: "broken", Action: retryv1alpha1.ActionRetry, MessagePatterns: []string{"(unclosed"}}}}
 	if _, err := render.Config(in); err == nil {
 		t.Fatal("a policy whose pattern does not compile rendered without Inputs.Compiled")
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -40,7 +40,7 @@ func TestDecodeTemplateRefusesUnknownAndDuplicateFields(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// What a typed client does: the field is gone, no error.
-			var loose v1.PodTemplate
+			var loose retryv1alpha1.PodTemplate
 			if err := json.Unmarshal([]byte(tc.raw), &loose); err != nil && tc.message != "cannot be decoded as a pod template" {
 				t.Fatalf("a plain decode refuses it too: %v", err)
 			}
@@ -81,7 +81,7 @@ func TestDecodeTemplateKeepsAValidTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeTemplate(%s): %v", raw, err)
 	}
-	var want v1.PodTemplate
+	var want retryv1alpha1.PodTemplate
 	if err := json.Unmarshal(raw, &want); err != nil {
 		t.Fatal(err)
 	}

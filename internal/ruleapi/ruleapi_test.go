@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
@@ -79,6 +79,6 @@ func TestRuleAPIDetection(t *testing.T) {
 
 func TestLogKeyIsTheOwnersKind(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(logKey(&v1.DeadLetterQueue{})).To(Equal("deadLetterQueue"))
-	g.Expect(logKey(&v1.ConsumerPipeline{})).To(Equal("consumerPipeline"))
+	g.Expect(logKey(&retryv1alpha1.DeadLetterQueue{})).To(Equal("deadLetterQueue"))
+	g.Expect(logKey(&retryv1alpha1.ConsumerPipeline{})).To(Equal("consumerPipeline"))
 }

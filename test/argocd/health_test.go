@@ -9,7 +9,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/config/argocd"
 )
 
@@ -109,8 +109,8 @@ func TestHealthChecks(t *testing.T) {
 // its kind's Go type, so the cases cannot test fields the operator never writes.
 func TestTestdataObjectsAreTheAPIsTypes(t *testing.T) {
 	newObject := map[string]func() any{
-		"RetryPolicy": func() any { return &v1.RetryPolicy{} }, "DeadLetterQueue": func() any { return &v1.DeadLetterQueue{} },
-		"ConsumerPipeline": func() any { return &v1.ConsumerPipeline{} }, "DeadLetterAction": func() any { return &v1.DeadLetterAction{} },
+		"RetryPolicy": func() any { return &retryv1alpha1.RetryPolicy{} }, "DeadLetterQueue": func() any { return &retryv1alpha1.DeadLetterQueue{} },
+		"ConsumerPipeline": func() any { return &retryv1alpha1.ConsumerPipeline{} }, "DeadLetterAction": func() any { return &retryv1alpha1.DeadLetterAction{} },
 	}
 	for kind, cs := range loadCases(t) {
 		for _, c := range cs {

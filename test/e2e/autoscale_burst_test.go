@@ -15,7 +15,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
@@ -124,11 +124,11 @@ func TestBurstScalesToMaxAndBack(t *testing.T) {
 	// The operator's HPA, named in status.
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
 	g.Eventually(func() error {
-		p := &v1.ConsumerPipeline{}
+		p := &retryv1alpha1.ConsumerPipeline{}
 		if err := stack.Env.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: c.ns}, p); err != nil {
 			return err
 		}
-		if p.Status.Autoscaling == nil || p.Status.Autoscaling.Kind != v1.AutoscalerHPA {
+		if p.Status.Autoscaling == nil || p.Status.Autoscaling.Kind != retryv1alpha1.AutoscalerHPA {
 			return fmt.Errorf("status.autoscaling %+v", p.Status.Autoscaling)
 		}
 		return stack.Env.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: p.Status.Autoscaling.Name}, hpa)

@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 )
 
@@ -99,7 +99,7 @@ func watchScale(stack *devenv.Stack, ns string, period time.Duration) *scaleWatc
 	depKey := client.ObjectKey{Namespace: ns, Name: ns + "-dispatcher"}
 	w.stop = every(period, func() {
 		s := scaleSample{at: time.Now(), dueLag: -1}
-		p := &v1.ConsumerPipeline{}
+		p := &retryv1alpha1.ConsumerPipeline{}
 		if err := stack.Env.Client.Get(ctx, key, p); err != nil {
 			return
 		}

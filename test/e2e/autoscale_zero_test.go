@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
@@ -126,7 +126,7 @@ func TestScaleToZeroWakesBeforeRetriesAreDue(t *testing.T) {
 	done := lastOf(sink)
 	again := w.await(g, done, time.Minute, "idle once the retries are delivered", func(s scaleSample) bool { return idle(s) && s.wakeTime.IsZero() })
 	t.Logf("idle once more %s after the last retry, with no wake time", again.at.Sub(done).Round(time.Millisecond))
-	p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: c.ns, Namespace: c.ns}}
+	p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: c.ns, Namespace: c.ns}}
 	g.Expect(stack.Env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
 	t.Logf("status.autoscaling.message: %s", p.Status.Autoscaling.Message)
 
@@ -154,7 +154,7 @@ func TestScaleToZeroWakesBeforeRetriesAreDue(t *testing.T) {
 // zeroTier waits for zeroCase's pipeline to have its one retry tier and returns its topic.
 func zeroTier(ctx context.Context, t *testing.T, stack *devenv.Stack) string {
 	t.Helper()
-	p := &v1.ConsumerPipeline{}
+	p := &retryv1alpha1.ConsumerPipeline{}
 	var tier string
 	NewWithT(t).Eventually(func() error {
 		if err := stack.Env.Client.Get(ctx, client.ObjectKey{Namespace: zeroCase.ns, Name: zeroCase.ns}, p); err != nil {

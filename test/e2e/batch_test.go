@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
 
@@ -39,12 +39,12 @@ func TestBatchSameFates(t *testing.T) {
 	out, err := stack.Kubectl([]byte(btManifests(urls["batched"], urls["single"])), "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	for name := range sinks {
-		cp := &v1.ConsumerPipeline{}
+		cp := &retryv1alpha1.ConsumerPipeline{}
 		g.Eventually(func() error {
 			if err := c.Get(ctx, client.ObjectKey{Namespace: btNS, Name: name}, cp); err != nil {
 				return err
 			}
-			if !meta.IsStatusConditionTrue(cp.Status.Conditions, v1.ConditionReady) || cp.Status.ReadyReplicas == nil || *cp.Status.ReadyReplicas < 1 {
+			if !meta.IsStatusConditionTrue(cp.Status.Conditions, retryv1alpha1.ConditionReady) || cp.Status.ReadyReplicas == nil || *cp.Status.ReadyReplicas < 1 {
 				return fmt.Errorf("%s not running yet: %+v", name, cp.Status.Conditions)
 			}
 			return nil
@@ -146,13 +146,13 @@ func TestBatchSameFates(t *testing.T) {
 		for _, r := range deadOf(name) {
 			byReason[header(r, headers.Reason)]++
 		}
-		var counts []v1.NamedCount
+		var counts []retryv1alpha1.NamedCount
 		for reason, n := range byReason {
 			g.Expect(n).To(Equal(int64(wantDead[reason])), "%s: %s", name, reason)
-			counts = append(counts, v1.NamedCount{Name: reason, Count: n})
+			counts = append(counts, retryv1alpha1.NamedCount{Name: reason, Count: n})
 		}
-		dlq := &v1.DeadLetterQueue{}
-		g.Eventually(func() ([]v1.NamedCount, error) {
+		dlq := &retryv1alpha1.DeadLetterQueue{}
+		g.Eventually(func() ([]retryv1alpha1.NamedCount, error) {
 			err := c.Get(ctx, client.ObjectKey{Namespace: btNS, Name: name + "-dlq"}, dlq)
 			return dlq.Status.Reasons, err
 		}, time.Minute, 250*time.Millisecond).Should(ConsistOf(counts), name)

@@ -31,7 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 )
@@ -112,13 +112,13 @@ func TestEndToEnd(t *testing.T) {
 	out, err := stack.Kubectl([]byte(manifests("http://"+l.Addr().String()+"/tasks")), "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 
-	pipeline := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: "e2e", Namespace: namespace}}
-	dlq := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Name: "e2e-dlq", Namespace: namespace}}
+	pipeline := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: "e2e", Namespace: namespace}}
+	dlq := &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Name: "e2e-dlq", Namespace: namespace}}
 	ready := func() (bool, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pipeline), pipeline); err != nil {
 			return false, err
 		}
-		return meta.IsStatusConditionTrue(pipeline.Status.Conditions, v1.ConditionReady), nil
+		return meta.IsStatusConditionTrue(pipeline.Status.Conditions, retryv1alpha1.ConditionReady), nil
 	}
 	g.Eventually(ready, 2*time.Minute, 250*time.Millisecond).Should(BeTrue(), "the pipeline never became Ready")
 
@@ -188,10 +188,10 @@ func TestEndToEnd(t *testing.T) {
 		return ptr.Deref(pipeline.Status.ConsumerLag, -1), err
 	}, time.Minute, 250*time.Millisecond).Should(BeZero())
 	g.Expect(ready()).To(BeTrue())
-	g.Expect(pipeline.Status.Circuit).To(Equal(v1.CircuitClosed))
+	g.Expect(pipeline.Status.Circuit).To(Equal(retryv1alpha1.CircuitClosed))
 
 	// The operator's gauges, scraped from the manager's metrics endpoint, equal the status values.
-	policy := &v1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "e2e", Namespace: namespace}}
+	policy := &retryv1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "e2e", Namespace: namespace}}
 	g.Eventually(func() (map[string]float64, error) {
 		for _, obj := range []client.Object{pipeline, dlq, policy} {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
@@ -231,7 +231,7 @@ func TestEndToEnd(t *testing.T) {
 	// pipeline's status; when the sink is back the breakers close and so does the status.
 	circuit := func() (string, error) {
 		_, err := ready()
-		c := meta.FindStatusCondition(pipeline.Status.Conditions, v1.ConditionCircuitClosed)
+		c := meta.FindStatusCondition(pipeline.Status.Conditions, retryv1alpha1.ConditionCircuitClosed)
 		if c == nil {
 			return "", err
 		}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
@@ -26,7 +26,7 @@ func ownFigures(t *testing.T, g *WithT, stack *devenv.Stack, cl *kgo.Client, tie
 	const fanLagRecords, fanBacklogRecords = 7, 5
 	ctx := context.Background()
 	c := stack.Env.Client
-	analytics := &v1.ConsumerPipeline{}
+	analytics := &retryv1alpha1.ConsumerPipeline{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: fanNS, Name: "analytics"}, analytics)).To(Succeed())
 	before := analytics.DeepCopy()
 	analytics.Spec.Replicas = ptr.To[int32](0)
@@ -65,7 +65,7 @@ func ownFigures(t *testing.T, g *WithT, stack *devenv.Stack, cl *kgo.Client, tie
 	g.Eventually(func() (map[string][2]int64, error) {
 		got := map[string][2]int64{}
 		for _, p := range fanPipes {
-			cp := &v1.ConsumerPipeline{}
+			cp := &retryv1alpha1.ConsumerPipeline{}
 			if err := c.Get(ctx, client.ObjectKey{Namespace: fanNS, Name: p.name}, cp); err != nil {
 				return nil, err
 			}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/sdk/headers"
@@ -42,14 +42,14 @@ func TestFanOut(t *testing.T) {
 	out, err := stack.Kubectl([]byte(fanManifests(urls)), "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 
-	pipes := map[string]*v1.ConsumerPipeline{}
+	pipes := map[string]*retryv1alpha1.ConsumerPipeline{}
 	for _, p := range fanPipes {
-		cp := &v1.ConsumerPipeline{}
+		cp := &retryv1alpha1.ConsumerPipeline{}
 		g.Eventually(func() error {
 			if err := c.Get(ctx, client.ObjectKey{Namespace: fanNS, Name: p.name}, cp); err != nil {
 				return err
 			}
-			if !meta.IsStatusConditionTrue(cp.Status.Conditions, v1.ConditionReady) || cp.Status.Topics == nil ||
+			if !meta.IsStatusConditionTrue(cp.Status.Conditions, retryv1alpha1.ConditionReady) || cp.Status.Topics == nil ||
 				len(cp.Status.Topics.Retries) == 0 || cp.Status.ReadyReplicas == nil || *cp.Status.ReadyReplicas < 1 {
 				return fmt.Errorf("%s not running yet: %+v", p.name, cp.Status.Conditions)
 			}
@@ -189,12 +189,12 @@ func queueCounts(t *testing.T, g *WithT, c client.Client, scan func(string) []fa
 			byPipeline[d.pipeline]++
 			total++
 		}
-		var want []v1.NamedCount
+		var want []retryv1alpha1.NamedCount
 		for name, n := range byPipeline {
-			want = append(want, v1.NamedCount{Name: name, Count: n})
+			want = append(want, retryv1alpha1.NamedCount{Name: name, Count: n})
 		}
-		dlq := &v1.DeadLetterQueue{}
-		g.Eventually(func() ([]v1.NamedCount, error) {
+		dlq := &retryv1alpha1.DeadLetterQueue{}
+		g.Eventually(func() ([]retryv1alpha1.NamedCount, error) {
 			err := c.Get(context.Background(), client.ObjectKey{Namespace: fanNS, Name: q[0]}, dlq)
 			return dlq.Status.Pipelines, err
 		}, time.Minute, 250*time.Millisecond).Should(ConsistOf(want), q[0])

@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/sdk/headers"
 )
 
@@ -181,14 +181,14 @@ func TestHostileRetryHeaders(t *testing.T) {
 	out, err := stack.Kubectl([]byte(hostileManifests("http://"+l.Addr().String()+"/tasks")), "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 
-	pipeline := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: hostileNS}}
-	dlq := &v1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Name: "hostile-dlq", Namespace: hostileNS}}
+	pipeline := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: hostileNS}}
+	dlq := &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Name: "hostile-dlq", Namespace: hostileNS}}
 	ready := func() (bool, error) {
-		p := &v1.ConsumerPipeline{}
+		p := &retryv1alpha1.ConsumerPipeline{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pipeline), p); err != nil {
 			return false, err
 		}
-		return meta.IsStatusConditionTrue(p.Status.Conditions, v1.ConditionReady), nil
+		return meta.IsStatusConditionTrue(p.Status.Conditions, retryv1alpha1.ConditionReady), nil
 	}
 	g.Eventually(ready, 2*time.Minute, 250*time.Millisecond).Should(BeTrue(), "the pipeline never became Ready")
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pipeline), pipeline)).To(Succeed())
@@ -379,14 +379,14 @@ func TestHostileRetryHeaders(t *testing.T) {
 	g.Expect(sink.keys("hostile-")).To(BeEmpty(), "a hostile record was delivered")
 
 	// The DeadLetterQueue's status counts the three dead letters under malformed.
-	g.Eventually(func() (v1.DeadLetterQueueStatus, error) {
+	g.Eventually(func() (retryv1alpha1.DeadLetterQueueStatus, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(dlq), dlq)
 		return dlq.Status, err
 	}, 30*time.Second, 250*time.Millisecond).Should(SatisfyAll(
 		HaveField("Messages", HaveValue(Equal(int64(3)))),
-		HaveField("Reasons", ConsistOf(v1.NamedCount{Name: headers.ReasonMalformed, Count: 3})),
-		HaveField("ErrorTypes", ConsistOf(v1.NamedCount{Name: headers.ErrorTypeMalformedHeaders, Count: 2},
-			v1.NamedCount{Name: headers.ErrorTypeOtherPipeline, Count: 1})),
+		HaveField("Reasons", ConsistOf(retryv1alpha1.NamedCount{Name: headers.ReasonMalformed, Count: 3})),
+		HaveField("ErrorTypes", ConsistOf(retryv1alpha1.NamedCount{Name: headers.ErrorTypeMalformedHeaders, Count: 2},
+			retryv1alpha1.NamedCount{Name: headers.ErrorTypeOtherPipeline, Count: 1})),
 	))
 
 	// The tier is consumed to its end: nothing waits in it, nothing is held up.

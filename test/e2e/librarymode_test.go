@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/sdk/headers"
 	"github.com/retryops/retry-operator/sdk/retryloop"
 )
@@ -45,10 +45,10 @@ func TestLibraryModeDeadLetters(t *testing.T) {
 	out, err := stack.Kubectl([]byte(lmManifests("http://"+l.Addr().String()+"/orders")), "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	for _, name := range []string{lmDispatcher, lmLibrary} {
-		p := &v1.ConsumerPipeline{}
+		p := &retryv1alpha1.ConsumerPipeline{}
 		g.Eventually(func() (bool, error) {
 			err := c.Get(ctx, client.ObjectKey{Namespace: lmNS, Name: name}, p)
-			return meta.IsStatusConditionTrue(p.Status.Conditions, v1.ConditionReady), err
+			return meta.IsStatusConditionTrue(p.Status.Conditions, retryv1alpha1.ConditionReady), err
 		}).WithTimeout(lmWait).WithPolling(250*time.Millisecond).Should(BeTrue(), "pipeline %s Ready", name)
 	}
 	d := &appsv1.Deployment{}
@@ -74,14 +74,14 @@ func TestLibraryModeDeadLetters(t *testing.T) {
 		Headers: []kgo.RecordHeader{{Key: "trace-id", Value: []byte("4bf92f3577b34da6")}}}).FirstErr()).To(Succeed())
 
 	// The queue's status counts both, by pipeline and by reason.
-	q := &v1.DeadLetterQueue{}
-	g.Eventually(func() ([]v1.NamedCount, error) {
+	q := &retryv1alpha1.DeadLetterQueue{}
+	g.Eventually(func() ([]retryv1alpha1.NamedCount, error) {
 		err := c.Get(ctx, client.ObjectKey{Namespace: lmNS, Name: lmQueue}, q)
 		return q.Status.Pipelines, err
 	}).WithTimeout(lmWait).WithPolling(250 * time.Millisecond).Should(ConsistOf(
-		v1.NamedCount{Name: lmNS + "/" + lmDispatcher, Count: 1}, v1.NamedCount{Name: lmNS + "/" + lmLibrary, Count: 1}))
+		retryv1alpha1.NamedCount{Name: lmNS + "/" + lmDispatcher, Count: 1}, retryv1alpha1.NamedCount{Name: lmNS + "/" + lmLibrary, Count: 1}))
 	g.Expect(q.Status.Messages).To(HaveValue(Equal(int64(2))))
-	g.Expect(q.Status.Reasons).To(ConsistOf(v1.NamedCount{Name: headers.ReasonNonRetriable, Count: 2}))
+	g.Expect(q.Status.Reasons).To(ConsistOf(retryv1alpha1.NamedCount{Name: headers.ReasonNonRetriable, Count: 2}))
 	t.Logf("DeadLetterQueue status %s: %d dead letters, by pipeline %v, by reason %v", lmQueue, *q.Status.Messages, q.Status.Pipelines, q.Status.Reasons)
 
 	dlq := plugin(t, g, stack)

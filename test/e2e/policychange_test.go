@@ -23,7 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/internal/render"
 	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
@@ -63,12 +63,12 @@ func TestPolicyChange(t *testing.T) {
 	out, err := stack.Kubectl([]byte(pcManifests("http://"+l.Addr().String()+"/tasks")), "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 
-	pipeline := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: pcName, Namespace: pcNS}}
-	getPipeline := func() (*v1.ConsumerPipeline, error) {
-		p := &v1.ConsumerPipeline{}
+	pipeline := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: pcName, Namespace: pcNS}}
+	getPipeline := func() (*retryv1alpha1.ConsumerPipeline, error) {
+		p := &retryv1alpha1.ConsumerPipeline{}
 		return p, c.Get(ctx, client.ObjectKeyFromObject(pipeline), p)
 	}
-	tierNames := func(p *v1.ConsumerPipeline) []string {
+	tierNames := func(p *retryv1alpha1.ConsumerPipeline) []string {
 		if p.Status.Topics == nil {
 			return nil
 		}
@@ -81,7 +81,7 @@ func TestPolicyChange(t *testing.T) {
 	// Ready with the first policy's three tiers.
 	g.Eventually(func() ([]string, error) {
 		p, err := getPipeline()
-		if err != nil || !meta.IsStatusConditionTrue(p.Status.Conditions, v1.ConditionReady) {
+		if err != nil || !meta.IsStatusConditionTrue(p.Status.Conditions, retryv1alpha1.ConditionReady) {
 			return nil, err
 		}
 		return tierNames(p), nil
@@ -302,7 +302,7 @@ func TestPolicyChange(t *testing.T) {
 			return "", err
 		}
 		newTiers = tierNames(p)
-		r := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionReady)
+		r := meta.FindStatusCondition(p.Status.Conditions, retryv1alpha1.ConditionReady)
 		if r == nil || r.Status != metav1.ConditionTrue {
 			return fmt.Sprintf("not Ready (%+v), tiers %v", r, newTiers), nil
 		}

@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/sdk/headers"
@@ -211,7 +211,7 @@ func TestReplay(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	g.Eventually(func() error {
-		p := &v1.ConsumerPipeline{}
+		p := &retryv1alpha1.ConsumerPipeline{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: rpNS, Name: "rp"}, p); err != nil {
 			return err
 		}
@@ -242,28 +242,28 @@ func TestReplay(t *testing.T) {
 	sink.mu.Lock()
 	sink.healed = true
 	sink.mu.Unlock()
-	a := &v1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{Namespace: rpNS, Name: "replay-500"}, Spec: v1.DeadLetterActionSpec{
-		Queue: "rp-dlq", Action: v1.DeadLetterReplay, RequestedBy: "e2e",
-		Selector: &v1.DeadLetterSelector{Reasons: []v1.DeadLetterName{headers.ReasonMaxRetriesExceeded}, ErrorTypes: []v1.DeadLetterName{"HTTP500"}},
-		Rate:     &v1.ReplayRate{RecordsPerSecond: rpRate},
+	a := &retryv1alpha1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{Namespace: rpNS, Name: "replay-500"}, Spec: retryv1alpha1.DeadLetterActionSpec{
+		Queue: "rp-dlq", Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "e2e",
+		Selector: &retryv1alpha1.DeadLetterSelector{Reasons: []retryv1alpha1.DeadLetterName{headers.ReasonMaxRetriesExceeded}, ErrorTypes: []retryv1alpha1.DeadLetterName{"HTTP500"}},
+		Rate:     &retryv1alpha1.ReplayRate{RecordsPerSecond: rpRate},
 	}}
 	g.Expect(c.Create(ctx, a)).To(Succeed())
 	// Progress shows while it runs.
 	g.Eventually(func() bool {
 		_ = c.Get(ctx, client.ObjectKeyFromObject(a), a)
-		return a.Status.Phase == v1.ActionRunning && a.Status.Done > 0 && a.Status.Done < int64(len(want))
+		return a.Status.Phase == retryv1alpha1.ActionRunning && a.Status.Done > 0 && a.Status.Done < int64(len(want))
 	}, time.Minute, 20*time.Millisecond).Should(BeTrue())
 	t.Logf("running: progress %s", a.Status.Progress)
-	g.Eventually(func() v1.DeadLetterActionPhase {
+	g.Eventually(func() retryv1alpha1.DeadLetterActionPhase {
 		_ = c.Get(ctx, client.ObjectKeyFromObject(a), a)
 		return a.Status.Phase
 	}, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1.ActionSucceeded))
+		Should(Equal(retryv1alpha1.ActionSucceeded))
 	g.Expect(a.Status.Matched).To(Equal(int64(len(want))))
 	g.Expect(a.Status.Done).To(Equal(int64(len(want))))
 
 	// Exactly the wanted ones, through the first retry tier, at the rate.
-	p := &v1.ConsumerPipeline{}
+	p := &retryv1alpha1.ConsumerPipeline{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: rpNS, Name: "rp"}, p)).To(Succeed())
 	var replayed []*kgo.Record
 	for _, r := range readAll(t, adm, stack, p.Status.Topics.Retries[0].Name) {
@@ -330,11 +330,11 @@ func TestReplay(t *testing.T) {
 	}
 
 	// The queue counts them Replayed.
-	q := &v1.DeadLetterQueue{}
-	g.Eventually(func() []v1.NamedCount {
+	q := &retryv1alpha1.DeadLetterQueue{}
+	g.Eventually(func() []retryv1alpha1.NamedCount {
 		_ = c.Get(ctx, client.ObjectKey{Namespace: rpNS, Name: "rp-dlq"}, q)
 		return q.Status.States
-	}, time.Minute, time.Second).Should(ContainElement(v1.NamedCount{Name: "Replayed", Count: int64(len(want))}))
+	}, time.Minute, time.Second).Should(ContainElement(retryv1alpha1.NamedCount{Name: "Replayed", Count: int64(len(want))}))
 
 	pluginReplay(t, stack, adm, sink)
 	restartDuringReplay(t, stack, adm, c, p.Status.Topics.Retries[0].Name)
@@ -430,21 +430,21 @@ func restartDuringReplay(t *testing.T, stack *devenv.Stack, adm *kadm.Client, c 
 	g.Expect(cl.ProduceSync(ctx, rs...).FirstErr()).To(Succeed())
 	before := countReplays(t, adm, stack, tier, "bulk-")
 
-	a := &v1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{Namespace: rpNS, Name: "replay-bulk"}, Spec: v1.DeadLetterActionSpec{
-		Queue: "rp-dlq", Action: v1.DeadLetterReplay, RequestedBy: "e2e",
-		Selector: &v1.DeadLetterSelector{ErrorTypes: []v1.DeadLetterName{"Bulk"}},
-		Rate:     &v1.ReplayRate{RecordsPerSecond: 1000},
+	a := &retryv1alpha1.DeadLetterAction{ObjectMeta: metav1.ObjectMeta{Namespace: rpNS, Name: "replay-bulk"}, Spec: retryv1alpha1.DeadLetterActionSpec{
+		Queue: "rp-dlq", Action: retryv1alpha1.DeadLetterReplay, RequestedBy: "e2e",
+		Selector: &retryv1alpha1.DeadLetterSelector{ErrorTypes: []retryv1alpha1.DeadLetterName{"Bulk"}},
+		Rate:     &retryv1alpha1.ReplayRate{RecordsPerSecond: 1000},
 	}}
 	g.Expect(c.Create(ctx, a)).To(Succeed())
 	g.Eventually(func() int64 { _ = c.Get(ctx, client.ObjectKeyFromObject(a), a); return a.Status.Done }, time.Minute, 20*time.Millisecond).
 		Should(BeNumerically(">=", rpBulk/5))
 	t.Logf("restarting the manager at progress %s", a.Status.Progress)
 	g.Expect(stack.RestartManager()).To(Succeed())
-	g.Eventually(func() v1.DeadLetterActionPhase {
+	g.Eventually(func() retryv1alpha1.DeadLetterActionPhase {
 		_ = c.Get(ctx, client.ObjectKeyFromObject(a), a)
 		return a.Status.Phase
 	}, 2*time.Minute, 200*time.Millisecond).
-		Should(Equal(v1.ActionSucceeded))
+		Should(Equal(retryv1alpha1.ActionSucceeded))
 	g.Expect(a.Status.Matched).To(Equal(int64(rpBulk)))
 	g.Expect(before).To(BeEmpty())
 	counts := countReplays(t, adm, stack, tier, "bulk-")

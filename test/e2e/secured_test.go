@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -113,7 +113,7 @@ func delivers(ctx context.Context, t *testing.T, stack *devenv.Stack, sink *deve
 // pipelineCondition returns a getter of ns's pipeline's condition typ.
 func pipelineCondition(ctx context.Context, c client.Client, ns, typ string) func() (*metav1.Condition, error) {
 	return func() (*metav1.Condition, error) {
-		p := &v1.ConsumerPipeline{}
+		p := &retryv1alpha1.ConsumerPipeline{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "secured"}, p); err != nil {
 			return nil, err
 		}
@@ -158,30 +158,30 @@ func TestSecuredDefaultConnection(t *testing.T) {
 	}
 
 	// (a) The pipeline with its namespace's Secret runs and delivers through every topic it uses.
-	g.Eventually(pipelineCondition(ctx, c, ns, v1.ConditionReady), 2*time.Minute, 250*time.Millisecond).
+	g.Eventually(pipelineCondition(ctx, c, ns, retryv1alpha1.ConditionReady), 2*time.Minute, 250*time.Millisecond).
 		Should(HaveField("Status", metav1.ConditionTrue), "the pipeline in %s never became Ready", ns)
 	delivers(ctx, t, stack, sink, ns, 0, securedRecords)
 
 	// (b) The pipeline without a Secret says what to create, and has no Deployment.
 	var cond *metav1.Condition
 	g.Eventually(func(g Gomega) {
-		cond, err = pipelineCondition(ctx, c, late, v1.ConditionReady)()
+		cond, err = pipelineCondition(ctx, c, late, retryv1alpha1.ConditionReady)()
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(cond).NotTo(BeNil())
 		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(cond.Reason).To(Equal(v1.ReasonKafkaCredentialsMissing))
+		g.Expect(cond.Reason).To(Equal(retryv1alpha1.ReasonKafkaCredentialsMissing))
 	}, time.Minute, 250*time.Millisecond).Should(Succeed())
 	t.Logf("%s: Ready=False %s: %s", late, cond.Reason, cond.Message)
 	g.Expect(cond.Message).To(And(ContainSubstring(devenv.ConsumerSecretName(late)), ContainSubstring(late), ContainSubstring("password")))
-	dr, err := pipelineCondition(ctx, c, late, v1.ConditionDeploymentReady)()
+	dr, err := pipelineCondition(ctx, c, late, retryv1alpha1.ConditionDeploymentReady)()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(dr).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", v1.ReasonKafkaCredentialsMissing)))
+	g.Expect(dr).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", retryv1alpha1.ReasonKafkaCredentialsMissing)))
 	g.Expect(deployments(ctx, c, late)).To(BeEmpty())
 
 	// Its Secret (and user) created, it runs without any edit.
 	lateUser, err := stack.AddConsumer(ctx, late)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(pipelineCondition(ctx, c, late, v1.ConditionReady), 2*time.Minute, 250*time.Millisecond).
+	g.Eventually(pipelineCondition(ctx, c, late, retryv1alpha1.ConditionReady), 2*time.Minute, 250*time.Millisecond).
 		Should(HaveField("Status", metav1.ConditionTrue), "the pipeline in %s never became Ready once its Secret existed", late)
 	delivers(ctx, t, stack, lateSink, late, 0, securedRecords)
 
@@ -228,12 +228,12 @@ func TestTLSOnlyDefaultConnection(t *testing.T) {
 	sink, sinkURL := securedSink(t)
 	out, err := stack.Kubectl([]byte(securedManifests(ns, sinkURL)), "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	g.Eventually(pipelineCondition(ctx, c, ns, v1.ConditionReady), 2*time.Minute, 250*time.Millisecond).
+	g.Eventually(pipelineCondition(ctx, c, ns, retryv1alpha1.ConditionReady), 2*time.Minute, 250*time.Millisecond).
 		Should(HaveField("Status", metav1.ConditionTrue), "the pipeline never became Ready")
 	delivers(ctx, t, stack, sink, ns, 0, securedRecords)
 
 	cm := &corev1.ConfigMap{}
-	p := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "secured"}}
+	p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "secured"}}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.ConfigMapName(p)}, cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("kafka-ca.crt", string(stack.KafkaCA())))
 	var cfg struct {
@@ -270,16 +270,16 @@ func refusedAndBack(ctx context.Context, t *testing.T, stack *devenv.Stack, ns s
 		g.Expect(c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns))).To(Succeed())
 	}
 	setPassword([]byte("not-the-password"))
-	for _, typ := range []string{v1.ConditionDeploymentReady, v1.ConditionReady} {
+	for _, typ := range []string{retryv1alpha1.ConditionDeploymentReady, retryv1alpha1.ConditionReady} {
 		g.Eventually(pipelineCondition(ctx, c, ns, typ), 2*time.Minute, 250*time.Millisecond).Should(And(Not(BeNil()),
-			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", v1.ReasonKafkaAuthenticationFailed),
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", retryv1alpha1.ReasonKafkaAuthenticationFailed),
 			HaveField("Message", ContainSubstring("consumers cannot authenticate to Kafka"))), "%s of the pipeline in %s", typ, ns)
 	}
-	cond, err := pipelineCondition(ctx, c, ns, v1.ConditionDeploymentReady)()
+	cond, err := pipelineCondition(ctx, c, ns, retryv1alpha1.ConditionDeploymentReady)()
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Logf("%s with a wrong password: DeploymentReady=False %s: %s", ns, cond.Reason, cond.Message)
 	setPassword(right)
-	g.Eventually(pipelineCondition(ctx, c, ns, v1.ConditionReady), 2*time.Minute, 250*time.Millisecond).
+	g.Eventually(pipelineCondition(ctx, c, ns, retryv1alpha1.ConditionReady), 2*time.Minute, 250*time.Millisecond).
 		Should(HaveField("Status", metav1.ConditionTrue), "the pipeline in %s never became Ready again with its password back", ns)
 }
 

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 	"github.com/retryops/retry-operator/sdk/headers"
@@ -118,7 +118,7 @@ func TestUpgradeFromTiersNamedAfterTheSource(t *testing.T) {
 
 	out, err := stack.Kubectl([]byte(upManifests("http://"+l.Addr().String()+"/tasks")), "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	p := &v1.ConsumerPipeline{}
+	p := &retryv1alpha1.ConsumerPipeline{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: upNS, Name: upName}, p)).To(Succeed())
 
 	// The old release's ledger record and status.
@@ -129,9 +129,9 @@ func TestUpgradeFromTiersNamedAfterTheSource(t *testing.T) {
 	ledger := &kafkaspec.Ledger{Reader: c, Writer: c, Namespace: envtestutil.OperatorNamespace}
 	g.Expect(ledger.Record(ctx, p, append([]string{upSource}, oldNames...)...)).To(Succeed())
 	before := p.DeepCopy()
-	p.Status.Topics = &v1.PipelineTopics{Source: upSource, SourcePartitions: 3, DeadLetter: upDLQ}
+	p.Status.Topics = &retryv1alpha1.PipelineTopics{Source: upSource, SourcePartitions: 3, DeadLetter: upDLQ}
 	for _, o := range upOld {
-		p.Status.Topics.Retries = append(p.Status.Topics.Retries, v1.RetryTopicStatus{Name: o.name, Delay: metav1.Duration{Duration: o.delay}, Partitions: 3})
+		p.Status.Topics.Retries = append(p.Status.Topics.Retries, retryv1alpha1.RetryTopicStatus{Name: o.name, Delay: metav1.Duration{Duration: o.delay}, Partitions: 3})
 	}
 	g.Expect(c.Status().Patch(ctx, p, client.MergeFrom(before))).To(Succeed())
 
@@ -197,7 +197,7 @@ func TestUpgradeFromTiersNamedAfterTheSource(t *testing.T) {
 		g.Expect(td.Has(oldNames[0]) || td.Has(oldNames[1]) || td.Has(oldNames[2])).To(BeFalse(), "old tiers left: %v", td.Names())
 		g.Expect(td.Has(upSource)).To(BeTrue(), "the source is kept")
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-		g.Expect(meta.IsStatusConditionTrue(p.Status.Conditions, v1.ConditionReady)).To(BeTrue())
+		g.Expect(meta.IsStatusConditionTrue(p.Status.Conditions, retryv1alpha1.ConditionReady)).To(BeTrue())
 		var tiers []string
 		for _, r := range p.Status.Topics.Retries {
 			tiers = append(tiers, r.Name)

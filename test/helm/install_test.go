@@ -22,7 +22,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/devenv"
 	"github.com/retryops/retry-operator/internal/envtestutil"
 )
@@ -113,10 +113,10 @@ func installUpgradeUninstall(t *testing.T, helm string, bin map[string]string) {
 	defer srv.Close()
 	out, err = env.Kubectl([]byte(demoManifests(srv.URL+"/tasks")), "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	pipeline := &v1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: "orders"}}
+	pipeline := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: "orders"}}
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(pipeline), pipeline)).To(Succeed())
-		g.Expect(meta.IsStatusConditionTrue(pipeline.Status.Conditions, v1.ConditionReady)).To(BeTrue(), "conditions: %v", pipeline.Status.Conditions)
+		g.Expect(meta.IsStatusConditionTrue(pipeline.Status.Conditions, retryv1alpha1.ConditionReady)).To(BeTrue(), "conditions: %v", pipeline.Status.Conditions)
 	}, 3*time.Minute, 250*time.Millisecond).Should(Succeed(), "the pipeline never became Ready")
 	t.Logf("ConsumerPipeline %s/%s Ready, reconciled by the chart's manager", demoNamespace, pipeline.Name)
 
@@ -133,7 +133,7 @@ func installUpgradeUninstall(t *testing.T, helm string, bin map[string]string) {
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(pipeline), pipeline)).To(Succeed())
-		ready := meta.FindStatusCondition(pipeline.Status.Conditions, v1.ConditionReady)
+		ready := meta.FindStatusCondition(pipeline.Status.Conditions, retryv1alpha1.ConditionReady)
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(ready.ObservedGeneration).To(Equal(pipeline.Generation))

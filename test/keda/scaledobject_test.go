@@ -17,20 +17,20 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/controllers"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
 // pipeline is a ConsumerPipeline named name in ns with spec.autoscaling a.
-func pipeline(ns, name string, a *v1.PipelineAutoscaling) *v1.ConsumerPipeline {
-	return &v1.ConsumerPipeline{
+func pipeline(ns, name string, a *retryv1alpha1.PipelineAutoscaling) *retryv1alpha1.ConsumerPipeline {
+	return &retryv1alpha1.ConsumerPipeline{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1.ConsumerPipelineSpec{
-			Source:             v1.PipelineSource{Topic: "alice_tasks", Create: &v1.TopicCreation{Partitions: 3}},
-			RetryPolicyRef:     v1.LocalObjectReference{Name: "chatbot"},
-			DeadLetterQueueRef: v1.LocalObjectReference{Name: "chatbot-dlq"},
-			Sink:               &v1.Sink{URI: "http://orchestrator.default.svc:8080/tasks"},
+		Spec: retryv1alpha1.ConsumerPipelineSpec{
+			Source:             retryv1alpha1.PipelineSource{Topic: "alice_tasks", Create: &retryv1alpha1.TopicCreation{Partitions: 3}},
+			RetryPolicyRef:     retryv1alpha1.LocalObjectReference{Name: "chatbot"},
+			DeadLetterQueueRef: retryv1alpha1.LocalObjectReference{Name: "chatbot-dlq"},
+			Sink:               &retryv1alpha1.Sink{URI: "http://orchestrator.default.svc:8080/tasks"},
 			Replicas:           ptr.To[int32](2),
 			Autoscaling:        a,
 		},
@@ -40,16 +40,16 @@ func pipeline(ns, name string, a *v1.PipelineAutoscaling) *v1.ConsumerPipeline {
 // scaledObjectCases are pipelines whose ScaledObjects must pass.
 var scaledObjectCases = []struct {
 	name       string
-	p          *v1.ConsumerPipeline
+	p          *retryv1alpha1.ConsumerPipeline
 	partitions int32
 	address    string
 }{
-	{"the defaults", pipeline("shop", "chat", &v1.PipelineAutoscaling{MaxReplicas: 4}), 0, controllers.DefaultKEDAPrometheusAddress},
-	{"scale to zero", pipeline("shop", "orders", &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 3, WakeLead: &metav1.Duration{Duration: time.Minute}}), 6, controllers.DefaultKEDAPrometheusAddress},
-	{"capped below minReplicas, no stabilization", pipeline("shop", "audit", &v1.PipelineAutoscaling{MinReplicas: ptr.To[int32](5), MaxReplicas: 9, ScaleDownStabilization: &metav1.Duration{}}), 2, controllers.DefaultKEDAPrometheusAddress},
-	{"the longest name", pipeline("shop", strings.Repeat("n", 240)+".long-name", &v1.PipelineAutoscaling{MaxReplicas: 2}), 0, controllers.DefaultKEDAPrometheusAddress},
-	{"a namespace with dashes", pipeline("team-a-payments", "payments-eu-west", &v1.PipelineAutoscaling{MaxReplicas: 30, TargetDueLagPerReplica: ptr.To[int64](20000), ScaleDownStabilization: &metav1.Duration{Duration: time.Hour}}), 12, controllers.DefaultKEDAPrometheusAddress},
-	{"a custom Prometheus address", pipeline("team-a-payments", "refunds", &v1.PipelineAutoscaling{MaxReplicas: 2}), 1, "https://thanos-query.observability.svc:10902/prometheus"},
+	{"the defaults", pipeline("shop", "chat", &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 4}), 0, controllers.DefaultKEDAPrometheusAddress},
+	{"scale to zero", pipeline("shop", "orders", &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 3, WakeLead: &metav1.Duration{Duration: time.Minute}}), 6, controllers.DefaultKEDAPrometheusAddress},
+	{"capped below minReplicas, no stabilization", pipeline("shop", "audit", &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](5), MaxReplicas: 9, ScaleDownStabilization: &metav1.Duration{}}), 2, controllers.DefaultKEDAPrometheusAddress},
+	{"the longest name", pipeline("shop", strings.Repeat("n", 240)+".long-name", &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 2}), 0, controllers.DefaultKEDAPrometheusAddress},
+	{"a namespace with dashes", pipeline("team-a-payments", "payments-eu-west", &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 30, TargetDueLagPerReplica: ptr.To[int64](20000), ScaleDownStabilization: &metav1.Duration{Duration: time.Hour}}), 12, controllers.DefaultKEDAPrometheusAddress},
+	{"a custom Prometheus address", pipeline("team-a-payments", "refunds", &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 2}), 1, "https://thanos-query.observability.svc:10902/prometheus"},
 }
 
 // TestScaledObjectsPassAServerSideDryRun creates the ScaledObjects of several pipelines with a
@@ -75,7 +75,7 @@ func TestScaledObjectsPassAServerSideDryRun(t *testing.T) {
 func TestTheDryRunAndTheWebhookChecksCanFail(t *testing.T) {
 	env := sharedEnv(t)
 	ctx := context.Background()
-	p := pipeline("shop", "chat", &v1.PipelineAutoscaling{MaxReplicas: 4})
+	p := pipeline("shop", "chat", &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 4})
 	good := render.ScaledObject(p, render.AutoscalingOf(p, 0), controllers.DefaultKEDAPrometheusAddress)
 	NewWithT(t).Expect(dryRun(ctx, env.Client, good)).To(Succeed(), "the unchanged object")
 
@@ -119,7 +119,7 @@ func TestTheDryRunAndTheWebhookChecksCanFail(t *testing.T) {
 	// ScaledObject until that HPA is gone, so a switch of path deletes the HPA first.
 	t.Run("webhook: an HPA already scales the pipeline", func(t *testing.T) {
 		g := NewWithT(t)
-		other := pipeline("shop", "switching", &v1.PipelineAutoscaling{MaxReplicas: 4})
+		other := pipeline("shop", "switching", &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 4})
 		a := render.AutoscalingOf(other, 0)
 		hpa := render.HorizontalPodAutoscaler(other, a)
 		g.Expect(env.Client.Create(ctx, hpa)).To(Succeed())
@@ -144,7 +144,7 @@ func TestTheScaleTargetIsThePipelinesScaleSubresource(t *testing.T) {
 	g := NewWithT(t)
 	env := sharedEnv(t)
 	ctx := context.Background()
-	p := pipeline("team-a-payments", "scaled", &v1.PipelineAutoscaling{MaxReplicas: 4})
+	p := pipeline("team-a-payments", "scaled", &retryv1alpha1.PipelineAutoscaling{MaxReplicas: 4})
 	g.Expect(env.Client.Create(ctx, p.DeepCopy())).To(Succeed())
 	so := render.ScaledObject(p, render.AutoscalingOf(p, 0), controllers.DefaultKEDAPrometheusAddress)
 	ref, _, _ := unstructured.NestedStringMap(so.Object, "spec", "scaleTargetRef")
@@ -179,7 +179,7 @@ func TestTheREADMEShowsWhatTheOperatorMakes(t *testing.T) {
 	g.Expect(docs[0].GetKind()).To(Equal("ConsumerPipeline"))
 	g.Expect(docs[1].GroupVersionKind()).To(Equal(render.ScaledObjectGVK))
 
-	p := &v1.ConsumerPipeline{}
+	p := &retryv1alpha1.ConsumerPipeline{}
 	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(docs[0].Object, p)).To(Succeed())
 	g.Expect(p.Spec.Source.Create).NotTo(BeNil())
 	address := regexp.MustCompile(`--keda-prometheus-address=(\S+)`).FindSubmatch(m[1])

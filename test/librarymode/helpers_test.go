@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/franz"
@@ -35,45 +35,45 @@ const (
 
 // resources are the pipeline's three resources as a user writes them: 503 retried (two more
 // deliveries at most), 400 dead-lettered by a rule of its own, so that the dead letter names it.
-func resources() (*v1.ConsumerPipeline, *v1.RetryPolicy, *v1.DeadLetterQueue) {
+func resources() (*retryv1alpha1.ConsumerPipeline, *retryv1alpha1.RetryPolicy, *retryv1alpha1.DeadLetterQueue) {
 	d := func(x time.Duration) metav1.Duration { return metav1.Duration{Duration: x} }
-	rp := &v1.RetryPolicy{
+	rp := &retryv1alpha1.RetryPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: namespace},
-		Spec: v1.RetryPolicySpec{
+		Spec: retryv1alpha1.RetryPolicySpec{
 			MaxAttempts: 3,
-			Backoff:     v1.Backoff{InitialDelay: d(50 * time.Millisecond), Multiplier: "2", MaxDelay: d(time.Second)},
-			Classification: &v1.Classification{
-				DefaultAction: v1.DefaultAction(retry.ActionDeadLetter),
-				Rules: []v1.ClassificationRule{
-					{Name: "transient-http", Action: v1.ActionRetry, HTTPStatuses: []v1.HTTPStatusMatch{"500-599"}},
-					{Name: "bad-request", Action: v1.ActionDeadLetter, HTTPStatuses: []v1.HTTPStatusMatch{"400"}},
+			Backoff:     retryv1alpha1.Backoff{InitialDelay: d(50 * time.Millisecond), Multiplier: "2", MaxDelay: d(time.Second)},
+			Classification: &retryv1alpha1.Classification{
+				DefaultAction: retryv1alpha1.DefaultAction(retry.ActionDeadLetter),
+				Rules: []retryv1alpha1.ClassificationRule{
+					{Name: "transient-http", Action: retryv1alpha1.ActionRetry, HTTPStatuses: []retryv1alpha1.HTTPStatusMatch{"500-599"}},
+					{Name: "bad-request", Action: retryv1alpha1.ActionDeadLetter, HTTPStatuses: []retryv1alpha1.HTTPStatusMatch{"400"}},
 				},
 			},
 		},
 	}
-	dlq := &v1.DeadLetterQueue{
+	dlq := &retryv1alpha1.DeadLetterQueue{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders-dlq", Namespace: namespace},
-		Spec:       v1.DeadLetterQueueSpec{Topic: v1.DeadLetterTopic{Name: dlqTopic}},
+		Spec:       retryv1alpha1.DeadLetterQueueSpec{Topic: retryv1alpha1.DeadLetterTopic{Name: dlqTopic}},
 	}
-	p := &v1.ConsumerPipeline{
+	p := &retryv1alpha1.ConsumerPipeline{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-		Spec: v1.ConsumerPipelineSpec{
-			Source:             v1.PipelineSource{Topic: source},
-			RetryPolicyRef:     v1.LocalObjectReference{Name: rp.Name},
-			DeadLetterQueueRef: v1.LocalObjectReference{Name: dlq.Name},
+		Spec: retryv1alpha1.ConsumerPipelineSpec{
+			Source:             retryv1alpha1.PipelineSource{Topic: source},
+			RetryPolicyRef:     retryv1alpha1.LocalObjectReference{Name: rp.Name},
+			DeadLetterQueueRef: retryv1alpha1.LocalObjectReference{Name: dlq.Name},
 		},
 	}
 	return p, rp, dlq
 }
 
 // tiers computes the retry tiers as the pipeline controller does.
-func tiers(t *testing.T, p *v1.ConsumerPipeline, rp *v1.RetryPolicy) config.Tiers {
+func tiers(t *testing.T, p *retryv1alpha1.ConsumerPipeline, rp *retryv1alpha1.RetryPolicy) config.Tiers {
 	t.Helper()
 	comp, err := retry.Compile(policy.FromSpec(rp.Spec))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return config.BuildTiers(config.TierBase("", p.Namespace, p.Name), config.RetryTopicNaming(v1.NamingByAttempt), comp.Plan())
+	return config.BuildTiers(config.TierBase("", p.Namespace, p.Name), config.RetryTopicNaming(retryv1alpha1.NamingByAttempt), comp.Plan())
 }
 
 // cluster starts a kfake cluster with the pipeline's topics: the source, its tiers and the dead
@@ -90,7 +90,7 @@ func cluster(t *testing.T, ts config.Tiers) *kfake.Cluster {
 // renderedConfig renders the pipeline's ConfigMap with the operator's render package and loads
 // it as the pod does: the config file mounted and named by RETRYOPS_CONFIG, the ConfigMap's
 // seed-style variables in the environment.
-func renderedConfig(t *testing.T, p *v1.ConsumerPipeline, rp *v1.RetryPolicy, dlq *v1.DeadLetterQueue, servers []string) *config.Config {
+func renderedConfig(t *testing.T, p *retryv1alpha1.ConsumerPipeline, rp *retryv1alpha1.RetryPolicy, dlq *retryv1alpha1.DeadLetterQueue, servers []string) *config.Config {
 	t.Helper()
 	cm, err := render.ConfigMap(&render.Inputs{
 		Pipeline: p, Policy: rp, DLQ: dlq, Tiers: tiers(t, p, rp),

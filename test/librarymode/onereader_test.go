@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	corev1 "k8s.io/api/core/v1"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/sdk/config"
@@ -75,7 +75,7 @@ func TestLibraryModeDeadLettersAreTheDispatchers(t *testing.T) {
 	})
 	ca := cluster(t, tiers)
 	sinkMode := p.DeepCopy()
-	sinkMode.Spec.Sink = &v1.Sink{URI: sink.URL}
+	sinkMode.Spec.Sink = &retryv1alpha1.Sink{URI: sink.URL}
 	cfgA := renderedConfig(t, sinkMode, rp, dlq, ca.ListenAddrs())
 	e, err := dispatcher.New(dispatcher.Options{Config: cfgA, Handler: dispatcher.NewHTTPSink(cfgA.Sink.URL, int(cfgA.Delivery.MaxInFlight))})
 	if err != nil {
@@ -93,7 +93,7 @@ func TestLibraryModeDeadLettersAreTheDispatchers(t *testing.T) {
 	// (b) A library-mode consumer: template mode, retryloop.New with a handler failing the same way.
 	cb := cluster(t, tiers)
 	templateMode := p.DeepCopy()
-	templateMode.Spec.Template = &v1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "orders", Image: "example.com/orders:1"}}}}
+	templateMode.Spec.Template = &retryv1alpha1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "orders", Image: "example.com/orders:1"}}}}
 	cfgB := renderedConfig(t, templateMode, rp, dlq, cb.ListenAddrs())
 	var mu sync.Mutex
 	var attempts []int

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
@@ -161,11 +161,11 @@ func TestSamplesFitTheClaimPolicyAndTheUsers(t *testing.T) {
 			ns := o.GetNamespace()
 			switch o.GetKind() {
 			case "DeadLetterQueue":
-				q := &v1.DeadLetterQueue{}
+				q := &retryv1alpha1.DeadLetterQueue{}
 				g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, q)).To(Succeed())
 				check(tenancy.CheckClaim(ns, string(q.Spec.Topic.Name)))
 			case "ConsumerPipeline":
-				p := &v1.ConsumerPipeline{}
+				p := &retryv1alpha1.ConsumerPipeline{}
 				g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, p)).To(Succeed())
 				check(tenancy.CheckSourceClaim(ns, string(p.Spec.Source.Topic)))
 				check(tenancy.CheckClaim(ns, string(p.Spec.Source.Topic)+".retry.1"))
@@ -196,7 +196,7 @@ func TestSamplesFitTheClaimPolicyAndTheUsers(t *testing.T) {
 				g.Expect(allowed(operator, "topic", topic+".state", op)).To(BeTrue(), "%s %s.state", op, topic)
 			}
 		case "ConsumerPipeline":
-			p := &v1.ConsumerPipeline{}
+			p := &retryv1alpha1.ConsumerPipeline{}
 			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, p)).To(Succeed())
 			src := string(p.Spec.Source.Topic)
 			tier := src + ".retry.1"
@@ -214,7 +214,7 @@ func TestSamplesFitTheClaimPolicyAndTheUsers(t *testing.T) {
 }
 
 // group is the pipeline's consumer group: spec.source.consumerGroup or <namespace>.<name>.
-func group(p *v1.ConsumerPipeline) string {
+func group(p *retryv1alpha1.ConsumerPipeline) string {
 	if p.Spec.Source.ConsumerGroup != "" {
 		return p.Spec.Source.ConsumerGroup
 	}
@@ -230,5 +230,5 @@ func TestKindScriptWaitsForReasonsTheAPIHas(t *testing.T) {
 	g := NewWithT(t)
 	m := kubectlWaitFor.FindAllStringSubmatch(scriptText(t), -1)
 	g.Expect(m).To(HaveLen(1))
-	g.Expect(m[0][1]).To(Equal(v1.ReasonKafkaCredentialsMissing))
+	g.Expect(m[0][1]).To(Equal(retryv1alpha1.ReasonKafkaCredentialsMissing))
 }

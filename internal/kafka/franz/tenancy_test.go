@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1 "github.com/retryops/retry-operator/api/v1alpha1"
+	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 	"github.com/retryops/retry-operator/sdk/testutil/kafkatest"
@@ -98,7 +98,7 @@ func TestTheDefaultCredentialsAreNeverLentToAResourcesTLS(t *testing.T) {
 	f := NewFactory()
 	t.Cleanup(f.Close)
 	// connect resolves spec as a reconcile does and describes a topic through the factory.
-	connect := func(t *testing.T, spec *v1.KafkaConnection) error {
+	connect := func(t *testing.T, spec *retryv1alpha1.KafkaConnection) error {
 		t.Helper()
 		ctx := ctxT(t)
 		conn, err := kafkaspec.Resolve(ctx, c, "tenant", spec, defaults)
@@ -112,7 +112,7 @@ func TestTheDefaultCredentialsAreNeverLentToAResourcesTLS(t *testing.T) {
 		_, err = a.DescribeTopics(ctx, "orders")
 		return err
 	}
-	tenantCA := &v1.KafkaTLS{CASecretRef: &v1.SecretKeyReference{Name: "tenant-ca"}}
+	tenantCA := &retryv1alpha1.KafkaTLS{CASecretRef: &retryv1alpha1.SecretKeyReference{Name: "tenant-ca"}}
 
 	t.Run("no spec.kafka: the default connection, whole", func(t *testing.T) {
 		if err := connect(t, nil); err != nil {
@@ -124,7 +124,7 @@ func TestTheDefaultCredentialsAreNeverLentToAResourcesTLS(t *testing.T) {
 	})
 
 	t.Run("only tls: refused before connecting, no default credentials", func(t *testing.T) {
-		err := connect(t, &v1.KafkaConnection{TLS: tenantCA})
+		err := connect(t, &retryv1alpha1.KafkaConnection{TLS: tenantCA})
 		var e *kafkaspec.Error
 		if !errors.As(err, &e) || !strings.Contains(e.Message, "apply only with spec.kafka.bootstrapServers") {
 			t.Errorf("want a kafkaspec.Error saying tls needs bootstrapServers, got %v", err)
@@ -135,8 +135,8 @@ func TestTheDefaultCredentialsAreNeverLentToAResourcesTLS(t *testing.T) {
 	})
 
 	t.Run("own servers, tls and sasl: authenticates as its own user", func(t *testing.T) {
-		err := connect(t, &v1.KafkaConnection{BootstrapServers: tlsCluster.ListenAddrs(), TLS: tenantCA,
-			SASL: &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretRef: v1.SecretReference{Name: "tenant-user"}}})
+		err := connect(t, &retryv1alpha1.KafkaConnection{BootstrapServers: tlsCluster.ListenAddrs(), TLS: tenantCA,
+			SASL: &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLScramSHA512, SecretRef: retryv1alpha1.SecretReference{Name: "tenant-user"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,12 +151,12 @@ func TestTheDefaultCredentialsAreNeverLentToAResourcesTLS(t *testing.T) {
 		}
 	})
 
-	plainSpec := func(allow v1.PlaintextPassword) *v1.KafkaConnection {
-		return &v1.KafkaConnection{BootstrapServers: plainCluster.ListenAddrs(),
-			SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, SecretRef: v1.SecretReference{Name: "plain-user"}, PlaintextPassword: allow}}
+	plainSpec := func(allow retryv1alpha1.PlaintextPassword) *retryv1alpha1.KafkaConnection {
+		return &retryv1alpha1.KafkaConnection{BootstrapServers: plainCluster.ListenAddrs(),
+			SASL: &retryv1alpha1.KafkaSASL{Mechanism: retryv1alpha1.SASLPlain, SecretRef: retryv1alpha1.SecretReference{Name: "plain-user"}, PlaintextPassword: allow}}
 	}
 	t.Run("PLAIN without TLS: refused with a clear message, nothing sent", func(t *testing.T) {
-		for _, allow := range []v1.PlaintextPassword{"", v1.PlaintextPasswordRefuse} {
+		for _, allow := range []retryv1alpha1.PlaintextPassword{"", retryv1alpha1.PlaintextPasswordRefuse} {
 			err := connect(t, plainSpec(allow))
 			var e *kafkaspec.Error
 			if !errors.As(err, &e) || !strings.Contains(e.Message, "SASL PLAIN without TLS would send the password in clear text") {
@@ -179,7 +179,7 @@ func TestTheDefaultCredentialsAreNeverLentToAResourcesTLS(t *testing.T) {
 	})
 
 	t.Run("PLAIN without TLS when the resource allows it", func(t *testing.T) {
-		if err := connect(t, plainSpec(v1.PlaintextPasswordAllow)); err != nil {
+		if err := connect(t, plainSpec(retryv1alpha1.PlaintextPasswordAllow)); err != nil {
 			t.Fatal(err)
 		}
 		if got := seenPlain.take(); len(got) == 0 || got[0] != "plain-user" {
