@@ -52,20 +52,44 @@ func pipelineParty(p *retryv1alpha1.ConsumerPipeline) *kafkaspec.Party {
 	return &kafkaspec.Party{Owner: pipelineOwner(client.ObjectKeyFromObject(p)), Namespace: p.Namespace, Kafka: p.Spec.Kafka, Known: p.Status.KafkaClusterID}
 }
 
-// selfParty is the reconciled pipeline's connection: its own connection step, run on first need (the
-// Connection step later finds the same client).
-func (r *ConsumerPipelineReconciler) selfParty(s *pipelineScope) *kafkaspec.Party {
-	self := pipelineParty(s.p)
-	self.OnRead = func(id string) { s.clusterID = id }
+// selfParty is the reconciled pipeline's connection conn, for kafkaspec.Clusters.Same: it connects
+// on first need, and the cluster ID it reads is conn's.
+func (r *ConsumerPipelineReconciler) selfParty(p *retryv1alpha1.ConsumerPipeline, conn *pipelineConnection) *kafkaspec.Party {
+	self := pipelineParty(p)
+	self.OnRead = func(id string) { conn.clusterID = id }
 	self.Connect = func(ctx context.Context) (kafka.Admin, error) {
-		if s.admin == nil {
-			if err := r.connectPipeline(ctx, s); err != nil {
-				return nil, err
-			}
+		k, err := conn.get(ctx)
+		if err != nil {
+			return nil, err
 		}
-		return s.admin, nil
+		return k.admin, nil
 	}
 	return self
+}
+
+// pipelineConnection is a pipeline's Kafka connection for one reconcile, made on first need: by the
+// claims phase when it compares clusters, else by the topics phase. Its clusterID is the cluster ID
+// read through it, for status.kafkaClusterID.
+type pipelineConnection struct {
+	kafkaClient
+	connect func(context.Context, *kafkaClient) error
+}
+
+// get returns the connection, connecting when it is not yet.
+func (c *pipelineConnection) get(ctx context.Context) (*kafkaClient, error) {
+	if c.admin == nil {
+		if err := c.connect(ctx, &c.kafkaClient); err != nil {
+			return nil, err
+		}
+	}
+	return &c.kafkaClient, nil
+}
+
+// pipelineConnection is p's connection, not made yet.
+func (r *ConsumerPipelineReconciler) pipelineConnection(p *retryv1alpha1.ConsumerPipeline) *pipelineConnection {
+	return &pipelineConnection{connect: func(ctx context.Context, k *kafkaClient) error {
+		return r.connect(ctx, k, pipelineOwner(client.ObjectKeyFromObject(p)), p.Namespace, p.Spec.Kafka)
+	}}
 }
 
 // pipelineClaimRefusal is why the claim policy refuses what p claims when it runs (its connection,
@@ -100,8 +124,7 @@ func (r *topicReconciler) queueClaimRefusal(q *retryv1alpha1.DeadLetterQueue) er
 // second (a newer one never wins, sharingOwner). They are compared oldest first, and once one is found, only those of its
 // second (which tie with it) are: a check costs Kafka nothing when no older pipeline on other
 // servers claims the name, and at most one unreachable rival's timeout otherwise.
-func (r *ConsumerPipelineReconciler) sharingRivals(ctx context.Context, s *pipelineScope, self *kafkaspec.Party, list []retryv1alpha1.ConsumerPipeline) (rivals []retryv1alpha1.ConsumerPipeline, unknown map[types.UID]bool) {
-	p := s.p
+func (r *ConsumerPipelineReconciler) sharingRivals(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, self *kafkaspec.Party, list []retryv1alpha1.ConsumerPipeline) (rivals []retryv1alpha1.ConsumerPipeline, unknown map[types.UID]bool) {
 	list = slices.Clone(list)
 	slices.SortStableFunc(list, func(a, b retryv1alpha1.ConsumerPipeline) int {
 		return cmp.Compare(a.CreationTimestamp.Unix(), b.CreationTimestamp.Unix())
@@ -161,7 +184,7 @@ func unknownClusterNote(unknown map[types.UID]bool, winner types.UID) string {
 // queuesClaiming returns the queues claiming topic name on the pipeline's cluster (or any but those
 // never identified while the pipeline's cluster was) whose claim the policy allows: a pipeline
 // leaves their topics alone.
-func (r *ConsumerPipelineReconciler) queuesClaiming(ctx context.Context, s *pipelineScope, self *kafkaspec.Party, name string) ([]retryv1alpha1.DeadLetterQueue, error) {
+func (r *ConsumerPipelineReconciler) queuesClaiming(ctx context.Context, self *kafkaspec.Party, name string) ([]retryv1alpha1.DeadLetterQueue, error) {
 	list := &retryv1alpha1.DeadLetterQueueList{}
 	if err := r.List(ctx, list, client.MatchingFields{indexDLQByClaim: name}); err != nil {
 		return nil, err

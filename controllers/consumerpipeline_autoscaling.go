@@ -71,33 +71,31 @@ func (k *kindServed) get(now time.Time) (bool, error) {
 	return k.served, nil
 }
 
-// largestPartitions is the partition count of the pipeline's largest topic (the source and the
-// retry tiers it consumes): more consumers than that leave some with nothing to read. 0 when unknown.
-func (s *pipelineScope) largestPartitions() int32 {
-	n := s.sourcePartitions
-	for _, t := range s.retries {
-		n = max(n, t.Partitions)
-	}
-	return n
-}
-
 // reconcileAutoscaling makes the pipeline's autoscaler (spec.autoscaling): a KEDA ScaledObject or an
 // HPA, both on the pipeline's scale subresource, and removes the other kind; without
 // spec.autoscaling it removes both. With minReplicas 0 it then decides whether the pipeline idles at
 // zero pods (decideIdle), which the Deployment step renders. A failure with the autoscaler is a
 // transient problem, not the end of the steps: the Deployment step must still run, so that an idle
-// pipeline wakes and spec.replicas is followed.
-func (r *ConsumerPipelineReconciler) reconcileAutoscaling(ctx context.Context, s *pipelineScope) error {
-	a := render.AutoscalingOf(s.p, s.largestPartitions())
-	if a == nil || s.claimRefused != nil {
-		if s.autoscaling != nil {
+// pipeline wakes and spec.replicas is followed; it is recorded in ps.
+//
+// It returns status.autoscaling, from cur (the previous status's), and when an idle pipeline must be
+// looked at again to wake (zero: no need). t sizes the autoscaler (largestPartitions); live has the
+// figures an idle pipeline wakes on; refused, when set, removes the autoscalers.
+func (r *ConsumerPipelineReconciler) reconcileAutoscaling(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, refused *problem, t pipelineTopics, live pipelineLive,
+	cur *retryv1alpha1.PipelineAutoscalingStatus, ps *problems) (*retryv1alpha1.PipelineAutoscalingStatus, time.Duration) {
+	a := render.AutoscalingOf(p, t.largestPartitions())
+	if a == nil || refused != nil {
+		if cur != nil {
 			// Kept (for the kind left to delete) only until the removal succeeds; never idle.
-			s.autoscaling.State, s.autoscaling.LastActiveTime, s.autoscaling.WakeTime = retryv1alpha1.AutoscalingActive, nil, nil
+			cur.State, cur.LastActiveTime, cur.WakeTime = retryv1alpha1.AutoscalingActive, nil, nil
 		}
-		autoscalerFailed(s, r.removeAutoscalers(ctx, s, ""))
-		return nil
+		if err := r.removeAutoscalers(ctx, p, ""); err != nil {
+			autoscalerFailed(ps, err)
+			return cur, 0
+		}
+		return nil, 0
 	}
-	prev := s.p.Status.Autoscaling
+	prev := p.Status.Autoscaling
 	st := &retryv1alpha1.PipelineAutoscalingStatus{Name: a.Name, MinReplicas: a.Min, MaxReplicas: a.Max}
 	if a.Capped {
 		st.Partitions = &a.Partitions
@@ -105,42 +103,42 @@ func (r *ConsumerPipelineReconciler) reconcileAutoscaling(ctx context.Context, s
 	if prev != nil {
 		st.Kind, st.State, st.LastActiveTime, st.WakeTime, st.LastScaleTime = prev.Kind, prev.State, prev.LastActiveTime, prev.WakeTime, prev.LastScaleTime
 	}
-	s.autoscaling = st
 	keda, err := r.useKEDA()
+	trouble := ""
 	if err == nil {
 		st.Kind = retryv1alpha1.AutoscalerHPA
 		if keda {
 			st.Kind = retryv1alpha1.AutoscalerKEDA
 		}
-		err = r.applyAutoscaler(ctx, s, a, keda)
+		trouble, err = r.applyAutoscaler(ctx, p, st.Kind, a, keda, ps)
 	}
-	autoscalerFailed(s, err)
-	r.decideIdle(ctx, s, a)
-	st.Message = autoscalingMessage(s.p, a, st, s.autoscalerTrouble)
-	return nil
+	autoscalerFailed(ps, err)
+	wakeAfter := r.decideIdle(ctx, p, st, a, live)
+	st.Message = autoscalingMessage(p, a, st, trouble)
+	return st, wakeAfter
 }
 
-// applyAutoscaler removes the autoscaler of the other kind, then applies the one wanted. The other
-// kind goes first: KEDA's webhook refuses a ScaledObject while an HPA it does not own scales the
-// same pipeline.
-func (r *ConsumerPipelineReconciler) applyAutoscaler(ctx context.Context, s *pipelineScope, a *render.Autoscaling, keda bool) error {
-	if err := r.removeAutoscalers(ctx, s, s.autoscaling.Kind); err != nil {
-		return err
+// applyAutoscaler removes the autoscaler of the other kind than kind, then applies the one wanted,
+// and says what keeps it from scaling ("" when nothing does). The other kind goes first: KEDA's
+// webhook refuses a ScaledObject while an HPA it does not own scales the same pipeline.
+func (r *ConsumerPipelineReconciler) applyAutoscaler(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, kind retryv1alpha1.AutoscalerKind, a *render.Autoscaling, keda bool, ps *problems) (string, error) {
+	if err := r.removeAutoscalers(ctx, p, kind); err != nil {
+		return "", err
 	}
 	if keda {
-		return r.applyScaledObject(ctx, s, a)
+		return "", r.applyScaledObject(ctx, p, a, ps)
 	}
-	return r.applyHPA(ctx, s, a)
+	return r.applyHPA(ctx, p, a, ps)
 }
 
-// autoscalerFailed records err, a failure to apply or remove the autoscaler, as a transient problem
-// of DeploymentReady (the work queue retries with backoff).
-func autoscalerFailed(s *pipelineScope, err error) {
+// autoscalerFailed records err, a failure to apply or remove the autoscaler, in ps as a transient
+// problem of DeploymentReady (the work queue retries with backoff).
+func autoscalerFailed(ps *problems, err error) {
 	if err == nil {
 		return
 	}
 	err = fmt.Errorf("autoscaler: %w", err)
-	s.deploymentProblems.add(&problem{Reason: retryv1alpha1.ReasonReconcileError, Kind: problemTransient, Err: err,
+	ps.add(&problem{Reason: retryv1alpha1.ReasonReconcileError, Kind: problemTransient, Err: err,
 		Message: truncate(err.Error(), maxConditionMessage)})
 }
 
@@ -162,21 +160,22 @@ func (r *ConsumerPipelineReconciler) useKEDA() (bool, error) {
 	return served, nil
 }
 
-// applyHPA applies the HorizontalPodAutoscaler of the pipeline.
-func (r *ConsumerPipelineReconciler) applyHPA(ctx context.Context, s *pipelineScope, a *render.Autoscaling) error {
-	hpa := render.HorizontalPodAutoscaler(s.p, a)
+// applyHPA applies the HorizontalPodAutoscaler of the pipeline, and says what keeps the one that
+// exists from scaling (hpaTrouble).
+func (r *ConsumerPipelineReconciler) applyHPA(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, a *render.Autoscaling, ps *problems) (string, error) {
+	hpa := render.HorizontalPodAutoscaler(p, a)
 	live := apply.Cached(ctx, r.Client, client.ObjectKeyFromObject(hpa), &autoscalingv2.HorizontalPodAutoscaler{})
-	_, applied, err := apply.Owned(ctx, r.Client, s.p, hpa, live)
+	_, applied, err := apply.Owned(ctx, r.Client, p, hpa, live)
 	if err != nil {
-		return recordProblem(&s.deploymentProblems, childProblem(err))
+		return "", recordProblem(ps, childProblem(err))
 	}
 	if applied {
-		ctrl.LoggerFrom(ctx).Info("Applied HorizontalPodAutoscaler", "consumerPipeline", klog.KObj(s.p), "horizontalPodAutoscaler", hpa.Name)
+		ctrl.LoggerFrom(ctx).Info("Applied HorizontalPodAutoscaler", "consumerPipeline", klog.KObj(p), "horizontalPodAutoscaler", hpa.Name)
 	}
 	if cur, ok := live.(*autoscalingv2.HorizontalPodAutoscaler); ok {
-		s.autoscalerTrouble = hpaTrouble(cur)
+		return hpaTrouble(cur), nil
 	}
-	return nil
+	return "", nil
 }
 
 // hpaTrouble is what keeps an HPA from scaling, from its conditions (AbleToScale or ScalingActive
@@ -194,8 +193,8 @@ func hpaTrouble(h *autoscalingv2.HorizontalPodAutoscaler) string {
 
 // applyScaledObject applies the KEDA ScaledObject of the pipeline. ScaledObjects are not cached
 // (the kind may come and go): the live one is read from the API server to compare.
-func (r *ConsumerPipelineReconciler) applyScaledObject(ctx context.Context, s *pipelineScope, a *render.Autoscaling) error {
-	so := render.ScaledObject(s.p, a, r.KEDAPrometheusAddress)
+func (r *ConsumerPipelineReconciler) applyScaledObject(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, a *render.Autoscaling, ps *problems) error {
+	so := render.ScaledObject(p, a, r.KEDAPrometheusAddress)
 	var live client.Object
 	if r.APIReader != nil {
 		cur := &unstructured.Unstructured{}
@@ -207,77 +206,74 @@ func (r *ConsumerPipelineReconciler) applyScaledObject(ctx context.Context, s *p
 			return err
 		}
 	}
-	_, applied, err := apply.Owned(ctx, r.Client, s.p, so, live)
+	_, applied, err := apply.Owned(ctx, r.Client, p, so, live)
 	if err != nil {
-		return recordProblem(&s.deploymentProblems, childProblem(err))
+		return recordProblem(ps, childProblem(err))
 	}
 	if applied {
-		ctrl.LoggerFrom(ctx).Info("Applied ScaledObject", "consumerPipeline", klog.KObj(s.p), "scaledObject", so.GetName())
+		ctrl.LoggerFrom(ctx).Info("Applied ScaledObject", "consumerPipeline", klog.KObj(p), "scaledObject", so.GetName())
 	}
 	return nil
 }
 
 // removeAutoscalers deletes the autoscalers of the pipeline other than keep ("" for all) that it
 // controls.
-func (r *ConsumerPipelineReconciler) removeAutoscalers(ctx context.Context, s *pipelineScope, keep retryv1alpha1.AutoscalerKind) error {
-	name := render.AutoscalerName(s.p)
-	key := client.ObjectKey{Namespace: s.p.Namespace, Name: name}
+func (r *ConsumerPipelineReconciler) removeAutoscalers(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, keep retryv1alpha1.AutoscalerKind) error {
+	name := render.AutoscalerName(p)
+	key := client.ObjectKey{Namespace: p.Namespace, Name: name}
 	if keep != retryv1alpha1.AutoscalerHPA {
 		hpa := &autoscalingv2.HorizontalPodAutoscaler{}
-		if err := r.Get(ctx, key, hpa); err == nil && metav1.IsControlledBy(hpa, s.p) {
+		if err := r.Get(ctx, key, hpa); err == nil && metav1.IsControlledBy(hpa, p) {
 			if err := client.IgnoreNotFound(r.Delete(ctx, hpa)); err != nil {
 				return err
 			}
-			ctrl.LoggerFrom(ctx).Info("Deleted HorizontalPodAutoscaler", "consumerPipeline", klog.KObj(s.p), "horizontalPodAutoscaler", name)
+			ctrl.LoggerFrom(ctx).Info("Deleted HorizontalPodAutoscaler", "consumerPipeline", klog.KObj(p), "horizontalPodAutoscaler", name)
 		} else if client.IgnoreNotFound(err) != nil {
 			return err
 		}
 	}
-	if keep != retryv1alpha1.AutoscalerKEDA && s.p.Status.Autoscaling != nil && s.p.Status.Autoscaling.Kind == retryv1alpha1.AutoscalerKEDA && r.APIReader != nil {
+	if keep != retryv1alpha1.AutoscalerKEDA && p.Status.Autoscaling != nil && p.Status.Autoscaling.Kind == retryv1alpha1.AutoscalerKEDA && r.APIReader != nil {
 		so := &unstructured.Unstructured{}
 		so.SetGroupVersionKind(render.ScaledObjectGVK)
 		err := r.APIReader.Get(ctx, key, so)
 		switch {
-		case err == nil && metav1.IsControlledBy(so, s.p):
+		case err == nil && metav1.IsControlledBy(so, p):
 			if err := client.IgnoreNotFound(r.Delete(ctx, so)); err != nil {
 				return err
 			}
-			ctrl.LoggerFrom(ctx).Info("Deleted ScaledObject", "consumerPipeline", klog.KObj(s.p), "scaledObject", name)
+			ctrl.LoggerFrom(ctx).Info("Deleted ScaledObject", "consumerPipeline", klog.KObj(p), "scaledObject", name)
 		case err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
 			return err
 		}
-	}
-	if keep == "" {
-		s.autoscaling = nil
 	}
 	return nil
 }
 
 // decideIdle decides, for a pipeline that may scale to zero, whether it runs no pod now
-// (s.autoscaling.idle, rendered by the Deployment step as 0 replicas): when nothing has been due
+// (st.state Idle, rendered by the Deployment step as 0 replicas): when nothing has been due
 // (status.dueLag 0) for the scale-down stabilization window, and no record waiting in a retry tier
 // can come due within the wake lead. It wakes as soon as the due lag is not 0 (a refresh found
 // source records), or at wakeTime, wakeLead before the earliest time a waiting record can come due;
-// the reconcile is requeued for then (s.wakeAfter). Waking counts as activity, so the woken
-// consumer stays for a window even if what it woke for is delivered between two refreshes.
-func (r *ConsumerPipelineReconciler) decideIdle(ctx context.Context, s *pipelineScope, a *render.Autoscaling) {
-	st := s.autoscaling
+// the reconcile is requeued for then (the duration returned; zero when no wake is due). Waking
+// counts as activity, so the woken consumer stays for a window even if what it woke for is delivered
+// between two refreshes.
+func (r *ConsumerPipelineReconciler) decideIdle(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, st *retryv1alpha1.PipelineAutoscalingStatus, a *render.Autoscaling, live pipelineLive) time.Duration {
 	wasIdle := st.IsIdle()
 	if !a.ScaleToZero {
 		st.State, st.LastActiveTime, st.WakeTime = retryv1alpha1.AutoscalingActive, nil, nil
-		return
+		return 0
 	}
 	now := r.Clock.Now()
 	// Figures not read by this reconcile (a topic step's problem, a failed read) are unknown, not
 	// the stale value in status: asleep on them, source records would wait as long as the problem.
 	var dueLag *int64
-	if s.live.lagRead {
-		dueLag = s.live.dueLag
+	if live.lagRead {
+		dueLag = live.dueLag
 	}
-	if s.live.earliestRead {
+	if live.earliestRead {
 		st.WakeTime = nil
-		if s.live.earliestDue != nil {
-			st.WakeTime = &metav1.Time{Time: s.live.earliestDue.Add(-a.WakeLead).Truncate(time.Second)}
+		if live.earliestDue != nil {
+			st.WakeTime = &metav1.Time{Time: live.earliestDue.Add(-a.WakeLead).Truncate(time.Second)}
 		}
 	}
 	active := dueLag == nil || *dueLag > 0
@@ -291,8 +287,9 @@ func (r *ConsumerPipelineReconciler) decideIdle(ctx context.Context, s *pipeline
 	if idle {
 		st.State = retryv1alpha1.AutoscalingIdle
 	}
+	var wakeAfter time.Duration
 	if idle && st.WakeTime != nil {
-		s.wakeAfter = st.WakeTime.Sub(now)
+		wakeAfter = st.WakeTime.Sub(now)
 	}
 	switch {
 	case idle && !wasIdle:
@@ -300,17 +297,18 @@ func (r *ConsumerPipelineReconciler) decideIdle(ctx context.Context, s *pipeline
 		if st.WakeTime != nil {
 			wakes = "at " + st.WakeTime.UTC().Format(time.RFC3339) + " (before the earliest waiting retry is due) or when records arrive"
 		}
-		ctrl.LoggerFrom(ctx).Info("Scaling consumers to zero: nothing due", "consumerPipeline", klog.KObj(s.p), "quietFor", quiet.String(), "wakeTime", st.WakeTime)
-		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventScaledToZero, "Autoscale",
+		ctrl.LoggerFrom(ctx).Info("Scaling consumers to zero: nothing due", "consumerPipeline", klog.KObj(p), "quietFor", quiet.String(), "wakeTime", st.WakeTime)
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventScaledToZero, "Autoscale",
 			"Nothing due for %s: consumers scaled to 0; they start again %s", quiet.Round(time.Second), wakes)
 	case !idle && wasIdle:
 		why := "records are due (due lag " + formatCount(dueLag) + ")"
 		if woken {
 			why = "a waiting retry comes due at " + st.WakeTime.Add(a.WakeLead).UTC().Format(time.RFC3339)
 		}
-		ctrl.LoggerFrom(ctx).Info("Waking consumers", "consumerPipeline", klog.KObj(s.p), "why", why)
-		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventWoke, "Autoscale", "Consumers started again: %s", why)
+		ctrl.LoggerFrom(ctx).Info("Waking consumers", "consumerPipeline", klog.KObj(p), "why", why)
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventWoke, "Autoscale", "Consumers started again: %s", why)
 	}
+	return wakeAfter
 }
 
 func formatCount(n *int64) string {

@@ -59,12 +59,12 @@ func TestAutoscalerFailureDoesNotKeepAnIdlePipelineAsleep(t *testing.T) {
 	}).Build()
 	r := reviewReconciler(c)
 	p := idlePipeline()
-	s := &pipelineScope{p: p, autoscaling: p.Status.Autoscaling.DeepCopy(), sourcePartitions: 2}
-	s.live.lagRead, s.live.dueLag = true, ptr.To[int64](40)
+	live := pipelineLive{lagRead: true, dueLag: ptr.To[int64](40)}
+	var ps problems
 
-	g.Expect(r.reconcileAutoscaling(context.Background(), s)).To(Succeed(), "the Deployment step must run")
-	g.Expect(r.renderInputs(s).Idle).To(BeFalse(), "40 records are due: the consumers start again")
-	g.Expect(s.deploymentProblems.transient()).To(MatchError(ContainSubstring("denied by a webhook")))
+	st, _ := r.reconcileAutoscaling(context.Background(), p, nil, pipelineTopics{sourcePartitions: 2}, live, p.Status.Autoscaling.DeepCopy(), &ps)
+	g.Expect(r.renderInputs(p, pipelineRefs{}, nil, nil, st).Idle).To(BeFalse(), "40 records are due: the consumers start again")
+	g.Expect(ps.transient()).To(MatchError(ContainSubstring("denied by a webhook")))
 }
 
 // Removing spec.autoscaling from an idle pipeline brings its Deployment back to spec.replicas even
@@ -81,12 +81,12 @@ func TestRemovedAutoscalingWakesAnIdlePipelineWhateverTheAutoscalerDeletion(t *t
 	}).Build()
 	r := reviewReconciler(c)
 	p.Spec.Autoscaling = nil
-	s := &pipelineScope{p: p, autoscaling: p.Status.Autoscaling.DeepCopy()}
+	var ps problems
 
-	g.Expect(r.reconcileAutoscaling(context.Background(), s)).To(Succeed(), "the Deployment step must run")
-	g.Expect(r.renderInputs(s).Idle).To(BeFalse(), "without spec.autoscaling the Deployment runs spec.replicas")
-	g.Expect(s.deploymentProblems.transient()).To(MatchError(ContainSubstring("etcd is down")))
-	g.Expect(s.autoscaling).NotTo(BeNil(), "status keeps which autoscaler is left to delete")
+	st, _ := r.reconcileAutoscaling(context.Background(), p, nil, pipelineTopics{}, pipelineLive{}, p.Status.Autoscaling.DeepCopy(), &ps)
+	g.Expect(r.renderInputs(p, pipelineRefs{}, nil, nil, st).Idle).To(BeFalse(), "without spec.autoscaling the Deployment runs spec.replicas")
+	g.Expect(ps.transient()).To(MatchError(ContainSubstring("etcd is down")))
+	g.Expect(st).NotTo(BeNil(), "status keeps which autoscaler is left to delete")
 }
 
 // When the reconcile could not read the pipeline's figures (a topic step met a problem, the offsets
@@ -101,8 +101,8 @@ func TestStaleFiguresNeitherIdleNorKeepIdleAPipeline(t *testing.T) {
 		if wasIdle {
 			p.Status.Autoscaling.State = retryv1alpha1.AutoscalingIdle
 		}
-		s := &pipelineScope{p: p, autoscaling: p.Status.Autoscaling.DeepCopy()}
-		r.decideIdle(context.Background(), s, render.AutoscalingOf(p, 2))
-		g.Expect(s.autoscaling.IsIdle()).To(BeFalse(), "was idle: %t; the figures were not read", wasIdle)
+		st := p.Status.Autoscaling.DeepCopy()
+		r.decideIdle(context.Background(), p, st, render.AutoscalingOf(p, 2), pipelineLive{})
+		g.Expect(st.IsIdle()).To(BeFalse(), "was idle: %t; the figures were not read", wasIdle)
 	}
 }

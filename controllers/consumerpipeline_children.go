@@ -16,6 +16,7 @@ import (
 	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/render"
+	"github.com/retryops/retry-operator/sdk/circuitstate"
 )
 
 // Condition reasons of the children (DeploymentReady, AlertsReady) that only this controller uses.
@@ -29,45 +30,94 @@ const (
 	reasonWaitingForTopics = "WaitingForTopics"
 )
 
-// reconcileChildren applies the pipeline's children (dispatcher ConfigMap, consumer Deployment,
-// alert rules) after the topic steps, even when those met a problem: the children depend on the spec,
-// the policy and the queue, not on Kafka, so a broker outage never holds back a spec change. The
-// Deployment is first created only once the topics are ready, so that consumers never start without
-// their retry tiers (an auto-creating broker would make them with its defaults). Each step records its
-// problems on DeploymentReady or AlertsReady and goes on.
-func (r *ConsumerPipelineReconciler) reconcileChildren(ctx context.Context, s *pipelineScope) error {
-	if err := runSteps(ctx, s, []step[*pipelineScope]{
-		{"Access", r.reconcileAccess},
-		{"Identity", r.reconcileIdentity},
-		{"ConfigMap", r.reconcileConfigMap},
-		{"Autoscaling", r.reconcileAutoscaling},
-		{"Deployment", r.reconcileDeployment},
-		{"Circuit", r.readCircuit},
-	}, &s.deploymentProblems); err != nil {
-		return err
-	}
-	return runSteps(ctx, s, []step[*pipelineScope]{{"Alerts", r.reconcileAlerts}}, &s.alertProblems)
+// pipelineChildren is what the children phase applied and read.
+type pipelineChildren struct {
+	// draining are the unused tiers the applied dispatcher config drains: the topics phase's, or,
+	// when it could not tell, those keptDraining keeps.
+	draining []string
+	// deployment is the consumer Deployment as the API server has it; nil when there is none, or
+	// when it is not the pipeline's.
+	deployment *appsv1.Deployment
+	// scaling is set when the operator changed the Deployment's replicas for the autoscaler less
+	// than scalingGrace ago (setPipelineDeploymentScaling).
+	scaling bool
+	// autoscaling is status.autoscaling (consumerpipeline_autoscaling.go); wakeAfter, when not zero,
+	// is when an idle pipeline must be looked at again to wake.
+	autoscaling *retryv1alpha1.PipelineAutoscalingStatus
+	wakeAfter   time.Duration
+	// circuit is the fold of the consumers' circuit reports; nil when they were not read.
+	circuit *circuitstate.Summary
+	// alertsMessage says as what the alert rules were applied.
+	alertsMessage string
+	// deploymentProblems and alertProblems are the problems of DeploymentReady and AlertsReady.
+	deploymentProblems, alertProblems problems
 }
 
-// renderInputs are the inputs of internal/render for s, which must have its policy and queue.
-func (r *ConsumerPipelineReconciler) renderInputs(s *pipelineScope) *render.Inputs {
+// childrenFromStatus is what the status shows of the children when the phase does not run.
+func childrenFromStatus(p *retryv1alpha1.ConsumerPipeline, t pipelineTopics) pipelineChildren {
+	return pipelineChildren{draining: t.draining, autoscaling: p.Status.Autoscaling.DeepCopy()}
+}
+
+// children is the last phase: it applies the pipeline's children (the consumers' access, the
+// dispatcher ConfigMap, the autoscaler, the consumer Deployment, the alert rules) and reads the
+// consumers' circuit reports, whatever problems the earlier phases met: the children depend on the
+// spec, the policy and the queue, not on Kafka, so a broker outage never holds back a spec change.
+// The Deployment is first created only once the topics are ready, so that consumers never start
+// without their retry tiers (an auto-creating broker would make them with its defaults). Each step
+// records its problems on DeploymentReady or AlertsReady and goes on; another error ends the phase.
+func (r *ConsumerPipelineReconciler) children(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, run pipelineRun) (pipelineChildren, error) {
+	kids := childrenFromStatus(p, run.topics)
+	ps := &kids.deploymentProblems
+	refused := run.refused()
+	if stop, err := endStep(ps, named("Access", r.reconcileAccess(ctx, p, ps))); stop {
+		return kids, err
+	}
+	dc, identityMissing, err := r.reconcileIdentity(ctx, p, run.refs.queue, refused, ps)
+	if stop, err := endStep(ps, named("Identity", err)); stop {
+		return kids, err
+	}
+	hash := ""
+	if refused == nil { // no config for consumers that must not run (stopConsumers)
+		in := r.renderInputs(p, run.refs, kids.draining, dc, kids.autoscaling)
+		hash, kids.draining, err = r.reconcileConfigMap(ctx, p, run, in, identityMissing, ps)
+		if stop, err := endStep(ps, named("ConfigMap", err)); stop {
+			return kids, err
+		}
+	}
+	kids.autoscaling, kids.wakeAfter = r.reconcileAutoscaling(ctx, p, refused, run.topics, run.live, kids.autoscaling, ps)
+	deploy := deploymentInputs{refused: refused, configHash: hash, topicsReady: len(run.problems) == 0,
+		render: r.renderInputs(p, run.refs, kids.draining, dc, kids.autoscaling)}
+	kids.deployment, kids.scaling, err = r.reconcileDeployment(ctx, p, deploy, kids.autoscaling, ps)
+	if stop, err := endStep(ps, named("Deployment", err)); stop {
+		return kids, err
+	}
+	kids.circuit = r.readCircuit(ctx, p)
+	kids.alertsMessage, err = r.reconcileAlerts(ctx, p, run.refs, r.renderInputs(p, run.refs, kids.draining, dc, kids.autoscaling), &kids.alertProblems)
+	_, err = endStep(&kids.alertProblems, named("Alerts", err))
+	return kids, err
+}
+
+// renderInputs are the inputs of internal/render for p: its references (policy and queue must be
+// there to render), the draining tiers, how its pods reach the default connection (dc) and its
+// autoscaling status.
+func (r *ConsumerPipelineReconciler) renderInputs(p *retryv1alpha1.ConsumerPipeline, refs pipelineRefs, draining []string, dc *render.DefaultConnection, autoscaling *retryv1alpha1.PipelineAutoscalingStatus) *render.Inputs {
 	in := &render.Inputs{
-		Pipeline:                s.p,
-		Policy:                  s.policy,
-		DLQ:                     s.queue,
-		Tiers:                   s.tiers,
-		Draining:                s.draining,
+		Pipeline:                p,
+		Policy:                  refs.policy,
+		DLQ:                     refs.queue,
+		Tiers:                   refs.tiers,
+		Draining:                draining,
 		DefaultBootstrapServers: r.Kafka.Defaults.BootstrapServers,
-		Default:                 s.defaultConn,
+		Default:                 dc,
 		DispatcherImage:         r.DispatcherImage,
 		RuleLabels:              r.RuleLabels,
 		RunbookBaseURL:          r.RunbookBaseURL,
 		CircuitReportInterval:   r.CircuitReportInterval,
-		Idle:                    s.autoscaling.IsIdle(),
+		Idle:                    autoscaling.IsIdle(),
 	}
-	if r.Policies != nil {
+	if r.Policies != nil && refs.policy != nil {
 		// Compiled when the policy was read (readPolicy): a cache hit, not a compile.
-		if c, err := r.Policies.Compile(s.policy); err == nil {
+		if c, err := r.Policies.Compile(refs.policy); err == nil {
 			in.Compiled = c
 		}
 	}
@@ -80,101 +130,111 @@ func waitingForReferences() *problem {
 		Message: "the RetryPolicy or the DeadLetterQueue is missing or invalid (see TopicsReady); what exists is left as it is"}
 }
 
-// reconcileConfigMap applies the dispatcher ConfigMap and keeps its hash for the Deployment.
-func (r *ConsumerPipelineReconciler) reconcileConfigMap(ctx context.Context, s *pipelineScope) error {
-	if s.live.withheld {
-		return nil // the claim is refused: no config for consumers that must not run (stopConsumers)
+// reconcileConfigMap applies the dispatcher ConfigMap rendered from in, and returns its hash for the
+// Deployment ("" when none was applied) and the draining tiers it lists: in's, or, when the topics
+// phase could not tell, those keptDraining keeps. Nothing is applied while the namespace lacks the
+// consumer identity its pods need (identityMissing: the Identity step recorded why).
+func (r *ConsumerPipelineReconciler) reconcileConfigMap(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, run pipelineRun, in *render.Inputs, identityMissing bool, ps *problems) (hash string, draining []string, err error) {
+	draining = in.Draining
+	if in.Policy == nil || in.DLQ == nil {
+		ps.add(waitingForReferences())
+		return "", draining, nil
 	}
-	if s.policy == nil || s.queue == nil {
-		s.deploymentProblems.add(waitingForReferences())
-		return nil
+	if identityMissing {
+		return "", draining, nil
 	}
-	if s.identityMissing {
-		return nil // the Identity step recorded why
+	if !run.topics.drainingKnown {
+		draining = r.keptDraining(ctx, p, run.refs, run.topics.owned, run.claim.blocked)
+		in.Draining = draining
 	}
-	if !s.drainingKnown {
-		s.draining = r.keptDraining(ctx, s)
-	}
-	cm, err := render.ConfigMap(r.renderInputs(s))
+	cm, err := render.ConfigMap(in)
 	if err != nil {
-		return recordProblem(&s.deploymentProblems, childProblem(err))
+		return "", draining, recordProblem(ps, childProblem(err))
 	}
 	live := apply.Cached(ctx, r.Client, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
-	_, applied, err := apply.Owned(ctx, r.Client, s.p, cm, live)
+	_, applied, err := apply.Owned(ctx, r.Client, p, cm, live)
 	if err != nil {
-		return recordProblem(&s.deploymentProblems, childProblem(err))
+		return "", draining, recordProblem(ps, childProblem(err))
 	}
 	if applied {
-		ctrl.LoggerFrom(ctx).Info("Applied ConfigMap", "consumerPipeline", klog.KObj(s.p), "configMap", cm.Name)
+		ctrl.LoggerFrom(ctx).Info("Applied ConfigMap", "consumerPipeline", klog.KObj(p), "configMap", cm.Name)
 	}
-	s.configHash = render.ConfigHash(cm)
-	return nil
+	return render.ConfigHash(cm), draining, nil
 }
 
-// reconcileDeployment applies the consumer Deployment (see reconcileChildren for when it is first
-// created) and keeps it, as the API server has it, for the status.
-func (r *ConsumerPipelineReconciler) reconcileDeployment(ctx context.Context, s *pipelineScope) error {
-	key := client.ObjectKey{Namespace: s.p.Namespace, Name: render.DeploymentName(s.p)}
+// deploymentInputs are what the Deployment step renders from.
+type deploymentInputs struct {
+	// refused is why the pipeline may not run (pipelineClaim.refused): its consumers are stopped.
+	refused *problem
+	// configHash is the hash of the applied dispatcher ConfigMap; "" when none was applied (the
+	// ConfigMap step, or the Identity step, recorded why).
+	configHash string
+	// topicsReady is set when the earlier phases met no problem.
+	topicsReady bool
+	render      *render.Inputs
+}
+
+// reconcileDeployment applies the consumer Deployment (see children for when it is first created)
+// and returns it as the API server has it, and whether it is being scaled for the autoscaler
+// (autoscaling, whose lastScaleTime it updates).
+func (r *ConsumerPipelineReconciler) reconcileDeployment(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, in deploymentInputs, autoscaling *retryv1alpha1.PipelineAutoscalingStatus, ps *problems) (*appsv1.Deployment, bool, error) {
+	key := client.ObjectKey{Namespace: p.Namespace, Name: render.DeploymentName(p)}
 	cur := &appsv1.Deployment{}
 	live := apply.Cached(ctx, r.Client, key, cur)
-	if live != nil && metav1.IsControlledBy(cur, s.p) {
-		s.deployment = cur
+	var have *appsv1.Deployment
+	if live != nil && metav1.IsControlledBy(cur, p) {
+		have = cur
 	}
-	if s.claimRefused != nil {
-		return r.stopConsumers(ctx, s, cur)
+	if in.refused != nil {
+		return have, false, r.stopConsumers(ctx, p, in.refused, have, ps)
 	}
-	if s.configHash == "" {
-		// The ConfigMap step recorded why.
-		return nil
+	if in.configHash == "" {
+		return have, false, nil
 	}
 	// Rendered first, so that a spec error shows before the topics are ready.
-	if err := r.checkTemplate(ctx, s.p); err != nil {
-		return recordProblem(&s.deploymentProblems, childProblem(err))
+	if err := r.checkTemplate(ctx, p); err != nil {
+		return have, false, recordProblem(ps, childProblem(err))
 	}
-	d, err := render.Deployment(r.renderInputs(s), s.configHash)
+	d, err := render.Deployment(in.render, in.configHash)
 	if err != nil {
-		return recordProblem(&s.deploymentProblems, childProblem(err))
+		return have, false, recordProblem(ps, childProblem(err))
 	}
-	if live == nil && len(s.topicProblems) > 0 {
-		s.deploymentProblems.add(&problem{Reason: reasonWaitingForTopics, Kind: problemWaiting, Progress: true,
+	if live == nil && !in.topicsReady {
+		ps.add(&problem{Reason: reasonWaitingForTopics, Kind: problemWaiting, Progress: true,
 			Message: "the Deployment is created once the topics are ready, so that consumers never start without their retry topics"})
-		return nil
+		return have, false, nil
 	}
-	if live != nil && s.autoscaling != nil && ptr.Deref(cur.Spec.Replicas, 1) != ptr.Deref(d.Spec.Replicas, 1) {
-		s.autoscaling.LastScaleTime = &metav1.Time{Time: r.Clock.Now().Truncate(time.Second)}
+	if live != nil && autoscaling != nil && ptr.Deref(cur.Spec.Replicas, 1) != ptr.Deref(d.Spec.Replicas, 1) {
+		autoscaling.LastScaleTime = &metav1.Time{Time: r.Clock.Now().Truncate(time.Second)}
 	}
-	if s.autoscaling != nil && s.autoscaling.LastScaleTime != nil && r.Clock.Now().Sub(s.autoscaling.LastScaleTime.Time) < scalingGrace {
-		s.scaling = true
-	}
-	got, applied, err := apply.Owned(ctx, r.Client, s.p, d, live)
+	scaling := autoscaling != nil && autoscaling.LastScaleTime != nil && r.Clock.Now().Sub(autoscaling.LastScaleTime.Time) < scalingGrace
+	got, applied, err := apply.Owned(ctx, r.Client, p, d, live)
 	if err != nil {
-		return recordProblem(&s.deploymentProblems, childProblem(err))
+		return have, scaling, recordProblem(ps, childProblem(err))
 	}
 	if !applied {
-		return nil
+		return have, scaling, nil
 	}
-	ctrl.LoggerFrom(ctx).Info("Applied Deployment", "consumerPipeline", klog.KObj(s.p), "deployment", d.Name)
-	s.deployment = &appsv1.Deployment{}
-	return apply.Decode(got, s.deployment)
+	ctrl.LoggerFrom(ctx).Info("Applied Deployment", "consumerPipeline", klog.KObj(p), "deployment", d.Name)
+	have = &appsv1.Deployment{}
+	return have, scaling, apply.Decode(got, have)
 }
 
-// reconcileAlerts applies the pipeline's alert rules.
-func (r *ConsumerPipelineReconciler) reconcileAlerts(ctx context.Context, s *pipelineScope) error {
-	if s.policy == nil || s.queue == nil {
-		s.alertProblems.add(waitingForReferences())
-		return nil
+// reconcileAlerts applies the pipeline's alert rules rendered from in, and says as what.
+func (r *ConsumerPipelineReconciler) reconcileAlerts(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, refs pipelineRefs, in *render.Inputs, ps *problems) (string, error) {
+	if refs.policy == nil || refs.queue == nil {
+		ps.add(waitingForReferences())
+		return "", nil
 	}
-	in := r.renderInputs(s)
 	set, err := render.PipelineRuleSet(in)
 	msg := ""
 	if err == nil {
-		msg, err = r.Rules.Apply(ctx, r.Client, s.p, set)
+		msg, err = r.Rules.Apply(ctx, r.Client, p, set)
 	}
 	if err != nil {
-		return recordProblem(&s.alertProblems, childProblem(err))
+		return "", recordProblem(ps, childProblem(err))
 	}
-	s.alertsMessage = msg
-	return nil
+	return msg, nil
 }
 
 // recordChildSpecErrors emits a Warning event for a child condition that became InvalidSpec, unless

@@ -31,12 +31,12 @@ const (
 // circuit ConfigMap (sdk/circuitstate has the protocol and why it was chosen). The Access step
 // applies what the consumers need for it: the ConfigMap, their ServiceAccount (unless the template
 // names its own) and a Role and RoleBinding granting get and patch on that one ConfigMap. The
-// Circuit step folds the fresh reports into s.circuit and deletes the stale ones.
+// Circuit step folds the fresh reports (pipelineChildren.circuit) and deletes the stale ones.
 
 // reconcileAccess applies the consumers' ServiceAccount, circuit ConfigMap, Role and RoleBinding,
-// and removes the pipeline's own ServiceAccount when the template came to name another.
-func (r *ConsumerPipelineReconciler) reconcileAccess(ctx context.Context, s *pipelineScope) error {
-	p := s.p
+// and removes the pipeline's own ServiceAccount when the template came to name another. Problems
+// are recorded in ps.
+func (r *ConsumerPipelineReconciler) reconcileAccess(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, ps *problems) error {
 	type child struct {
 		desired client.Object
 		live    client.Object
@@ -48,14 +48,14 @@ func (r *ConsumerPipelineReconciler) reconcileAccess(ctx context.Context, s *pip
 	}
 	if sa := render.ServiceAccount(p); sa != nil {
 		children = append([]child{{sa, &corev1.ServiceAccount{}}}, children...)
-	} else if err := r.deleteOwnServiceAccount(ctx, s); err != nil {
-		return recordProblem(&s.deploymentProblems, err)
+	} else if err := r.deleteOwnServiceAccount(ctx, p); err != nil {
+		return recordProblem(ps, err)
 	}
 	for _, c := range children {
 		live := apply.Cached(ctx, r.Client, client.ObjectKeyFromObject(c.desired), c.live)
 		_, applied, err := apply.Owned(ctx, r.Client, p, c.desired, live)
 		if err != nil {
-			if err := recordProblem(&s.deploymentProblems, childProblem(err)); err != nil {
+			if err := recordProblem(ps, childProblem(err)); err != nil {
 				return err
 			}
 			continue
@@ -69,13 +69,13 @@ func (r *ConsumerPipelineReconciler) reconcileAccess(ctx context.Context, s *pip
 }
 
 // deleteOwnServiceAccount deletes the pipeline's ServiceAccount when it made one.
-func (r *ConsumerPipelineReconciler) deleteOwnServiceAccount(ctx context.Context, s *pipelineScope) error {
+func (r *ConsumerPipelineReconciler) deleteOwnServiceAccount(ctx context.Context, p *retryv1alpha1.ConsumerPipeline) error {
 	sa := &corev1.ServiceAccount{}
-	key := types.NamespacedName{Namespace: s.p.Namespace, Name: render.ServiceAccountName(s.p)}
-	if apply.Cached(ctx, r.Client, key, sa) == nil || !metav1.IsControlledBy(sa, s.p) {
+	key := types.NamespacedName{Namespace: p.Namespace, Name: render.ServiceAccountName(p)}
+	if apply.Cached(ctx, r.Client, key, sa) == nil || !metav1.IsControlledBy(sa, p) {
 		return nil
 	}
-	ctrl.LoggerFrom(ctx).Info("Deleting the consumers' ServiceAccount: the template names its own", "consumerPipeline", klog.KObj(s.p), "serviceAccount", sa.Name)
+	ctrl.LoggerFrom(ctx).Info("Deleting the consumers' ServiceAccount: the template names its own", "consumerPipeline", klog.KObj(p), "serviceAccount", sa.Name)
 	return client.IgnoreNotFound(r.Delete(ctx, sa, client.Preconditions{UID: &sa.UID}))
 }
 
@@ -88,22 +88,19 @@ func (r *ConsumerPipelineReconciler) circuitTTL() time.Duration {
 	return circuitReportTTLFactor * interval
 }
 
-// readCircuit folds the consumers' reports (from the cache) into s.circuit and deletes the stale
-// ones, so that a pod that vanished while its breaker was open leaves nothing behind.
-func (r *ConsumerPipelineReconciler) readCircuit(ctx context.Context, s *pipelineScope) error {
+// readCircuit folds the consumers' reports (from the cache) and deletes the stale ones, so that a
+// pod that vanished while its breaker was open leaves nothing behind.
+func (r *ConsumerPipelineReconciler) readCircuit(ctx context.Context, p *retryv1alpha1.ConsumerPipeline) *circuitstate.Summary {
 	cm := &corev1.ConfigMap{}
-	key := types.NamespacedName{Namespace: s.p.Namespace, Name: render.CircuitConfigMapName(s.p)}
-	if apply.Cached(ctx, r.Client, key, cm) == nil || !metav1.IsControlledBy(cm, s.p) {
+	key := types.NamespacedName{Namespace: p.Namespace, Name: render.CircuitConfigMapName(p)}
+	if apply.Cached(ctx, r.Client, key, cm) == nil || !metav1.IsControlledBy(cm, p) {
 		// Not made yet (or not cached yet), or not ours (a conflict reported by reconcileAccess):
 		// nobody can have reported, and another's ConfigMap is never read or changed.
-		sum := circuitstate.Summary{State: circuitstate.Closed}
-		s.circuit = &sum
-		return nil
+		return &circuitstate.Summary{State: circuitstate.Closed}
 	}
 	sum := circuitstate.Fold(cm.Data, r.Clock.Now(), r.circuitTTL())
-	s.circuit = &sum
 	if len(sum.Stale) == 0 {
-		return nil
+		return &sum
 	}
 	data := make(map[string]any, len(sum.Stale))
 	for _, k := range sum.Stale {
@@ -112,37 +109,37 @@ func (r *ConsumerPipelineReconciler) readCircuit(ctx context.Context, s *pipelin
 	patch, _ := json.Marshal(map[string]any{"data": data})
 	if err := r.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(apply.FieldOwner)); err != nil {
 		// The next reconcile tries again; stale entries never count meanwhile.
-		ctrl.LoggerFrom(ctx).Info("Could not delete stale circuit reports", "consumerPipeline", klog.KObj(s.p), "error", err.Error())
-		return nil
+		ctrl.LoggerFrom(ctx).Info("Could not delete stale circuit reports", "consumerPipeline", klog.KObj(p), "error", err.Error())
+		return &sum
 	}
-	ctrl.LoggerFrom(ctx).Info("Deleted stale circuit reports", "consumerPipeline", klog.KObj(s.p), "pods", sum.Stale)
-	return nil
+	ctrl.LoggerFrom(ctx).Info("Deleted stale circuit reports", "consumerPipeline", klog.KObj(p), "pods", sum.Stale)
+	return &sum
 }
 
 // circuitRequeue is how long until the first fresh report goes stale, zero when none is fresh.
-func (r *ConsumerPipelineReconciler) circuitRequeue(s *pipelineScope) time.Duration {
-	if s.circuit == nil || s.circuit.Expires.IsZero() {
+func (r *ConsumerPipelineReconciler) circuitRequeue(circuit *circuitstate.Summary) time.Duration {
+	if circuit == nil || circuit.Expires.IsZero() {
 		return 0
 	}
-	return max(s.circuit.Expires.Sub(r.Clock.Now()), time.Second)
+	return max(circuit.Expires.Sub(r.Clock.Now()), time.Second)
 }
 
 // setPipelineDeploymentKafka makes DeploymentReady False while fresh reports say Kafka refuses the
 // consumers: KafkaAuthenticationFailed (credentials or TLS) or KafkaUnauthorized (ACLs), naming the
 // pods, since when and the broker's error. It says more than the Deployment's status (pods not
 // ready) and less than a problem applying the Deployment, which it leaves in place.
-func setPipelineDeploymentKafka(st *retryv1alpha1.ConsumerPipelineStatus, s *pipelineScope) {
-	if s.circuit == nil || s.circuit.Kafka == nil || len(s.deploymentProblems) > 0 {
+func setPipelineDeploymentKafka(st *retryv1alpha1.ConsumerPipelineStatus, p *retryv1alpha1.ConsumerPipeline, kids pipelineChildren) {
+	if kids.circuit == nil || kids.circuit.Kafka == nil || len(kids.deploymentProblems) > 0 {
 		return
 	}
-	k := s.circuit.Kafka
+	k := kids.circuit.Kafka
 	reason := retryv1alpha1.ReasonKafkaAuthenticationFailed
 	if k.Reason == circuitstate.KafkaAuthorization {
 		reason = retryv1alpha1.ReasonKafkaUnauthorized
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: retryv1alpha1.ConditionDeploymentReady, Status: metav1.ConditionFalse, ObservedGeneration: s.p.Generation,
-		Reason: reason, Message: k.Text(max(render.Replicas(s.p), int32(len(k.Pods)))),
+		Type: retryv1alpha1.ConditionDeploymentReady, Status: metav1.ConditionFalse, ObservedGeneration: p.Generation,
+		Reason: reason, Message: k.Text(max(render.Replicas(p), int32(len(k.Pods)))),
 	})
 }
 
@@ -150,12 +147,12 @@ func setPipelineDeploymentKafka(st *retryv1alpha1.ConsumerPipelineStatus, s *pip
 // only when the policy has a circuit breaker; while the policy is unknown (missing or invalid) the
 // previous state is kept. The condition follows the reports: False while any consumer reports its
 // breaker open or half-open.
-func setPipelineCircuit(st *retryv1alpha1.ConsumerPipelineStatus, s *pipelineScope) {
-	generation := s.p.Generation
-	breaker := s.policy != nil && s.policy.Spec.CircuitBreaker != nil
+func setPipelineCircuit(st *retryv1alpha1.ConsumerPipelineStatus, p *retryv1alpha1.ConsumerPipeline, policy *retryv1alpha1.RetryPolicy, circuit *circuitstate.Summary) {
+	generation := p.Generation
+	breaker := policy != nil && policy.Spec.CircuitBreaker != nil
 	c := metav1.Condition{Type: retryv1alpha1.ConditionCircuitClosed, ObservedGeneration: generation}
 	switch {
-	case s.circuit == nil:
+	case circuit == nil:
 		// Not read this time: leave both as they were, at this generation.
 		if old := meta.FindStatusCondition(st.Conditions, retryv1alpha1.ConditionCircuitClosed); old != nil {
 			c = *old
@@ -163,15 +160,15 @@ func setPipelineCircuit(st *retryv1alpha1.ConsumerPipelineStatus, s *pipelineSco
 		} else {
 			c.Status, c.Reason, c.Message = metav1.ConditionUnknown, retryv1alpha1.ReasonReconciling, "the consumers' reports were not read yet"
 		}
-	case s.policy != nil && !breaker:
+	case policy != nil && !breaker:
 		st.Circuit = ""
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, retryv1alpha1.ReasonNoCircuitBreaker, "RetryPolicy "+s.policy.Name+" has no circuit breaker"
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, retryv1alpha1.ReasonNoCircuitBreaker, "RetryPolicy "+policy.Name+" has no circuit breaker"
 	default:
 		if breaker {
-			st.Circuit = retryv1alpha1.CircuitState(s.circuit.State)
+			st.Circuit = retryv1alpha1.CircuitState(circuit.State)
 		}
-		c.Message = s.circuit.Message(max(render.Replicas(s.p), int32(len(s.circuit.Pods))))
-		switch s.circuit.State {
+		c.Message = circuit.Message(max(render.Replicas(p), int32(len(circuit.Pods))))
+		switch circuit.State {
 		case circuitstate.Open:
 			c.Status, c.Reason = metav1.ConditionFalse, retryv1alpha1.ReasonCircuitOpen
 		case circuitstate.HalfOpen:

@@ -1,9 +1,9 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -23,11 +23,7 @@ import (
 
 	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/apply"
-	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
-	"github.com/retryops/retry-operator/internal/render"
-	"github.com/retryops/retry-operator/sdk/circuitstate"
-	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
 )
 
 // ConsumerPipelineReconciler makes what a ConsumerPipeline needs: its topics (the source topic,
@@ -51,96 +47,6 @@ type ConsumerPipelineReconciler struct {
 	keda *kindServed
 
 	templates templateChecks
-}
-
-// pipelineScope is the state of one ConsumerPipeline reconcile, filled in by the steps. The figures
-// start from the previous status, so that what a step could not find out this time keeps its value.
-type pipelineScope struct {
-	p *retryv1alpha1.ConsumerPipeline
-
-	kafkaClient
-
-	// From the RetryPolicy: the tiers the plan needs; planKnown is false when the policy is missing
-	// or invalid, and then the tiers in status are left as they were.
-	tiers     dispatchercfg.Tiers
-	planKnown bool
-
-	deadLetter string
-
-	// managesSource is set when spec.source.create asks to and no other pipeline on the source
-	// manages it (findSourceOwner); sourceOwner names the pipeline that does, when one does.
-	managesSource bool
-	sourceOwner   string
-	// owned are the topics the ledger records for the pipeline (created or adopted), sorted.
-	owned []string
-	// blocked are topics a DeadLetterQueue claims: the pipeline leaves them alone.
-	blocked map[string]bool
-
-	described map[string]kafka.TopicInfo
-
-	sourcePartitions int32
-	retries          []retryv1alpha1.RetryTopicStatus
-	unused           []string
-
-	// draining are the unused tiers the dispatcher config lists under topics.draining, sorted
-	// (consumerpipeline_draining.go); prevDraining are those of the previous status. drainingKnown is
-	// set once the UnusedRetryTopics step found them out; until then draining is prevDraining, and
-	// the ConfigMap step, if it runs, replaces it with keptDraining.
-	draining      []string
-	prevDraining  []string
-	drainingKnown bool
-	// awaitingRollout is set when a drained unused tier is kept, under Delete, until the consumer
-	// Deployment has rolled out a config that no longer writes to it (consumersHold).
-	awaitingRollout bool
-
-	// changes made in Kafka, for one event at the end; created is set when a topic was created.
-	changes []string
-	created bool
-
-	// topicProblems are the problems of the TopicsReady condition.
-	topicProblems problems
-	// claimRefused is the problem of a source topic or consumer group the claim policy refuses
-	// (consumerpipeline_claims.go), or of a group or tiers another pipeline has
-	// (consumerpipeline_fanout.go); nil when neither.
-	claimRefused *problem
-
-	// live is what the LiveFigures step found (consumerpipeline_live.go).
-	live pipelineLive
-
-	// The children (consumerpipeline_children.go). policy and queue are the referenced objects, nil
-	// while missing (or, for the policy, invalid). deployment is the Deployment as the API server
-	// has it (nil when there is none); configHash is the hash of the applied ConfigMap.
-	policy        *retryv1alpha1.RetryPolicy
-	queue         *retryv1alpha1.DeadLetterQueue
-	configHash    string
-	deployment    *appsv1.Deployment
-	alertsMessage string
-	// defaultConn is how the pods reach the default connection (consumerpipeline_identity.go); nil
-	// when neither the pipeline nor its queue is on it. identityMissing is set when the namespace
-	// lacks the consumer Secret it needs: then no config or Deployment is applied.
-	defaultConn     *render.DefaultConnection
-	identityMissing bool
-	// circuit is the fold of the consumers' circuit reports; nil when they were not read.
-	circuit *circuitstate.Summary
-	// autoscaling is status.autoscaling (consumerpipeline_autoscaling.go), from the previous status
-	// until the Autoscaling step runs; wakeAfter, when not zero, is when an idle pipeline must be
-	// looked at again to wake.
-	autoscaling *retryv1alpha1.PipelineAutoscalingStatus
-	wakeAfter   time.Duration
-	// scaling is set when the operator changed the Deployment's replicas for the autoscaler less
-	// than scalingGrace ago (setPipelineDeploymentScaling).
-	scaling bool
-	// autoscalerTrouble is what the HPA's conditions say keeps it from scaling; empty when nothing.
-	autoscalerTrouble  string
-	deploymentProblems problems
-	alertProblems      problems
-}
-
-// allProblems are the problems of every condition Ready summarises.
-func (s *pipelineScope) allProblems() problems {
-	all := append(problems{}, s.topicProblems...)
-	all = append(all, s.alertProblems...)
-	return append(all, s.deploymentProblems...)
 }
 
 // pipelineOwner is the name of a pipeline in the connection registry and the batched reads.
@@ -169,25 +75,10 @@ func (r *ConsumerPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if ok, err := r.fetch(ctx, req, p, r.forget); !ok {
 		return ctrl.Result{}, err
 	}
-	s := newPipelineScope(p)
 	if !p.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, s)
+		return r.reconcileDelete(ctx, p)
 	}
-	return r.reconcileNormal(ctx, s)
-}
-
-func newPipelineScope(p *retryv1alpha1.ConsumerPipeline) *pipelineScope {
-	s := &pipelineScope{p: p, blocked: map[string]bool{}}
-	if t := p.Status.Topics; t != nil {
-		s.sourcePartitions = t.SourcePartitions
-		s.retries = slices.Clone(t.Retries)
-		s.unused = slices.Clone(t.UnusedRetries)
-		s.prevDraining = slices.Clone(t.DrainingRetries)
-		s.draining = slices.Clone(t.DrainingRetries)
-		s.deadLetter = t.DeadLetter
-	}
-	s.autoscaling = p.Status.Autoscaling.DeepCopy()
-	return s
+	return r.reconcileNormal(ctx, p)
 }
 
 // forget drops everything kept about a pipeline that is gone, its gauges included.
@@ -204,73 +95,131 @@ func (r *ConsumerPipelineReconciler) forget(key types.NamespacedName) {
 	}
 }
 
-// reconcileNormal runs the topic steps, then the children; whatever they return, the status is then
-// patched (deferred) from what they found. The topic steps find out which unused tiers drain before
-// the children render the dispatcher config that lists them.
-func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, s *pipelineScope) (result ctrl.Result, reterr error) {
-	defer func() {
-		result, reterr = finishReconcile(reterr, s.allProblems(), func() error { return r.writeStatus(ctx, s) }, func() time.Duration {
-			// In phase with the connection's offsets rounds, so that the figures are at most one
-			// interval old; sooner when a circuit report goes stale before.
-			after := r.Kafka.Offsets.UntilNextRound(s.connKey, pipelineOwner(client.ObjectKeyFromObject(s.p)), r.RefreshInterval)
-			if c := r.circuitRequeue(s); c > 0 && c < after {
-				after = c
-			}
-			return after
-		})
+// pipelineRun is what the phases before the children found: each phase's result, and the problems
+// of TopicsReady in the order met. A phase that did not run (an earlier one ended the run) left its
+// result as the previous status gives it.
+type pipelineRun struct {
+	refs   pipelineRefs
+	claim  pipelineClaim
+	topics pipelineTopics
+	live   pipelineLive
+	// problems are TopicsReady's.
+	problems problems
+	// err is the error that ended the run (not a problem: the API server, a write), returned for
+	// the work queue's backoff; the children do not run then.
+	err error
+}
+
+// refused is why the pipeline may not run: its claim refused, or a topic another resource holds.
+func (run pipelineRun) refused() *problem { return cmp.Or(run.claim.refused, run.topics.refused) }
+
+// reconcileNormal runs a pipeline's phases in order, each on what the earlier ones returned:
+//
+//  1. references (pipelineRefs): the RetryPolicy's plan and the DeadLetterQueue;
+//  2. claims (pipelineClaim): what the pipeline may run on and manage, under the claim policy and
+//     beside the other pipelines and the queues;
+//  3. topics (pipelineTopics): its topics in Kafka, and which unused tiers drain;
+//  4. figures (pipelineLive): lag, due lag, backlogs, dead letters;
+//  5. children (pipelineChildren): the consumers' access and config, the autoscaler, the consumers,
+//     their circuit reports, the alert rules.
+//
+// A problem that ends one of the first four ends them all (runPhases); the children run whatever
+// those met. The status is then patched from all the results, and the requeues the phases ask for
+// are merged (soonest).
+func (r *ConsumerPipelineReconciler) reconcileNormal(ctx context.Context, p *retryv1alpha1.ConsumerPipeline) (ctrl.Result, error) {
+	conn := r.pipelineConnection(p)
+	run := r.runPhases(ctx, p, conn)
+	r.recordTopicChanges(p, run.topics)
+	kids, err := childrenFromStatus(p, run.topics), run.err
+	if err == nil {
+		kids, err = r.children(ctx, p, run)
+	}
+	owner := pipelineOwner(client.ObjectKeyFromObject(p))
+	round := func() time.Duration { return r.Kafka.Offsets.UntilNextRound(conn.connKey, owner, r.RefreshInterval) }
+	result, err := finishReconcile(err, allProblems(run, kids), func() error { return r.writeStatus(ctx, p, run, kids, conn.clusterID) }, func() time.Duration {
+		// In phase with the connection's offsets rounds, so that the figures are at most one
+		// interval old; sooner when a circuit report goes stale before.
+		return soonest(round(), r.circuitRequeue(kids.circuit))
+	})
+	if err != nil {
+		// The retry describes its topics fresh: what it read may be what failed it.
+		r.Kafka.Topics.Unsettle(owner)
+		return result, err
+	}
+	var draining, stalled time.Duration
+	if len(kids.draining) > 0 || run.topics.awaitingRollout {
 		// While tiers drain, or wait for the consumers' rollout to be deleted, the pipeline is looked
 		// at again even when nothing else would requeue it, so that a drained tier goes without any
 		// other event.
-		if reterr == nil && result.IsZero() && (len(s.draining) > 0 || s.awaitingRollout) {
-			result.RequeueAfter = r.Kafka.Offsets.UntilNextRound(s.connKey, pipelineOwner(client.ObjectKeyFromObject(s.p)), r.RefreshInterval)
-		}
-		if reterr == nil && result.IsZero() {
-			result.RequeueAfter = resyncWhileStalled(kafkaspec.SecretNames(s.p.Spec.Kafka), r.RefreshInterval)
-		}
-		if reterr != nil {
-			// The retry describes its topics fresh: what it read may be what failed it.
-			r.Kafka.Topics.Unsettle(pipelineOwner(client.ObjectKeyFromObject(s.p)))
-		}
-		// An idle pipeline wakes at its wake time whatever else the reconcile found.
-		if reterr == nil && s.wakeAfter > 0 && (result.RequeueAfter <= 0 || s.wakeAfter < result.RequeueAfter) {
-			result.RequeueAfter = s.wakeAfter
-		}
-	}()
-	// A problem ends the topic steps and goes on TopicsReady.
-	err := runSteps(ctx, s, []step[*pipelineScope]{
-		{"Finalizer", func(ctx context.Context, s *pipelineScope) error { return r.addFinalizer(ctx, s.p) }},
-		{"RetryPolicy", r.readPolicy},
-		{"DeadLetterQueue", r.readDeadLetterQueue},
-		{"ReadClaims", r.checkReadClaims},
-		{"Sharing", r.checkSharing},
-		{"Claims", r.checkClaims},
-		{"Connection", r.connectPipeline},
-		{"DescribeTopics", r.describeTopics},
-		{"RecordTopics", r.recordNewTopics},
-		{"SourceTopic", r.reconcileSourceTopic},
-		{"RetryTopics", r.reconcileRetryTopics},
-		{"UnusedRetryTopics", r.reconcileUnusedRetryTopics},
-		{"LiveFigures", r.refreshLiveFigures},
-	}, &s.topicProblems)
-	r.recordTopicChanges(s)
-	if err != nil {
-		return ctrl.Result{}, err
+		draining = round()
 	}
-	// The children run whatever problems the topic steps met: they depend on the spec and the
-	// referenced objects, not on Kafka.
-	return ctrl.Result{}, r.reconcileChildren(ctx, s)
+	if result.IsZero() {
+		// Secrets are not watched: a pipeline waiting on one looks again at the resync.
+		stalled = resyncWhileStalled(kafkaspec.SecretNames(p.Spec.Kafka), r.RefreshInterval)
+	}
+	// An idle pipeline wakes at its wake time whatever else the reconcile found.
+	result.RequeueAfter = soonest(result.RequeueAfter, draining, stalled, kids.wakeAfter)
+	return result, nil
 }
 
-// writeStatus patches the status rebuilt from s, records the events of the conditions that changed,
-// and sets the pipeline's gauges.
-func (r *ConsumerPipelineReconciler) writeStatus(ctx context.Context, s *pipelineScope) error {
-	st := pipelineStatus(s)
-	ps := s.allProblems()
-	if err := r.patchStatus(ctx, s.p, st, ps); err != nil {
+// runPhases runs the finalizer, then the references, claims, topics and figures phases. A problem a
+// phase returns ends them: it is added to the run's problems, and the later phases keep what the
+// previous status gives. Another error ends them too, as a transient problem, and is run.err.
+func (r *ConsumerPipelineReconciler) runPhases(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, conn *pipelineConnection) pipelineRun {
+	run := pipelineRun{topics: topicsFromStatus(p, nil), refs: pipelineRefs{deadLetter: previousDeadLetter(p)}}
+	ps := &run.problems
+	var stop bool
+	if stop, run.err = endStep(ps, named("Finalizer", r.addFinalizer(ctx, p))); stop {
+		return run
+	}
+	refs, err := r.references(ctx, p, ps)
+	if run.refs = refs; endRun(&run, err) {
+		return run
+	}
+	claim, err := r.claims(ctx, p, run.refs, conn, ps)
+	if run.claim = claim; claim.refused != nil {
+		run.topics.withhold()
+	}
+	run.topics.owned = claim.owned
+	if endRun(&run, err) {
+		return run
+	}
+	topics, err := r.topics(ctx, p, run.refs, run.claim, conn, ps)
+	if run.topics = topics; endRun(&run, err) {
+		return run
+	}
+	run.live = r.figures(ctx, p, run.refs, run.topics, &conn.kafkaClient)
+	return run
+}
+
+// endRun records err, the end of a phase, in run as endStep does, and says whether it ends the run.
+func endRun(run *pipelineRun, err error) bool {
+	stop, err := endStep(&run.problems, err)
+	run.err = err
+	if run.refused() != nil {
+		run.live.withheld = true
+	}
+	return stop
+}
+
+// previousDeadLetter is the dead letter topic of the previous status.
+func previousDeadLetter(p *retryv1alpha1.ConsumerPipeline) string {
+	if p.Status.Topics == nil {
+		return ""
+	}
+	return p.Status.Topics.DeadLetter
+}
+
+// writeStatus patches the status rebuilt from what the phases found, records the events of the
+// conditions that changed, and sets the pipeline's gauges.
+func (r *ConsumerPipelineReconciler) writeStatus(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, run pipelineRun, kids pipelineChildren, clusterID string) error {
+	st := pipelineStatus(p, run, kids, clusterID)
+	ps := allProblems(run, kids)
+	if err := r.patchStatus(ctx, p, st, ps); err != nil {
 		return err
 	}
-	r.warnLongMissing(s.p, ps)
-	r.exportPipeline(client.ObjectKeyFromObject(s.p), st)
+	r.warnLongMissing(p, ps)
+	r.exportPipeline(client.ObjectKeyFromObject(p), st)
 	return nil
 }
 
@@ -289,8 +238,7 @@ func (r *ConsumerPipelineReconciler) patchStatus(ctx context.Context, p *retryv1
 // Delete (never the source topic: it holds the producers' data and may have other consumers, even
 // when the operator created it), then the finalizer. As for queues, Kafka being unreachable delays
 // deletion by at most DeletionTimeout.
-func (r *ConsumerPipelineReconciler) reconcileDelete(ctx context.Context, s *pipelineScope) (ctrl.Result, error) {
-	p := s.p
+func (r *ConsumerPipelineReconciler) reconcileDelete(ctx context.Context, p *retryv1alpha1.ConsumerPipeline) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(p)
 	log := ctrl.LoggerFrom(ctx).WithValues("consumerPipeline", klog.KObj(p))
 	letGo := func() (ctrl.Result, error) {
@@ -312,23 +260,26 @@ func (r *ConsumerPipelineReconciler) reconcileDelete(ctx context.Context, s *pip
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Retry topics kept (retryTopics.deletionPolicy Retain): %s", strings.Join(tiers, ", "))
 		return letGo()
 	}
-	if err := r.checkClaims(ctx, s); err != nil {
+	conn := r.pipelineConnection(p)
+	var ps problems
+	blocked, err := r.blockedTopics(ctx, p, pipelineRefs{}, owned, r.selfParty(p, conn), &ps)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	return r.deleteWithinBound(ctx, p, topicDeletion{
 		topics:  tiers,
-		delete:  func(ctx context.Context) error { return r.deleteTiers(ctx, s, tiers) },
+		delete:  func(ctx context.Context) error { return r.deleteTiers(ctx, conn, blocked, tiers) },
 		deleted: "Retry topics deleted (retryTopics.deletionPolicy Delete): " + strings.Join(tiers, ", "),
 		mayRemain: func(err string) string {
 			return fmt.Sprintf("Gave up deleting retry topics after %s, they may remain in Kafka: %s", r.DeletionTimeout, err)
 		},
 		failing: func(ctx context.Context, err string, deadline time.Time) error {
 			st := p.Status.DeepCopy()
-			s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonDeleting, Message: fmt.Sprintf("deleting retry topics: %s; retrying until %s, then the pipeline goes and the topics may remain",
+			ps := append(ps, &problem{Reason: retryv1alpha1.ReasonDeleting, Message: fmt.Sprintf("deleting retry topics: %s; retrying until %s, then the pipeline goes and the topics may remain",
 				err, deadline.UTC().Format(time.RFC3339))})
-			setPipelineTopicsReady(st, p.Generation, s.topicProblems, "")
+			setPipelineTopicsReady(st, p.Generation, ps, "")
 			setPipelineReady(st, p.Generation)
-			return r.patchStatus(ctx, p, *st, s.topicProblems)
+			return r.patchStatus(ctx, p, *st, ps)
 		},
 	}, letGo)
 }

@@ -41,8 +41,8 @@ import (
 // and the pipeline is looked at again after the refresh interval (and whenever the Deployment
 // changes).
 //
-// The list is found out by the UnusedRetryTopics step, before the children are rendered. When that
-// step cannot tell (Kafka failed, or an earlier topic step ended the run), the ConfigMap step keeps
+// The list is found out by the topics phase, before the children are rendered. When that phase
+// cannot tell (Kafka failed, or an earlier step ended the phases), the ConfigMap step keeps
 // draining every unused tier the applied config consumed (keptDraining): a tier listed for nothing
 // costs a consumer on an empty topic, while a tier dropped would strand its records. Nothing is
 // deleted then. A pipeline with draining tiers is reconciled again after the refresh interval
@@ -66,71 +66,68 @@ const (
 // shrinks.
 const reasonTooManyDrainingTiers = "TooManyDrainingTiers"
 
-// unusedTiers lists, sorted, the tiers the pipeline created that the plan no longer needs, but those a
-// DeadLetterQueue claims.
-func unusedTiers(s *pipelineScope) []string {
-	current := map[string]bool{}
-	for _, t := range s.tiers {
-		current[t.Name] = true
-	}
-	return slices.DeleteFunc(createdTiers(s.p, s.owned), func(n string) bool { return current[n] || s.blocked[n] })
+// unusedTiers lists, sorted, the tiers the pipeline created (owned) that the plan no longer needs,
+// but those a DeadLetterQueue claims (blocked).
+func unusedTiers(p *retryv1alpha1.ConsumerPipeline, refs pipelineRefs, owned []string, blocked map[string]bool) []string {
+	return slices.DeleteFunc(createdTiers(p, owned), func(n string) bool { return refs.hasTier(n) || blocked[n] })
 }
 
 // reconcileUnusedRetryTopics finds the tiers the pipeline created earlier and no longer needs, and
-// which of them still hold records the consumer group has not consumed: those drain (s.draining).
+// which of them still hold records the consumer group has not consumed: those drain (t.draining).
 // The drained ones are deleted under retryTopics.deletionPolicy Delete (and their record dropped)
 // once no consumer can still write to them (consumersHold), and kept under Retain.
 // status.topics.unusedRetries lists, under Retain, every unused tier, and under Delete those not
 // deleted yet.
-func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Context, s *pipelineScope) error {
-	if !s.planKnown {
+func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, refs pipelineRefs, blocked map[string]bool, k *kafkaClient, t *pipelineTopics, ps *problems) error {
+	if !refs.planKnown() {
 		return nil
 	}
-	unused := unusedTiers(s)
-	newly := slices.DeleteFunc(slices.Clone(unused), func(n string) bool { return slices.Contains(s.unused, n) })
+	prevDraining := previousDraining(p)
+	unused := unusedTiers(p, refs, t.owned, blocked)
+	newly := slices.DeleteFunc(slices.Clone(unused), func(n string) bool { return slices.Contains(t.unused, n) })
 	// The tiers already unused in the previous status; quiet are those of them drained then.
-	prevUnused := append(slices.Clone(s.unused), s.prevDraining...)
-	quiet := func(n string) bool { return !slices.Contains(newly, n) && !slices.Contains(s.prevDraining, n) }
-	s.unused = unused
-	undrained, err := undrainedTiers(ctx, s.admin, consumerGroup(s.p), unused)
+	prevUnused := append(slices.Clone(t.unused), prevDraining...)
+	quiet := func(n string) bool { return !slices.Contains(newly, n) && !slices.Contains(prevDraining, n) }
+	t.unused = unused
+	undrained, err := undrainedTiers(ctx, k.admin, consumerGroup(p), unused)
 	if err != nil {
 		// Which tiers hold records is unknown: nothing is deleted, and the ConfigMap step keeps every
 		// tier the applied config consumed draining (keptDraining).
-		s.topicProblems.add(kafkaProblem(err))
+		ps.add(kafkaProblem(err))
 		return nil
 	}
-	deleting := retryDeletionPolicy(s.p) == retryv1alpha1.DeletionPolicyDelete
-	r.setDraining(ctx, s, undrained, deleting)
-	log := ctrl.LoggerFrom(ctx).WithValues("consumerPipeline", klog.KObj(s.p))
+	deleting := retryDeletionPolicy(p) == retryv1alpha1.DeletionPolicyDelete
+	r.setDraining(ctx, p, t, undrained, deleting, ps)
+	log := ctrl.LoggerFrom(ctx).WithValues("consumerPipeline", klog.KObj(p))
 	var kept, deleted, keptNow []string
 	waitNow := map[string][]string{}
 	var first *problem
 	var rollout *string
 	for _, name := range unused {
-		wasDraining := slices.Contains(s.prevDraining, name)
+		wasDraining := slices.Contains(prevDraining, name)
 		if _, ok := undrained[name]; ok || !deleting {
 			kept = append(kept, name)
 			switch {
 			case ok:
 			case wasDraining:
 				log.Info("Retry topic drained, kept", "topic", name)
-				r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicDrained, "ReconcileTopics",
+				r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicDrained, "ReconcileTopics",
 					"Retry topic %s drained: the consumer group consumed it to the end, so the dispatchers no longer consume it; kept (retryTopics.deletionPolicy Retain)", name)
 			case slices.Contains(newly, name):
 				keptNow = append(keptNow, name)
 			}
 			continue
 		}
-		if why := consumersHold(ctx, r.rolloutReader(), s, prevUnused, name, &rollout); why != "" {
+		if why := consumersHold(ctx, r.rolloutReader(), p, prevUnused, name, &rollout); why != "" {
 			kept = append(kept, name)
-			s.awaitingRollout = true
+			t.awaitingRollout = true
 			log.V(1).Info("Retry topic drained, deletion waits for the consumers' rollout", "topic", name, "reason", why)
 			if !quiet(name) {
 				waitNow[why] = append(waitNow[why], name)
 			}
 			continue
 		}
-		if err := s.admin.DeleteTopic(ctx, name); err != nil {
+		if err := k.admin.DeleteTopic(ctx, name); err != nil {
 			kept = append(kept, name)
 			if first == nil {
 				first = kafkaProblem(err)
@@ -139,19 +136,19 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 		}
 		// The snapshot would say it exists until its next round: a policy wanting it back within
 		// that round would find it someone else's (TopicNotOwned) once the ledger forgets it.
-		r.Kafka.Topics.Set(s.connKey, kafka.TopicInfo{Name: name})
+		r.Kafka.Topics.Set(k.connKey, kafka.TopicInfo{Name: name})
 		deleted = append(deleted, name)
 		log.Info("Deleted unused retry topic", "topic", name, "drained", wasDraining)
 		why := "no longer used"
 		if wasDraining {
 			why = "drained (the consumer group consumed it to the end)"
 		}
-		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicDeleted, "ReconcileTopics",
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicDeleted, "ReconcileTopics",
 			"Retry topic %s %s, deleted (retryTopics.deletionPolicy Delete)", name, why)
 	}
 	if len(keptNow) > 0 {
 		log.Info("Retry topics no longer used", "topics", keptNow)
-		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicKept, "ReconcileTopics",
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicKept, "ReconcileTopics",
 			"Retry topics no longer used, kept (retryTopics.deletionPolicy Retain): %s", strings.Join(keptNow, ", "))
 	}
 	if len(waitNow) > 0 {
@@ -161,12 +158,12 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 		for _, why := range slices.Sorted(maps.Keys(waitNow)) {
 			parts = append(parts, strings.Join(waitNow[why], ", ")+" ("+why+")")
 		}
-		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicAwaitingRollout, "ReconcileTopics",
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicAwaitingRollout, "ReconcileTopics",
 			"Retry topics drained, deleted (retryTopics.deletionPolicy Delete) once the consumer Deployment has rolled out a config that no longer writes to them: %s",
 			truncate(strings.Join(parts, "; "), maxConditionMessage))
 	}
-	s.unused = kept
-	if err := r.forgetCreatedTopics(ctx, s.p, deleted...); err != nil {
+	t.unused = kept
+	if err := r.forgetCreatedTopics(ctx, p, deleted...); err != nil {
 		return err
 	}
 	if first != nil {
@@ -190,12 +187,12 @@ func (r *ConsumerPipelineReconciler) rolloutReader() client.Reader {
 // applied then no longer wrote to it, and the pipeline's consumer Deployment has rolled out (see
 // rolloutPending) or does not exist. rollout keeps the Deployment's state for the other tiers of the
 // reconcile.
-func consumersHold(ctx context.Context, c client.Reader, s *pipelineScope, prevUnused []string, name string, rollout **string) string {
+func consumersHold(ctx context.Context, c client.Reader, p *retryv1alpha1.ConsumerPipeline, prevUnused []string, name string, rollout **string) string {
 	if !slices.Contains(prevUnused, name) {
 		return "the pod template that no longer uses it is applied in this reconcile"
 	}
 	if *rollout == nil {
-		why := rolloutPending(ctx, c, s.p)
+		why := rolloutPending(ctx, c, p)
 		*rollout = &why
 	}
 	return **rollout
@@ -229,28 +226,29 @@ func rolloutPending(ctx context.Context, c client.Reader, p *retryv1alpha1.Consu
 	return ""
 }
 
-// setDraining sets s.draining from the undrained tiers (name to records left): the first
+// setDraining sets t.draining from the undrained tiers (name to records left): the first
 // dispatchercfg.MaxDrainingTiers by name. A tier that starts draining gets a Normal event; tiers
-// beyond the bound are a problem on TopicsReady, since nothing consumes their records.
-func (r *ConsumerPipelineReconciler) setDraining(ctx context.Context, s *pipelineScope, undrained map[string]int64, deleting bool) {
+// beyond the bound are a problem on TopicsReady (recorded in ps), since nothing consumes their
+// records.
+func (r *ConsumerPipelineReconciler) setDraining(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, t *pipelineTopics, undrained map[string]int64, deleting bool, ps *problems) {
 	names := slices.Sorted(maps.Keys(undrained))
 	over := names[min(len(names), dispatchercfg.MaxDrainingTiers):]
-	s.draining, s.drainingKnown = names[:len(names)-len(over)], true
+	t.draining, t.drainingKnown = names[:len(names)-len(over)], true
 	then := "kept but no longer consumed (retryTopics.deletionPolicy Retain)"
 	if deleting {
 		then = "deleted (retryTopics.deletionPolicy Delete)"
 	}
-	for _, name := range s.draining {
-		if slices.Contains(s.prevDraining, name) {
+	for _, name := range t.draining {
+		if slices.Contains(previousDraining(p), name) {
 			continue
 		}
-		ctrl.LoggerFrom(ctx).Info("Retry topic no longer used, draining", "consumerPipeline", klog.KObj(s.p), "topic", name, "records", undrained[name])
-		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicDraining, "ReconcileTopics",
+		ctrl.LoggerFrom(ctx).Info("Retry topic no longer used, draining", "consumerPipeline", klog.KObj(p), "topic", name, "records", undrained[name])
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicDraining, "ReconcileTopics",
 			"Retry topic %s is no longer used and %s in it: the dispatchers keep consuming it (topics.draining) until the consumer group has consumed it to the end; then it is %s",
 			name, recordsWait(undrained[name]), then)
 	}
 	if len(over) > 0 {
-		s.topicProblems.add(&problem{Reason: reasonTooManyDrainingTiers, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
+		ps.add(&problem{Reason: reasonTooManyDrainingTiers, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
 			"%d unused retry topics hold records the consumer group has not consumed, and the dispatchers drain at most %d at once (the first by name): the records in %s are not consumed until the list shrinks",
 			len(names), dispatchercfg.MaxDrainingTiers, strings.Join(over, ", ")), maxConditionMessage)})
 	}
@@ -264,26 +262,26 @@ func recordsWait(n int64) string {
 	return fmt.Sprintf("%d records wait", n)
 }
 
-// keptDraining is the draining list when the UnusedRetryTopics step could not find it out: every
-// unused tier the applied dispatcher config consumed, as a current tier or draining; without a
-// readable config of the pipeline's, every unused tier. At most dispatchercfg.MaxDrainingTiers, the
-// first by name.
-func (r *ConsumerPipelineReconciler) keptDraining(ctx context.Context, s *pipelineScope) []string {
-	keep := unusedTiers(s)
+// keptDraining is the draining list when the topics phase could not find it out: every unused
+// tier (of owned, but the blocked ones) the applied dispatcher config consumed, as a current tier or
+// draining; without a readable config of the pipeline's, every unused tier. At most
+// dispatchercfg.MaxDrainingTiers, the first by name.
+func (r *ConsumerPipelineReconciler) keptDraining(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, refs pipelineRefs, owned []string, blocked map[string]bool) []string {
+	keep := unusedTiers(p, refs, owned, blocked)
 	cm := &corev1.ConfigMap{}
 	var applied dispatchercfg.Config
-	if err := r.Get(ctx, client.ObjectKey{Namespace: s.p.Namespace, Name: render.ConfigMapName(s.p)}, cm); err == nil &&
-		metav1.IsControlledBy(cm, s.p) && json.Unmarshal([]byte(cm.Data[render.ConfigKey]), &applied) == nil {
+	if err := r.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: render.ConfigMapName(p)}, cm); err == nil &&
+		metav1.IsControlledBy(cm, p) && json.Unmarshal([]byte(cm.Data[render.ConfigKey]), &applied) == nil {
 		consumed := append(applied.Topics.Retries.Names(), applied.Topics.Draining...)
 		keep = slices.DeleteFunc(keep, func(n string) bool { return !slices.Contains(consumed, n) })
 	}
 	keep = keep[:min(len(keep), dispatchercfg.MaxDrainingTiers)]
-	started := slices.DeleteFunc(slices.Clone(keep), func(n string) bool { return slices.Contains(s.prevDraining, n) })
+	started := slices.DeleteFunc(slices.Clone(keep), func(n string) bool { return slices.Contains(previousDraining(p), n) })
 	if len(started) > 0 {
 		// One event for all: the recorder folds events of the same reason into one series whatever
 		// their note, and which of them would be kept is a race.
-		ctrl.LoggerFrom(ctx).Info("Retry topics no longer used, draining until Kafka tells they are drained", "consumerPipeline", klog.KObj(s.p), "topics", started)
-		r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, eventTopicDraining, "ReconcileTopics",
+		ctrl.LoggerFrom(ctx).Info("Retry topics no longer used, draining until Kafka tells they are drained", "consumerPipeline", klog.KObj(p), "topics", started)
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicDraining, "ReconcileTopics",
 			"Retry topics no longer used, and whether records wait in them is not known yet (see TopicsReady): the dispatchers keep consuming them (topics.draining) until the consumer group has consumed them to the end: %s",
 			truncate(strings.Join(started, ", "), maxConditionMessage))
 	}

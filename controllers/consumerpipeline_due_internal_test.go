@@ -72,12 +72,11 @@ func TestPipelineDueLagCountsOnlyTheRecordsDue(t *testing.T) {
 	p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders"},
 		Spec: retryv1alpha1.ConsumerPipelineSpec{Source: retryv1alpha1.PipelineSource{Topic: source}, DeadLetterQueueRef: retryv1alpha1.LocalObjectReference{Name: "dlq"}}}
 	figures := func() (due, plain int64) {
-		s := &pipelineScope{p: p, kafkaClient: kafkaClient{admin: f, connKey: "conn"},
-			tiers:   dispatchercfg.Tiers{{Name: tier, Delay: sdkpolicy.D(delay), Earliest: sdkpolicy.D(delay), Latest: sdkpolicy.D(delay)}},
-			retries: []retryv1alpha1.RetryTopicStatus{{Name: tier, Delay: metav1.Duration{Duration: delay}}}}
-		g.Expect(r.refreshLiveFigures(ctx, s)).To(Succeed())
-		g.Expect(s.live.dueLag).NotTo(BeNil())
-		return *s.live.dueLag, *s.live.consumerLag + s.live.tierBacklog[tier]
+		refs := pipelineRefs{tiers: dispatchercfg.Tiers{{Name: tier, Delay: sdkpolicy.D(delay), Earliest: sdkpolicy.D(delay), Latest: sdkpolicy.D(delay)}}}
+		topics := pipelineTopics{retries: []retryv1alpha1.RetryTopicStatus{{Name: tier, Delay: metav1.Duration{Duration: delay}}}}
+		live := r.figures(ctx, p, refs, topics, &kafkaClient{admin: f, connKey: "conn"})
+		g.Expect(live.dueLag).NotTo(BeNil())
+		return *live.dueLag, *live.consumerLag + live.tierBacklog[tier]
 	}
 
 	due, plain := figures()

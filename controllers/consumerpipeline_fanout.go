@@ -27,36 +27,33 @@ func tierBase(p *retryv1alpha1.ConsumerPipeline, d kafkaspec.Defaults) string {
 	return dispatchercfg.TierBase(d.TopicPrefix, p.Namespace, p.Name)
 }
 
-// checkSharing is the Sharing step: a consumer group or a tier base that an older pipeline on the
-// same cluster has (sharingRivals: a refused claim holds nothing) ends the topic steps with
-// ConsumerGroupConflict or TopicConflict, and, as a refused claim does, stops the consumers and
-// withholds the figures (they would be the other's).
-func (r *ConsumerPipelineReconciler) checkSharing(ctx context.Context, s *pipelineScope) error {
-	p := s.p
-	self := r.selfParty(s)
+// checkSharing is the conflict of a consumer group or a tier base that an older pipeline on the
+// same cluster has (sharingRivals: a refused claim holds nothing): ConsumerGroupConflict or
+// TopicConflict, which the claims phase ends with, as a refused claim (refuse); nil when none.
+func (r *ConsumerPipelineReconciler) checkSharing(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, self *kafkaspec.Party) (*problem, error) {
 	group := consumerGroup(p)
 	list := &retryv1alpha1.ConsumerPipelineList{}
 	if err := r.List(ctx, list, client.MatchingFields{indexPipelineByGroupClaim: group}); err != nil {
-		return err
+		return nil, err
 	}
-	rivals, unknown := r.sharingRivals(ctx, s, self, list.Items)
+	rivals, unknown := r.sharingRivals(ctx, p, self, list.Items)
 	w := sharingOwner(p, rivals)
 	if w.UID != p.UID {
-		return r.refuse(s, &problem{Reason: retryv1alpha1.ReasonConsumerGroupConflict, Kind: problemWaiting, Message: fmt.Sprintf(
+		return &problem{Reason: retryv1alpha1.ReasonConsumerGroupConflict, Kind: problemWaiting, Message: fmt.Sprintf(
 			"consumer group %q is already joined by %s, created earlier%s: two pipelines in one group would split its partitions and commit each other's offsets; "+
-				"this pipeline runs no consumers until that one goes, or set another spec.source.consumerGroup", group, w, unknownClusterNote(unknown, w.UID))})
+				"this pipeline runs no consumers until that one goes, or set another spec.source.consumerGroup", group, w, unknownClusterNote(unknown, w.UID))}, nil
 	}
 	base := tierBase(p, r.Kafka.Defaults)
 	list = &retryv1alpha1.ConsumerPipelineList{}
 	if err := r.List(ctx, list, client.MatchingFields{indexPipelineByTierClaim: base}); err != nil {
-		return err
+		return nil, err
 	}
-	rivals, unknown = r.sharingRivals(ctx, s, self, list.Items)
+	rivals, unknown = r.sharingRivals(ctx, p, self, list.Items)
 	w = sharingOwner(p, rivals)
 	if w.UID != p.UID {
-		return r.refuse(s, tierConflict(base+".retry.*", w.String()+unknownClusterNote(unknown, w.UID)))
+		return tierConflict(base+".retry.*", w.String()+unknownClusterNote(unknown, w.UID)), nil
 	}
-	return nil
+	return nil, nil
 }
 
 // sharingOwner returns, of self and others (the pipelines sharing its consumer group or tier base),
@@ -116,42 +113,23 @@ func tierConflict(tiers, other string) *problem {
 		tiers, other), maxConditionMessage)}
 }
 
-// refuse ends the topic steps with pr, as checkReadClaims does for a claim the policy refuses: no
-// consumers (stopConsumers), no figures.
-func (r *ConsumerPipelineReconciler) refuse(s *pipelineScope, pr *problem) error {
-	pr.Message = truncate(pr.Message, maxConditionMessage)
-	s.claimRefused = pr
-	owner := pipelineOwner(client.ObjectKeyFromObject(s.p))
-	r.Kafka.Offsets.Forget(owner)
-	r.Kafka.Commits.Forget(owner)
-	r.Kafka.Due.Forget(owner)
-	s.live.withheld = true
-	s.sourcePartitions = 0
-	for i := range s.retries {
-		s.retries[i].Partitions, s.retries[i].Backlog = 0, 0
-	}
-	return pr
-}
-
-// findSourceOwner sets s.managesSource: a pipeline with spec.source.create manages its source
-// unless another pipeline on it has the source in its ledger record and this one has not, or both
-// have (recorded at once) and the other is older.
-func (r *ConsumerPipelineReconciler) findSourceOwner(ctx context.Context, s *pipelineScope) error {
-	p := s.p
+// findSourceOwner says whether the pipeline manages its source, and which pipeline does when one
+// does: a pipeline with spec.source.create manages its source unless another pipeline on it has the
+// source in its ledger record and this one has not (owned), or both have (recorded at once) and the
+// other is older.
+func (r *ConsumerPipelineReconciler) findSourceOwner(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, owned []string, self *kafkaspec.Party) (manages bool, owner string, err error) {
 	source := string(p.Spec.Source.Topic)
-	s.managesSource = p.Spec.Source.Create != nil
-	if !s.managesSource {
-		return nil
+	if p.Spec.Source.Create == nil {
+		return false, "", nil
 	}
 	list := &retryv1alpha1.ConsumerPipelineList{}
 	if err := r.List(ctx, list, client.MatchingFields{indexPipelineBySourceClaim: source}); err != nil {
-		return err
+		return false, "", err
 	}
 	var recorders []kafkaspec.Claimant
-	if slices.Contains(s.owned, source) {
+	if slices.Contains(owned, source) {
 		recorders = append(recorders, kafkaspec.ClaimantOf("ConsumerPipeline", p))
 	}
-	self := r.selfParty(s)
 	for i := range list.Items {
 		o := &list.Items[i]
 		if o.UID == p.UID || o.Spec.Source.Create == nil || r.pipelineClaimRefusal(o) != nil || r.Kafka.Defaults.CheckClaim(o.Namespace, source) != nil {
@@ -159,7 +137,7 @@ func (r *ConsumerPipelineReconciler) findSourceOwner(ctx context.Context, s *pip
 		}
 		owns, err := r.Ledger.Owns(ctx, o, source)
 		if err != nil {
-			return err
+			return false, "", err
 		}
 		if !owns {
 			continue
@@ -175,10 +153,9 @@ func (r *ConsumerPipelineReconciler) findSourceOwner(ctx context.Context, s *pip
 		}
 	}
 	if w, ok := kafkaspec.Winner(recorders); ok {
-		s.managesSource = w.UID == p.UID
-		s.sourceOwner = w.String()
+		return w.UID == p.UID, w.String(), nil
 	}
-	return nil
+	return true, "", nil
 }
 
 // heldElsewhere is the TopicConflict of the topics the pipeline would run on or take without
@@ -191,7 +168,7 @@ func (r *ConsumerPipelineReconciler) findSourceOwner(ctx context.Context, s *pip
 // operator. Neither creation nor adoption takes what another resource manages: both would
 // reconfigure it, read it as their own and, under deletionPolicy Delete, delete it under the other.
 // It lists the whole ledger, so it runs only when there is something to record.
-func (r *ConsumerPipelineReconciler) heldElsewhere(ctx context.Context, s *pipelineScope, source string, tiers []string) (*problem, error) {
+func (r *ConsumerPipelineReconciler) heldElsewhere(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, source string, tiers []string) (*problem, error) {
 	topics := slices.Clone(tiers)
 	if source != "" {
 		topics = append(topics, source)
@@ -203,7 +180,7 @@ func (r *ConsumerPipelineReconciler) heldElsewhere(ctx context.Context, s *pipel
 	if err != nil {
 		return nil, err
 	}
-	self := func(h kafkaspec.Holder) bool { return h.Is("ConsumerPipeline", s.p.Namespace, s.p.Name) }
+	self := func(h kafkaspec.Holder) bool { return h.Is("ConsumerPipeline", p.Namespace, p.Name) }
 	var held []string
 	var by string
 	for _, name := range tiers {

@@ -28,20 +28,22 @@ func onDefaultConnection(spec *retryv1alpha1.KafkaConnection) bool {
 // the pipeline waits with KafkaCredentialsMissing, and no config or Deployment is made for pods that
 // could not connect (one that exists is left as it is, and the message says so); the pipeline is looked at again at the next resync (Secrets are not watched),
 // so creating the Secret is enough.
-func (r *ConsumerPipelineReconciler) reconcileIdentity(ctx context.Context, s *pipelineScope) error {
-	s.defaultConn = nil
-	if s.live.withheld || s.queue == nil || (!onDefaultConnection(s.p.Spec.Kafka) && !onDefaultConnection(s.queue.Spec.Kafka)) {
-		return nil
+//
+// It returns how the pods reach the default connection (nil when neither the pipeline nor its queue
+// is on it), and whether the identity they need is missing; the problem is recorded in ps.
+func (r *ConsumerPipelineReconciler) reconcileIdentity(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, queue *retryv1alpha1.DeadLetterQueue, refused *problem, ps *problems) (dc *render.DefaultConnection, missing bool, err error) {
+	if refused != nil || queue == nil || (!onDefaultConnection(p.Spec.Kafka) && !onDefaultConnection(queue.Spec.Kafka)) {
+		return nil, false, nil
 	}
 	d := r.Kafka.Defaults
-	dc := &render.DefaultConnection{}
+	dc = &render.DefaultConnection{}
 	if t := d.TLS; t != nil {
 		dc.TLS, dc.CAPEM, dc.ServerName, dc.ClientCert = true, t.CAPEM, t.ServerName, len(t.CertPEM) > 0
 	}
 	if d.SASL != nil {
 		dc.SASLMechanism = retryv1alpha1.SASLMechanism(d.SASL.Mechanism)
 	}
-	id, err := kafkaspec.ResolveConsumerIdentity(ctx, r.Client, s.p.Namespace, d)
+	id, err := kafkaspec.ResolveConsumerIdentity(ctx, r.Client, p.Namespace, d)
 	var e *kafkaspec.Error
 	switch {
 	case errors.As(err, &e):
@@ -49,35 +51,33 @@ func (r *ConsumerPipelineReconciler) reconcileIdentity(ctx context.Context, s *p
 		if !e.Missing {
 			kind = problemUser // the manager's flags, not the namespace, lack something
 		}
-		s.identityMissing = true
-		msg := identityMessage(s, e.Message)
+		msg := identityMessage(p, queue, e.Message)
 		// A Secret deleted (or emptied) under a running pipeline: its Deployment is left alone.
-		key := client.ObjectKey{Namespace: s.p.Namespace, Name: render.DeploymentName(s.p)}
-		if d := (&appsv1.Deployment{}); apply.Cached(ctx, r.Client, key, d) != nil && metav1.IsControlledBy(d, s.p) {
+		key := client.ObjectKey{Namespace: p.Namespace, Name: render.DeploymentName(p)}
+		if d := (&appsv1.Deployment{}); apply.Cached(ctx, r.Client, key, d) != nil && metav1.IsControlledBy(d, p) {
 			msg += "; until then the Deployment keeps its last config: its running pods keep the credentials they mounted, new pods cannot start"
 		}
-		s.deploymentProblems.add(&problem{Reason: retryv1alpha1.ReasonKafkaCredentialsMissing, Kind: kind, Message: msg})
-		return nil
+		ps.add(&problem{Reason: retryv1alpha1.ReasonKafkaCredentialsMissing, Kind: kind, Message: msg})
+		return nil, true, nil
 	case err != nil:
-		return recordProblem(&s.deploymentProblems, err)
+		return nil, false, recordProblem(ps, err)
 	}
 	if id != nil {
 		rid := render.ConsumerIdentity(*id)
 		dc.Identity = &rid
 	}
-	s.defaultConn = dc
-	return nil
+	return dc, false, nil
 }
 
 // identityMessage says which object is on the default connection when only the pipeline's queue is:
 // the pipeline's own spec.kafka already names servers, so the way out is the queue's.
-func identityMessage(s *pipelineScope, msg string) string {
-	if onDefaultConnection(s.p.Spec.Kafka) {
+func identityMessage(p *retryv1alpha1.ConsumerPipeline, queue *retryv1alpha1.DeadLetterQueue, msg string) string {
+	if onDefaultConnection(p.Spec.Kafka) {
 		return msg
 	}
 	const hint = "or set spec.kafka"
 	if m, ok := strings.CutSuffix(msg, hint); ok {
 		msg = m + "or set the DeadLetterQueue's spec.kafka"
 	}
-	return fmt.Sprintf("DeadLetterQueue %q is on the default Kafka connection: %s", s.queue.Name, msg)
+	return fmt.Sprintf("DeadLetterQueue %q is on the default Kafka connection: %s", queue.Name, msg)
 }

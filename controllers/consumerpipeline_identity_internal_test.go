@@ -25,10 +25,9 @@ func TestReconcileIdentityForAQueueOnTheDefaultConnection(t *testing.T) {
 	defaults := kafkaspec.Defaults{BootstrapServers: []string{"kafka:9093"}, TLS: &kafka.TLSConfig{CAPEM: []byte("ca"), ServerName: "kafka.internal"},
 		SASL: &kafka.SASLConfig{Mechanism: kafka.MechanismScramSHA512, Username: "op", Password: "op-pass"}, ConsumerSecret: "{namespace}-consumer"}
 	own := &retryv1alpha1.KafkaConnection{BootstrapServers: []string{"own:9092"}}
-	scope := func(queueKafka *retryv1alpha1.KafkaConnection) *pipelineScope {
-		p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders"}, Spec: retryv1alpha1.ConsumerPipelineSpec{Kafka: own}}
-		q := &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "dlq"}, Spec: retryv1alpha1.DeadLetterQueueSpec{Kafka: queueKafka}}
-		return &pipelineScope{p: p, queue: q}
+	p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orders"}, Spec: retryv1alpha1.ConsumerPipelineSpec{Kafka: own}}
+	queue := func(queueKafka *retryv1alpha1.KafkaConnection) *retryv1alpha1.DeadLetterQueue {
+		return &retryv1alpha1.DeadLetterQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "dlq"}, Spec: retryv1alpha1.DeadLetterQueueSpec{Kafka: queueKafka}}
 	}
 	reconciler := func(objs ...*corev1.Secret) *ConsumerPipelineReconciler {
 		b := fake.NewClientBuilder().WithScheme(envtestutil.Scheme())
@@ -41,26 +40,29 @@ func TestReconcileIdentityForAQueueOnTheDefaultConnection(t *testing.T) {
 	}
 
 	g := NewWithT(t)
-	s := scope(nil)
-	g.Expect(reconciler().reconcileIdentity(context.Background(), s)).To(Succeed())
-	g.Expect(s.identityMissing).To(BeTrue(), "no config for pods that could not write their dead letters")
-	g.Expect(s.deploymentProblems).To(HaveLen(1))
-	pr := s.deploymentProblems[0]
+	var ps problems
+	_, missing, err := reconciler().reconcileIdentity(context.Background(), p, queue(nil), nil, &ps)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(missing).To(BeTrue(), "no config for pods that could not write their dead letters")
+	g.Expect(ps).To(HaveLen(1))
+	pr := ps[0]
 	g.Expect(pr.Reason).To(Equal(retryv1alpha1.ReasonKafkaCredentialsMissing))
 	g.Expect(pr.Message).To(And(HavePrefix(`DeadLetterQueue "dlq" is on the default Kafka connection: `),
 		ContainSubstring(`create Secret "team-consumer" in namespace "team"`), HaveSuffix("or set the DeadLetterQueue's spec.kafka")))
 	g.Expect(pr.Message).NotTo(ContainSubstring("op-pass"))
 
-	s = scope(nil)
+	ps = nil
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "team-consumer"}, Data: map[string][]byte{"password": []byte("p")}}
-	g.Expect(reconciler(secret).reconcileIdentity(context.Background(), s)).To(Succeed())
-	g.Expect(s.identityMissing).To(BeFalse())
-	g.Expect(s.defaultConn).To(Equal(&render.DefaultConnection{TLS: true, CAPEM: []byte("ca"), ServerName: "kafka.internal", SASLMechanism: retryv1alpha1.SASLScramSHA512,
+	dc, missing, err := reconciler(secret).reconcileIdentity(context.Background(), p, queue(nil), nil, &ps)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(missing).To(BeFalse())
+	g.Expect(dc).To(Equal(&render.DefaultConnection{TLS: true, CAPEM: []byte("ca"), ServerName: "kafka.internal", SASLMechanism: retryv1alpha1.SASLScramSHA512,
 		Identity: &render.ConsumerIdentity{Secret: "team-consumer", Username: "team-consumer", PasswordKey: "password"}}))
 
-	s = scope(own)
-	g.Expect(reconciler().reconcileIdentity(context.Background(), s)).To(Succeed())
-	g.Expect(s.identityMissing).To(BeFalse())
-	g.Expect(s.defaultConn).To(BeNil())
-	g.Expect(s.deploymentProblems).To(BeEmpty(), "neither connection is the default one")
+	ps = nil
+	dc, missing, err = reconciler().reconcileIdentity(context.Background(), p, queue(own), nil, &ps)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(missing).To(BeFalse())
+	g.Expect(dc).To(BeNil())
+	g.Expect(ps).To(BeEmpty(), "neither connection is the default one")
 }

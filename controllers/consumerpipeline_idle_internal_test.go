@@ -52,20 +52,18 @@ func TestPipelineIdlesAtZeroAndWakesBeforeTheEarliestDueRetry(t *testing.T) {
 	// step reconciles at the clock's time as the Autoscaling step does, keeping the status between
 	// steps; it returns whether the Deployment runs no pod and when the reconcile is requeued.
 	step := func() (idle bool, wakeAfter time.Duration) {
-		s := &pipelineScope{p: p, kafkaClient: kafkaClient{admin: f, connKey: "conn"}, sourcePartitions: 2,
-			tiers:       dispatchercfg.Tiers{{Name: tier, Delay: sdkpolicy.D(delay), Earliest: sdkpolicy.D(delay), Latest: sdkpolicy.D(delay)}},
-			retries:     []retryv1alpha1.RetryTopicStatus{{Name: tier, Delay: metav1.Duration{Duration: delay}, Partitions: 2}},
-			autoscaling: p.Status.Autoscaling.DeepCopy()}
-		g.Expect(r.refreshLiveFigures(ctx, s)).To(Succeed())
-		s.autoscaling = &retryv1alpha1.PipelineAutoscalingStatus{}
+		refs := pipelineRefs{tiers: dispatchercfg.Tiers{{Name: tier, Delay: sdkpolicy.D(delay), Earliest: sdkpolicy.D(delay), Latest: sdkpolicy.D(delay)}}}
+		topics := pipelineTopics{sourcePartitions: 2, retries: []retryv1alpha1.RetryTopicStatus{{Name: tier, Delay: metav1.Duration{Duration: delay}, Partitions: 2}}}
+		live := r.figures(ctx, p, refs, topics, &kafkaClient{admin: f, connKey: "conn"})
+		st := &retryv1alpha1.PipelineAutoscalingStatus{}
 		if prev := p.Status.Autoscaling; prev != nil {
-			s.autoscaling = prev.DeepCopy()
+			st = prev.DeepCopy()
 		}
-		r.decideIdle(ctx, s, render.AutoscalingOf(p, 2))
-		p.Status.DueLag = s.live.dueLag
-		p.Status.Autoscaling = s.autoscaling
-		g.Expect(r.renderInputs(s).Idle).To(Equal(s.autoscaling.IsIdle()))
-		return s.autoscaling.IsIdle(), s.wakeAfter
+		wakeAfter = r.decideIdle(ctx, p, st, render.AutoscalingOf(p, 2), live)
+		p.Status.DueLag = live.dueLag
+		p.Status.Autoscaling = st
+		g.Expect(r.renderInputs(p, refs, nil, nil, st).Idle).To(Equal(st.IsIdle()))
+		return st.IsIdle(), wakeAfter
 	}
 	event := func() string {
 		select {

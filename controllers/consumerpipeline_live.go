@@ -21,8 +21,8 @@ import (
 	"github.com/retryops/retry-operator/internal/opmetrics"
 )
 
-// pipelineLive is what the LiveFigures step of a pipeline reconcile found. What it did not read
-// this time keeps its value in status.
+// pipelineLive is what the figures phase found. What it did not read this time keeps its value in
+// status.
 type pipelineLive struct {
 	// lagRead is true when the offsets and the group's commits were read.
 	lagRead bool
@@ -40,8 +40,8 @@ type pipelineLive struct {
 	earliestRead bool
 	earliestDue  *time.Time
 
-	// withheld is true when the pipeline may not read its source or join its group (the claim
-	// policy): its status shows no figure of them, not even the previous ones.
+	// withheld is true when the pipeline's claim is refused (pipelineClaim.refused): its status
+	// shows no figure of its source or group, not even the previous ones.
 	withheld bool
 
 	// deadLettersRead is true when deadLetterMessages was found out.
@@ -51,57 +51,56 @@ type pipelineLive struct {
 	deadLetterMessages *int64
 
 	// The circuit breaker state (status.circuit) comes from the consumers' reports, read by the
-	// Circuit child step into pipelineScope.circuit (consumerpipeline_circuit.go).
+	// children phase (pipelineChildren.circuit, consumerpipeline_circuit.go).
 }
 
-// refreshLiveFigures reads the pipeline's live figures: the consumer group's lag on the source
+// figures is the fourth phase: it reads the pipeline's live figures, the consumer group's lag on the source
 // topic and on each retry tier, draining ones included, from the connection's batched offsets
 // (one ListOffsets round for every topic of every queue and pipeline) and batched commits (one
 // OffsetFetch round for every group), and the dead letters from this pipeline that its queue holds. A failed read is logged and
 // leaves the figures in status as they were.
-func (r *ConsumerPipelineReconciler) refreshLiveFigures(ctx context.Context, s *pipelineScope) error {
-	r.readDeadLetterCount(ctx, s)
-	if s.admin == nil {
-		return nil
+func (r *ConsumerPipelineReconciler) figures(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, refs pipelineRefs, t pipelineTopics, k *kafkaClient) pipelineLive {
+	var live pipelineLive
+	r.readDeadLetterCount(ctx, p, &live)
+	if k == nil || k.admin == nil {
+		return live
 	}
-	p := s.p
 	member := pipelineOwner(client.ObjectKeyFromObject(p))
 	log := ctrl.LoggerFrom(ctx)
 	source := string(p.Spec.Source.Topic)
 	topics := []string{source}
-	for _, t := range s.retries {
-		topics = append(topics, t.Name)
+	for _, rt := range t.retries {
+		topics = append(topics, rt.Name)
 	}
-	topics = append(topics, s.draining...)
-	offsets, _, err := r.Kafka.Offsets.Get(ctx, s.admin, s.connKey, member, topics, r.RefreshInterval)
+	topics = append(topics, t.draining...)
+	offsets, _, err := r.Kafka.Offsets.Get(ctx, k.admin, k.connKey, member, topics, r.RefreshInterval)
 	if err != nil {
 		log.Info("Could not read the offsets of the pipeline's topics; lag and backlog in status are left as they were",
 			"consumerPipeline", klog.KObj(p), "error", truncate(err.Error(), maxConditionMessage))
-		return nil
+		return live
 	}
 	group := consumerGroup(p)
-	commits, err := r.Kafka.Commits.Get(ctx, s.admin, s.connKey, member, group, r.RefreshInterval)
+	commits, err := r.Kafka.Commits.Get(ctx, k.admin, k.connKey, member, group, r.RefreshInterval)
 	if err != nil {
 		log.Info("Could not read the offsets the consumer group committed; lag and backlog in status are left as they were",
 			"consumerPipeline", klog.KObj(p), "consumerGroup", group, "error", truncate(err.Error(), maxConditionMessage))
-		return nil
+		return live
 	}
-	s.live.lagRead = true
-	s.live.consumerLag = nil
+	live.lagRead = true
 	if po := offsets[source]; po != nil {
 		lag := kafkastats.GroupLag(po, commits.Topics[source])
-		s.live.consumerLag = &lag
+		live.consumerLag = &lag
 	}
-	s.live.tierBacklog = make(map[string]int64, len(s.retries))
-	for _, t := range s.retries {
-		s.live.tierBacklog[t.Name] = kafkastats.GroupLag(offsets[t.Name], commits.Topics[t.Name])
+	live.tierBacklog = make(map[string]int64, len(t.retries))
+	for _, rt := range t.retries {
+		live.tierBacklog[rt.Name] = kafkastats.GroupLag(offsets[rt.Name], commits.Topics[rt.Name])
 	}
-	s.live.drainingBacklog = make(map[string]int64, len(s.draining))
-	for _, name := range s.draining {
-		s.live.drainingBacklog[name] = kafkastats.GroupLag(offsets[name], commits.Topics[name])
+	live.drainingBacklog = make(map[string]int64, len(t.draining))
+	for _, name := range t.draining {
+		live.drainingBacklog[name] = kafkastats.GroupLag(offsets[name], commits.Topics[name])
 	}
-	r.readDueLag(ctx, s, offsets, commits.Topics)
-	return nil
+	r.readDueLag(ctx, p, refs, t, k, &live, offsets, commits.Topics)
+	return live
 }
 
 // readDueLag works out the due lag from the offsets and commits just read and the due offsets of
@@ -109,32 +108,32 @@ func (r *ConsumerPipelineReconciler) refreshLiveFigures(ctx context.Context, s *
 // replays wrote into the tiers, due when written (kafkastats.Replayed: no Kafka request). A tier whose delays the
 // plan does not give (the policy is missing) and a draining tier count whole: their records must
 // be consumed and nothing says they wait.
-func (r *ConsumerPipelineReconciler) readDueLag(ctx context.Context, s *pipelineScope, offsets map[string][]kafka.PartitionOffsets, commits map[string]map[int32]int64) {
-	if s.live.consumerLag == nil {
+func (r *ConsumerPipelineReconciler) readDueLag(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, refs pipelineRefs, t pipelineTopics, k *kafkaClient, live *pipelineLive, offsets map[string][]kafka.PartitionOffsets, commits map[string]map[int32]int64) {
+	if live.consumerLag == nil {
 		return
 	}
-	latest := make(map[string]time.Duration, len(s.tiers))
-	earliest := make(map[string]time.Duration, len(s.tiers))
-	for _, t := range s.tiers {
-		latest[t.Name], earliest[t.Name] = t.Latest.Duration, t.Earliest.Duration
+	latest := make(map[string]time.Duration, len(refs.tiers))
+	earliest := make(map[string]time.Duration, len(refs.tiers))
+	for _, tier := range refs.tiers {
+		latest[tier.Name], earliest[tier.Name] = tier.Latest.Duration, tier.Earliest.Duration
 	}
-	ask := make(map[string]time.Duration, len(s.retries))
-	for _, t := range s.retries {
-		if d, ok := latest[t.Name]; ok {
-			ask[t.Name] = d
+	ask := make(map[string]time.Duration, len(t.retries))
+	for _, rt := range t.retries {
+		if d, ok := latest[rt.Name]; ok {
+			ask[rt.Name] = d
 		}
 	}
-	due := *s.live.consumerLag
+	due := *live.consumerLag
 	if len(ask) > 0 {
-		ends, taken, err := r.Kafka.Due.Get(ctx, s.admin, s.connKey, pipelineOwner(client.ObjectKeyFromObject(s.p)), ask, r.RefreshInterval)
+		ends, taken, err := r.Kafka.Due.Get(ctx, k.admin, k.connKey, pipelineOwner(client.ObjectKeyFromObject(p)), ask, r.RefreshInterval)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Info("Could not read which retry-tier records are due; due lag in status is left as it was",
-				"consumerPipeline", klog.KObj(s.p), "error", truncate(err.Error(), maxConditionMessage))
+				"consumerPipeline", klog.KObj(p), "error", truncate(err.Error(), maxConditionMessage))
 			return
 		}
 		earlier := func(at time.Time) {
-			if s.live.earliestDue == nil || at.Before(*s.live.earliestDue) {
-				s.live.earliestDue = &at
+			if live.earliestDue == nil || at.Before(*live.earliestDue) {
+				live.earliestDue = &at
 			}
 		}
 		for name := range ask {
@@ -143,22 +142,22 @@ func (r *ConsumerPipelineReconciler) readDueLag(ctx context.Context, s *pipeline
 				earlier(at)
 			}
 			// Records a Replay wrote are due when written, whatever their timestamps say.
-			if n := r.Kafka.replayedDue(s.connKey, name, offsets[name], commits[name], ends[name]); n > 0 {
+			if n := r.Kafka.replayedDue(k.connKey, name, offsets[name], commits[name], ends[name]); n > 0 {
 				due += n
 				earlier(taken)
 			}
 		}
 	}
-	s.live.earliestRead = true
-	for _, t := range s.retries {
-		if _, ok := ask[t.Name]; !ok {
-			due += s.live.tierBacklog[t.Name]
+	live.earliestRead = true
+	for _, rt := range t.retries {
+		if _, ok := ask[rt.Name]; !ok {
+			due += live.tierBacklog[rt.Name]
 		}
 	}
-	for _, b := range s.live.drainingBacklog {
+	for _, b := range live.drainingBacklog {
 		due += b
 	}
-	s.live.dueLag = &due
+	live.dueLag = &due
 }
 
 // pipelineID is how dead letters name the pipeline they come from (the retryops.pipeline header).
@@ -168,20 +167,20 @@ func pipelineID(p *retryv1alpha1.ConsumerPipeline) string { return p.Namespace +
 // queue's own figure for it in status.pipelines, so that both statuses agree. That list holds the 20
 // largest only; for a pipeline not in a full list the complete counts the queue's last refresh kept
 // in memory answer, and without them (the operator just started) the figure is left as it was.
-func (r *ConsumerPipelineReconciler) readDeadLetterCount(ctx context.Context, s *pipelineScope) {
-	key := types.NamespacedName{Namespace: s.p.Namespace, Name: s.p.Spec.DeadLetterQueueRef.Name}
+func (r *ConsumerPipelineReconciler) readDeadLetterCount(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, live *pipelineLive) {
+	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.DeadLetterQueueRef.Name}
 	dlq := &retryv1alpha1.DeadLetterQueue{}
 	if err := r.Get(ctx, key, dlq); err != nil {
 		if apierrors.IsNotFound(err) {
-			s.live.deadLettersRead, s.live.deadLetterMessages = true, nil
+			live.deadLettersRead, live.deadLetterMessages = true, nil
 		}
 		return
 	}
-	n, known := deadLetterCount(dlq.Status, pipelineID(s.p), func(id string) (int64, bool) {
+	n, known := deadLetterCount(dlq.Status, pipelineID(p), func(id string) (int64, bool) {
 		return r.Kafka.ByPipeline.Get(dlqOwner(key), id)
 	})
 	if known {
-		s.live.deadLettersRead, s.live.deadLetterMessages = true, n
+		live.deadLettersRead, live.deadLetterMessages = true, n
 	}
 }
 

@@ -38,10 +38,10 @@ func TestSetPipelineDeploymentScaling(t *testing.T) {
 			g := NewWithT(t)
 			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "orders-dispatcher", Generation: 3},
 				Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4)}, Status: tc.status}
-			s := &pipelineScope{p: &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Generation: 9}}, deployment: d, scaling: tc.scaling, deploymentProblems: tc.problems}
+			p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Generation: 9}}
 			st := &retryv1alpha1.ConsumerPipelineStatus{}
 			setPipelineDeployment(st, 9, d, tc.problems)
-			setPipelineDeploymentScaling(st, s)
+			setPipelineDeploymentScaling(st, p, pipelineChildren{deployment: d, scaling: tc.scaling, deploymentProblems: tc.problems})
 			c := meta.FindStatusCondition(st.Conditions, retryv1alpha1.ConditionDeploymentReady)
 			g.Expect(c.Status).To(Equal(tc.wantStatus))
 			g.Expect(c.Reason).To(Equal(tc.wantReason))

@@ -19,28 +19,34 @@ import (
 // last to become ready (it needs running pods), so a ready pipeline's reason is Available.
 var pipelineConditions = []string{retryv1alpha1.ConditionTopicsReady, retryv1alpha1.ConditionAlertsReady, retryv1alpha1.ConditionCircuitClosed, retryv1alpha1.ConditionDeploymentReady}
 
-// pipelineStatus rebuilds a pipeline's status from what the reconcile saw. Fields owned by later
-// work (replicas, lag, backlog, circuit) are carried over untouched.
-func pipelineStatus(s *pipelineScope) retryv1alpha1.ConsumerPipelineStatus {
-	p := s.p
+// pipelineStatus rebuilds a pipeline's status from what the phases found (run) and did (kids);
+// clusterID is the cluster ID read this reconcile ("" when none was: the previous one stays).
+func pipelineStatus(p *retryv1alpha1.ConsumerPipeline, run pipelineRun, kids pipelineChildren, clusterID string) retryv1alpha1.ConsumerPipelineStatus {
 	st := *p.Status.DeepCopy()
 	st.ObservedGeneration = p.Generation
 	st.ConsumerGroup = consumerGroup(p)
-	if s.clusterID != "" {
-		st.KafkaClusterID = s.clusterID
+	if clusterID != "" {
+		st.KafkaClusterID = clusterID
 	}
-	setPipelineTopics(&st, s)
-	setPipelineFigures(&st, p.Status.Topics, s.live)
-	setPipelineTopicsReady(&st, p.Generation, s.topicProblems, pipelineTopicsMessage(st.Topics))
-	setPipelineAlertsReady(&st, p.Generation, s.alertProblems, s.alertsMessage)
-	setPipelineDeployment(&st, p.Generation, s.deployment, s.deploymentProblems)
-	setPipelineDeploymentScaling(&st, s)
-	setPipelineDeploymentKafka(&st, s)
-	setPipelineCircuit(&st, s)
-	st.Autoscaling = s.autoscaling
+	setPipelineTopics(&st, p, run.refs.deadLetter, run.topics, kids.draining)
+	setPipelineFigures(&st, p.Status.Topics, run.live)
+	setPipelineTopicsReady(&st, p.Generation, run.problems, pipelineTopicsMessage(st.Topics))
+	setPipelineAlertsReady(&st, p.Generation, kids.alertProblems, kids.alertsMessage)
+	setPipelineDeployment(&st, p.Generation, kids.deployment, kids.deploymentProblems)
+	setPipelineDeploymentScaling(&st, p, kids)
+	setPipelineDeploymentKafka(&st, p, kids)
+	setPipelineCircuit(&st, p, run.refs.policy, kids.circuit)
+	st.Autoscaling = kids.autoscaling
 	setPipelineReady(&st, p.Generation)
-	setPipelineStalled(&st, p.Generation, s.allProblems())
+	setPipelineStalled(&st, p.Generation, allProblems(run, kids))
 	return st
+}
+
+// allProblems are the problems of every condition Ready summarises.
+func allProblems(run pipelineRun, kids pipelineChildren) problems {
+	all := append(problems{}, run.problems...)
+	all = append(all, kids.alertProblems...)
+	return append(all, kids.deploymentProblems...)
 }
 
 // setPipelineStalled sets Stalled: True on a user error of any step, or while the Deployment's
@@ -57,14 +63,14 @@ func setPipelineStalled(st *retryv1alpha1.ConsumerPipelineStatus, generation int
 // setPipelineTopics writes the topics: the source and its partitions, the retry tiers with their
 // delays and partitions, the tiers no longer used and those of them draining, and the dead letter
 // topic.
-func setPipelineTopics(st *retryv1alpha1.ConsumerPipelineStatus, s *pipelineScope) {
+func setPipelineTopics(st *retryv1alpha1.ConsumerPipelineStatus, p *retryv1alpha1.ConsumerPipeline, deadLetter string, topics pipelineTopics, draining []string) {
 	t := &retryv1alpha1.PipelineTopics{
-		Source:           string(s.p.Spec.Source.Topic),
-		SourcePartitions: s.sourcePartitions,
-		Retries:          s.retries,
-		UnusedRetries:    s.unused,
-		DrainingRetries:  s.draining,
-		DeadLetter:       s.deadLetter,
+		Source:           string(p.Spec.Source.Topic),
+		SourcePartitions: topics.sourcePartitions,
+		Retries:          topics.retries,
+		UnusedRetries:    topics.unused,
+		DrainingRetries:  draining,
+		DeadLetter:       deadLetter,
 	}
 	if len(t.Retries) == 0 {
 		t.Retries = nil
@@ -214,18 +220,18 @@ func deploymentReadyCondition(d *appsv1.Deployment, generation int64) metav1.Con
 const scalingGrace = 3 * time.Minute
 
 // setPipelineDeploymentScaling keeps DeploymentReady True, reason Scaling, while an autoscaled
-// pipeline's Deployment is being scaled (s.scaling) and only its pod count, not its template, is
+// pipeline's Deployment is being scaled (kids.scaling) and only its pod count, not its template, is
 // changing: a scale up or a wake from zero is normal progress, not a reason for Ready to go False
 // with a Warning event. A rollout (old pods left), pods that cannot be created and a progress
 // deadline passed are reported as always, and so are pods still not ready scalingGrace after.
-func setPipelineDeploymentScaling(st *retryv1alpha1.ConsumerPipelineStatus, s *pipelineScope) {
-	d := s.deployment
+func setPipelineDeploymentScaling(st *retryv1alpha1.ConsumerPipelineStatus, p *retryv1alpha1.ConsumerPipeline, kids pipelineChildren) {
+	d := kids.deployment
 	c := meta.FindStatusCondition(st.Conditions, retryv1alpha1.ConditionDeploymentReady)
-	if !s.scaling || d == nil || c == nil || c.Status != metav1.ConditionFalse || len(s.deploymentProblems) > 0 ||
+	if !kids.scaling || d == nil || c == nil || c.Status != metav1.ConditionFalse || len(kids.deploymentProblems) > 0 ||
 		(c.Reason != reasonProgressing && c.Reason != reasonUnavailable) || d.Status.Replicas > d.Status.UpdatedReplicas {
 		return
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: retryv1alpha1.ConditionDeploymentReady, Status: metav1.ConditionTrue,
-		ObservedGeneration: s.p.Generation, Reason: reasonScaling,
+		ObservedGeneration: p.Generation, Reason: reasonScaling,
 		Message: fmt.Sprintf("Deployment %s is scaling to %d pods, %d ready", d.Name, ptr.Deref(d.Spec.Replicas, 1), d.Status.ReadyReplicas)})
 }

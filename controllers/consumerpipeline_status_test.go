@@ -339,7 +339,7 @@ func TestSetPipelineDeploymentKafka(t *testing.T) {
 			g := NewWithT(t)
 			p := &retryv1alpha1.ConsumerPipeline{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 4}, Spec: retryv1alpha1.ConsumerPipelineSpec{Replicas: ptr.To[int32](2)}}
 			st := &retryv1alpha1.ConsumerPipelineStatus{Conditions: []metav1.Condition{available}}
-			setPipelineDeploymentKafka(st, &pipelineScope{p: p, circuit: tc.circuit, deploymentProblems: tc.problems})
+			setPipelineDeploymentKafka(st, p, pipelineChildren{circuit: tc.circuit, deploymentProblems: tc.problems})
 			c := meta.FindStatusCondition(st.Conditions, retryv1alpha1.ConditionDeploymentReady)
 			g.Expect(c.Reason).To(Equal(tc.wantReason))
 			g.Expect(c.ObservedGeneration).To(Equal(int64(4)))

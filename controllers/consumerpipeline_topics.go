@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -67,133 +66,125 @@ func createdTiers(p *retryv1alpha1.ConsumerPipeline, owned []string) []string {
 	return slices.DeleteFunc(slices.Clone(owned), func(n string) bool { return n == string(p.Spec.Source.Topic) })
 }
 
-// readPolicy computes the retry tiers from the referenced RetryPolicy. A missing or invalid policy
-// is reported and leaves the tiers in status as they were: nothing is created or removed until the
-// plan is known again.
-func (r *ConsumerPipelineReconciler) readPolicy(ctx context.Context, s *pipelineScope) error {
-	name := s.p.Spec.RetryPolicyRef.Name
-	rp := &retryv1alpha1.RetryPolicy{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: s.p.Namespace, Name: name}, rp); err != nil {
-		if apierrors.IsNotFound(err) {
-			s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true,
-				Message: fmt.Sprintf("RetryPolicy %q not found: the retry topics are left as they are until it exists", name)})
-			return nil
-		}
-		return err
+// pipelineTopics is what the topics phase found and did in Kafka. It starts from the previous
+// status (topicsFromStatus), so that what the phase could not find out this time keeps its value.
+type pipelineTopics struct {
+	// sourcePartitions is the source topic's partition count; 0 when it does not exist, or when
+	// the pipeline's claim is refused.
+	sourcePartitions int32
+	// retries are the plan's tiers with their delays and partitions.
+	retries []retryv1alpha1.RetryTopicStatus
+	// unused are the tiers the pipeline created that the plan no longer needs and that are not
+	// deleted (consumerpipeline_draining.go).
+	unused []string
+	// draining are the unused tiers the dispatchers consume until the consumer group has consumed
+	// them to the end, sorted. drainingKnown is false when the phase could not find them out: then
+	// draining is the previous status's, and the children keep draining every unused tier the
+	// applied config consumed (keptDraining).
+	draining      []string
+	drainingKnown bool
+	// awaitingRollout is set when a drained unused tier is kept, under Delete, until the consumer
+	// Deployment has rolled out a config that no longer writes to it (consumersHold).
+	awaitingRollout bool
+	// owned are the topics the ledger records for the pipeline once the phase has recorded those it
+	// creates or adopts, sorted.
+	owned []string
+	// refused is the TopicConflict of a topic another resource's ledger record holds
+	// (heldElsewhere): it ends the phases as a refused claim does.
+	refused *problem
+	// changes are the changes made in Kafka, for one event (recordTopicChanges); created is set
+	// when a topic was created.
+	changes []string
+	created bool
+}
+
+// topicsFromStatus is the topics as the previous status has them, owned as the claims phase found.
+func topicsFromStatus(p *retryv1alpha1.ConsumerPipeline, owned []string) pipelineTopics {
+	t := pipelineTopics{owned: owned}
+	if st := p.Status.Topics; st != nil {
+		t.sourcePartitions = st.SourcePartitions
+		t.retries = slices.Clone(st.Retries)
+		t.unused = slices.Clone(st.UnusedRetries)
+		t.draining = slices.Clone(st.DrainingRetries)
 	}
-	compiled, err := compilePolicy(r.Policies, rp)
-	if err != nil {
-		s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonInvalidSpec, Kind: problemWaiting,
-			Message: truncate(fmt.Sprintf("RetryPolicy %q is invalid, the retry topics are left as they are: %v", name, err), maxConditionMessage)})
+	return t
+}
+
+// previousDraining are the draining tiers of the previous status.
+func previousDraining(p *retryv1alpha1.ConsumerPipeline) []string {
+	if p.Status.Topics == nil {
 		return nil
 	}
-	naming := retryv1alpha1.NamingByAttempt
-	if rt := s.p.Spec.RetryTopics; rt != nil && rt.Naming != "" {
-		naming = rt.Naming
-	}
-	s.tiers, s.planKnown = retryTiers(tierBase(s.p, r.Kafka.Defaults), naming, compiled.Plan()), true
-	s.policy = rp
-	return nil
+	return p.Status.Topics.DrainingRetries
 }
 
-// readDeadLetterQueue reads the referenced queue's topic. The queue's own controller manages that
-// topic, on the queue's connection.
-func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, s *pipelineScope) error {
-	name := s.p.Spec.DeadLetterQueueRef.Name
-	dlq := &retryv1alpha1.DeadLetterQueue{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: s.p.Namespace, Name: name}, dlq); err != nil {
-		if apierrors.IsNotFound(err) {
-			s.deadLetter = ""
-			s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true,
-				Message: fmt.Sprintf("DeadLetterQueue %q not found", name)})
-			return nil
-		}
-		return err
+// withhold zeroes the figures of a pipeline whose claim is refused: they would be another's.
+func (t *pipelineTopics) withhold() {
+	t.sourcePartitions = 0
+	for i := range t.retries {
+		t.retries[i].Partitions, t.retries[i].Backlog = 0, 0
 	}
-	s.deadLetter = string(dlq.Spec.Topic.Name)
-	// Nor to one the claim policy gives another namespace, whatever the ledger recorded before it.
-	if p := r.claimProblem(dlq, s.deadLetter); p != nil {
-		s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonTopicClaimRefused, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
-			"DeadLetterQueue %q: %s; no dead letters are sent there", name, p.Message), maxConditionMessage)})
-		return nil //nolint:nilerr // the refusal is the pipeline's topic problem, reported in its conditions
+}
+
+// largestPartitions is the partition count of the pipeline's largest topic (the source and the
+// retry tiers it consumes): more consumers than that leave some with nothing to read. 0 when unknown.
+func (t pipelineTopics) largestPartitions() int32 {
+	n := t.sourcePartitions
+	for _, rt := range t.retries {
+		n = max(n, rt.Partitions)
 	}
-	// Dead letters go only to a topic the queue manages (created or adopted): never, with the
-	// operator's credentials, to a topic of someone else's that a queue merely names.
-	owned, err := r.Ledger.Owns(ctx, dlq, s.deadLetter)
+	return n
+}
+
+// topics is the third phase: it describes the source and the retry tiers, records in the ledger
+// those the pipeline is about to create or adopt, creates or corrects them, and finds out which
+// unused tiers drain, deleting the drained ones under deletionPolicy Delete. A problem that does not
+// stop the next step is recorded in ps; one that does ends the phases.
+func (r *ConsumerPipelineReconciler) topics(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, refs pipelineRefs, claim pipelineClaim, conn *pipelineConnection, ps *problems) (pipelineTopics, error) {
+	t := topicsFromStatus(p, claim.owned)
+	k, err := conn.get(ctx)
 	if err != nil {
-		return err
+		return t, named("Connection", err)
 	}
-	if !owned {
-		s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonTopicNotOwned, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf(
-			"DeadLetterQueue %q does not manage its topic %q yet (see its TopicReady condition): no dead letters are sent there until it does", name, s.deadLetter)})
-		return nil
-	}
-	s.queue = dlq
-	return nil
-}
-
-// checkClaims finds out which topics this pipeline may manage: its own retry tiers, and its source
-// when it asks to create it and no other pipeline on the source manages it (findSourceOwner). A
-// topic a DeadLetterQueue claims is never managed by a pipeline.
-func (r *ConsumerPipelineReconciler) checkClaims(ctx context.Context, s *pipelineScope) error {
-	p := s.p
-	source := string(p.Spec.Source.Topic)
-	owned, err := r.ownedTopics(ctx, p)
+	described, err := r.describeTopics(ctx, p, refs, claim.blocked, k)
 	if err != nil {
-		return err
+		return t, named("DescribeTopics", err)
 	}
-	s.owned = owned
-	if err := r.findSourceOwner(ctx, s); err != nil {
-		return err
+	owned, conflict, err := r.recordNewTopics(ctx, p, refs, claim, described)
+	if conflict != nil {
+		conflict.Message = truncate(conflict.Message, maxConditionMessage)
+		t.refused = conflict
+		t.withhold()
+		r.forgetFigures(p)
+		return t, conflict
 	}
-
-	names := createdTiers(p, s.owned)
-	for _, t := range s.tiers {
-		names = append(names, t.Name)
+	if err != nil {
+		return t, named("RecordTopics", err)
 	}
-	if p.Spec.Source.Create != nil {
-		names = append(names, source)
+	t.owned = owned
+	if err := r.reconcileSourceTopic(ctx, p, claim, described, k, &t, ps); err != nil {
+		return t, named("SourceTopic", err)
 	}
-	slices.Sort(names)
-	self := r.selfParty(s)
-	for _, name := range slices.Compact(names) {
-		dlqs, err := r.queuesClaiming(ctx, s, self, name)
-		if err != nil {
-			return err
-		}
-		if len(dlqs) == 0 {
-			continue
-		}
-		s.blocked[name] = true
-		if slices.ContainsFunc(s.tiers, func(t dispatchercfg.RetryTier) bool { return t.Name == name }) || name == source {
-			s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonTopicConflict, Kind: problemWaiting, Message: fmt.Sprintf(
-				"topic %q is the dead letter topic of DeadLetterQueue %s/%s; this pipeline leaves it alone",
-				name, dlqs[0].Namespace, dlqs[0].Name)})
-		}
+	if err := r.reconcileRetryTopics(ctx, p, refs, claim.blocked, described, k, &t, ps); err != nil {
+		return t, named("RetryTopics", err)
 	}
-	return nil
+	return t, named("UnusedRetryTopics", r.reconcileUnusedRetryTopics(ctx, p, refs, claim.blocked, k, &t, ps))
 }
 
-// connectPipeline resolves spec.kafka and gets a client.
-func (r *ConsumerPipelineReconciler) connectPipeline(ctx context.Context, s *pipelineScope) error {
-	return r.connect(ctx, &s.kafkaClient, pipelineOwner(client.ObjectKeyFromObject(s.p)), s.p.Namespace, s.p.Spec.Kafka)
-}
-
-// describeTopics describes the source and the retry tiers in one call.
-func (r *ConsumerPipelineReconciler) describeTopics(ctx context.Context, s *pipelineScope) error {
-	names := []string{string(s.p.Spec.Source.Topic)}
-	for _, t := range s.tiers {
-		if !s.blocked[t.Name] {
+// describeTopics describes the source and the retry tiers (but the blocked ones) in one call.
+func (r *ConsumerPipelineReconciler) describeTopics(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, refs pipelineRefs, blocked map[string]bool, k *kafkaClient) (map[string]kafka.TopicInfo, error) {
+	names := []string{string(p.Spec.Source.Topic)}
+	for _, t := range refs.tiers {
+		if !blocked[t.Name] {
 			names = append(names, t.Name)
 		}
 	}
-	got, err := r.Kafka.Topics.Describe(ctx, s.admin, s.connKey, pipelineOwner(client.ObjectKeyFromObject(s.p)), names, r.RefreshInterval, pipelineTopicsSettled(s.p))
+	got, err := r.Kafka.Topics.Describe(ctx, k.admin, k.connKey, pipelineOwner(client.ObjectKeyFromObject(p)), names, r.RefreshInterval, pipelineTopicsSettled(p))
 	if err != nil {
-		return kafkaProblem(err)
+		return nil, kafkaProblem(err)
 	}
-	s.described = got
-	s.readClusterID(ctx)
-	return nil
+	k.readClusterID(ctx)
+	return got, nil
 }
 
 // pipelineTopicsSettled says the pipeline's topics were last found as its spec asks: the spec's
@@ -224,30 +215,30 @@ func (r *topicReconciler) noteTopicChange(connKey, name string, now kafka.TopicI
 // than reconfigure it and mix its records with retries. Nothing is created or adopted that another
 // resource's ledger record holds (heldElsewhere), whether it exists or not: the pipeline stops with
 // TopicConflict, as for a tier base another pipeline has.
-func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pipelineScope) error {
+func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, refs pipelineRefs, claim pipelineClaim, described map[string]kafka.TopicInfo) (owned []string, conflict *problem, err error) {
 	var names []string
-	sourceName := string(s.p.Spec.Source.Topic)
-	source := s.described[sourceName]
+	sourceName := string(p.Spec.Source.Topic)
+	source := described[sourceName]
 	sourcePartitions := source.Partitions
 	var takenSource string
-	if want, managed := sourceSpec(s); managed && !slices.Contains(s.owned, sourceName) {
+	if want, managed := sourceSpec(p, claim, claim.owned, described); managed && !slices.Contains(claim.owned, sourceName) {
 		names = append(names, want.Name)
 		takenSource = sourceName
 		if !source.Exists {
 			sourcePartitions = want.Partitions
 		}
 	}
-	adopt := s.p.Spec.Source.Create != nil && s.p.Spec.Source.Create.ExistingTopic == retryv1alpha1.ExistingTopicAdopt
+	adopt := p.Spec.Source.Create != nil && p.Spec.Source.Create.ExistingTopic == retryv1alpha1.ExistingTopicAdopt
 	// taken are the tiers the pipeline did not create that it would create, adopt, or report as
 	// foreign (someone else's, existing, without Adopt): another record may hold one that does not
 	// exist (recorded, not created yet; or deleted outside the operator) as well as one that does.
 	var taken, foreign []string
-	if want, _ := tierSpec(s.p, sourcePartitions); s.planKnown && want.Partitions > 0 {
-		for _, t := range s.tiers {
+	if want, _ := tierSpec(p, sourcePartitions); refs.planKnown() && want.Partitions > 0 {
+		for _, t := range refs.tiers {
 			switch {
-			case s.blocked[t.Name] || slices.Contains(s.owned, t.Name):
+			case claim.blocked[t.Name] || slices.Contains(claim.owned, t.Name):
 				continue
-			case !s.described[t.Name].Exists || adopt:
+			case !described[t.Name].Exists || adopt:
 				names = append(names, t.Name)
 			default:
 				foreign = append(foreign, t.Name)
@@ -257,43 +248,39 @@ func (r *ConsumerPipelineReconciler) recordNewTopics(ctx context.Context, s *pip
 	}
 	// The claim policy first: its refusal is of the spec, for good.
 	for _, name := range names {
-		if p := r.claimProblem(s.p, name); p != nil {
-			return p
+		if pr := r.claimProblem(p, name); pr != nil {
+			return claim.owned, nil, pr
 		}
 	}
-	conflict, err := r.heldElsewhere(ctx, s, takenSource, taken)
-	if err != nil {
-		return err
-	}
-	if conflict != nil {
-		return r.refuse(s, conflict)
+	if conflict, err := r.heldElsewhere(ctx, p, takenSource, taken); conflict != nil || err != nil {
+		return claim.owned, conflict, err
 	}
 	if len(foreign) > 0 {
-		return &problem{Reason: retryv1alpha1.ReasonTopicNotOwned, Kind: problemUser, Message: truncate(fmt.Sprintf(
+		return claim.owned, nil, &problem{Reason: retryv1alpha1.ReasonTopicNotOwned, Kind: problemUser, Message: truncate(fmt.Sprintf(
 			"retry topics %s exist and the operator did not create them for this pipeline: they are left unchanged and the pipeline does not run on them; "+
 				"delete them, or set spec.source.create.existingTopic: Adopt to manage them", strings.Join(foreign, ", ")), maxConditionMessage)}
 	}
 	if len(names) == 0 {
-		return nil
+		return claim.owned, nil, nil
 	}
-	if err := r.recordCreatedTopics(ctx, s.p, names...); err != nil {
-		return err
+	if err := r.recordCreatedTopics(ctx, p, names...); err != nil {
+		return claim.owned, nil, err
 	}
-	s.owned, _ = r.ownedTopics(ctx, s.p)
-	return nil
+	owned, _ = r.ownedTopics(ctx, p)
+	return owned, nil, nil
 }
 
 // sourceSpec is the source topic as spec.source.create describes it, and whether the pipeline
 // manages it: it asks to, no other pipeline on the source manages it (findSourceOwner), no queue
 // claims the topic, and the topic is missing, was created for this pipeline or is adopted
 // (create.existingTopic Adopt).
-func sourceSpec(s *pipelineScope) (kafka.TopicSpec, bool) {
-	source := string(s.p.Spec.Source.Topic)
-	create := s.p.Spec.Source.Create
-	if create == nil || !s.managesSource || s.blocked[source] {
+func sourceSpec(p *retryv1alpha1.ConsumerPipeline, claim pipelineClaim, owned []string, described map[string]kafka.TopicInfo) (kafka.TopicSpec, bool) {
+	source := string(p.Spec.Source.Topic)
+	create := p.Spec.Source.Create
+	if create == nil || !claim.managesSource || claim.blocked[source] {
 		return kafka.TopicSpec{}, false
 	}
-	if s.described[source].Exists && create.ExistingTopic != retryv1alpha1.ExistingTopicAdopt && !slices.Contains(s.owned, source) {
+	if described[source].Exists && create.ExistingTopic != retryv1alpha1.ExistingTopicAdopt && !slices.Contains(owned, source) {
 		return kafka.TopicSpec{}, false
 	}
 	want := kafka.TopicSpec{Name: source, Partitions: create.Partitions, ReplicationFactor: -1, Configs: create.Config}
@@ -326,84 +313,84 @@ func tierSpec(p *retryv1alpha1.ConsumerPipeline, sourcePartitions int32) (want k
 // reconcileSourceTopic checks the source topic, or creates it and keeps its partitions and configs
 // when spec.source.create is given. More partitions than create.partitions is fine for a source
 // (the topic may predate the pipeline): the operator only ever grows it.
-func (r *ConsumerPipelineReconciler) reconcileSourceTopic(ctx context.Context, s *pipelineScope) error {
-	source := string(s.p.Spec.Source.Topic)
-	have := s.described[source]
-	want, managed := sourceSpec(s)
+func (r *ConsumerPipelineReconciler) reconcileSourceTopic(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, claim pipelineClaim, described map[string]kafka.TopicInfo, k *kafkaClient, t *pipelineTopics, ps *problems) error {
+	source := string(p.Spec.Source.Topic)
+	have := described[source]
+	want, managed := sourceSpec(p, claim, t.owned, described)
 	if !managed {
 		if !have.Exists {
-			s.sourcePartitions = 0
+			t.sourcePartitions = 0
 			msg := fmt.Sprintf("source topic %q does not exist; create it, or set spec.source.create to have the operator create it", source)
-			if s.sourceOwner != "" {
-				msg = fmt.Sprintf("source topic %q does not exist yet; %s creates it (it recorded the topic first)", source, s.sourceOwner)
+			if claim.sourceOwner != "" {
+				msg = fmt.Sprintf("source topic %q does not exist yet; %s creates it (it recorded the topic first)", source, claim.sourceOwner)
 			}
-			s.topicProblems.add(&problem{Reason: retryv1alpha1.ReasonSourceTopicMissing, Kind: problemWaiting, Message: msg})
+			ps.add(&problem{Reason: retryv1alpha1.ReasonSourceTopicMissing, Kind: problemWaiting, Message: msg})
 			return nil
 		}
-		s.sourcePartitions = have.Partitions
+		t.sourcePartitions = have.Partitions
 		return nil
 	}
 	plan := kafka.PlanTopic(want, have)
 	plan.ShrinkFrom = 0
 	if plan.Empty() {
-		s.sourcePartitions = have.Partitions
+		t.sourcePartitions = have.Partitions
 		return nil
 	}
-	now, err := kafka.ApplyPlan(ctx, s.admin, want, have, plan)
-	r.noteTopicChange(s.connKey, want.Name, now, plan, err)
+	now, err := kafka.ApplyPlan(ctx, k.admin, want, have, plan)
+	r.noteTopicChange(k.connKey, want.Name, now, plan, err)
 	if err != nil {
 		if errors.Is(err, kafka.ErrTopicExists) {
 			return &problem{Reason: retryv1alpha1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("source topic %q appeared while being created", source)}
 		}
 		return kafkaProblem(err)
 	}
-	s.sourcePartitions = now.Partitions
-	r.recordTopicChange(ctx, s, "Source topic", want, have, plan)
+	t.sourcePartitions = now.Partitions
+	t.noteChange(ctx, p, "Source topic", want, have, plan)
 	return nil
 }
 
 // reconcileRetryTopics creates the retry tiers the plan needs and keeps their partitions. Tiers
 // have as many partitions as the source unless retryTopics.partitions says otherwise.
-func (r *ConsumerPipelineReconciler) reconcileRetryTopics(ctx context.Context, s *pipelineScope) error {
-	if !s.planKnown {
+func (r *ConsumerPipelineReconciler) reconcileRetryTopics(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, refs pipelineRefs, blocked map[string]bool, described map[string]kafka.TopicInfo, k *kafkaClient, t *pipelineTopics, ps *problems) error {
+	if !refs.planKnown() {
 		return nil
 	}
 	prev := map[string]int32{}
-	for _, t := range s.retries {
-		prev[t.Name] = t.Partitions
+	for _, rt := range t.retries {
+		prev[rt.Name] = rt.Partitions
 	}
-	s.retries = make([]retryv1alpha1.RetryTopicStatus, 0, len(s.tiers))
-	for _, t := range s.tiers {
-		s.retries = append(s.retries, retryv1alpha1.RetryTopicStatus{Name: t.Name, Delay: metav1.Duration{Duration: t.Delay.Duration}, Partitions: prev[t.Name]})
+	t.retries = make([]retryv1alpha1.RetryTopicStatus, 0, len(refs.tiers))
+	for _, tier := range refs.tiers {
+		t.retries = append(t.retries, retryv1alpha1.RetryTopicStatus{Name: tier.Name, Delay: metav1.Duration{Duration: tier.Delay.Duration}, Partitions: prev[tier.Name]})
 	}
-	want, fix := tierSpec(s.p, s.sourcePartitions)
+	want, fix := tierSpec(p, t.sourcePartitions)
 	if want.Partitions <= 0 {
 		// The source is missing (already reported): nothing to size the tiers by.
 		return nil
 	}
 	var errs []*problem
-	for i := range s.retries {
-		name := s.retries[i].Name
-		if s.blocked[name] {
+	for i := range t.retries {
+		name := t.retries[i].Name
+		if blocked[name] {
 			continue
 		}
 		want.Name = name
-		have := s.described[name]
+		have := described[name]
 		plan := kafka.PlanTopic(want, have)
-		s.retries[i].Partitions = have.Partitions
+		t.retries[i].Partitions = have.Partitions
 		if !plan.Empty() {
-			now, err := kafka.ApplyPlan(ctx, s.admin, want, have, plan)
-			r.noteTopicChange(s.connKey, want.Name, now, plan, err)
+			now, err := kafka.ApplyPlan(ctx, k.admin, want, have, plan)
+			r.noteTopicChange(k.connKey, want.Name, now, plan, err)
 			if err != nil {
 				if !errors.Is(err, kafka.ErrTopicExists) {
 					errs = append(errs, kafkaProblem(err))
 				}
 				continue
 			}
-			s.retries[i].Partitions = now.Partitions
-			r.recordTopicChange(ctx, s, "Retry topic", want, have, plan)
+			t.retries[i].Partitions = now.Partitions
+			t.noteChange(ctx, p, "Retry topic", want, have, plan)
 		}
-		s.topicProblems.add(shrinkProblem("retry topic", want, plan, fix))
+		ps.add(shrinkProblem("retry topic", want, plan, fix))
 	}
 	if len(errs) > 0 {
 		return errs[0]
@@ -411,43 +398,44 @@ func (r *ConsumerPipelineReconciler) reconcileRetryTopics(ctx context.Context, s
 	return nil
 }
 
-// recordTopicChange logs a change made in Kafka and keeps it for the reconcile's event.
-func (r *ConsumerPipelineReconciler) recordTopicChange(ctx context.Context, s *pipelineScope, what string, want kafka.TopicSpec, have kafka.TopicInfo, plan kafka.TopicPlan) {
+// noteChange logs a change made in Kafka and keeps it for the reconcile's event.
+func (t *pipelineTopics) noteChange(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, what string, want kafka.TopicSpec, have kafka.TopicInfo, plan kafka.TopicPlan) {
 	change := plan.Describe(want, have)
-	ctrl.LoggerFrom(ctx).Info("Reconciled topic", "consumerPipeline", klog.KObj(s.p), "topic", want.Name, "change", change)
-	s.changes = append(s.changes, fmt.Sprintf("%s %s %s", what, want.Name, change))
-	s.created = s.created || plan.Create
+	ctrl.LoggerFrom(ctx).Info("Reconciled topic", "consumerPipeline", klog.KObj(p), "topic", want.Name, "change", change)
+	t.changes = append(t.changes, fmt.Sprintf("%s %s %s", what, want.Name, change))
+	t.created = t.created || plan.Create
 }
 
 // recordTopicChanges emits one event for all the changes a reconcile made: the events API folds
 // events of one reason about one object into a series that keeps only the first note, so one event
 // per topic would lose all but the first.
-func (r *ConsumerPipelineReconciler) recordTopicChanges(s *pipelineScope) {
-	if len(s.changes) == 0 {
+func (r *ConsumerPipelineReconciler) recordTopicChanges(p *retryv1alpha1.ConsumerPipeline, t pipelineTopics) {
+	if len(t.changes) == 0 {
 		return
 	}
 	reason := eventTopicCorrected
-	if s.created {
+	if t.created {
 		reason = eventTopicCreated
 	}
-	r.Recorder.Eventf(s.p, nil, corev1.EventTypeNormal, reason, "ReconcileTopics", "%s", truncate(strings.Join(s.changes, "; "), maxConditionMessage))
+	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, reason, "ReconcileTopics", "%s", truncate(strings.Join(t.changes, "; "), maxConditionMessage))
 }
 
-// deleteTiers deletes the named retry tiers, skipping any a DeadLetterQueue claims.
-func (r *ConsumerPipelineReconciler) deleteTiers(ctx context.Context, s *pipelineScope, tiers []string) error {
-	if err := r.connectPipeline(ctx, s); err != nil {
+// deleteTiers deletes the named retry tiers, skipping any a DeadLetterQueue claims (blocked).
+func (r *ConsumerPipelineReconciler) deleteTiers(ctx context.Context, conn *pipelineConnection, blocked map[string]bool, tiers []string) error {
+	k, err := conn.get(ctx)
+	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, t := range tiers {
-		if s.blocked[t] {
+		if blocked[t] {
 			continue
 		}
-		if err := s.admin.DeleteTopic(ctx, t); err != nil {
+		if err := k.admin.DeleteTopic(ctx, t); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		r.Kafka.Topics.Set(s.connKey, kafka.TopicInfo{Name: t})
+		r.Kafka.Topics.Set(k.connKey, kafka.TopicInfo{Name: t})
 	}
 	return errors.Join(errs...)
 }

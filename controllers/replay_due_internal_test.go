@@ -58,22 +58,27 @@ func newReplayFixture(t *testing.T, start time.Time, auto *retryv1alpha1.Pipelin
 
 // step reconciles the live figures and the autoscaling decision at the clock's time, keeping the
 // status between steps.
-func (x *replayFixture) step(t *testing.T) *pipelineScope {
-	g := NewWithT(t)
-	s := &pipelineScope{p: x.p, kafkaClient: kafkaClient{admin: x.f, conn: x.conn, connKey: x.conn.Key()}, sourcePartitions: 2,
-		tiers:   dispatchercfg.Tiers{{Name: x.tier, Delay: sdkpolicy.D(replayTierDelay), Earliest: sdkpolicy.D(replayTierDelay), Latest: sdkpolicy.D(replayTierDelay)}},
-		retries: []retryv1alpha1.RetryTopicStatus{{Name: x.tier, Delay: metav1.Duration{Duration: replayTierDelay}, Partitions: 2}}}
-	g.Expect(x.r.refreshLiveFigures(context.Background(), s)).To(Succeed())
+func (x *replayFixture) step(t *testing.T) replayStep {
+	t.Helper()
+	refs := pipelineRefs{tiers: dispatchercfg.Tiers{{Name: x.tier, Delay: sdkpolicy.D(replayTierDelay), Earliest: sdkpolicy.D(replayTierDelay), Latest: sdkpolicy.D(replayTierDelay)}}}
+	topics := pipelineTopics{sourcePartitions: 2, retries: []retryv1alpha1.RetryTopicStatus{{Name: x.tier, Delay: metav1.Duration{Duration: replayTierDelay}, Partitions: 2}}}
+	s := replayStep{live: x.r.figures(context.Background(), x.p, refs, topics, &kafkaClient{admin: x.f, conn: x.conn, connKey: x.conn.Key()})}
 	if a := render.AutoscalingOf(x.p, 2); a != nil {
 		s.autoscaling = &retryv1alpha1.PipelineAutoscalingStatus{}
 		if prev := x.p.Status.Autoscaling; prev != nil {
 			s.autoscaling = prev.DeepCopy()
 		}
-		x.r.decideIdle(context.Background(), s, a)
+		x.r.decideIdle(context.Background(), x.p, s.autoscaling, a, s.live)
 		x.p.Status.Autoscaling = s.autoscaling
 	}
 	x.p.Status.DueLag = s.live.dueLag
 	return s
+}
+
+// replayStep is what a step found: the figures and the autoscaling status.
+type replayStep struct {
+	live        pipelineLive
+	autoscaling *retryv1alpha1.PipelineAutoscalingStatus
 }
 
 // replay writes n replayed dead letters into the tier at the clock's time, as a Replay does:

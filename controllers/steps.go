@@ -120,31 +120,58 @@ type step[S any] struct {
 	fn   func(context.Context, S) error
 }
 
-// runSteps runs steps in order. A step returning a *problem ends the run: the problem is added to
-// ps and nil returned. Any other error ends the run too and is returned with the step's name; it
-// is added to ps as well, as a transient problem with reason ReconcileError, so that the condition
-// the problems make says what failed while the work queue retries with backoff. A write conflict is
-// the exception: the object read was stale, and so would be any condition built from it. Steps
-// that can go on after a problem record it themselves and return nil.
+// runSteps runs steps in order, each ending the run as endStep says, a failed one's error named
+// after it.
 func runSteps[S any](ctx context.Context, s S, steps []step[S], ps *problems) error {
 	for _, st := range steps {
-		err := st.fn(ctx, s)
-		if err == nil {
-			continue
+		if stop, err := endStep(ps, named(st.name, st.fn(ctx, s))); stop {
+			return err
 		}
-		var p *problem
-		if errors.As(err, &p) {
-			ps.add(p)
-			return nil
-		}
-		err = fmt.Errorf("%s: %w", st.name, err)
-		if !apierrors.IsConflict(err) {
-			ps.add(&problem{Reason: retryv1alpha1.ReasonReconcileError, Kind: problemTransient, Err: err,
-				Message: truncate(err.Error(), maxConditionMessage)})
-		}
-		return err
 	}
 	return nil
+}
+
+// endStep says whether err, what a step (or a phase) returned, ends the run, and what to return
+// from it. A *problem ends it: it is added to ps and nil returned. Any other error ends it too and
+// is returned; it is added to ps as well, as a transient problem with reason ReconcileError, so that
+// the condition the problems make says what failed while the work queue retries with backoff. A
+// write conflict is the exception: the object read was stale, and so would be any condition built
+// from it. Steps that can go on after a problem record it themselves and return nil.
+func endStep(ps *problems, err error) (bool, error) {
+	if err == nil {
+		return false, nil
+	}
+	var p *problem
+	if errors.As(err, &p) {
+		ps.add(p)
+		return true, nil
+	}
+	if !apierrors.IsConflict(err) {
+		ps.add(&problem{Reason: retryv1alpha1.ReasonReconcileError, Kind: problemTransient, Err: err,
+			Message: truncate(err.Error(), maxConditionMessage)})
+	}
+	return true, err
+}
+
+// named prefixes err, unless it is nil or a *problem, with the name of the step that failed.
+func named(name string, err error) error {
+	var p *problem
+	if err == nil || errors.As(err, &p) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// soonest merges the requeues the phases of a reconcile ask for: the shortest that is not zero
+// (zero: the phase asks for none); zero when none asks.
+func soonest(after ...time.Duration) time.Duration {
+	var d time.Duration
+	for _, a := range after {
+		if a > 0 && (d == 0 || a < d) {
+			d = a
+		}
+	}
+	return d
 }
 
 // recordProblem adds err to ps when it is a *problem, and returns any other error.
