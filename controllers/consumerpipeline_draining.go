@@ -127,41 +127,16 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 			}
 			continue
 		}
-		if err := k.admin.DeleteTopic(ctx, name); err != nil {
+		if err := r.deleteUnusedTier(ctx, p, k, name, wasDraining); err != nil {
 			kept = append(kept, name)
 			if first == nil {
 				first = kafkaProblem(err)
 			}
 			continue
 		}
-		// The snapshot would say it exists until its next round: a policy wanting it back within
-		// that round would find it someone else's (TopicNotOwned) once the ledger forgets it.
-		r.Kafka.Topics.Set(k.connKey, kafka.TopicInfo{Name: name})
 		deleted = append(deleted, name)
-		log.Info("Deleted unused retry topic", "topic", name, "drained", wasDraining)
-		why := "no longer used"
-		if wasDraining {
-			why = "drained (the consumer group consumed it to the end)"
-		}
-		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicDeleted, "ReconcileTopics",
-			"Retry topic %s %s, deleted (retryTopics.deletionPolicy Delete)", name, why)
 	}
-	if len(keptNow) > 0 {
-		log.Info("Retry topics no longer used", "topics", keptNow)
-		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicKept, "ReconcileTopics",
-			"Retry topics no longer used, kept (retryTopics.deletionPolicy Retain): %s", strings.Join(keptNow, ", "))
-	}
-	if len(waitNow) > 0 {
-		// One event for all: the recorder folds events of the same reason into one series whatever
-		// their note.
-		var parts []string
-		for _, why := range slices.Sorted(maps.Keys(waitNow)) {
-			parts = append(parts, strings.Join(waitNow[why], ", ")+" ("+why+")")
-		}
-		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicAwaitingRollout, "ReconcileTopics",
-			"Retry topics drained, deleted (retryTopics.deletionPolicy Delete) once the consumer Deployment has rolled out a config that no longer writes to them: %s",
-			truncate(strings.Join(parts, "; "), maxConditionMessage))
-	}
+	r.reportKeptTiers(ctx, p, keptNow, waitNow)
 	t.unused = kept
 	if err := r.forgetCreatedTopics(ctx, p, deleted...); err != nil {
 		return err
@@ -170,6 +145,45 @@ func (r *ConsumerPipelineReconciler) reconcileUnusedRetryTopics(ctx context.Cont
 		return first
 	}
 	return nil
+}
+
+// deleteUnusedTier deletes the drained unused tier name (wasDraining: it drained since the previous
+// status) and says so.
+func (r *ConsumerPipelineReconciler) deleteUnusedTier(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, k *kafkaClient, name string, wasDraining bool) error {
+	if err := k.admin.DeleteTopic(ctx, name); err != nil {
+		return err
+	}
+	// The snapshot would say it exists until its next round: a policy wanting it back within that
+	// round would find it someone else's (TopicNotOwned) once the ledger forgets it.
+	r.Kafka.Topics.Set(k.connKey, kafka.TopicInfo{Name: name})
+	ctrl.LoggerFrom(ctx).Info("Deleted unused retry topic", "consumerPipeline", klog.KObj(p), "topic", name, "drained", wasDraining)
+	why := "no longer used"
+	if wasDraining {
+		why = "drained (the consumer group consumed it to the end)"
+	}
+	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicDeleted, "ReconcileTopics",
+		"Retry topic %s %s, deleted (retryTopics.deletionPolicy Delete)", name, why)
+	return nil
+}
+
+// reportKeptTiers says, in one event each, which tiers went unused and are kept under Retain
+// (keptNow), and which drained tiers wait, under Delete, for the consumers' rollout (waitNow, by
+// why they wait): the recorder folds events of the same reason into one series whatever their note.
+func (r *ConsumerPipelineReconciler) reportKeptTiers(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, keptNow []string, waitNow map[string][]string) {
+	if len(keptNow) > 0 {
+		ctrl.LoggerFrom(ctx).Info("Retry topics no longer used", "consumerPipeline", klog.KObj(p), "topics", keptNow)
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicKept, "ReconcileTopics",
+			"Retry topics no longer used, kept (retryTopics.deletionPolicy Retain): %s", strings.Join(keptNow, ", "))
+	}
+	if len(waitNow) > 0 {
+		var parts []string
+		for _, why := range slices.Sorted(maps.Keys(waitNow)) {
+			parts = append(parts, strings.Join(waitNow[why], ", ")+" ("+why+")")
+		}
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventTopicAwaitingRollout, "ReconcileTopics",
+			"Retry topics drained, deleted (retryTopics.deletionPolicy Delete) once the consumer Deployment has rolled out a config that no longer writes to them: %s",
+			truncate(strings.Join(parts, "; "), maxConditionMessage))
+	}
 }
 
 // rolloutReader reads the consumer Deployment before a drained tier is deleted: uncached when it can
