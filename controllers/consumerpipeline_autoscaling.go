@@ -165,7 +165,7 @@ func (r *ConsumerPipelineReconciler) useKEDA() (bool, error) {
 func (r *ConsumerPipelineReconciler) applyHPA(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, a *render.Autoscaling, ps *problems) (string, error) {
 	hpa := render.HorizontalPodAutoscaler(p, a)
 	live := apply.Cached(ctx, r.Client, client.ObjectKeyFromObject(hpa), &autoscalingv2.HorizontalPodAutoscaler{})
-	_, applied, err := apply.Owned(ctx, r.Client, p, hpa, live)
+	_, applied, err := apply.Owned(ctx, r.Client, r.Applied, p, hpa, live)
 	if err != nil {
 		return "", recordProblem(ps, childProblem(err))
 	}
@@ -206,7 +206,7 @@ func (r *ConsumerPipelineReconciler) applyScaledObject(ctx context.Context, p *r
 			return err
 		}
 	}
-	_, applied, err := apply.Owned(ctx, r.Client, p, so, live)
+	_, applied, err := apply.Owned(ctx, r.Client, r.Applied, p, so, live)
 	if err != nil {
 		return recordProblem(ps, childProblem(err))
 	}

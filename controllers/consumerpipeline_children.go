@@ -152,7 +152,7 @@ func (r *ConsumerPipelineReconciler) reconcileConfigMap(ctx context.Context, p *
 		return "", draining, recordProblem(ps, childProblem(err))
 	}
 	live := apply.Cached(ctx, r.Client, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
-	_, applied, err := apply.Owned(ctx, r.Client, p, cm, live)
+	_, applied, err := apply.Owned(ctx, r.Client, r.Applied, p, cm, live)
 	if err != nil {
 		return "", draining, recordProblem(ps, childProblem(err))
 	}
@@ -208,7 +208,7 @@ func (r *ConsumerPipelineReconciler) reconcileDeployment(ctx context.Context, p 
 		autoscaling.LastScaleTime = &metav1.Time{Time: r.Clock.Now().Truncate(time.Second)}
 	}
 	scaling := autoscaling != nil && autoscaling.LastScaleTime != nil && r.Clock.Now().Sub(autoscaling.LastScaleTime.Time) < scalingGrace
-	got, applied, err := apply.Owned(ctx, r.Client, p, d, live)
+	got, applied, err := apply.Owned(ctx, r.Client, r.Applied, p, d, live)
 	if err != nil {
 		return have, scaling, recordProblem(ps, childProblem(err))
 	}
@@ -229,7 +229,7 @@ func (r *ConsumerPipelineReconciler) reconcileAlerts(ctx context.Context, p *ret
 	set, err := render.PipelineRuleSet(in)
 	msg := ""
 	if err == nil {
-		msg, err = r.Rules.Apply(ctx, r.Client, p, set)
+		msg, err = r.Rules.Apply(ctx, r.Client, r.Applied, p, set)
 	}
 	if err != nil {
 		return "", recordProblem(ps, childProblem(err))

@@ -53,7 +53,7 @@ func (r *ConsumerPipelineReconciler) reconcileAccess(ctx context.Context, p *ret
 	}
 	for _, c := range children {
 		live := apply.Cached(ctx, r.Client, client.ObjectKeyFromObject(c.desired), c.live)
-		_, applied, err := apply.Owned(ctx, r.Client, p, c.desired, live)
+		_, applied, err := apply.Owned(ctx, r.Client, r.Applied, p, c.desired, live)
 		if err != nil {
 			if err := recordProblem(ps, childProblem(err)); err != nil {
 				return err

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
@@ -84,7 +83,6 @@ func (r *ConsumerPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 // forget drops everything kept about a pipeline that is gone, its gauges included.
 func (r *ConsumerPipelineReconciler) forget(key types.NamespacedName) {
 	owner := pipelineOwner(key)
-	apply.ForgetOwner("ConsumerPipeline", key.Namespace, key.Name)
 	r.Kafka.Offsets.Forget(owner)
 	r.Kafka.Topics.Forget(owner)
 	r.Kafka.Commits.Forget(owner)

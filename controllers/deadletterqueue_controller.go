@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
-	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
@@ -96,7 +95,6 @@ func (r *DeadLetterQueueReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 // forget drops everything kept about a queue that is gone, its gauges included.
 func (r *DeadLetterQueueReconciler) forget(key types.NamespacedName) {
 	owner := dlqOwner(key)
-	apply.ForgetOwner("DeadLetterQueue", key.Namespace, key.Name)
 	r.Kafka.Offsets.Forget(owner)
 	r.Kafka.Topics.Forget(owner)
 	r.Kafka.Tallies.Forget(owner)

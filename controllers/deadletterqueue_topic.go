@@ -33,7 +33,7 @@ func (r *DeadLetterQueueReconciler) reconcileAlerts(ctx context.Context, s *dlqS
 	in := &render.DeadLetterQueueInputs{DLQ: s.dlq, RuleLabels: r.RuleLabels, RunbookBaseURL: r.RunbookBaseURL}
 	set, err := render.DeadLetterQueueRuleSet(in)
 	if err == nil {
-		_, err = r.Rules.Apply(ctx, r.Client, s.dlq, set)
+		_, err = r.Rules.Apply(ctx, r.Client, r.Applied, s.dlq, set)
 	}
 	return recordProblem(&s.problems, childProblem(err))
 }

@@ -53,6 +53,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/apply"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 	"github.com/retryops/retry-operator/internal/kafkastats"
@@ -203,6 +204,9 @@ type topicReconciler struct {
 	// Policies compiles RetryPolicies once per generation, shared with the RetryPolicy reconciler;
 	// nil compiles every time.
 	Policies *policy.Cache
+	// Applied holds the applies of children found unnecessary (apply.Cache), shared by the
+	// reconcilers; nil holds none.
+	Applied *apply.Cache
 }
 
 // compilePolicy compiles rp through cache, or directly when cache is nil.
@@ -273,6 +277,8 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 	// resync interval (at most maxErrorBackoff), so a broker that comes back is noticed soon.
 	// One compile per RetryPolicy generation, however many reconciles read it.
 	policies := policy.NewCache(0)
+	// One cache of the applies found unnecessary, its entries going by themselves.
+	applied := apply.NewCache(opts.Clock, apply.DefaultCacheTTL)
 	if opts.OperatorNamespace == "" {
 		opts.OperatorNamespace = DefaultOperatorNamespace
 	}
@@ -283,6 +289,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 		return topicReconciler{
 			Ledger:          ledger,
 			Policies:        policies,
+			Applied:         applied,
 			Client:          c,
 			Recorder:        boundedNotes{mgr.GetEventRecorder(name)},
 			Kafka:           access,

@@ -69,22 +69,22 @@ func Cached(ctx context.Context, c client.Reader, key client.ObjectKey, obj clie
 // Without an UncachedReader a dry-run create checks the name is free (one that is not is a
 // *ConflictError).
 //
-// The same object is not applied twice over the same version of the child (appliedOver): a
-// reconcile that comes before the cache has seen the last apply writes nothing.
+// The same object is not applied twice over the same version of the child (applied, which may be
+// nil): a reconcile that comes before the cache has seen the last apply writes nothing.
 //
 // It returns the object as the API server has it after the apply (or as cached), and whether it
 // applied. An object of that name controlled by another owner is a *ConflictError and is left
 // alone; the API server's errors are returned as they are (apierrors.IsInvalid tells an object it
 // rejects as invalid, a pod template that passes the CRD's schema but not the Deployment's
 // validation, say).
-func Owned(ctx context.Context, c client.Client, owner client.Object, desired runtime.Object, live client.Object) (*unstructured.Unstructured, bool, error) {
-	u, applied, _, err := owned(ctx, c, owner, desired, live)
-	return u, applied, err
+func Owned(ctx context.Context, c client.Client, applied *Cache, owner client.Object, desired runtime.Object, live client.Object) (*unstructured.Unstructured, bool, error) {
+	u, wrote, _, err := owned(ctx, c, applied, owner, desired, live)
+	return u, wrote, err
 }
 
 // owned is Owned, and tells also whether live was found to hold desired already (not only not
 // applied again because an apply over this version is in flight).
-func owned(ctx context.Context, c client.Client, owner client.Object, desired runtime.Object, live client.Object) (_ *unstructured.Unstructured, applied, equal bool, _ error) {
+func owned(ctx context.Context, c client.Client, cache *Cache, owner client.Object, desired runtime.Object, live client.Object) (_ *unstructured.Unstructured, applied, equal bool, _ error) {
 	u, err := Object(desired)
 	if err != nil {
 		return nil, false, false, err
@@ -138,20 +138,22 @@ func owned(ctx context.Context, c client.Client, owner client.Object, desired ru
 			delete(want, "data")
 		}
 		if same && contains(have, want) {
-			appliedOver.forget(keyOf(owner, u))
 			return &unstructured.Unstructured{Object: have}, false, true, nil
 		}
-		if summed && appliedOver.appliedAlready(keyOf(owner, u), live, sum) {
+		if summed && cache.has(appliedKey(owner, u, live, sum)) {
 			return &unstructured.Unstructured{Object: have}, false, false, nil
 		}
 	}
 	// Before the apply, which fills u with the API server's answer.
-	key := keyOf(owner, u)
+	var key cacheKey
+	if live != nil && summed {
+		key = appliedKey(owner, u, live, sum)
+	}
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return nil, false, false, err
 	}
 	if live != nil && summed {
-		appliedOver.remember(key, live, sum)
+		cache.add(key)
 	}
 	return u, true, false, nil
 }

@@ -108,3 +108,6 @@ func TestAppliedObjectsCompareEqualToTheirTypedForm(t *testing.T) {
 	delete(want, "kind")
 	g.Expect(contains(have, want)).To(BeTrue())
 }
+
+// memo is the cache of applies the tests share, as the reconcilers share theirs.
+var memo = NewCache(nil, 0)

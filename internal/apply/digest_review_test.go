@@ -30,7 +30,7 @@ func TestADigestAnnotationForgedOnAnotherKindHidesNoDrift(t *testing.T) {
 	api := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(live.DeepCopy()).Build()
 	var sent []string
 	c := uncached{writes: writes{Client: api, sent: &sent}, api: api}
-	_, applied, err := Owned(context.Background(), c, owner, rendered.DeepCopy(), live)
+	_, applied, err := Owned(context.Background(), c, memo, owner, rendered.DeepCopy(), live)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applied).To(BeTrue(), "the widened Role is reverted")
 }

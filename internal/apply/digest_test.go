@@ -53,7 +53,7 @@ func TestOwnedComparesDataTheCacheKeepsAsDigests(t *testing.T) {
 			g.Expect(cached.Data).To(BeNil())
 			g.Expect(cached.Annotations).To(HaveKey(CachedDataAnnotation))
 
-			_, applied, err := Owned(context.Background(), c, owner, rendered(), cached)
+			_, applied, err := Owned(context.Background(), c, memo, owner, rendered(), cached)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(applied).To(Equal(tc.applied))
 		})
@@ -87,7 +87,7 @@ func TestOwnedTakesNoDigestForTheData(t *testing.T) {
 			api := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(live.DeepCopy()).Build()
 			var sent []string
 			c := uncached{writes: writes{Client: api, sent: &sent}, api: api}
-			_, applied, err := Owned(context.Background(), c, owner, rendered.DeepCopy(), live)
+			_, applied, err := Owned(context.Background(), c, memo, owner, rendered.DeepCopy(), live)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(applied).To(BeTrue())
 		})
@@ -97,7 +97,7 @@ func TestOwnedTakesNoDigestForTheData(t *testing.T) {
 	api := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(forged("4", nil, oursDigest)).Build()
 	var sent []string
 	c := uncached{writes: writes{Client: api, sent: &sent}, api: api}
-	_, applied, err := Owned(context.Background(), c, owner, rendered.DeepCopy(), nil)
+	_, applied, err := Owned(context.Background(), c, memo, owner, rendered.DeepCopy(), nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applied).To(BeTrue())
 	g.Expect(sent).To(Equal([]string{"apply"}))

@@ -4,25 +4,29 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
-// TestTheMemoForgetsTheChildrenOfOwnersThatAreGone: 1,000 owners each apply a child over a version
-// the cache has not caught up with (each leaves an entry) and are deleted; nothing looks those
-// entries up again, so the owners' deletion must drop them, or the memo grows with every owner the
-// manager ever saw. Another kind's owner of the same name keeps its entry.
-func TestTheMemoForgetsTheChildrenOfOwnersThatAreGone(t *testing.T) {
+// TestTheEntriesOfOwnersThatAreGoneExpire: 1,000 owners each apply a child over a version the
+// cache has not caught up with (each leaves an entry) and are deleted, with nothing forgotten by
+// hand; nothing looks those entries up again, and they go by themselves once unused for the TTL,
+// or the cache would grow with every owner the manager ever saw. A held entry that is used lives on.
+func TestTheEntriesOfOwnersThatAreGoneExpire(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	before := appliedOver.len()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	const ttl = 10 * time.Minute
+	cache := NewCache(clk, ttl)
 	owner := func(i int) *corev1.ConfigMap {
 		return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 			ObjectMeta: metav1.ObjectMeta{Namespace: "churn", Name: fmt.Sprintf("owner-%d", i), UID: types.UID(fmt.Sprintf("churn-%d", i))}}
@@ -40,19 +44,41 @@ func TestTheMemoForgetsTheChildrenOfOwnersThatAreGone(t *testing.T) {
 	}
 	api := b.Build()
 	c := uncached{writes: writes{Client: api, sent: new([]string)}, api: api}
+	stale := make([]*corev1.ConfigMap, n)
 	for i := range n {
-		live := &corev1.ConfigMap{}
-		g.Expect(api.Get(ctx, client.ObjectKey{Namespace: "churn", Name: fmt.Sprintf("child-%d", i)}, live)).To(Succeed())
-		_, applied, err := Owned(ctx, c, owner(i), child(i, "new"), live)
+		stale[i] = &corev1.ConfigMap{}
+		g.Expect(api.Get(ctx, client.ObjectKey{Namespace: "churn", Name: fmt.Sprintf("child-%d", i)}, stale[i])).To(Succeed())
+		_, applied, err := Owned(ctx, c, cache, owner(i), child(i, "new"), stale[i])
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(applied).To(BeTrue())
 	}
-	g.Expect(appliedOver.len()-before).To(Equal(n), "one entry per child applied over a version not seen since")
+	g.Expect(cache.Len()).To(Equal(n), "one entry per child applied over a version not seen since")
 
-	ForgetOwner("Secret", "churn", "owner-0")
-	g.Expect(appliedOver.len()-before).To(Equal(n), "another kind's owner of that name is not this one")
-	for i := range n {
-		ForgetOwner("ConfigMap", "churn", fmt.Sprintf("owner-%d", i))
+	// The last owner lives on and its reconciles keep meeting the version it applied over: its
+	// entry is used, and the apply is not sent again.
+	sent := len(*c.sent)
+	for range 5 { // two TTLs and a half: an entry lives at most two unused
+		clk.Step(ttl / 2)
+		_, applied, err := Owned(ctx, c, cache, owner(n-1), child(n-1, "new"), stale[n-1])
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(applied).To(BeFalse(), "applied over this version already")
 	}
-	g.Expect(appliedOver.len()).To(Equal(before), "the owners are gone, and so are their entries")
+	g.Expect(*c.sent).To(HaveLen(sent))
+	g.Expect(cache.Len()).To(Equal(1), "the owners gone are forgotten by themselves; the one in use is kept")
+
+	// Unused for longer than the TTL, it goes too, and the same apply is sent again.
+	clk.Step(ttl + time.Second)
+	_, applied, err := Owned(ctx, c, cache, owner(n-1), child(n-1, "new"), stale[n-1])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(applied).To(BeTrue())
+}
+
+// A nil cache holds nothing: every apply over a stale version is sent.
+func TestANilCacheHoldsNothing(t *testing.T) {
+	g := NewWithT(t)
+	var cache *Cache
+	k := cacheKey{what: keyApplied, name: "x"}
+	cache.add(k)
+	g.Expect(cache.has(k)).To(BeFalse())
+	g.Expect(cache.Len()).To(BeZero())
 }

@@ -88,7 +88,7 @@ func TestOwnedChecksAChildTheCacheDoesNotShowWithARead(t *testing.T) {
 			api := b.Build()
 			var sent []string
 			c := uncached{writes: writes{Client: api, sent: &sent}, api: api}
-			_, applied, err := Owned(context.Background(), c, owner, desired(), nil)
+			_, applied, err := Owned(context.Background(), c, memo, owner, desired(), nil)
 			if tc.conflict != "" {
 				var ce *ConflictError
 				g.Expect(errors.As(err, &ce)).To(BeTrue(), "a *ConflictError: %v", err)
@@ -121,7 +121,7 @@ func TestOwnedWithoutAnUncachedReaderChecksWithADryRun(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "child"}, Data: map[string]string{"k": "v"}}
 	var sent []string
 	c := writes{Client: fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).Build(), sent: &sent}
-	_, applied, err := Owned(context.Background(), c, owner, child, nil)
+	_, applied, err := Owned(context.Background(), c, memo, owner, child, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applied).To(BeTrue())
 	g.Expect(sent).To(Equal([]string{"create (dry run)", "apply"}))
@@ -150,25 +150,25 @@ func TestOwnedDoesNotApplyTheSameObjectTwiceOverOneVersion(t *testing.T) {
 	}
 	stale := read()
 
-	_, applied, err := Owned(ctx, c, owner, child("2"), stale.DeepCopy())
+	_, applied, err := Owned(ctx, c, memo, owner, child("2"), stale.DeepCopy())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applied).To(BeTrue())
-	_, applied, err = Owned(ctx, c, owner, child("2"), stale.DeepCopy())
+	_, applied, err = Owned(ctx, c, memo, owner, child("2"), stale.DeepCopy())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applied).To(BeFalse(), "the cache has not seen the apply yet")
-	_, applied, err = Owned(ctx, c, owner, child("3"), stale.DeepCopy())
+	_, applied, err = Owned(ctx, c, memo, owner, child("3"), stale.DeepCopy())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applied).To(BeTrue(), "another object is applied")
 	g.Expect(sent).To(Equal([]string{"apply", "apply"}))
 
 	sent = nil
-	_, applied, err = Owned(ctx, c, owner, child("3"), read())
+	_, applied, err = Owned(ctx, c, memo, owner, child("3"), read())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applied).To(BeFalse(), "caught up, as applied")
 	drifted := read()
 	drifted.Data["k"] = "someone's"
 	g.Expect(api.Update(ctx, drifted)).To(Succeed())
-	_, applied, err = Owned(ctx, c, owner, child("3"), read())
+	_, applied, err = Owned(ctx, c, memo, owner, child("3"), read())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applied).To(BeTrue(), "a change by someone else is reverted")
 	g.Expect(read().Data).To(HaveKeyWithValue("k", "3"))

@@ -36,7 +36,7 @@ func TestAKeyNoLongerRenderedIsRemoved(t *testing.T) {
 		return cm
 	}
 	both := child(map[string]string{"keep": "1", "drop": "1"}, map[string]string{"keep": "1", "drop": "1"}, map[string]string{"keep": "1", "drop": "1"})
-	_, applied, err := Owned(ctx, c, owner, both, nil)
+	_, applied, err := Owned(ctx, c, memo, owner, both, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applied).To(BeTrue())
 
@@ -45,12 +45,12 @@ func TestAKeyNoLongerRenderedIsRemoved(t *testing.T) {
 	cm.Labels["theirs"] = "1"
 	g.Expect(api.Update(ctx, cm)).To(Succeed())
 
-	_, applied, err = Owned(ctx, c, owner, child(map[string]string{"keep": "1", "drop": "1"}, map[string]string{"keep": "1", "drop": "1"}, map[string]string{"keep": "1", "drop": "1"}), cached())
+	_, applied, err = Owned(ctx, c, memo, owner, child(map[string]string{"keep": "1", "drop": "1"}, map[string]string{"keep": "1", "drop": "1"}, map[string]string{"keep": "1", "drop": "1"}), cached())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applied).To(BeFalse(), "the same rendering writes nothing, whatever others added")
 
 	one := child(map[string]string{"keep": "1"}, map[string]string{"keep": "1"}, map[string]string{"keep": "1"})
-	_, applied, err = Owned(ctx, c, owner, one, cached())
+	_, applied, err = Owned(ctx, c, memo, owner, one, cached())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applied).To(BeTrue(), "a key no longer rendered is a change")
 	got := cached()
@@ -59,7 +59,7 @@ func TestAKeyNoLongerRenderedIsRemoved(t *testing.T) {
 	g.Expect(got.Annotations).NotTo(HaveKey("drop"))
 	g.Expect(got.Data).To(Equal(map[string]string{"keep": "1"}))
 
-	_, applied, err = Owned(ctx, c, owner, child(map[string]string{"keep": "1"}, map[string]string{"keep": "1"}, map[string]string{"keep": "1"}), cached())
+	_, applied, err = Owned(ctx, c, memo, owner, child(map[string]string{"keep": "1"}, map[string]string{"keep": "1"}, map[string]string{"keep": "1"}), cached())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applied).To(BeFalse(), "then nothing more")
 }

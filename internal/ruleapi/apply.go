@@ -25,8 +25,9 @@ import (
 // the version last found equal to a set of the same digest, nothing is rendered (apply.OwnedRendered):
 // a resync of an unchanged resource does not encode its rule file again. It returns what was applied,
 // in words (the message of a True AlertsReady), or the error of apply.Owned (an
-// *apply.ConflictError for a name taken by another owner).
-func (a *API) Apply(ctx context.Context, c client.Client, owner client.Object, set render.RuleSet) (string, error) {
+// *apply.ConflictError for a name taken by another owner). applied is the cache of applies found
+// unnecessary (apply.Cache; nil holds none).
+func (a *API) Apply(ctx context.Context, c client.Client, applied *apply.Cache, owner client.Object, set render.RuleSet) (string, error) {
 	served, err := a.Served()
 	if err != nil {
 		return "", err
@@ -39,12 +40,12 @@ func (a *API) Apply(ctx context.Context, c client.Client, owner client.Object, s
 	log := ctrl.LoggerFrom(ctx).WithValues(logKey(owner), klog.KObj(owner))
 	if !served {
 		live := apply.Cached(ctx, c, key, &corev1.ConfigMap{})
-		applied, err := apply.OwnedRendered(ctx, c, owner, corev1.SchemeGroupVersion.WithKind("ConfigMap"), digest,
+		wrote, err := apply.OwnedRendered(ctx, c, applied, owner, corev1.SchemeGroupVersion.WithKind("ConfigMap"), digest,
 			func() (runtime.Object, error) { return set.ConfigMap() }, live)
 		if err != nil {
 			return "", err
 		}
-		if applied {
+		if wrote {
 			log.Info("Applied alert rules", "configMap", key.Name)
 		}
 		return fmt.Sprintf("alert rules in ConfigMap %s (the PrometheusRule kind is not served: load the rule file into Prometheus)", key.Name), nil
@@ -54,14 +55,14 @@ func (a *API) Apply(ctx context.Context, c client.Client, owner client.Object, s
 	if u, err := a.live(ctx, key); err == nil && u != nil {
 		live = u
 	}
-	if applied, err := apply.OwnedRendered(ctx, c, owner, render.PrometheusRuleGVK, digest,
+	if wrote, err := apply.OwnedRendered(ctx, c, applied, owner, render.PrometheusRuleGVK, digest,
 		func() (runtime.Object, error) { return set.PrometheusRule() }, live); err != nil {
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			// The CRD went between the lookup and the apply: not served until an event about it says otherwise.
 			a.forget()
 		}
 		return "", err
-	} else if applied {
+	} else if wrote {
 		log.Info("Applied alert rules", "prometheusRule", key.Name)
 	}
 	// The ConfigMap that held the rules before the kind was served.
