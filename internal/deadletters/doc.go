@@ -3,7 +3,14 @@
 // topic beside the queue, StateTopic), selectors (Compile, Matcher), and Run, which executes one
 // DeadLetterAction (Replay, Resolve, Ignore or Purge) over a snapshot of the queue. It reaches Kafka
 // only through the internal/kafka interface, and is used by the DeadLetterAction reconciler and by
-// the read API.
+// the read API. It knows neither franz-go nor the controllers nor the dispatcher; its tests run it
+// through internal/kafka/franz against kfake, and Entry and the record of decisions are fuzzed.
+//
+// Beside Run: Survey counts a queue's dead letters by state for the reconciler and finds what to
+// tidy (tombstones, legacy decisions); a read-from record (readfrom.go, written after a survey)
+// says where a reader of the record of decisions may start, so that the deadletters API does not
+// read again the decisions on dead letters long gone; and every Replay target is checked against
+// the topic ledger where it is written (target_check.go, Options.Holders).
 //
 // # Running an action
 //

@@ -12,7 +12,11 @@
 // [Load] reads the file and the environment, fills defaults ([Config.Default]) and validates
 // ([Config.Validate]). Every field below is part of the API: renaming one breaks deployed pipelines.
 // The file is versioned ([Version], the field version): a new optional field is a new minor version,
-// which a reader of an older minor refuses only when the file uses it.
+// which a reader of an older minor refuses only when the file uses it. The operator's tests hold the
+// two sides to it: this package reads every config the operator renders
+// (internal/render/contract_test.go), and the policy it carries ([Config.Policy], sdk/policy's Spec)
+// has the JSON shape of the RetryPolicy resource's spec, field for field
+// (internal/policy/convert_test.go).
 package config
 
 import (
