@@ -62,8 +62,9 @@
 //
 // A decision (State) records the ID of the dead letter topic it was made on (State.TopicID, from
 // Admin.TopicIDs): it belongs to the record at its key's offset in that topic only, and every reader
-// (LoadStates, Survey) passes over the decisions of another ID. A legacy decision, recorded without
-// an ID, belongs to whatever topic holds its offset, as before; the queue reconciler binds those on
-// records held to the topic's ID and tombstones the decisions on records that are gone (Survey), and
-// tombstones every legacy decision before it creates a deleted topic again (Legacy).
+// (LoadStates, Survey) passes over the decisions of another ID. An unbound decision, recorded
+// without an ID where the brokers gave none, belongs to whatever topic holds its offset; once the
+// brokers give IDs the queue reconciler binds those on records held to the topic's ID, it
+// tombstones the decisions on records that are gone (Survey), and it tombstones every unbound
+// decision before it creates a deleted topic again (Unbound).
 package deadletters

@@ -28,8 +28,8 @@ import (
 // Config is the whole configuration of one pipeline's consumer.
 type Config struct {
 	// version is the version of the file's format, "major.minor" (Version is the one this module
-	// writes and reads; the operator writes it). Absent means 1.0: the files rendered before it was
-	// written. A reader refuses another major. It reads a newer minor whose fields it all knows (a
+	// writes and reads; the operator writes it). Absent means 1.0 (a Config built in Go, or a file
+	// written by hand without it). A reader refuses another major. It reads a newer minor whose fields it all knows (a
 	// newer writer that used none of its new fields), and refuses one with fields it does not know,
 	// naming them, rather than run without a setting the writer meant; at its own minor or an older
 	// one, an unknown field is a misspelt one, and refused too.
