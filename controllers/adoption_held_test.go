@@ -16,10 +16,10 @@ import (
 	"github.com/retryops/retry-operator/internal/kafkaspec"
 )
 
-// TestAdoptionNeverTakesATierAnotherPipelineHolds: a pipeline made by a release that named tiers
-// after the source (legacy: its ledger holds <source>.retry.1, records wait in it, so it drains)
-// and a pipeline whose own first tier has that name (orders on <namespace>.orders), asking to adopt
-// existing topics (deletionPolicy Delete for both). The adopter does not take the tier the other
+// TestAdoptionNeverTakesATierAnotherPipelineHolds: a pipeline whose ledger record holds a topic it
+// no longer uses (holder: <source>.retry.1, written into its record here; records wait in it, so
+// it drains) and a pipeline whose own first tier has that name (orders on <namespace>.orders),
+// asking to adopt existing topics (deletionPolicy Delete for both). The adopter does not take the tier the other
 // holds: TopicConflict naming the other, nothing recorded, no consumers. Once the other has drained
 // and deleted it (and its record forgot it), the adopter makes the tier its own.
 func TestAdoptionNeverTakesATierAnotherPipelineHolds(t *testing.T) {
@@ -35,12 +35,12 @@ func TestAdoptionNeverTakesATierAnotherPipelineHolds(t *testing.T) {
 	produce(t, broker.ListenAddrs(), tier, map[int32]int{0: 2})
 	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "p", 2, time.Second, time.Minute))).To(Succeed())
 
-	legacy := newPipeline(ns, "legacy", source, "p", "dlq")
-	legacy.Labels = map[string]string{benchmarkLabel: "true"}
-	legacy.Spec.RetryTopics = &retryv1alpha1.RetryTopics{DeletionPolicy: retryv1alpha1.DeletionPolicyDelete}
-	g.Expect(env.Client.Create(ctx, legacy)).To(Succeed())
-	t.Cleanup(func() { letGo(t, legacy) })
-	writeLedger(t, legacy, tier)
+	holder := newPipeline(ns, "holder", source, "p", "dlq")
+	holder.Labels = map[string]string{benchmarkLabel: "true"}
+	holder.Spec.RetryTopics = &retryv1alpha1.RetryTopics{DeletionPolicy: retryv1alpha1.DeletionPolicyDelete}
+	g.Expect(env.Client.Create(ctx, holder)).To(Succeed())
+	t.Cleanup(func() { letGo(t, holder) })
+	writeLedger(t, holder, tier)
 
 	adopter := newPipeline(ns, "orders", source, "p", "dlq")
 	adopter.Labels = map[string]string{benchmarkLabel: "true"}
@@ -60,12 +60,12 @@ func TestAdoptionNeverTakesATierAnotherPipelineHolds(t *testing.T) {
 		}
 	}
 	g.Eventually(func() (configTopics, error) {
-		reconcile(legacy)
-		return dispatcherTopics(legacy)()
-	}, wait, poll).Should(Equal(configTopics{Retries: []string{ns + ".legacy.retry.1"}, Draining: []string{tier}}))
+		reconcile(holder)
+		return dispatcherTopics(holder)()
+	}, wait, poll).Should(Equal(configTopics{Retries: []string{ns + ".holder.retry.1"}, Draining: []string{tier}}))
 
 	g.Eventually(topicsReady(adopter), wait, poll).Should(And(notReady(retryv1alpha1.ReasonTopicConflict),
-		HaveField("Message", And(ContainSubstring(tier), ContainSubstring("ConsumerPipeline "+ns+"/legacy")))))
+		HaveField("Message", And(ContainSubstring(tier), ContainSubstring("ConsumerPipeline "+ns+"/holder")))))
 	for range 3 {
 		reconcile(adopter)
 	}
@@ -76,14 +76,14 @@ func TestAdoptionNeverTakesATierAnotherPipelineHolds(t *testing.T) {
 
 	// The other pipeline's group consumes the tier to the end: it is deleted and forgotten, and the
 	// adopter makes the name its own.
-	commitOffsets(t, adm, ns+".legacy", map[string]map[int32]int64{tier: {0: 2}})
+	commitOffsets(t, adm, ns+".holder", map[string]map[int32]int64{tier: {0: 2}})
 	g.Eventually(func() (bool, error) {
-		reconcile(legacy)
-		rollOut(t, legacy)
+		reconcile(holder)
+		rollOut(t, holder)
 		st, err := describe(adm, tier)()
 		return st.Exists, err
 	}, wait, poll).Should(BeFalse(), "the drained tier goes")
-	g.Expect(ledgerOf(legacy)()).NotTo(ContainElement(tier))
+	g.Expect(ledgerOf(holder)()).NotTo(ContainElement(tier))
 	g.Eventually(topicsReady(adopter), wait, poll).Should(isReady())
 	g.Expect(ledgerOf(adopter)()).To(ContainElement(tier))
 	g.Expect(describe(adm, tier)()).To(HaveField("Exists", true))

@@ -160,8 +160,8 @@ func (r *ConsumerPipelineReconciler) findSourceOwner(ctx context.Context, p *ret
 
 // heldElsewhere is the TopicConflict of the topics the pipeline would run on or take without
 // having recorded them, existing or not, when another resource's ledger record holds one: of tiers
-// (the retry tiers it would create or adopt, or would report as someone else's), an older
-// pipeline's (the tiers of a release that named them after the source, draining) or a queue's; of
+// (the retry tiers it would create or adopt, or would report as someone else's), another
+// pipeline's (a tier it still holds, draining, say) or a queue's; of
 // source (the source it would create or adopt; "" when none), any but a pipeline reading it as its
 // source too (which of those manages it is findSourceOwner's to say). A record may hold a topic that
 // does not exist: its resource records before it creates, and a topic may be deleted outside the

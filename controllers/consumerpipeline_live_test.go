@@ -85,7 +85,7 @@ func TestSetPipelineFigures(t *testing.T) {
 				ReadyReplicas: ptr.To[int32](1),
 			},
 		},
-		"draining tiers (left by a policy change or the upgrade from tiers named after the source): their records count in the backlog": {
+		"draining tiers (left by a policy change): their records count in the backlog": {
 			live: pipelineLive{
 				lagRead: true, consumerLag: ptr.To[int64](0), tierBacklog: map[string]int64{"src.retry.1": 1, "src.retry.2": 0},
 				drainingBacklog: map[string]int64{"old.retry.1": 30, "old.retry.2": 2},

@@ -33,10 +33,6 @@ const defaultSourcePartitions = 3
 //     Two shared tiers can have the same nominal delay but different windows (proportional jitter
 //     capped after it); the later one gets the suffix -<tier index> (shop.billing.retry.4s-3) so
 //     that names stay unique.
-//
-// Releases before fan-out named tiers after the source (<source>.retry.*): a pipeline made by one
-// has those in its ledger, and they are tiers the plan no longer uses, drained and then, under
-// deletionPolicy Delete, deleted (consumerpipeline_draining.go).
 func retryTiers(base string, naming retryv1alpha1.RetryTopicNaming, plan retry.Plan) dispatchercfg.Tiers {
 	if naming == "" {
 		naming = retryv1alpha1.NamingByAttempt

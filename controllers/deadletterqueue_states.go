@@ -122,7 +122,7 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqSco
 }
 
 // tidyStates writes what Survey found to tidy in the record of decisions: tombstones for the
-// decisions on records that are gone (or of an earlier incarnation of the topic), and the legacy
+// decisions on records that are gone (or of an earlier incarnation of the topic), and the unbound
 // decisions bound to the topic's ID; at most deadletters.MaxTidyUpdates a reconcile. The next
 // reconcile sees the record of decisions changed and goes on. A failure is logged, and reported
 // (false) so that the next reconcile counts and tries again.
@@ -156,21 +156,22 @@ func (r *DeadLetterQueueReconciler) tidyStates(ctx context.Context, s *dlqScope,
 	return true
 }
 
-// forgetLegacyDecisions tombstones, before the queue's topic deleted out of band is created again,
-// every decision recorded without a topic ID: the new topic's dead letters reuse their offsets.
-func (r *DeadLetterQueueReconciler) forgetLegacyDecisions(ctx context.Context, s *dlqScope) error {
+// forgetUnboundDecisions tombstones, before the queue's topic deleted out of band is created again,
+// every decision recorded without a topic ID (all of them on brokers that give none): the new
+// topic's dead letters reuse their offsets.
+func (r *DeadLetterQueueReconciler) forgetUnboundDecisions(ctx context.Context, s *dlqScope) error {
 	if !s.stateHave.Exists || r.Kafka.Producer == nil {
 		return nil
 	}
-	legacy, err := deadletters.Legacy(ctx, s.admin, r.Kafka.Scanner, s.conn, s.want.Name)
-	if err != nil || len(legacy) == 0 {
+	unbound, err := deadletters.Unbound(ctx, s.admin, r.Kafka.Scanner, s.conn, s.want.Name)
+	if err != nil || len(unbound) == 0 {
 		return err
 	}
-	if _, err := deadletters.WriteStates(ctx, r.Kafka.Producer, s.conn, s.want.Name, legacy); err != nil {
+	if _, err := deadletters.WriteStates(ctx, r.Kafka.Producer, s.conn, s.want.Name, unbound); err != nil {
 		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("Dropped the decisions without a topic ID before creating the topic again",
-		"deadLetterQueue", klog.KObj(s.dlq), "topic", s.want.Name, "dropped", len(legacy))
+		"deadLetterQueue", klog.KObj(s.dlq), "topic", s.want.Name, "dropped", len(unbound))
 	return nil
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/retryops/retry-operator/internal/kafka/franz"
 )
 
-// TestDeadLetterQueueStatesFollowTheTopic: decisions recorded before topic IDs (none in the
-// value) count, and are bound to the topic's ID; the decisions on dead letters retention deleted
+// TestDeadLetterQueueStatesFollowTheTopic: decisions recorded where the brokers gave no topic IDs
+// (none in the value) count, and are bound to the topic's ID; the decisions on dead letters retention deleted
 // are tombstoned; and once the topic is deleted out of band and recreated, the new dead letters at
 // the same offsets are Pending, whatever was decided on the old ones.
 func TestDeadLetterQueueStatesFollowTheTopic(t *testing.T) {
@@ -52,10 +52,10 @@ func TestDeadLetterQueueStatesFollowTheTopic(t *testing.T) {
 	}
 
 	produce(t, broker.ListenAddrs(), topic, map[int32]int{0: 4})
-	legacy := deadletters.State{State: retryv1alpha1.DeadLetterResolved, RequestedBy: "alice", Time: time.Now()}
+	unbound := deadletters.State{State: retryv1alpha1.DeadLetterResolved, RequestedBy: "alice", Time: time.Now()}
 	var updates []deadletters.StateUpdate
 	for off := range int64(4) {
-		updates = append(updates, deadletters.StateUpdate{ID: deadletters.ID{Offset: off}, State: legacy})
+		updates = append(updates, deadletters.StateUpdate{ID: deadletters.ID{Offset: off}, State: unbound})
 	}
 	_, err = deadletters.WriteStates(ctx, f, conn, topic, updates)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -65,7 +65,7 @@ func TestDeadLetterQueueStatesFollowTheTopic(t *testing.T) {
 	g.Expect(admin.DeleteRecordsBefore(ctx, topic, map[int32]int64{0: 2})).To(Succeed())
 	id, err := deadletters.TopicID(ctx, admin, topic)
 	g.Expect(err).NotTo(HaveOccurred())
-	bound := legacy
+	bound := unbound
 	bound.Time = bound.Time.UTC().Round(0)
 	bound.TopicID = id
 	g.Eventually(func() (map[deadletters.ID]deadletters.State, error) {

@@ -104,7 +104,7 @@ func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqSc
 	if !plan.Empty() {
 		recreated := plan.Create && wasOwned
 		if recreated {
-			if err := r.forgetLegacyDecisions(ctx, s); err != nil {
+			if err := r.forgetUnboundDecisions(ctx, s); err != nil {
 				return kafkaProblem(err)
 			}
 		}

@@ -19,8 +19,7 @@ import (
 	dispatchercfg "github.com/retryops/retry-operator/sdk/config"
 )
 
-// writeLedger writes o's record in the topic ledger, as the operator (or an earlier release)
-// would have.
+// writeLedger writes o's record in the topic ledger as the operator writes it.
 func writeLedger(t *testing.T, o client.Object, topics ...string) {
 	t.Helper()
 	ctx := context.Background()
@@ -126,9 +125,8 @@ func TestPipelinesInOneConsumerGroupConflict(t *testing.T) {
 	g.Expect(describe(adm, ns+".b-newer.retry.1")()).To(HaveField("Exists", true))
 }
 
-// A pipeline whose tiers are another pipeline's (here the <source>.retry.* tiers an earlier release
-// made for a pipeline on source <ns>.billing, still in its ledger) is refused, naming it, and runs
-// no consumers.
+// A pipeline whose tiers are another pipeline's (here a topic named as its first tier, written into
+// the other's ledger record) is refused, naming it, and runs no consumers.
 func TestPipelineTiersHeldByAnotherConflict(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -140,8 +138,7 @@ func TestPipelineTiersHeldByAnotherConflict(t *testing.T) {
 	holder.Spec.Source.Create = &retryv1alpha1.TopicCreation{Partitions: 1, ExistingTopic: retryv1alpha1.ExistingTopicAdopt}
 	g.Expect(env.Client.Create(ctx, holder)).To(Succeed())
 	g.Eventually(pipelineCondition(holder, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
-	// As an earlier release left it: the holder's tier named after its source, which is the name
-	// pipeline billing's first tier gets now.
+	// The holder's record holds the name pipeline billing's first tier gets.
 	taken := ns + ".billing.retry.1"
 	createTopic(t, adm, taken, 1)
 	writeLedger(t, holder, source, taken, ns+".shipping.retry.1")

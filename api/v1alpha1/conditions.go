@@ -116,11 +116,6 @@ const (
 	// API server refused a read, say); the message has the error, and the operator retries with
 	// backoff.
 	ReasonReconcileError = "ReconcileError"
-	// ReasonNameConflict means an object with the name of a child the operator makes exists and
-	// another controller owns it; the operator leaves it alone and waits for it to go.
-	//
-	// Deprecated: child conflicts are reported as ReasonChildConflict.
-	ReasonNameConflict = "NameConflict"
 	// ReasonChildConflict means an object with the name of a child the operator makes exists and
 	// the resource does not control it (another controller does, or nobody: made by hand, by
 	// GitOps, by someone who predicted the name); the operator never adopts or overwrites it, names

@@ -1,5 +1,11 @@
-// Package v1alpha1 contains the API of retry-operator: RetryPolicy, DeadLetterQueue and ConsumerPipeline
-// in the group retry.retryops.dev.
+// Package v1alpha1 contains the API of retry-operator: RetryPolicy, DeadLetterQueue, ConsumerPipeline
+// and DeadLetterAction in the group retry.retryops.dev.
+//
+// The CRDs (config/crd/bases) and docs/api-reference.md are generated from these types (`make
+// manifests generate`). Fields are documented, marked +optional or +required and bounded, as
+// kube-api-linter (`make lint`) requires, with CEL for the rules between fields. Condition types and
+// reasons are constants here (conditions.go). The package imports Kubernetes' type packages only,
+// no client and nothing else of the repository.
 //
 // +kubebuilder:object:generate=true
 // +groupName=retry.retryops.dev

@@ -1,6 +1,11 @@
 // Package argocd holds the Argo CD health checks of the retry.retryops.dev kinds: one health.lua per
 // kind under resource_customizations, laid out as in Argo CD's own repository, and the argocd-cm
 // snippet made from them (go run ./config/argocd/gen).
+//
+// A health state goes into its kind's health.lua with a case in the health_test.yaml beside it and
+// a testdata object; test/argocd runs every case with gopher-lua as Argo CD does, and `make
+// manifests` writes argocd-cm.yaml and argo-cd-values.yaml again (hack/chartgen copies them into
+// the chart). The package is the standard library alone.
 package argocd
 
 import (

@@ -42,7 +42,7 @@ func (e *ConflictError) Error() string {
 // child that holds every field rendered but another digest holds a field the operator no longer
 // renders (a label, an annotation or a data key dropped from the rendering: a pod annotation removed
 // from a pipeline's template, a flag's label, an operator upgrade), and is applied again, which
-// removes it. Children applied before the annotation existed are applied once more for it.
+// removes it. A child without it (its annotations edited away) is applied again too.
 const AppliedAnnotation = "retry.retryops.dev/applied-sha256"
 
 // Cached reads an object from c (the manager's cache) into obj: obj when it exists, nil when it

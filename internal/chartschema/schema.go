@@ -6,6 +6,12 @@
 // manager accepts too: a release the chart renders never has a manager that exits at start for a
 // flag. A constraint may be stricter than the manager where a regular expression cannot say
 // exactly what it checks (each says where); the chart's templates check the rules between values.
+//
+// A manager flag the chart sets is a value in values.yaml (documented, and in the schema), passed in
+// templates/deployment.yaml only when set, so that the defaults deploy what config/default does, with
+// a case in test/helm/render_test.go. A flag the manager checks at start gets its constraint here,
+// or, for a rule between values, a fail in retry-operator.validate (templates/_helpers.tpl), with a
+// case in test/helm/refusals_test.go.
 package chartschema
 
 import (

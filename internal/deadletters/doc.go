@@ -3,7 +3,14 @@
 // topic beside the queue, StateTopic), selectors (Compile, Matcher), and Run, which executes one
 // DeadLetterAction (Replay, Resolve, Ignore or Purge) over a snapshot of the queue. It reaches Kafka
 // only through the internal/kafka interface, and is used by the DeadLetterAction reconciler and by
-// the read API.
+// the read API. It knows neither franz-go nor the controllers nor the dispatcher; its tests run it
+// through internal/kafka/franz against kfake, and Entry and the record of decisions are fuzzed.
+//
+// Beside Run: Survey counts a queue's dead letters by state for the reconciler and finds what to
+// tidy (tombstones, legacy decisions); a read-from record (readfrom.go, written after a survey)
+// says where a reader of the record of decisions may start, so that the deadletters API does not
+// read again the decisions on dead letters long gone; and every Replay target is checked against
+// the topic ledger where it is written (target_check.go, Options.Holders).
 //
 // # Running an action
 //
@@ -55,8 +62,9 @@
 //
 // A decision (State) records the ID of the dead letter topic it was made on (State.TopicID, from
 // Admin.TopicIDs): it belongs to the record at its key's offset in that topic only, and every reader
-// (LoadStates, Survey) passes over the decisions of another ID. A legacy decision, recorded without
-// an ID, belongs to whatever topic holds its offset, as before; the queue reconciler binds those on
-// records held to the topic's ID and tombstones the decisions on records that are gone (Survey), and
-// tombstones every legacy decision before it creates a deleted topic again (Legacy).
+// (LoadStates, Survey) passes over the decisions of another ID. An unbound decision, recorded
+// without an ID where the brokers gave none, belongs to whatever topic holds its offset; once the
+// brokers give IDs the queue reconciler binds those on records held to the topic's ID, it
+// tombstones the decisions on records that are gone (Survey), and it tombstones every unbound
+// decision before it creates a deleted topic again (Unbound).
 package deadletters

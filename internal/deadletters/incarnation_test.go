@@ -323,10 +323,11 @@ func tidy(t *testing.T, ctx context.Context, f kafka.ClientFactory, conn kafka.C
 	return len(updates)
 }
 
-// TestSurveyOfLegacyDecisions: decisions recorded before topic IDs (none in the value) on records
-// held are bound to the topic's ID, those on records trimmed are tombstoned; before the topic is
-// created again, Legacy tombstones every legacy decision.
-func TestSurveyOfLegacyDecisions(t *testing.T) {
+// TestSurveyOfUnboundDecisions: decisions recorded where the brokers gave no topic IDs (none in
+// the value), read once they give one: those on records held are bound to the topic's ID, those on
+// records trimmed are tombstoned; before the topic is created again, Unbound tombstones every
+// unbound decision.
+func TestSurveyOfUnboundDecisions(t *testing.T) {
 	ctx := ctxT(t)
 	fake := kafkafake.New()
 	conn := kafka.Connection{BootstrapServers: []string{"fake:9092"}, ClientID: "test"}
@@ -355,9 +356,52 @@ func TestSurveyOfLegacyDecisions(t *testing.T) {
 	if !slices.EqualFunc(got, want, func(a, b deadletters.StateUpdate) bool { return a.ID == b.ID && a.State == b.State }) || len(states.ByID) != 2 {
 		t.Fatalf("survey: updates %+v, states %v; want %+v and the 2 held", got, states.ByID, want)
 	}
-	legacy, err := deadletters.Legacy(ctx, fake, fake, conn, dlqTopic)
-	if err != nil || len(legacy) != 4 {
-		t.Fatalf("legacy: %v, %v; want the 4 tombstones", legacy, err)
+	unbound, err := deadletters.Unbound(ctx, fake, fake, conn, dlqTopic)
+	if err != nil || len(unbound) != 4 {
+		t.Fatalf("unbound: %v, %v; want the 4 tombstones", unbound, err)
+	}
+}
+
+// TestUnboundDecisionsWhereBrokersGiveNoTopicIDs: on brokers that give no topic IDs every decision
+// is unbound. Survey counts those on records held and binds none of them (there is no ID to bind
+// them to); Unbound tombstones them all, which is what the reconciler writes before it creates a
+// deleted topic again, so that the new topic's dead letters at the same offsets are Pending.
+func TestUnboundDecisionsWhereBrokersGiveNoTopicIDs(t *testing.T) {
+	ctx := ctxT(t)
+	fake := kafkafake.New()
+	conn := kafka.Connection{BootstrapServers: []string{"fake:9092"}, ClientID: "test"}
+	state, _ := deadletters.StateTopic(dlqTopic)
+	fake.AddTopic(dlqTopic, 1, 1, nil)
+	fake.AddTopic(state, 1, 1, deadletters.StateTopicConfigs())
+	fake.SetOffsets(dlqTopic, 0, 0, 3)
+	resolved := deadletters.State{State: retryv1alpha1.DeadLetterResolved, RequestedBy: "alice", Time: seedBase}
+	var updates []deadletters.StateUpdate
+	for off := range int64(3) {
+		updates = append(updates, deadletters.StateUpdate{ID: deadletters.ID{Offset: off}, State: resolved})
+	}
+	if _, err := deadletters.WriteStates(ctx, fake, conn, dlqTopic, updates); err != nil {
+		t.Fatal(err)
+	}
+	states, got, err := deadletters.Survey(ctx, fake, fake, conn, dlqTopic, "", fake.Offsets(dlqTopic), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range got {
+		if u.ReadFrom == nil {
+			t.Errorf("survey without topic IDs wrote %+v; want no decision bound or dropped", u)
+		}
+	}
+	if len(states.ByID) != 3 || states.Foreign != 0 {
+		t.Fatalf("survey: %d decisions held, %d foreign; want 3 and 0", len(states.ByID), states.Foreign)
+	}
+	unbound, err := deadletters.Unbound(ctx, fake, fake, conn, dlqTopic)
+	if err != nil || len(unbound) != 3 {
+		t.Fatalf("unbound: %v, %v; want the 3 tombstones", unbound, err)
+	}
+	for _, u := range unbound {
+		if u.State != (deadletters.State{}) || u.ReadFrom != nil {
+			t.Errorf("unbound: %+v, want a tombstone", u)
+		}
 	}
 }
 

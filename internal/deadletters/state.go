@@ -70,16 +70,17 @@ type State struct {
 	// TopicID is the ID of the dead letter topic the decision was made on (kafka.Admin.TopicIDs): a
 	// decision belongs to the record at its key's partition and offset of that topic only, never to
 	// the record a topic deleted and created again under the same name holds there. It is empty in
-	// a decision recorded before topic IDs were (a legacy decision) and on brokers that give no
-	// topic IDs; see BelongsTo.
+	// a decision recorded where the brokers gave no topic IDs (Kafka before 2.8, or brokers that
+	// answer an older Metadata version): an unbound decision; see BelongsTo.
 	TopicID string `json:"topicID,omitempty"`
 }
 
 // BelongsTo reports whether the decision s applies to the dead letter topic whose ID is now
-// topicID ("" when the brokers give none): it was made on that topic, or it is a legacy decision
-// (no topic ID), which applies to whatever topic holds its offset, as it always did. The
-// reconciler gives every legacy decision on a record held the topic's ID (Survey), and drops them
-// all before it creates a deleted topic again (Legacy), so a legacy decision outlives neither.
+// topicID ("" when the brokers give none): it was made on that topic, or it is an unbound decision
+// (no topic ID), which applies to whatever topic holds its offset. Once the brokers give IDs (an
+// upgrade of the cluster) the reconciler gives every unbound decision on a record held the
+// topic's ID (Survey); it drops them all before it creates a deleted topic again (Unbound), so
+// that an unbound decision never outlives the topic it was made on.
 func (s State) BelongsTo(topicID string) bool { return s.TopicID == "" || s.TopicID == topicID }
 
 // Pending reports whether s is the state of a dead letter nobody acted on.

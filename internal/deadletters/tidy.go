@@ -24,8 +24,9 @@ const MaxTidyUpdates = 2000
 //     end offset, or on a partition it does not have, as the dead letter topic's offsets are listed
 //     after the record of decisions is read (every decision read was recorded before, on a record
 //     below those ends; offsets may be older than the record of decisions);
-//   - when topicID is known, every legacy decision (no topic ID) on a record held, recorded again
-//     with topicID: from then on it belongs to this topic only;
+//   - when topicID is known, every unbound decision (no topic ID: recorded where the brokers gave
+//     none) on a record held, recorded again with topicID: from then on it belongs to this topic
+//     only;
 //   - last, a read-from record (ReadFrom), when the offset below which every record but a few is
 //     superseded or on no dead letter held has moved on far enough since the last one, or the last
 //     one is too far back for a reader to find.
@@ -75,7 +76,7 @@ func Survey(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn 
 		readFrom = span[0].End
 	}
 	stale := map[ID]bool{}
-	legacy := map[ID]bool{}
+	unbound := map[ID]bool{}
 	var inForce []int64 // the offsets in the record of decisions of the decisions on dead letters held
 	for id, l := range last {
 		p, listed := held[id.Partition]
@@ -91,7 +92,7 @@ func Survey(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn 
 			stale[id] = true
 		case listed && id.Offset < p.End:
 			out.Set(id, l.st)
-			legacy[id] = l.st.TopicID == "" && topicID != ""
+			unbound[id] = l.st.TopicID == "" && topicID != ""
 			live = true
 		default:
 			live = true // held, after the offsets given
@@ -116,7 +117,7 @@ func Survey(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn 
 			updates = append(updates, StateUpdate{ID: id})
 		}
 	}
-	for id, bind := range legacy {
+	for id, bind := range unbound {
 		if len(updates) >= maxUpdates {
 			break
 		}
@@ -138,21 +139,23 @@ func Survey(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn 
 	return out, updates, nil
 }
 
-// Legacy returns a tombstone for every legacy decision (no topic ID) in the record of decisions of
-// dlqTopic: the reconciler writes them before it creates the queue's deleted topic again, so that
-// none of them applies to the new topic's records at the same offsets.
-func Legacy(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn kafka.Connection, dlqTopic string) ([]StateUpdate, error) {
-	legacy := map[ID]bool{}
+// Unbound returns a tombstone for every unbound decision (no topic ID) in the record of decisions
+// of dlqTopic: the reconciler writes them before it creates the queue's deleted topic again, so
+// that none of them applies to the new topic's records at the same offsets. On brokers that give
+// no topic IDs every decision is unbound, and this is what keeps a recreated topic's dead letters
+// Pending.
+func Unbound(ctx context.Context, admin kafka.Admin, scanner kafka.Scanner, conn kafka.Connection, dlqTopic string) ([]StateUpdate, error) {
+	unbound := map[ID]bool{}
 	_, err := ScanStates(ctx, admin, scanner, conn, dlqTopic, nil, func(id ID, st State, err error) {
 		if err == nil {
-			legacy[id] = !st.Pending() && st.TopicID == ""
+			unbound[id] = !st.Pending() && st.TopicID == ""
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
 	var out []StateUpdate
-	for id, drop := range legacy {
+	for id, drop := range unbound {
 		if drop {
 			out = append(out, StateUpdate{ID: id})
 		}

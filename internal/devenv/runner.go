@@ -4,6 +4,14 @@
 // reports the Pod Running and Ready once the process answers its readiness probe. With
 // the controller manager (hack/controller-manager) making ReplicaSets and Pods, this gives `make dev` and the end-to-end test
 // real Deployments, rollouts and garbage collection without a container runtime.
+//
+// Stack (StartStack) is that whole loop: the embedded Kafka process (hack/kafka), a control plane
+// with the aggregation layer, the manager process and this runner. StackOptions.Images maps more
+// images to local programs (`make dev` runs examples/consumer for the library-mode sample). The
+// runner mounts volumes with their items and, as a kubelet does, leaves a Pod Pending while a
+// Secret it mounts is missing. The embedded Kafka may be secured as production Kafka is: a
+// throwaway CA, SCRAM users and config/strimzi's ACLs enforced (KafkaSecurity), with AddConsumer
+// for a namespace's consumer user and Secret.
 package devenv
 
 import (

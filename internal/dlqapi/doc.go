@@ -19,4 +19,19 @@
 // progress page by page; it ends when its context does. A queue that cannot be read is passed over
 // with a warning (the list fails when it is the only queue selected). The continue token is the
 // position (queue, partition, next offset), opaque (base64 JSON) and validated.
+//
+// Decisions come from a cache per replica (states.go, decisions.go): a queue's first read starts
+// at the read-from record of the queue reconciler's last survey, later ones read on from where the
+// last stopped, and what decisions share is kept once. It is bounded per queue (past it, a page
+// reads the decisions on its own chunks' records alone) and in all (the least recently read queues
+// go).
+//
+// The files, as metrics-server's pkg/api splits its storage: storage.go (the REST storage and
+// get), list.go (list and its budgets), filter.go (the selectors and the continue token), table.go
+// (the table kubectl prints, whose cells pass through internal/termsafe), source.go (the queues and
+// whether they manage their topic), server.go (the server, run by cmd/manager on every replica;
+// Options.Groups installs other API groups, such as internal/extmetrics, beside deadletters, so
+// that this package knows nothing of them) and certs.go (a self-signed serving certificate shared
+// by the replicas through a Secret, its CA written into the APIService). The package reaches Kafka
+// only through internal/kafka and knows neither franz-go, the controllers nor internal/render.
 package dlqapi

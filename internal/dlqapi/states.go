@@ -112,7 +112,7 @@ var errTooMany = errors.New("more decisions than the cache keeps of a queue")
 const overRetry = time.Minute
 
 // loadStates returns the decisions on the dead letters q's topic holds now that belong to it
-// (deadletters.State.BelongsTo: made on this topic ID, or legacy): all of them from the cache, or,
+// (deadletters.State.BelongsTo: made on this topic ID, or unbound): all of them from the cache, or,
 // for a queue with more than the cache keeps of one, a source that reads those of one range of
 // offsets at a time (stateSource.forRange); none when the queue has no record of decisions.
 // Kafka's errors are Unavailable.

@@ -1,7 +1,3 @@
-// Package dlqcli is the kubectl dlq plugin: everyday dead-letter work in a terminal. It reads dead
-// letters only through the deadletters aggregated API (deadletters.retryops.dev) and changes them only
-// by creating DeadLetterActions (retry.retryops.dev), both under the user's kubeconfig identity and
-// RBAC: it holds no Kafka credentials and has no power of its own.
 package dlqcli
 
 import (

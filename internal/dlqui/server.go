@@ -1,19 +1,3 @@
-// Package dlqui is the dead-letter console behind kubectl dlq ui: a small web server on the
-// loopback interface that shows a namespace's DeadLetterQueues, browses and opens their dead letters
-// through the deadletters API, and changes them only by creating DeadLetterActions (a dry run
-// first, to show what an action would match), all under the user's kubeconfig identity (Backend).
-//
-// The server acts with the user's credentials, so it is guarded like kubectl proxy and more: it
-// binds loopback addresses only, answers only requests whose Host is the address it listens on (no
-// DNS rebinding), requires a random per-session token (given once in the URL, or traded for a
-// one-time code by the page the browser is opened on, then kept in a strict, HTTP-only cookie),
-// checks the same token in every form it accepts (CSRF), and sends a Content-Security-Policy that
-// allows only its own embedded assets (no CDN, no inline script).
-//
-// Cookies ignore ports: every server on 127.0.0.1 would receive a cookie set for the console, and
-// a second console would replace the first one's. So each console serves everything under a random
-// path of its own (Base, /<random>/), and its cookie has that Path: the browser sends it there
-// only, never to another console nor to another local server.
 package dlqui
 
 import (

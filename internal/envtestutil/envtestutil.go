@@ -4,6 +4,10 @@
 // The binaries come from KUBEBUILDER_ASSETS when it is set (as `make test` does) and otherwise from
 // hack/setup-envtest.sh, which builds them from the Go module proxy the first time, so a plain
 // `go test ./...` works too. A missing binary is a test failure, never a skip.
+//
+// Start is the plain control plane; StartAggregated adds the aggregation layer's front-proxy
+// certificates and flags, for the deadletters and external metrics APIs; Shared is a test
+// package's one control plane, started by the first test that needs it.
 package envtestutil
 
 import (

@@ -7,7 +7,14 @@
 // it), the metric's name sits where a resource's would: GET
 // /apis/external.metrics.k8s.io/v1beta1/namespaces/<ns>/<metric>?labelSelector=... lists its
 // values. With a single metric this is a plain list of a plain resource, so the generic API server's
-// own installer serves it; Handler answers any other metric name.
+// own installer serves it; Handler answers any other metric name with a NotFound that names it.
+//
+// Group is installed through dlqapi.Options.Groups, so internal/dlqapi knows nothing of pipelines.
+// The values are read from the manager's cache of ConsumerPipelines, labelled as internal/render's
+// HorizontalPodAutoscaler selects them (render.ExternalMetricLabels); the metric's name is
+// internal/opmetrics' gauge of the same figure. Nothing here reads Kafka. The APIService is an
+// opt-in (config/external-metrics): one server per cluster serves this group, and KEDA and
+// prometheus-adapter register it too.
 package extmetrics
 
 import (

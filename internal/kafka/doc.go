@@ -20,4 +20,14 @@
 // with ErrTopicExists / ErrTopicNotFound for control flow. Messages keep the
 // Kafka error code name (for example "SASL_AUTHENTICATION_FAILED: ...") and
 // never contain the SASL password.
+//
+// The manager's factory is a BatchingFactory: the describes, creates, config
+// changes and partition increases of every resource on one connection go as
+// one request per kind per batch window (--kafka-admin-batch-window), and each
+// caller is answered for its own topics alone.
+//
+// A new Kafka call is a method of Admin (or Scanner), implemented in franz
+// (tested against kfake) and in kafkafake; a figure read for many resources at
+// once belongs in internal/kafkastats. franz-go's wire types (kgo, kmsg, kerr)
+// never leave franz.
 package kafka

@@ -37,6 +37,9 @@ func queue(name, uid string, created time.Time, annotations map[string]string) *
 		CreationTimestamp: metav1.NewTime(created), Annotations: annotations}}
 }
 
+// TestLedgerRecordsForgetsAndDrops also pins the ledger's stored form (the ConfigMap's name, its
+// topics key, label and annotation): a change to it is a change of a stored format (see
+// docs/development.md, "Stored formats and compatibility").
 func TestLedgerRecordsForgetsAndDrops(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()

@@ -2,7 +2,8 @@
 // (dead letter counts and ages, consumer lag, retry backlog, ready consumers) that the controllers
 // also write into status. names.go is the contract with the alert-rule generator (internal/render):
 // every name and label is a constant here and All lists them, so that a generated rule can be checked
-// against what is really exported. The data plane's metrics are in sdk/metrics.
+// against what is really exported (internal/promcheck; a new metric, see sdk/metrics). The data
+// plane's metrics are in sdk/metrics.
 //
 // # The namespace label
 //

@@ -1,9 +1,15 @@
 // Package render turns a ConsumerPipeline, its RetryPolicy and its DeadLetterQueue into the child
 // objects the operator applies: the dispatcher ConfigMap ([ConfigMap]), the consumer Deployment
 // ([Deployment]) and the alert rules ([AlertRules], as a PrometheusRule or a ConfigMap), and a
-// DeadLetterQueue into its own alert rules ([DeadLetterQueueAlertRules]). Everything here is pure: no
-// client, no clock, no randomness, so every function is unit-tested without a cluster and its output
-// is deterministic (maps are sorted when serialised, lists keep a fixed order).
+// DeadLetterQueue into its own alert rules ([DeadLetterQueueAlertRules]); besides, a pipeline's
+// consumers' access to their circuit report (access.go: ServiceAccount, ConfigMap, Role,
+// RoleBinding) and its autoscaler (a HorizontalPodAutoscaler on the external metric, or a KEDA
+// [ScaledObject]). Everything here is pure: no client, no clock, no randomness, so every function is
+// unit-tested without a cluster and its output is deterministic (maps are sorted when serialised,
+// lists keep a fixed order). The outputs are golden-tested (testdata/), the alert rules also
+// checked by promtool and against the exported metric names (internal/promcheck), and the rendered
+// config read back as the data plane reads it (contract_test.go). A [RuleSet] carries a [RuleSet.Digest]
+// of everything its two renderings are made of, so that a caller can skip rendering unchanged rules.
 //
 // # What the caller does
 //

@@ -58,8 +58,7 @@ type Entry struct {
 	State State `json:"state"`
 	// Since is when the breaker entered State.
 	Since time.Time `json:"since"`
-	// Kafka is the pod's Kafka connection problem, absent while it has none (and in entries of
-	// consumers older than it).
+	// Kafka is the pod's Kafka connection problem, absent while it has none.
 	Kafka *KafkaProblem `json:"kafka,omitempty"`
 	// ReportedAt is when the pod last wrote the entry.
 	ReportedAt time.Time `json:"reportedAt"`

@@ -12,7 +12,11 @@
 // [Load] reads the file and the environment, fills defaults ([Config.Default]) and validates
 // ([Config.Validate]). Every field below is part of the API: renaming one breaks deployed pipelines.
 // The file is versioned ([Version], the field version): a new optional field is a new minor version,
-// which a reader of an older minor refuses only when the file uses it.
+// which a reader of an older minor refuses only when the file uses it. The operator's tests hold the
+// two sides to it: this package reads every config the operator renders
+// (internal/render/contract_test.go), and the policy it carries ([Config.Policy], sdk/policy's Spec)
+// has the JSON shape of the RetryPolicy resource's spec, field for field
+// (internal/policy/convert_test.go).
 package config
 
 import (
@@ -24,8 +28,8 @@ import (
 // Config is the whole configuration of one pipeline's consumer.
 type Config struct {
 	// version is the version of the file's format, "major.minor" (Version is the one this module
-	// writes and reads; the operator writes it). Absent means 1.0: the files rendered before it was
-	// written. A reader refuses another major. It reads a newer minor whose fields it all knows (a
+	// writes and reads; the operator writes it). Absent means 1.0 (a Config built in Go, or a file
+	// written by hand without it). A reader refuses another major. It reads a newer minor whose fields it all knows (a
 	// newer writer that used none of its new fields), and refuses one with fields it does not know,
 	// naming them, rather than run without a setting the writer meant; at its own minor or an older
 	// one, an unknown field is a misspelt one, and refused too.

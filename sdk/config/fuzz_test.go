@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,13 +22,6 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`[[[[[[[[{"a":` + strings.Repeat("[", 100) + `]]`))
 	f.Add([]byte(`{"topics": {"retries": {"name": "x"}}, "kafka": [], "delivery": null}`))
 	f.Add([]byte(`{"Policy": {"maxAttempts": 1}, "policy": null, "drainTimeout": "1 s", "topics": {"retries": [{"delay": null}]}}`))
-	if files, _ := filepath.Glob(filepath.Join("testdata", "operator-v0.1", "*.json")); len(files) > 0 {
-		data, err := os.ReadFile(files[0])
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := config.Parse(data)
 		strictErr := strictDecode(data)

@@ -3,8 +3,6 @@ package config_test
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -95,41 +93,6 @@ func TestAMalformedVersionIsAClearError(t *testing.T) {
 			}
 			if !errors.Is(err, config.ErrUnsupportedVersion) {
 				t.Errorf("not ErrUnsupportedVersion: %v", err)
-			}
-		})
-	}
-}
-
-// TestConfigsTheOperatorRenderedBeforeTheVersionAreRead: testdata/operator-v0.1 holds the configs the
-// operator rendered before it wrote a version (its render goldens); this module must read them as 1.0.
-func TestConfigsTheOperatorRenderedBeforeTheVersionAreRead(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "operator-v0.1", "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if strings.Contains(string(data), `"version"`) {
-				t.Fatal("a fixture of the configs before the version has one")
-			}
-			c, err := config.Parse(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.Default()
-			var ve *config.ValidationError
-			if err := c.Validate(); errors.As(err, &ve) {
-				for _, p := range ve.Problems {
-					if !strings.Contains(p, "is the Secret mounted?") { // the Secret files exist only in the pod
-						t.Errorf("invalid: %s", p)
-					}
-				}
-			} else if err != nil {
-				t.Fatal(err)
 			}
 		})
 	}

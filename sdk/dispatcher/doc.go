@@ -89,4 +89,13 @@
 // loop's heartbeat, deliveries past their bound, partitions lost), kafkahealth.go (Kafka refusing
 // the consumer: authentication, TLS, ACLs), circuitreport.go (reporting the breaker's state and
 // Kafka's refusal).
+//
+// # A new outcome
+//
+// The decision goes in sdk/retry (pure, table- and fuzz-tested), its header names in sdk/headers,
+// its configuration in sdk/config, and the action in deliver.go and, when it writes a record,
+// records.go and produce.go. A dead-letter reason is a headers.Reason* constant, and the
+// DeadLetterQueue's status counts it by reason.
+//
+// Only cmd/dispatcher and sdk/retryloop import this package; its tests use dispatchertest.
 package dispatcher

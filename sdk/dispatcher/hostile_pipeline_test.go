@@ -1,6 +1,7 @@
 package dispatcher_test
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,16 +20,22 @@ import (
 // over-long value, control characters), or a replay of another pipeline's dead letter, is
 // dead-lettered as malformed (error type OtherPipelineRecord, which a Replay without a target
 // skips) without being delivered, its dead letter naming this pipeline and the header's value,
-// escaped and bounded. A tier record naming this pipeline, a replay of this
-// pipeline's dead letter, one without the header (written by an earlier release) and the record
-// behind them are delivered. A record naming two pipelines is another's whichever comes last.
+// escaped and bounded. A tier record without the header is dead-lettered as undeliverable
+// (MalformedRetryHeaders, naming the header) without being delivered. A tier record naming this
+// pipeline, a replay of this pipeline's dead letter and the record behind them are delivered. A
+// record naming two pipelines is another's whichever comes last.
 func TestTierRecordOfAnotherPipeline(t *testing.T) {
 	p := newPipeline(t, "tier-pipeline", 1, simplePolicy(3, time.Hour), nil) // a sink answering 200
 	fc := clocktesting.NewFakeClock(time.Now().Truncate(time.Millisecond))
 	start(t, dispatcher.Options{Config: p.cfg, Clock: fc})
 	own := p.cfg.PipelineID()
-	claiming := func(key, off, pipeline string) *kgo.Record {
+	unnamed := func(key, off string) *kgo.Record {
 		r := tierRecord(p, key, off, "1", fc.Now())
+		r.Headers = slices.DeleteFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == headers.Pipeline })
+		return r
+	}
+	claiming := func(key, off, pipeline string) *kgo.Record {
+		r := unnamed(key, off)
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: headers.Pipeline, Value: []byte(pipeline)})
 		return r
 	}
@@ -61,11 +68,10 @@ func TestTierRecordOfAnotherPipeline(t *testing.T) {
 		"other-first":  "test/other",
 		"other-last":   "test/other",
 	}
-	legacy := tierRecord(p, "legacy", "502", "1", fc.Now())
 	dt.Produce(t, p.prod,
 		claiming("other", "500", hostile["other"]),
 		claiming("long", "501", hostile["long"]),
-		legacy,
+		unnamed("unnamed", "502"),
 		claiming("control", "503", hostile["control"]),
 		claiming("own", "504", own),
 		replayOf("other-replay", "505", hostile["other-replay"]),
@@ -74,14 +80,24 @@ func TestTierRecordOfAnotherPipeline(t *testing.T) {
 		twice("other-last", "508", own, hostile["other-last"]),
 		&kgo.Record{Topic: p.cfg.Topics.Source, Key: []byte("behind"), Value: []byte("behind")})
 
-	dls := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, len(hostile), 20*time.Second)
-	if len(dls) != len(hostile) {
-		t.Fatalf("dead letters: %d, want %d", len(dls), len(hostile))
+	dls := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, len(hostile)+1, 20*time.Second)
+	if len(dls) != len(hostile)+1 {
+		t.Fatalf("dead letters: %d, want %d", len(dls), len(hostile)+1)
 	}
 	for _, dl := range dls {
+		if string(dl.Key) == "unnamed" {
+			reason, _ := dt.Header(dl, headers.Reason)
+			et, _ := dt.Header(dl, headers.ErrorType)
+			msg, _ := dt.Header(dl, headers.ErrorMessage)
+			if reason != headers.ReasonUndeliverable || et != headers.ErrorTypeMalformedHeaders || msg != "missing "+headers.Pipeline {
+				t.Errorf("dead letter unnamed: reason %s, error type %s, message %q; want %s, %s, naming %s",
+					reason, et, msg, headers.ReasonUndeliverable, headers.ErrorTypeMalformedHeaders, headers.Pipeline)
+			}
+			continue
+		}
 		claimed, ok := hostile[string(dl.Key)]
 		if !ok {
-			t.Errorf("dead letter %q, which names this pipeline or none", dl.Key)
+			t.Errorf("dead letter %q, which names this pipeline", dl.Key)
 			continue
 		}
 		reason, _ := dt.Header(dl, headers.Reason)
@@ -108,16 +124,16 @@ func TestTierRecordOfAnotherPipeline(t *testing.T) {
 	}
 	p.sink.WaitFor(t, 20*time.Second, func([]*dt.Request) bool {
 		keys, _ := p.sink.Succeeded()
-		return keys == 4
-	}, "the legacy record, the own record, the own replay and the record behind delivered")
-	for _, off := range []int64{500, 501, 503, 505, 507, 508} {
+		return keys == 3
+	}, "the own record, the own replay and the record behind delivered")
+	for _, off := range []int64{500, 501, 502, 503, 505, 507, 508} {
 		if n := len(p.sink.ByKey(headers.IdempotencyKey(p.cfg.Topics.Source, 0, off))); n != 0 {
 			t.Errorf("the record of offset %d, of another pipeline, was delivered %d times", off, n)
 		}
 	}
-	for _, off := range []int64{502, 504, 506} {
+	for _, off := range []int64{504, 506} {
 		if n := len(p.sink.ByKey(headers.IdempotencyKey(p.cfg.Topics.Source, 0, off))); n != 1 {
-			t.Errorf("the record of offset %d, of this pipeline or none, was delivered %d times, want 1", off, n)
+			t.Errorf("the record of offset %d, of this pipeline, was delivered %d times, want 1", off, n)
 		}
 	}
 }

@@ -26,6 +26,7 @@ func tierRecord(p *pipeline, key string, off, attempts string, due time.Time) *k
 		{Key: headers.OriginalTimestamp, Value: []byte(headers.FormatTime(time.Now()))},
 		{Key: headers.Attempts, Value: []byte(attempts)},
 		{Key: headers.Due, Value: []byte(headers.FormatTime(due))},
+		{Key: headers.Pipeline, Value: []byte(p.cfg.PipelineID())},
 	}}
 }
 

@@ -73,6 +73,7 @@ func TestPoisonPill(t *testing.T) {
 			{Key: headers.OriginalTimestamp, Value: []byte(headers.FormatTime(time.Now()))},
 			{Key: headers.Attempts, Value: []byte("1")},
 			{Key: headers.Due, Value: []byte(headers.FormatTime(time.Now()))},
+			{Key: headers.Pipeline, Value: []byte(p.cfg.PipelineID())},
 		}})
 
 	dl := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 3, 20*time.Second)

@@ -118,8 +118,8 @@ func newItem(r *kgo.Record, ps *partState, s *settings, now time.Time) *item {
 // (anything else is ignored), and the attempt count and deadline start afresh. A tier record whose
 // retryops.pipeline is not this pipeline's (s.pipelineID) is malformed whatever else it carries,
 // with error type headers.ErrorTypeOtherPipeline: another pipeline's record (misrouted or forged)
-// is never delivered to this one's sink. A tier
-// record without it was written by an earlier release and is read as before.
+// is never delivered to this one's sink; a tier record without it is undeliverable, as one without
+// its attempt count or due time is.
 func (it *item) parse(tier int, s *settings, now time.Time) {
 	r := it.rec
 	view := *r
@@ -134,7 +134,7 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 		bad, malformed, attemptsRaw  string
 		dueRaw, lastType, topicBad   string
 		pipelineBad                  string
-		havePart, haveOff            bool
+		havePart, haveOff, havePipe  bool
 		replay                       replayHeaders
 	)
 	for _, h := range r.Headers {
@@ -174,6 +174,7 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 		case headers.ErrorType:
 			lastType = v
 		case headers.Pipeline:
+			havePipe = true
 			if v != s.pipelineID && pipelineBad == "" {
 				pipelineBad = headers.Pipeline + " " + quoteBounded(v) + " is not this pipeline (" + s.pipelineID +
 					"): a record of another pipeline's retry tier"
@@ -221,6 +222,8 @@ func (it *item) parse(tier int, s *settings, now time.Time) {
 	case due.After(now.Add(retry.MaxScheduleDelay + maxClockSkew)):
 		malformed = headers.Due + " " + quoteBounded(dueRaw) + " later than any retry policy schedules a retry (" +
 			retry.MaxScheduleDelay.String() + ") after " + headers.FormatTime(now)
+	case !havePipe:
+		bad = "missing " + headers.Pipeline
 	}
 	if malformed != "" {
 		et := headers.ErrorTypeMalformedHeaders

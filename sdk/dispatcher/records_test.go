@@ -15,7 +15,7 @@ import (
 // assertGolden compares got with testdata/<name>, or rewrites the file with -update.
 func assertGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	golden.Assert(t, name, got, "cd sdk && go test ./dispatcher -run TestGoldenRecords")
+	golden.Assert(t, name, got, "cd sdk && go test ./dispatcher -run TestGoldenRecords (a stored format: read docs/development.md#stored-formats-and-compatibility first)")
 }
 
 // dump writes a record as text, one header a line in order, nil and empty told apart.

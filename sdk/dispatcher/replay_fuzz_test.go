@@ -32,7 +32,7 @@ func FuzzTierRecordReplayHeaders(f *testing.F) {
 		hs := []kgo.RecordHeader{
 			h(headers.OriginalTopic, "orders"), h(headers.OriginalPartition, "0"), h(headers.OriginalOffset, "42"),
 			h(headers.OriginalTimestamp, headers.FormatTime(now.Add(-time.Hour))),
-			h(headers.Attempts, attempts), h(headers.Due, headers.FormatTime(now)),
+			h(headers.Attempts, attempts), h(headers.Due, headers.FormatTime(now)), h(headers.Pipeline, s.pipelineID),
 		}
 		if withOf {
 			hs = append(hs, h(headers.ReplayOf, of))

@@ -40,8 +40,8 @@
 // A retry-tier record names the pipeline it belongs to in retryops.pipeline (a replay, the pipeline
 // it is replayed into). A dispatcher dead-letters a tier record naming another pipeline with reason
 // malformed, without delivering it: several pipelines may consume one source, and one pipeline's
-// retries never reach another's sink. A tier record without the header, written by an earlier
-// release, is delivered as before.
+// retries never reach another's sink. A tier record without the header is dead-lettered as
+// undeliverable (MalformedRetryHeaders), as one without its attempt count or due time is.
 package headers
 
 import (

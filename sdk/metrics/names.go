@@ -6,6 +6,11 @@
 // Every metric carries the label "pipeline": the ConsumerPipeline's name (config.PipelineLabel). The
 // namespace is not a metric label: Prometheus adds the scraped pod's namespace as the target label
 // "namespace", so a rule selects {namespace="<ns>", pipeline="<name>"}.
+//
+// A new metric is named here (the operator's own in internal/opmetrics). An alert rule
+// (internal/render) or a dashboard panel (internal/dashboard) may only use a metric one of the two
+// exports: both packages' tests check their queries with internal/promcheck. After a panel
+// changes, `make dashboard` writes the dashboard again.
 package metrics
 
 // Metric names.

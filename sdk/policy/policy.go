@@ -1,7 +1,8 @@
 // Package policy is a retry policy as the dispatcher's config file carries it ([Spec], the
 // RetryPolicy resource's spec in the same JSON) and its conversion into the retry core's Policy
 // ([FromSpec]), so that the operator (which shows the schedule in status) and the data plane
-// (which runs it) compute the same thing.
+// (which runs it) compute the same thing. It knows nothing of the CRD's Go types: the operator
+// converts them (its internal/policy), and its tests hold the two to the same JSON shape.
 package policy
 
 import (

@@ -19,5 +19,5 @@
 // delay before delivery attempt n+1, so a policy with MaxAttempts 6 has retries 1..5.
 //
 // Time and randomness are injected (a k8s.io/utils/clock.PassiveClock for the [Breaker], [Rand] for
-// jitter) so that tests are deterministic.
+// jitter) so that tests are deterministic. The policy math is also fuzzed (`make fuzz`).
 package retry

@@ -27,7 +27,7 @@ var kindReasons = map[string][]string{
 	"ConsumerPipeline": {"TopicsReady", "RulesApplied", "CircuitClosed", "CircuitOpen", "CircuitHalfOpen", "NoCircuitBreaker",
 		"Available", "Scaling", "Progressing", "Unavailable", "ProgressDeadlineExceeded", "ReplicaFailure",
 		"KafkaAuthenticationFailed", "KafkaUnauthorized", "KafkaUnavailable", "KafkaRejected", "KafkaCredentialsMissing",
-		"ConsumerGroupClaimRefused", "ConsumerGroupConflict", "ChildConflict", "NameConflict", "WaitingForTopics",
+		"ConsumerGroupClaimRefused", "ConsumerGroupConflict", "ChildConflict", "WaitingForTopics",
 		"WaitingForReferences", "SourceTopicMissing", "ReferenceNotFound", "Reconciling", "InvalidSpec", "ReconcileError",
 		"TopicConflict", "TopicNotOwned", "TopicClaimRefused", "PartitionShrinkRefused", "TooManyDrainingTiers", "Deleting"},
 	"DeadLetterAction": {"Succeeded", "Failed", "Running", "RunInterrupted", "WaitingForAction", "InvalidSpec", "TopicClaimRefused",

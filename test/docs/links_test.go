@@ -1,5 +1,5 @@
 // Package docs_test checks that the documentation's links resolve: every relative link or image of
-// README.md, docs/**/*.md and charts/**/README.md names a file that exists, and every #anchor a
+// README.md, CHANGELOG.md, docs/**/*.md and charts/**/README.md names a file that exists, and every #anchor a
 // heading of its file under GitHub's rules. External links (http, https, mailto) are not fetched.
 package docs_test
 
@@ -33,7 +33,7 @@ func TestDocLinksResolve(t *testing.T) {
 
 // markdownFiles are the files the check reads.
 func markdownFiles(repo fs.FS) ([]string, error) {
-	files := []string{"README.md"}
+	files := []string{"README.md", "CHANGELOG.md"}
 	for _, root := range []string{"docs", "charts"} {
 		err := fs.WalkDir(repo, root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".md") {

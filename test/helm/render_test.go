@@ -52,8 +52,8 @@ func TestChartRendersEachValuesFile(t *testing.T) {
 				}
 			}
 			c := r.dep.Spec.Template.Spec.Containers[0]
-			g.Expect(c.Image).To(Equal("ghcr.io/retryops/retry-operator:dev"))
-			g.Expect(r.env).To(HaveKeyWithValue("DISPATCHER_IMAGE", "ghcr.io/retryops/retry-dispatcher:dev"))
+			g.Expect(c.Image).To(Equal("ghcr.io/retryops/retry-operator:v0.1.0"))
+			g.Expect(r.env).To(HaveKeyWithValue("DISPATCHER_IMAGE", "ghcr.io/retryops/retry-dispatcher:v0.1.0"))
 			g.Expect(r.env).To(HaveKeyWithValue("GOMEMLIMIT", "966367641"), "90% of 1Gi")
 			g.Expect(r.args).To(ContainElement("--leader-elect"))
 			g.Expect(r.args).NotTo(ContainElement(HavePrefix("--deadletters-api-cert-dir")))

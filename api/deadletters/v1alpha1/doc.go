@@ -1,7 +1,13 @@
 // Package v1alpha1 is the read-only API of dead letters, deadletters.retryops.dev/v1alpha1: one
 // namespaced kind, DeadLetter, served by the operator's manager as an aggregated API (not a CRD:
 // nothing is stored in etcd; every object is read from a dead letter topic and its record of
-// decisions when asked for). Verbs: get and list.
+// decisions when asked for). Verbs: get and list. Being no CRD, it has deepcopy generated and no
+// manifests, and kube-api-linter's maxlength and nobools rules are off for it: nothing is written
+// through it.
+//
+// It also holds the contracts the deadletters API, the kubectl dlq plugin and its console share:
+// labels.go the label keys, [Labels] and the sanitiser [LabelValue], defined nowhere else (a test,
+// test/layers/labels_test.go, fails on a copy), and names.go a dead letter's object name ([Name]).
 //
 // +kubebuilder:object:generate=true
 // +groupName=deadletters.retryops.dev

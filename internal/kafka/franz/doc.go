@@ -5,7 +5,8 @@
 // *kafka.Error values that keep the Kafka error code and never the SASL
 // password.
 //
-// Only the command that wires the operator (cmd/manager) and tests import
-// it; the controllers see internal/kafka alone. The tests run it against
-// kfake, an in-process Kafka-protocol broker.
+// Only the command that wires the operator (cmd/manager), the dead-letter
+// test stack (internal/dlqtest) and tests import it; the controllers see
+// internal/kafka alone, and franz-go's types do not leave this package. The
+// tests run it against kfake, an in-process Kafka-protocol broker.
 package franz
