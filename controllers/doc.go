@@ -1,7 +1,12 @@
 // Package controllers holds the operator's reconcilers, one per kind of the retry.retryops.dev API,
 // and what is theirs alone. Per kind: <kind>_controller.go (the reconciler, its setup and watches,
-// its list of steps and Reconcile), <kind>_<steps>.go (the steps), and <kind>_status.go (one
-// function per condition and figure of its status, table-tested). Shared by the kinds: steps.go
+// its list of phases or steps and Reconcile), <kind>_<phase>.go (the phases), and <kind>_status.go
+// (one function per condition and figure of its status, table-tested). The ConsumerPipeline
+// reconcile is a list of phases, each returning a documented result that the later ones take
+// (references: pipelineRefs, claims: pipelineClaim, topics: pipelineTopics, figures: pipelineLive,
+// children: pipelineChildren), the status built from all of them; the DeadLetterQueue reconcile is
+// a list of steps over a scope (dlqScope). The requeues a reconcile's parts ask for merge in one
+// function (soonest). Shared by the kinds: steps.go
 // (the step runner, the problem type that makes conditions, the status writer, and the skeleton of
 // the kinds that own topics: status patched whatever the steps return, finalizer, created topics
 // recorded, bounded deletion), constants.go, and setup.go (options, wiring, indexes, predicates,
@@ -30,7 +35,7 @@
 //   - A kind: its types in api/v1alpha1, a reconciler in <kind>_controller.go with its steps and
 //     status functions as above, registered in setup.go with its RBAC markers, and a sample in
 //     config/samples. A kind that owns Kafka topics uses the skeleton of steps.go: the finalizer
-//     first, the status patched in a defer, a bounded deletion, and every topic it creates recorded
+//     first, the status patched whatever the phases met (finishReconcile), a bounded deletion, and every topic it creates recorded
 //     in the topic ledger before it is created, never taken from its status or its own annotations,
 //     which its author could forge.
 //   - A condition: its type and reasons as constants in api/v1alpha1, one set<Kind><Condition>

@@ -114,7 +114,7 @@ func (ps problems) userOnly() bool {
 	return len(ps) > 0
 }
 
-// step is one named step of a reconcile of a scope S (a *pipelineScope, a *dlqScope).
+// step is one named step of a reconcile of a scope S (a *dlqScope).
 type step[S any] struct {
 	name string
 	fn   func(context.Context, S) error
