@@ -160,7 +160,7 @@ func TestTheBatchingFactoryGivesOneBatcherPerConnection(t *testing.T) {
 	g.Expect(p).To(gomega.BeIdenticalTo(plain.admin))
 }
 
-// A hostile review of Batching over the fake: callers who give up, a factory that forgets the
+// Batching over the fake under strain: callers who give up, a factory that forgets the
 // connection, thousands of callers, a clock that never moves.
 
 // held holds every batched alter and create in the inner admin until the test releases it, and says
@@ -187,10 +187,10 @@ func (h *held) CreateTopics(ctx context.Context, topics []kafka.TopicCreate) map
 	return h.Fake.CreateTopics(ctx, topics)
 }
 
-// TestReviewACallerWhoGaveUpKeepsItsConfigs: a caller whose context ends while its alter or create
+// TestACallerWhoGaveUpKeepsItsConfigs: a caller whose context ends while its alter or create
 // is in flight returns at once and may reuse its configs map; the request in flight still sends
 // what it asked, not what the map holds afterwards.
-func TestReviewACallerWhoGaveUpKeepsItsConfigs(t *testing.T) {
+func TestACallerWhoGaveUpKeepsItsConfigs(t *testing.T) {
 	g := gomega.NewWithT(t)
 	h := newHeld()
 	h.AddTopic("altered", 1, 1, nil)
@@ -223,10 +223,10 @@ func goroutinesBack(g *gomega.WithT, before int) {
 	g.Eventually(runtime.NumGoroutine).Should(gomega.BeNumerically("<=", before))
 }
 
-// TestReviewCallersWhoGiveUpLeaveNothingBehind: callers whose contexts end while queued (the window
+// TestCallersWhoGiveUpLeaveNothingBehind: callers whose contexts end while queued (the window
 // not over) or in flight return with their context's error; the queued ones are never sent, the
 // batch in flight still answers the caller who stayed, and no goroutine is left.
-func TestReviewCallersWhoGiveUpLeaveNothingBehind(t *testing.T) {
+func TestCallersWhoGiveUpLeaveNothingBehind(t *testing.T) {
 	g := gomega.NewWithT(t)
 	before := runtime.NumGoroutine()
 	h := newHeld()
@@ -284,10 +284,10 @@ func TestReviewCallersWhoGiveUpLeaveNothingBehind(t *testing.T) {
 	goroutinesBack(g, before)
 }
 
-// TestReviewAClockThatNeverMovesDoesNotHoldACallerPastItsContext: with a fake clock nobody steps the
+// TestAClockThatNeverMovesDoesNotHoldACallerPastItsContext: with a fake clock nobody steps the
 // window never ends; a caller still returns at its context's deadline (the manager runs the real
 // clock), and MaxCalls still sends without the clock.
-func TestReviewAClockThatNeverMovesDoesNotHoldACallerPastItsContext(t *testing.T) {
+func TestAClockThatNeverMovesDoesNotHoldACallerPastItsContext(t *testing.T) {
 	g := gomega.NewWithT(t)
 	f := kafkafake.New()
 	b := kafka.NewBatching(f, kafka.BatchOptions{Window: time.Second, MaxCalls: 2, Clock: newClock()})
@@ -309,9 +309,9 @@ func TestReviewAClockThatNeverMovesDoesNotHoldACallerPastItsContext(t *testing.T
 	wg.Wait()
 }
 
-// TestReviewThousandsOfCallersGoInFullBatches: 2,500 creates with MaxCalls 1,000 are three requests
+// TestThousandsOfCallersGoInFullBatches: 2,500 creates with MaxCalls 1,000 are three requests
 // of at most 1,000 topics, each caller answered for its own topic.
-func TestReviewThousandsOfCallersGoInFullBatches(t *testing.T) {
+func TestThousandsOfCallersGoInFullBatches(t *testing.T) {
 	g := gomega.NewWithT(t)
 	h := newHeld()
 	h.AddTopic("t-0042", 1, 1, nil)
@@ -341,10 +341,10 @@ func TestReviewThousandsOfCallersGoInFullBatches(t *testing.T) {
 	}
 }
 
-// TestReviewForgettingAConnectionAnswersEveryCaller: the factory forgets the connection (its
+// TestForgettingAConnectionAnswersEveryCaller: the factory forgets the connection (its
 // credentials changed, the idle sweep) while calls are queued and in flight; every caller returns,
 // with its answer or an error, and nothing is left running.
-func TestReviewForgettingAConnectionAnswersEveryCaller(t *testing.T) {
+func TestForgettingAConnectionAnswersEveryCaller(t *testing.T) {
 	g := gomega.NewWithT(t)
 	before := runtime.NumGoroutine()
 	h := newHeld()

@@ -36,7 +36,7 @@ func TestAFailedConfigsRequestFailsOnlyTheTopicsThatExist(t *testing.T) {
 		return nil, errors.New("dropped"), true
 	})
 	b := kafka.NewBatching(a.(kafka.BatchAdmin), kafka.BatchOptions{MaxCalls: 2, Clock: newFakeClock()})
-	describe := reviewOps["describe"].call
+	describe := adminOps["describe"].call
 	topics := []string{"present", "absent"}
 	got := make([]any, 2)
 	errs := make([]error, 2)
@@ -55,7 +55,7 @@ func TestAFailedConfigsRequestFailsOnlyTheTopicsThatExist(t *testing.T) {
 	}
 }
 
-// A hostile review of the batched admin over kfake: what one tenant's topic, or a failed request,
+// The batched admin over kfake when a call fails: what one tenant's topic, or a failed request,
 // does to the other callers sharing the connection's batches.
 
 // sameClass fails unless got is classified as want is: kind, code, and the sentinels callers test.
@@ -84,7 +84,7 @@ type op struct {
 	call func(ctx context.Context, a kafka.Admin, topic string) (any, error)
 }
 
-var reviewOps = map[string]op{
+var adminOps = map[string]op{
 	"describe": {"describe", func(ctx context.Context, a kafka.Admin, topic string) (any, error) {
 		return a.DescribeTopics(ctx, topic)
 	}},
@@ -100,11 +100,11 @@ var reviewOps = map[string]op{
 	}},
 }
 
-// TestReviewARefusedTopicFailsOnlyItsCaller: the brokers refuse one tenant's topic in each request
+// TestARefusedTopicFailsOnlyItsCaller: the brokers refuse one tenant's topic in each request
 // the batched methods send (an ACL, a policy, a config the broker rejects); its caller gets the
 // error the unbatched admin gives it, classified the same, and the caller batched with it gets the
 // answer it would get alone.
-func TestReviewARefusedTopicFailsOnlyItsCaller(t *testing.T) {
+func TestARefusedTopicFailsOnlyItsCaller(t *testing.T) {
 	cases := []struct {
 		op    string
 		fault kfake.Fault
@@ -131,7 +131,7 @@ func TestReviewARefusedTopicFailsOnlyItsCaller(t *testing.T) {
 			if err := a.Ping(ctx); err != nil {
 				t.Fatal(err)
 			}
-			o := reviewOps[tc.op]
+			o := adminOps[tc.op]
 			tc.fault.Count = -1
 			h := c.Fault(tc.fault)
 			b := kafka.NewBatching(a.(kafka.BatchAdmin), kafka.BatchOptions{MaxCalls: 2, Clock: newFakeClock()})
@@ -164,12 +164,12 @@ func TestReviewARefusedTopicFailsOnlyItsCaller(t *testing.T) {
 	}
 }
 
-// TestReviewAWholeRequestFailureIsClassifiedAsAlone: when the request itself fails (no answer within
+// TestAWholeRequestFailureIsClassifiedAsAlone: when the request itself fails (no answer within
 // the request timeout, the broker gone, SASL credentials refused), both callers of each batched
 // method get the error the unbatched method gives, classified the same (IsUnreachable, IsAuthError,
 // the code), each under its own topic. Each call has a client of its own: kgo fails the other
 // requests of a connection it drops for a timeout with a different error.
-func TestReviewAWholeRequestFailureIsClassifiedAsAlone(t *testing.T) {
+func TestAWholeRequestFailureIsClassifiedAsAlone(t *testing.T) {
 	const timeout = time.Second
 	cases := map[string]func(t *testing.T) func() kafka.Admin{
 		"no answer": func(t *testing.T) func() kafka.Admin {
@@ -195,7 +195,7 @@ func TestReviewAWholeRequestFailureIsClassifiedAsAlone(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			newA := setup(t)
 			ctx := ctxT(t)
-			ops := slices.Sorted(maps.Keys(reviewOps))
+			ops := slices.Sorted(maps.Keys(adminOps))
 			batchers := make([]*kafka.Batching, len(ops))
 			alones := make([]kafka.Admin, len(ops))
 			for i := range ops {
@@ -206,7 +206,7 @@ func TestReviewAWholeRequestFailureIsClassifiedAsAlone(t *testing.T) {
 			batched := make([][2]error, len(ops))
 			alone := make([]error, len(ops))
 			concurrently(3*len(ops), func(i int) {
-				o := reviewOps[ops[i/3]]
+				o := adminOps[ops[i/3]]
 				switch i % 3 {
 				case 0, 1:
 					_, batched[i/3][i%3] = o.call(ctx, batchers[i/3], topics[i%3])
