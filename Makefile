@@ -119,6 +119,10 @@ test: manifests generate ## Build the envtest binaries (kube-apiserver, etcd, co
 	  go test -race $(GO_TEST_FLAGS) $$race
 	@echo "(cd $(EXAMPLES_DIR) && go test $(GO_TEST_FLAGS) ./...)" && cd $(EXAMPLES_DIR) && go test $(GO_TEST_FLAGS) ./...
 
+.PHONY: test-unit
+test-unit: ## The quick loop, under 2 minutes once the build cache is warm: the tests of the three modules that need no envtest and no browser (hack/unit-packages.sh lists them), with -short, without the race detector.
+	GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/test-unit.sh
+
 .PHONY: console-screenshots
 console-screenshots: ## Refresh docs/console-*.png: the console's browser test in headless Chromium (hack/setup-chromium.sh), writing its screenshots into docs/.
 	hack/setup-chromium.sh >/dev/null

@@ -1,161 +1,186 @@
-package controllers
+package controllers_test
 
 import (
+	"context"
+	"math"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/opmetrics"
 )
 
-func TestDeadLetterCount(t *testing.T) {
-	full := make([]retryv1alpha1.NamedCount, maxBreakdownEntries)
-	for i := range full {
-		full[i] = retryv1alpha1.NamedCount{Name: "ns/p" + string(rune('a'+i)), Count: int64(100 - i)}
-	}
-	noComplete := func(string) (int64, bool) { return 0, false }
-	complete := func(id string) (int64, bool) {
-		if id == "ns/below" {
-			return 3, true
+// pipelineFigures is what a test compares of a pipeline's live status.
+type pipelineFigures struct {
+	ConsumerLag, RetryBacklog, DeadLetterMessages *int64
+	TierBacklog                                   []int64
+}
+
+func pipelineFiguresOf(p *retryv1alpha1.ConsumerPipeline) func() (pipelineFigures, error) {
+	return func() (pipelineFigures, error) {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
+			return pipelineFigures{}, err
 		}
-		return 0, true
-	}
-	for name, tc := range map[string]struct {
-		st        retryv1alpha1.DeadLetterQueueStatus
-		id        string
-		complete  func(string) (int64, bool)
-		want      *int64
-		wantKnown bool
-	}{
-		"a queue never counted: unknown (nil)": {
-			st: retryv1alpha1.DeadLetterQueueStatus{}, id: "ns/a", complete: noComplete, want: nil, wantKnown: true,
-		},
-		"listed: the queue's own figure": {
-			st: retryv1alpha1.DeadLetterQueueStatus{Messages: ptr.To[int64](5), Pipelines: []retryv1alpha1.NamedCount{{Name: "ns/a", Count: 3}, {Name: "ns/b", Count: 2}}},
-			id: "ns/b", complete: noComplete, want: ptr.To[int64](2), wantKnown: true,
-		},
-		"absent from a complete list: zero": {
-			st: retryv1alpha1.DeadLetterQueueStatus{Messages: ptr.To[int64](3), Pipelines: []retryv1alpha1.NamedCount{{Name: "ns/a", Count: 3}}},
-			id: "ns/b", complete: noComplete, want: ptr.To[int64](0), wantKnown: true,
-		},
-		"absent from a full list: the complete counts answer": {
-			st: retryv1alpha1.DeadLetterQueueStatus{Messages: ptr.To[int64](2000), Pipelines: full},
-			id: "ns/below", complete: complete, want: ptr.To[int64](3), wantKnown: true,
-		},
-		"absent from a full list, complete counts not known yet: left as it was": {
-			st: retryv1alpha1.DeadLetterQueueStatus{Messages: ptr.To[int64](2000), Pipelines: full},
-			id: "ns/below", complete: noComplete, want: nil, wantKnown: false,
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			g := NewWithT(t)
-			got, known := deadLetterCount(tc.st, tc.id, tc.complete)
-			g.Expect(known).To(Equal(tc.wantKnown))
-			g.Expect(got).To(Equal(tc.want))
-		})
+		f := pipelineFigures{ConsumerLag: p.Status.ConsumerLag, RetryBacklog: p.Status.RetryBacklog, DeadLetterMessages: p.Status.DeadLetterMessages}
+		if p.Status.Topics != nil {
+			for _, r := range p.Status.Topics.Retries {
+				f.TierBacklog = append(f.TierBacklog, r.Backlog)
+			}
+		}
+		return f, nil
 	}
 }
 
-func TestSetPipelineFigures(t *testing.T) {
-	tiers := func(backlogs ...int64) *retryv1alpha1.PipelineTopics {
-		pt := &retryv1alpha1.PipelineTopics{Source: "src"}
-		for i, b := range backlogs {
-			pt.Retries = append(pt.Retries, retryv1alpha1.RetryTopicStatus{Name: "src.retry." + string(rune('1'+i)), Delay: metav1.Duration{Duration: time.Second}, Backlog: b})
+// commitOffsets commits offsets for group as a consumer would (topic -> partition -> offset).
+func commitOffsets(t *testing.T, adm *testKafka, group string, offs map[string]map[int32]int64) {
+	t.Helper()
+	os := make(kadm.Offsets)
+	for topic, ps := range offs {
+		for p, at := range ps {
+			os.Add(kadm.Offset{Topic: topic, Partition: p, At: at, LeaderEpoch: -1})
 		}
-		return pt
 	}
-	previous := retryv1alpha1.ConsumerPipelineStatus{
-		Topics: tiers(4, 5), ConsumerLag: ptr.To[int64](7), RetryBacklog: ptr.To[int64](9), DeadLetterMessages: ptr.To[int64](2),
-		ReadyReplicas: ptr.To[int32](1),
-	}
-	for name, tc := range map[string]struct {
-		live pipelineLive
-		want retryv1alpha1.ConsumerPipelineStatus
-	}{
-		"read: every figure is written, the tiers' backlogs summed": {
-			live: pipelineLive{
-				lagRead: true, consumerLag: ptr.To[int64](0), tierBacklog: map[string]int64{"src.retry.1": 1, "src.retry.2": 0},
-				deadLettersRead: true, deadLetterMessages: ptr.To[int64](6),
-			},
-			want: retryv1alpha1.ConsumerPipelineStatus{
-				Topics: tiers(1, 0), ConsumerLag: ptr.To[int64](0), RetryBacklog: ptr.To[int64](1), DeadLetterMessages: ptr.To[int64](6),
-				ReadyReplicas: ptr.To[int32](1),
-			},
-		},
-		"draining tiers (left by a policy change): their records count in the backlog": {
-			live: pipelineLive{
-				lagRead: true, consumerLag: ptr.To[int64](0), tierBacklog: map[string]int64{"src.retry.1": 1, "src.retry.2": 0},
-				drainingBacklog: map[string]int64{"old.retry.1": 30, "old.retry.2": 2},
-			},
-			want: retryv1alpha1.ConsumerPipelineStatus{
-				Topics: tiers(1, 0), ConsumerLag: ptr.To[int64](0), RetryBacklog: ptr.To[int64](33), DeadLetterMessages: ptr.To[int64](2),
-				ReadyReplicas: ptr.To[int32](1),
-			},
-		},
-		"nothing read: the previous figures stay, tiers included": {
-			live: pipelineLive{},
-			want: previous,
-		},
-		"a missing source: no lag figure": {
-			live: pipelineLive{lagRead: true, tierBacklog: map[string]int64{"src.retry.1": 4, "src.retry.2": 5}},
-			want: retryv1alpha1.ConsumerPipelineStatus{
-				Topics: tiers(4, 5), ConsumerLag: nil, RetryBacklog: ptr.To[int64](9), DeadLetterMessages: ptr.To[int64](2),
-				ReadyReplicas: ptr.To[int32](1),
-			},
-		},
-		"the queue is gone: no dead letter figure": {
-			live: pipelineLive{deadLettersRead: true},
-			want: retryv1alpha1.ConsumerPipelineStatus{
-				Topics: tiers(4, 5), ConsumerLag: ptr.To[int64](7), RetryBacklog: ptr.To[int64](9), ReadyReplicas: ptr.To[int32](1),
-			},
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			g := NewWithT(t)
-			st := *previous.DeepCopy()
-			// setPipelineTopics rebuilds the tiers without their backlog before this runs.
-			st.Topics = tiers(0, 0)
-			setPipelineFigures(&st, previous.Topics, tc.live)
-			g.Expect(st).To(Equal(tc.want))
-			g.Expect(st.Circuit).To(BeEmpty(), "the circuit state is not reported yet")
-		})
+	if err := adm.CommitAllOffsets(context.Background(), group, os); err != nil {
+		t.Fatalf("commit %s: %v", group, err)
 	}
 }
 
-func TestChangedPipelineCounts(t *testing.T) {
-	counted := func(pipelines ...retryv1alpha1.NamedCount) retryv1alpha1.DeadLetterQueueStatus {
-		return retryv1alpha1.DeadLetterQueueStatus{Messages: ptr.To[int64](1), Pipelines: pipelines}
+// kadmLag is kadm's own lag of group, by topic.
+func kadmLag(t *testing.T, adm *testKafka, group string) map[string]int64 {
+	t.Helper()
+	lags, err := adm.Lag(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
 	}
-	full := make([]retryv1alpha1.NamedCount, maxBreakdownEntries)
-	for i := range full {
-		full[i] = retryv1alpha1.NamedCount{Name: "ns/p" + string(rune('a'+i)), Count: 1}
+	l, ok := lags[group]
+	if !ok || l.Error() != nil {
+		t.Fatalf("kadm lag of %s: %v", group, l.Error())
 	}
-	fuller := append([]retryv1alpha1.NamedCount{{Name: "ns/new", Count: 9}}, full[:maxBreakdownEntries-1]...)
-	for name, tc := range map[string]struct {
-		before, after retryv1alpha1.DeadLetterQueueStatus
-		wantChanged   map[string]bool
-		wantAll       bool
-	}{
-		"no change":                       {before: counted(retryv1alpha1.NamedCount{Name: "ns/a", Count: 1}), after: counted(retryv1alpha1.NamedCount{Name: "ns/a", Count: 1}), wantChanged: map[string]bool{}},
-		"one count changed: only that":    {before: counted(retryv1alpha1.NamedCount{Name: "ns/a", Count: 1}, retryv1alpha1.NamedCount{Name: "ns/b", Count: 1}), after: counted(retryv1alpha1.NamedCount{Name: "ns/a", Count: 2}, retryv1alpha1.NamedCount{Name: "ns/b", Count: 1}), wantChanged: map[string]bool{"ns/a": true}},
-		"one appears, one goes":           {before: counted(retryv1alpha1.NamedCount{Name: "ns/a", Count: 1}), after: counted(retryv1alpha1.NamedCount{Name: "ns/b", Count: 1}), wantChanged: map[string]bool{"ns/a": true, "ns/b": true}},
-		"counted for the first time: all": {before: retryv1alpha1.DeadLetterQueueStatus{}, after: counted(), wantAll: true},
-		"a full list that changed: all":   {before: counted(full...), after: counted(fuller...), wantAll: true},
-		"a full list unchanged: none":     {before: counted(full...), after: counted(full...)},
-	} {
-		t.Run(name, func(t *testing.T) {
-			g := NewWithT(t)
-			changed, all := changedPipelineCounts(tc.before, tc.after)
-			g.Expect(all).To(Equal(tc.wantAll))
-			if !tc.wantAll && tc.wantChanged != nil {
-				g.Expect(changed).To(Equal(tc.wantChanged))
-			}
-			if !tc.wantAll && tc.wantChanged == nil {
-				g.Expect(changed).To(BeEmpty())
-			}
-		})
+	out := map[string]int64{}
+	for topic, tl := range l.Lag.TotalByTopic() {
+		out[topic] = tl.Lag
 	}
+	return out
+}
+
+// TestPipelineLiveStatus: a pipeline whose consumer group committed shows the lag on its source and
+// the backlog of each retry tier as kadm computes them, the dead letters from it that its queue
+// holds (as the queue's status counts them, and summed on its RetryPolicy), the figures in the
+// columns of `kubectl get cpl`, and gauges equal to its status; the figures follow new commits, and
+// a deleted pipeline's series go.
+func TestPipelineLiveStatus(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	adm := newKadm(t)
+	dlq := newDLQ(ns, "dlq", ns+".dlq")
+	dlq.Spec.Alerts = &retryv1alpha1.DeadLetterAlerts{MaxGrowthPerMinute: ptr.To[int32](math.MaxInt32)}
+	g.Expect(env.Client.Create(ctx, dlq)).To(Succeed())
+	// Three attempts: two retry tiers, <source>.retry.1 and <source>.retry.2.
+	g.Expect(env.Client.Create(ctx, backoffPolicy(ns, "policy", 3, time.Second, time.Minute))).To(Succeed())
+	source := ns + ".orders"
+	createTopic(t, adm, source, 3)
+	p := newPipeline(ns, "orders", source, "policy", "dlq")
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	g.Eventually(pipelineCondition(p, retryv1alpha1.ConditionTopicsReady), wait, poll).Should(isReady())
+	tier1, tier2 := source+".retry.1", source+".retry.2"
+	g.Expect(tiersOf(p)).To(HaveLen(2))
+	g.Expect(p.Status.Topics.Retries[0].Name).To(Equal(tier1))
+	g.Eventually(dlqReady(dlq), wait, poll).Should(isReady())
+
+	// Nothing produced, nothing committed: all zero.
+	g.Eventually(pipelineFiguresOf(p), oneResync, poll).Should(Equal(pipelineFigures{
+		ConsumerLag: ptr.To[int64](0), RetryBacklog: ptr.To[int64](0), DeadLetterMessages: ptr.To[int64](0), TierBacklog: []int64{0, 0},
+	}))
+
+	produce(t, broker.ListenAddrs(), source, map[int32]int{0: 10, 1: 6, 2: 4})
+	produce(t, broker.ListenAddrs(), tier1, map[int32]int{0: 5, 1: 3})
+	produce(t, broker.ListenAddrs(), tier2, map[int32]int{2: 2})
+	group := ns + ".orders"
+	// Partition 2 of the source and partition 1 of tier 1 never committed; tier 2 not at all.
+	commitOffsets(t, adm, group, map[string]map[int32]int64{source: {0: 4, 1: 6}, tier1: {0: 2}})
+	want := kadmLag(t, adm, group)
+	t.Logf("kadm's lag of %s by topic: %v", group, want)
+	g.Expect(want).To(Equal(map[string]int64{source: 10, tier1: 6}))
+	g.Expect(want).NotTo(HaveKey(tier2), "kadm knows nothing of a topic the group never committed to")
+	g.Eventually(pipelineFiguresOf(p), oneResync, poll).Should(Equal(pipelineFigures{
+		ConsumerLag: ptr.To(want[source]), RetryBacklog: ptr.To(want[tier1] + 2), DeadLetterMessages: ptr.To[int64](0),
+		TierBacklog: []int64{want[tier1], 2}, // the whole of tier 2 is waiting
+	}))
+
+	// Dead letters from this pipeline and another one: the pipeline counts its own, as its queue does.
+	var dls []*deadLetter
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	for i := range 6 {
+		from := ns + "/orders"
+		if i >= 4 {
+			from = ns + "/other"
+		}
+		dls = append(dls, &deadLetter{partition: int32(i % 3), reason: "max_retries_exceeded", errType: "TimeoutError", pipeline: from, at: at})
+	}
+	produceDeadLetters(t, broker.ListenAddrs(), ns+".dlq", dls)
+	g.Eventually(func() ([]retryv1alpha1.NamedCount, error) { f, err := dlqFigures(dlq)(); return f.pipelines, err }, oneResync, poll).
+		Should(Equal([]retryv1alpha1.NamedCount{{Name: ns + "/orders", Count: 4}, {Name: ns + "/other", Count: 2}}))
+	g.Eventually(pipelineFiguresOf(p), oneResync, poll).Should(HaveField("DeadLetterMessages", Equal(ptr.To[int64](4))))
+	rp := &retryv1alpha1.RetryPolicy{}
+	g.Eventually(func() (*int64, error) {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "policy"}, rp)
+		return rp.Status.DeadLetterMessages, err
+	}, wait, poll).Should(Equal(ptr.To[int64](4)), "the policy sums the dead letters of its pipelines")
+
+	// Real kubectl shows the figures in their columns.
+	out, err := env.Kubectl(nil, "get", "cpl", "-n", ns)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("kubectl get cpl:\n%s", out)
+	g.Expect(kubectlTable(g, out, "NAME", "SOURCE", "POLICY", "DLQ", "READY PODS", "LAG", "RETRYING", "DLQ MSGS", "READY", "AGE")).To(ConsistOf(And(
+		HaveKeyWithValue("NAME", "orders"), HaveKeyWithValue("LAG", "10"), HaveKeyWithValue("RETRYING", "8"), HaveKeyWithValue("DLQ MSGS", "4"))))
+	out, err = env.Kubectl(nil, "get", "dlq", "-n", ns)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(kubectlTable(g, out, "NAME", "TOPIC", "MESSAGES", "PENDING", "OLDEST", "READY", "AGE")).To(ConsistOf(And(
+		HaveKeyWithValue("MESSAGES", "6"), HaveKeyWithValue("PENDING", "6"))))
+
+	// The gauges are the status figures, for the pipeline, its queue and its policy.
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(dlq), dlq)).To(Succeed())
+	m := scrapeMetrics(t)
+	pl := map[string]string{opmetrics.LabelNamespace: ns, opmetrics.LabelConsumerPipeline: p.Name}
+	g.Expect(m.value(opmetrics.ConsumerPipelineConsumerLag, pl)).To(Equal(float64(*p.Status.ConsumerLag)))
+	g.Expect(m.value(opmetrics.ConsumerPipelineRetryBacklog, pl)).To(Equal(float64(*p.Status.RetryBacklog)))
+	g.Expect(m.value(opmetrics.ConsumerPipelineDeadLetterMessages, pl)).To(Equal(float64(*p.Status.DeadLetterMessages)))
+	if p.Status.ReadyReplicas != nil {
+		g.Expect(m.value(opmetrics.ConsumerPipelineReadyReplicas, pl)).To(Equal(float64(*p.Status.ReadyReplicas)))
+	} else {
+		g.Expect(m.series(opmetrics.ConsumerPipelineReadyReplicas, pl)).To(BeZero())
+	}
+	ql := map[string]string{opmetrics.LabelNamespace: ns, opmetrics.LabelDeadLetterQueue: dlq.Name}
+	g.Expect(m.value(opmetrics.DeadLetterQueueMessages, ql)).To(Equal(float64(*dlq.Status.Messages)))
+	g.Expect(m.value(opmetrics.DeadLetterQueueMessagesByReason, with(ql, opmetrics.LabelReason, "max_retries_exceeded"))).To(Equal(float64(6)))
+	g.Expect(m.value(opmetrics.RetryPolicyDeadLetterMessages, map[string]string{opmetrics.LabelNamespace: ns, opmetrics.LabelRetryPolicy: "policy"})).
+		To(Equal(float64(*rp.Status.DeadLetterMessages)))
+
+	// The group catches up: lag and backlog fall within a refresh. The policy, which watches its
+	// pipelines, is not written: its figure did not change.
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "policy"}, rp)).To(Succeed())
+	policyVersion := rp.ResourceVersion
+	commitOffsets(t, adm, group, map[string]map[int32]int64{source: {0: 10, 1: 6, 2: 4}, tier1: {0: 5, 1: 3}, tier2: {2: 2}})
+	g.Eventually(pipelineFiguresOf(p), oneResync, poll).Should(Equal(pipelineFigures{
+		ConsumerLag: ptr.To[int64](0), RetryBacklog: ptr.To[int64](0), DeadLetterMessages: ptr.To[int64](4), TierBacklog: []int64{0, 0},
+	}))
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "policy"}, rp)).To(Succeed())
+	g.Expect(rp.ResourceVersion).To(Equal(policyVersion), "a pipeline change that leaves the policy's figures alone does not write the policy")
+
+	// A deleted pipeline's series go; the policy's count follows.
+	g.Expect(env.Client.Delete(ctx, p)).To(Succeed())
+	g.Eventually(gone(p), wait, poll).Should(BeTrue())
+	g.Eventually(func() int { return scrapeMetrics(t).series(opmetrics.ConsumerPipelineConsumerLag, pl) }, wait, poll).Should(BeZero())
+	g.Eventually(func() (*int64, error) {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "policy"}, rp)
+		return rp.Status.DeadLetterMessages, err
+	}, wait, poll).Should(Equal(ptr.To[int64](0)))
+	g.Expect(scrapeMetrics(t).value(opmetrics.RetryPolicyDeadLetterMessages, map[string]string{opmetrics.LabelNamespace: ns, opmetrics.LabelRetryPolicy: "policy"})).To(BeZero())
 }

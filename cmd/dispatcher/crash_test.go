@@ -109,6 +109,7 @@ func startDispatcher(t *testing.T, bin, cfgPath, logPath string) *proc {
 //
 // 5,000 records by default; RETRYOPS_LONG=1 runs 50,000.
 func TestCrashRecovery(t *testing.T) {
+	skipUnderShort(t)
 	n := 5000
 	if os.Getenv("RETRYOPS_LONG") == "1" {
 		n = 50000

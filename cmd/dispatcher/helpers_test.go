@@ -39,3 +39,13 @@ func writeConfig(t *testing.T, dir string, cfg *config.Config) (cfgPath, logPath
 	}
 	return cfgPath, logPath
 }
+
+// skipUnderShort skips, when the tests run with -short (make test-unit), a test that runs the
+// dispatcher binary on the real clock for seconds to minutes: crashes, storms, the jitter of its due
+// times. make test runs them.
+func skipUnderShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the dispatcher binary on the real clock for seconds to minutes: make test runs it, -short does not")
+	}
+}

@@ -26,6 +26,7 @@ import (
 // time is bounded only from below: how late a retry comes depends on the machine's load, its
 // order among the others hardly does.
 func TestJitterSurvivesTiersInProcess(t *testing.T) {
+	skipUnderShort(t)
 	const n = 1000
 	bin := dispatcherBinary(t)
 	const group, src, dlq = "jitter", "jitter.src", "jitter.dlq"

@@ -28,6 +28,7 @@ import (
 // RETRYOPS_STORM_RECORDS overrides the number of records (default 50,000, the issue's);
 // RETRYOPS_STORM_DIR keeps the members' logs.
 func TestRebalanceStorm(t *testing.T) {
+	skipUnderShort(t)
 	sc := stormConfig{
 		name:           "storm",
 		records:        envInt("RETRYOPS_STORM_RECORDS", 50000),
@@ -65,6 +66,7 @@ func TestRebalanceStorm(t *testing.T) {
 // every member is ready again with no stuck dead letter, by itself; and the storm's checks
 // (nothing lost, duplicates bounded, order).
 func TestStormBrokerFaults(t *testing.T) {
+	skipUnderShort(t)
 	sc := stormConfig{
 		name:           "faults",
 		records:        envInt("RETRYOPS_FAULT_RECORDS", 10000),

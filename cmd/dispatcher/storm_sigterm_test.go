@@ -48,6 +48,7 @@ import (
 // drained deliveries included). And in the end: every record delivered, and no record that had
 // finished before a SIGTERM delivered again after it (no successful delivery twice at all).
 func TestSIGTERMWithinGracePeriod(t *testing.T) {
+	skipUnderShort(t)
 	const (
 		n           = 3000
 		maxInFlight = 16
@@ -300,6 +301,7 @@ func splitKey(k string) (topic string, partition int32, offset int64) {
 // deliveries while no commit could succeed, then that everything is delivered once the commits
 // work again.
 func TestStormUncommittedBound(t *testing.T) {
+	skipUnderShort(t)
 	const (
 		n              = 2000
 		maxInFlight    = 4

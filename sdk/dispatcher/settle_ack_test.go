@@ -20,7 +20,7 @@ import (
 
 // holdWrite holds the first produce request to topic in the broker (kfake SleepControl) until the
 // returned release is called; held is closed once it is held.
-func reviewHoldWrite(t *testing.T, p *pipeline, topic string) (held <-chan struct{}, release func()) {
+func holdWrite(t *testing.T, p *pipeline, topic string) (held <-chan struct{}, release func()) {
 	t.Helper()
 	id := topicID(t, p, topic)
 	h, r := make(chan struct{}), make(chan struct{})
@@ -41,14 +41,14 @@ func reviewHoldWrite(t *testing.T, p *pipeline, topic string) (held <-chan struc
 	return h, release
 }
 
-// reviewHandler delivers by value: "dead" is undeliverable, "retry" fails its first attempt
+// byValueHandler delivers by value: "dead" is undeliverable, "retry" fails its first attempt
 // (503), anything else succeeds; it counts the successes per value.
-type reviewHandler struct {
+type byValueHandler struct {
 	mu sync.Mutex
 	ok map[string]int
 }
 
-func (h *reviewHandler) Deliver(_ context.Context, d *dispatcher.Delivery) dispatcher.Result {
+func (h *byValueHandler) Deliver(_ context.Context, d *dispatcher.Delivery) dispatcher.Result {
 	switch v := string(d.Record.Value); {
 	case v == "dead":
 		return dispatcher.Result{Undeliverable: true}
@@ -62,17 +62,17 @@ func (h *reviewHandler) Deliver(_ context.Context, d *dispatcher.Delivery) dispa
 	}
 }
 
-func (h *reviewHandler) delivered(v string) int {
+func (h *byValueHandler) delivered(v string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.ok[v]
 }
 
-// TestReviewNoCommitBeforeTheWriteIsAcknowledged: a record whose dead letter (or retry record) the
+// TestNoCommitBeforeTheWriteIsAcknowledged: a record whose dead letter (or retry record) the
 // broker holds unacknowledged is not committed, nor is the delivered record behind it, even after
 // the committer has committed a record finished later on another partition; once the write is
 // acknowledged both are.
-func TestReviewNoCommitBeforeTheWriteIsAcknowledged(t *testing.T) {
+func TestNoCommitBeforeTheWriteIsAcknowledged(t *testing.T) {
 	for _, tc := range []struct{ name, value string }{{"dead letter", "dead"}, {"retry record", "retry"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPipeline(t, "review-ack-"+tc.value, 2, simplePolicy(2, 10*time.Millisecond), nil)
@@ -82,8 +82,8 @@ func TestReviewNoCommitBeforeTheWriteIsAcknowledged(t *testing.T) {
 			if tc.value == "retry" {
 				dest = p.cfg.Topics.Retries[0].Name
 			}
-			held, release := reviewHoldWrite(t, p, dest)
-			h := &reviewHandler{ok: map[string]int{}}
+			held, release := holdWrite(t, p, dest)
+			h := &byValueHandler{ok: map[string]int{}}
 			start(t, dispatcher.Options{Config: p.cfg, Handler: h})
 			prod := dt.Client(t, p.c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 
@@ -102,17 +102,17 @@ func TestReviewNoCommitBeforeTheWriteIsAcknowledged(t *testing.T) {
 	}
 }
 
-// TestReviewAcknowledgementAfterRevocation: a dead letter acknowledged after its partition was
+// TestAcknowledgementAfterRevocation: a dead letter acknowledged after its partition was
 // revoked (past the drain timeout) settles into nothing: its partition is not committed past it,
 // the in-flight gauge comes back to 0 (not below), and the single delivery slot still admits one
 // delivery at a time: the revocation released the slot once, the late settle did not release it
 // again.
-func TestReviewAcknowledgementAfterRevocation(t *testing.T) {
+func TestAcknowledgementAfterRevocation(t *testing.T) {
 	p := newPipeline(t, "review-ack-revoke", 2, simplePolicy(2, 10*time.Millisecond), nil)
 	p.cfg.Delivery.MaxInFlight = 1
 	p.cfg.DrainTimeout = dt.PD(50 * time.Millisecond)
 	src := p.cfg.Topics.Source
-	held, release := reviewHoldWrite(t, p, p.cfg.Topics.DeadLetter)
+	held, release := holdWrite(t, p, p.cfg.Topics.DeadLetter)
 	var cur, peak atomic.Int32
 	h := dispatcher.HandlerFunc(func(_ context.Context, d *dispatcher.Delivery) dispatcher.Result {
 		if string(d.Record.Value) == "dead" {
@@ -143,7 +143,7 @@ func TestReviewAcknowledgementAfterRevocation(t *testing.T) {
 	dt.Produce(t, prod, recs...)
 	dt.Eventually(t, 20*time.Second, func() bool { return p.committed(t, src, 1) == n }, "partition 1 delivered and committed")
 	dt.Eventually(t, 20*time.Second, func() bool {
-		return reviewCounter(t, reg, metrics.RecordsTotal, metrics.LabelOutcome, metrics.OutcomeDeadLettered) == 1
+		return counterValue(t, reg, metrics.RecordsTotal, metrics.LabelOutcome, metrics.OutcomeDeadLettered) == 1
 	}, "the late acknowledgement settled")
 	if c := p.committed(t, src, 0); c > 0 {
 		t.Errorf("the revoked partition committed to %d by a settle after its revocation", c)

@@ -5,17 +5,17 @@ import (
 	"time"
 )
 
-// reviewOldDLQ is the state deadLettered kept before the refactor (6a8a9f9: dlqTries, dlqLevel 0..2,
-// dlqStuck) and reviewOldDeadLettered its decision after a failed write, transcribed from that commit:
+// oldDLQ is the state deadLettered kept before the refactor (6a8a9f9: dlqTries, dlqLevel 0..2,
+// dlqStuck) and oldDeadLettered its decision after a failed write, transcribed from that commit:
 // what is written next ("novalue", "stripped", or "" for the same record after wait) and whether
 // the dead letter is counted stuck now.
-type reviewOldDLQ struct {
+type oldDLQ struct {
 	tries int
 	level int
 	stuck bool
 }
 
-func reviewOldDeadLettered(s reviewOldDLQ, big, hasValue bool) (next reviewOldDLQ, write string, wait time.Duration, stick bool) {
+func oldDeadLettered(s oldDLQ, big, hasValue bool) (next oldDLQ, write string, wait time.Duration, stick bool) {
 	s.tries++
 	switch {
 	case big && s.level == 0 && hasValue:
@@ -35,22 +35,22 @@ func reviewOldDeadLettered(s reviewOldDLQ, big, hasValue bool) (next reviewOldDL
 	return s, "", wait, stick
 }
 
-// TestReviewEscalateAgreesWithTheOldCode: for every state a dead letter can be in (up to 12 failed
+// TestEscalateAgreesWithTheOldCode: for every state a dead letter can be in (up to 12 failed
 // tries, each level, stuck or not) and every failure (too large or not, with a value or not),
 // escalate and deadLetterFailed's reading of it (which record next, whether to stick) decide what
 // the code before the refactor decided: no level skipped or added, the same waits, stuck counted
 // once.
-func TestReviewEscalateAgreesWithTheOldCode(t *testing.T) {
+func TestEscalateAgreesWithTheOldCode(t *testing.T) {
 	levels := []struct {
-		old reviewOldDLQ
+		old oldDLQ
 		new dlqLevel
 	}{
-		{reviewOldDLQ{level: 0}, dlqWhole},
-		{reviewOldDLQ{level: 1}, dlqNoValue},
-		{reviewOldDLQ{level: 2}, dlqStripped},
-		{reviewOldDLQ{level: 2, stuck: true}, dlqStuck},
+		{oldDLQ{level: 0}, dlqWhole},
+		{oldDLQ{level: 1}, dlqNoValue},
+		{oldDLQ{level: 2}, dlqStripped},
+		{oldDLQ{level: 2, stuck: true}, dlqStuck},
 	}
-	toNew := func(o reviewOldDLQ) dlqState {
+	toNew := func(o oldDLQ) dlqState {
 		l := dlqLevel(o.level)
 		if o.stuck {
 			l = dlqStuck
@@ -65,7 +65,7 @@ func TestReviewEscalateAgreesWithTheOldCode(t *testing.T) {
 					o := lv.old
 					o.tries = tries
 					in := dlqState{tries: tries, level: lv.new}
-					wantState, wantWrite, wantWait, wantStick := reviewOldDeadLettered(o, big, hasValue)
+					wantState, wantWrite, wantWait, wantStick := oldDeadLettered(o, big, hasValue)
 
 					got, wait := escalate(in, big, hasValue)
 					// deadLetterFailed's switch on prev and next.
@@ -90,11 +90,11 @@ func TestReviewEscalateAgreesWithTheOldCode(t *testing.T) {
 	t.Logf("%d states and failures agree with the code before the refactor", checked)
 }
 
-// TestReviewEscalateNeverSkipsAndEnds: walking the escalation from a fresh dead letter, failure
+// TestEscalateNeverSkipsAndEnds: walking the escalation from a fresh dead letter, failure
 // after failure, with every pattern of "too large" answers, the record written goes whole, then
 // (only if it was too large with a value) without its value, then stripped, then stuck, in that
 // order, and is stuck after at most deadLetterTries*2 failures: nothing retries fast for ever.
-func TestReviewEscalateNeverSkipsAndEnds(t *testing.T) {
+func TestEscalateNeverSkipsAndEnds(t *testing.T) {
 	const steps = 8
 	for pattern := range 1 << steps {
 		for _, hasValue := range []bool{false, true} {

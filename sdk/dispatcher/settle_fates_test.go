@@ -20,7 +20,7 @@ import (
 
 // counter returns the value of the series of name whose label has value (summed over the other
 // labels), 0 when there is none.
-func reviewCounter(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
+func counterValue(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
 	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
@@ -43,7 +43,7 @@ func reviewCounter(t *testing.T, g prometheus.Gatherer, name, label, value strin
 }
 
 // endOffsets returns the end offset of every partition of topic.
-func reviewEndOffsets(t *testing.T, cl *kgo.Client, topic string) map[int32]int64 {
+func endOffsetsOf(t *testing.T, cl *kgo.Client, topic string) map[int32]int64 {
 	t.Helper()
 	eo, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic)
 	if err != nil {
@@ -54,10 +54,10 @@ func reviewEndOffsets(t *testing.T, cl *kgo.Client, topic string) map[int32]int6
 	return out
 }
 
-// reviewFatesHandler gives each record the fate its value names: ok, drop (410, dropped by the policy),
+// fatesHandler gives each record the fate its value names: ok, drop (410, dropped by the policy),
 // dead (undeliverable), retry (503 then success), exhausted (503 every time: retried, then
 // dead-lettered), panic.
-var reviewFatesHandler = dispatcher.HandlerFunc(func(_ context.Context, d *dispatcher.Delivery) dispatcher.Result {
+var fatesHandler = dispatcher.HandlerFunc(func(_ context.Context, d *dispatcher.Delivery) dispatcher.Result {
 	switch string(d.Record.Value) {
 	case "ok":
 		return dispatcher.Result{Success: true}
@@ -73,18 +73,18 @@ var reviewFatesHandler = dispatcher.HandlerFunc(func(_ context.Context, d *dispa
 	case "exhausted":
 		return dispatcher.Result{Outcome: retry.Outcome{HTTPStatus: 503}}
 	case "panic":
-		panic("review: a handler that panics")
+		panic("a handler that panics")
 	}
 	return dispatcher.Result{Success: true}
 })
 
-// TestReviewEveryFateSettlesOnce: records of every fate, interleaved on two partitions through a
+// TestEveryFateSettlesOnce: records of every fate, interleaved on two partitions through a
 // single delivery slot (so every next record reaches its worker through the hand-off of settle,
 // the one after a panic included), are each settled exactly once: the outcome counters are exactly
 // one per record and fate, each dead letter is written once, every source and tier partition is
 // committed to its end, and nothing is left in flight or uncommitted. A path that settles twice
 // counts twice (or frees a slot twice); one that never settles leaves its partition uncommitted.
-func TestReviewEveryFateSettlesOnce(t *testing.T) {
+func TestEveryFateSettlesOnce(t *testing.T) {
 	kinds := []string{"ok", "drop", "dead", "retry", "exhausted", "panic"}
 	const perKind = 10
 	pol := simplePolicy(2, 10*time.Millisecond)
@@ -93,7 +93,7 @@ func TestReviewEveryFateSettlesOnce(t *testing.T) {
 	p := newPipeline(t, "review-fates", 2, pol, nil)
 	p.cfg.Delivery.MaxInFlight = 1
 	reg := prometheus.NewRegistry()
-	start(t, dispatcher.Options{Config: p.cfg, Handler: reviewFatesHandler, Registerer: reg})
+	start(t, dispatcher.Options{Config: p.cfg, Handler: fatesHandler, Registerer: reg})
 
 	src := p.cfg.Topics.Source
 	var recs []*kgo.Record
@@ -112,17 +112,17 @@ func TestReviewEveryFateSettlesOnce(t *testing.T) {
 	tiers := p.cfg.Topics.Retries.Names()
 	dt.Eventually(t, 60*time.Second, func() bool {
 		for _, topic := range append([]string{src}, tiers...) {
-			for part, end := range reviewEndOffsets(t, p.prod, topic) {
+			for part, end := range endOffsetsOf(t, p.prod, topic) {
 				if p.committed(t, topic, part) != end {
 					return false
 				}
 			}
 		}
-		return reviewCounter(t, reg, metrics.RecordsTotal, metrics.LabelOutcome, metrics.OutcomeDeadLettered) == want[metrics.OutcomeDeadLettered]
+		return counterValue(t, reg, metrics.RecordsTotal, metrics.LabelOutcome, metrics.OutcomeDeadLettered) == want[metrics.OutcomeDeadLettered]
 	}, "every source and tier partition committed to its end")
 
 	for outcome, n := range want {
-		if got := reviewCounter(t, reg, metrics.RecordsTotal, metrics.LabelOutcome, outcome); got != n {
+		if got := counterValue(t, reg, metrics.RecordsTotal, metrics.LabelOutcome, outcome); got != n {
 			t.Errorf("records_total{outcome=%s} = %v, want %v", outcome, got, n)
 		}
 	}
@@ -134,7 +134,7 @@ func TestReviewEveryFateSettlesOnce(t *testing.T) {
 			t.Errorf("%s = %v after every record settled, want 0", g, v)
 		}
 	}
-	if tierEnd := reviewEndOffsets(t, p.prod, tiers[0]); tierEnd[0]+tierEnd[1] != 2*perKind {
+	if tierEnd := endOffsetsOf(t, p.prod, tiers[0]); tierEnd[0]+tierEnd[1] != 2*perKind {
 		t.Errorf("the tier holds %v records, want %d (one per retry and exhausted record)", tierEnd, 2*perKind)
 	}
 	dl := dt.ReadTopic(t, p.c, p.cfg.Topics.DeadLetter, 3*perKind+1, 2*time.Second)

@@ -16,17 +16,17 @@ import (
 	"github.com/retryops/retry-operator/sdk/metrics"
 )
 
-// reviewStuckWait is the dispatcher's stuckRetryWait, the longest wait of a failing dead letter: each
+// stuckWait is the dispatcher's stuckRetryWait, the longest wait of a failing dead letter: each
 // step of the fake clock by it ends whichever wait a dead-letter write is in.
-const reviewStuckWait = 30 * time.Second
+const stuckWait = 30 * time.Second
 
-// TestReviewStuckDeadLetterCountedOnceUndoneOnce: a dead letter the topic rejects is counted stuck
+// TestStuckDeadLetterCountedOnceUndoneOnce: a dead letter the topic rejects is counted stuck
 // (gauge 1, not ready) and blocks its partition's commits; once the topic takes it, it is written
 // stripped, the count is undone (gauge 0, ready), the record counted dead-lettered once and its
 // offset committed. A second such record is counted stuck again as exactly 1 (an undo done twice
 // would leave the count at 0 and readiness true), and a stop abandons it: the count ends at 0,
 // its offset uncommitted, no dead letter counted for it.
-func TestReviewStuckDeadLetterCountedOnceUndoneOnce(t *testing.T) {
+func TestStuckDeadLetterCountedOnceUndoneOnce(t *testing.T) {
 	p := newPipeline(t, "review-stuck", 1, simplePolicy(2, time.Second), nil)
 	src := p.cfg.Topics.Source
 	reject := func() *kfake.FaultHandle {
@@ -37,7 +37,7 @@ func TestReviewStuckDeadLetterCountedOnceUndoneOnce(t *testing.T) {
 	r := start(t, dispatcher.Options{Config: p.cfg, Handler: undeliverable, Clock: fc, Registerer: reg})
 	gauge := func(name string) float64 { return dt.Gauge(reg, name) }
 	deadLettered := func() float64 {
-		return reviewCounter(t, reg, metrics.RecordsTotal, metrics.LabelOutcome, metrics.OutcomeDeadLettered)
+		return counterValue(t, reg, metrics.RecordsTotal, metrics.LabelOutcome, metrics.OutcomeDeadLettered)
 	}
 	// stepUntil steps the fake clock past every dead-letter wait until cond holds.
 	stepUntil := func(cond func() bool, what string) {
@@ -46,7 +46,7 @@ func TestReviewStuckDeadLetterCountedOnceUndoneOnce(t *testing.T) {
 			if cond() {
 				return true
 			}
-			fc.Step(reviewStuckWait)
+			fc.Step(stuckWait)
 			return false
 		}, "%s", what)
 	}

@@ -290,21 +290,3 @@ func TestABatchOutlivesACallerWhoGaveUp(t *testing.T) {
 		t.Errorf("sent %v", got)
 	}
 }
-
-// TestAWholeRequestFailureReachesEveryCallerUnderItsOwnTopic: when the request itself fails (the
-// admin closed), every caller of the batch gets the error, named for its own topic only.
-func TestAWholeRequestFailureReachesEveryCallerUnderItsOwnTopic(t *testing.T) {
-	c := newCluster(t)
-	a, f := newAdmin(t, plainConn(c))
-	b := kafka.NewBatching(a.(kafka.BatchAdmin), kafka.BatchOptions{MaxCalls: 3, Clock: newFakeClock()})
-	f.Close()
-	ctx := ctxT(t)
-	errs := make([]error, 3)
-	concurrently(3, func(i int) { errs[i] = b.CreateTopic(ctx, fmt.Sprintf("t%d", i), 1, 1, nil) })
-	for i, err := range errs {
-		want := fmt.Sprintf(`kafka create topic "t%d": `, i)
-		if !errors.Is(err, kafka.ErrClosed) || len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
-			t.Errorf("caller %d: %v, want ErrClosed under %q", i, err, want)
-		}
-	}
-}

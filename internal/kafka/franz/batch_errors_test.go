@@ -3,6 +3,7 @@ package franz
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"reflect"
@@ -19,7 +20,42 @@ import (
 	"github.com/retryops/retry-operator/internal/kafka"
 )
 
-// A hostile review of the batched admin over kfake: what one tenant's topic, or a failed request,
+// TestAFailedConfigsRequestFailsOnlyTheTopicsThatExist: when the batched DescribeConfigs request
+// fails as a whole (the broker drops the connection of every one), a caller whose topic does not exist gets the answer
+// the unbatched describe gives it from Metadata alone, which never reads configs; the caller whose
+// topic exists gets the unbatched error.
+func TestAFailedConfigsRequestFailsOnlyTheTopicsThatExist(t *testing.T) {
+	c := newCluster(t, seedTopics(1, "present"))
+	a, _ := newAdmin(t, plainConn(c), WithRequestTimeout(time.Second))
+	ctx := ctxT(t)
+	if err := a.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.ControlKey(int16(kmsg.DescribeConfigs), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return nil, errors.New("dropped"), true
+	})
+	b := kafka.NewBatching(a.(kafka.BatchAdmin), kafka.BatchOptions{MaxCalls: 2, Clock: newFakeClock()})
+	describe := adminOps["describe"].call
+	topics := []string{"present", "absent"}
+	got := make([]any, 2)
+	errs := make([]error, 2)
+	concurrently(2, func(i int) { got[i], errs[i] = describe(ctx, b, topics[i]) })
+
+	alone, err := describe(ctx, a, "absent")
+	if err != nil {
+		t.Fatalf("the missing topic alone: %v", err)
+	}
+	if errs[1] != nil || !reflect.DeepEqual(got[1], alone) {
+		t.Errorf("the missing topic batched with one whose configs could not be read: %+v, %v; alone %+v", got[1], errs[1], alone)
+	}
+	// Not compared with the unbatched error: kgo tells a dropped connection apart by timing.
+	if errs[0] == nil {
+		t.Error("the existing topic, whose configs could not be read: no error")
+	}
+}
+
+// The batched admin over kfake when a call fails: what one tenant's topic, or a failed request,
 // does to the other callers sharing the connection's batches.
 
 // sameClass fails unless got is classified as want is: kind, code, and the sentinels callers test.
@@ -48,7 +84,7 @@ type op struct {
 	call func(ctx context.Context, a kafka.Admin, topic string) (any, error)
 }
 
-var reviewOps = map[string]op{
+var adminOps = map[string]op{
 	"describe": {"describe", func(ctx context.Context, a kafka.Admin, topic string) (any, error) {
 		return a.DescribeTopics(ctx, topic)
 	}},
@@ -64,11 +100,11 @@ var reviewOps = map[string]op{
 	}},
 }
 
-// TestReviewARefusedTopicFailsOnlyItsCaller: the brokers refuse one tenant's topic in each request
+// TestARefusedTopicFailsOnlyItsCaller: the brokers refuse one tenant's topic in each request
 // the batched methods send (an ACL, a policy, a config the broker rejects); its caller gets the
 // error the unbatched admin gives it, classified the same, and the caller batched with it gets the
 // answer it would get alone.
-func TestReviewARefusedTopicFailsOnlyItsCaller(t *testing.T) {
+func TestARefusedTopicFailsOnlyItsCaller(t *testing.T) {
 	cases := []struct {
 		op    string
 		fault kfake.Fault
@@ -95,7 +131,7 @@ func TestReviewARefusedTopicFailsOnlyItsCaller(t *testing.T) {
 			if err := a.Ping(ctx); err != nil {
 				t.Fatal(err)
 			}
-			o := reviewOps[tc.op]
+			o := adminOps[tc.op]
 			tc.fault.Count = -1
 			h := c.Fault(tc.fault)
 			b := kafka.NewBatching(a.(kafka.BatchAdmin), kafka.BatchOptions{MaxCalls: 2, Clock: newFakeClock()})
@@ -128,12 +164,12 @@ func TestReviewARefusedTopicFailsOnlyItsCaller(t *testing.T) {
 	}
 }
 
-// TestReviewAWholeRequestFailureIsClassifiedAsAlone: when the request itself fails (no answer within
+// TestAWholeRequestFailureIsClassifiedAsAlone: when the request itself fails (no answer within
 // the request timeout, the broker gone, SASL credentials refused), both callers of each batched
 // method get the error the unbatched method gives, classified the same (IsUnreachable, IsAuthError,
 // the code), each under its own topic. Each call has a client of its own: kgo fails the other
 // requests of a connection it drops for a timeout with a different error.
-func TestReviewAWholeRequestFailureIsClassifiedAsAlone(t *testing.T) {
+func TestAWholeRequestFailureIsClassifiedAsAlone(t *testing.T) {
 	const timeout = time.Second
 	cases := map[string]func(t *testing.T) func() kafka.Admin{
 		"no answer": func(t *testing.T) func() kafka.Admin {
@@ -159,7 +195,7 @@ func TestReviewAWholeRequestFailureIsClassifiedAsAlone(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			newA := setup(t)
 			ctx := ctxT(t)
-			ops := slices.Sorted(maps.Keys(reviewOps))
+			ops := slices.Sorted(maps.Keys(adminOps))
 			batchers := make([]*kafka.Batching, len(ops))
 			alones := make([]kafka.Admin, len(ops))
 			for i := range ops {
@@ -170,7 +206,7 @@ func TestReviewAWholeRequestFailureIsClassifiedAsAlone(t *testing.T) {
 			batched := make([][2]error, len(ops))
 			alone := make([]error, len(ops))
 			concurrently(3*len(ops), func(i int) {
-				o := reviewOps[ops[i/3]]
+				o := adminOps[ops[i/3]]
 				switch i % 3 {
 				case 0, 1:
 					_, batched[i/3][i%3] = o.call(ctx, batchers[i/3], topics[i%3])
@@ -223,4 +259,22 @@ func blackHole(t *testing.T) string {
 		}
 	})
 	return l.Addr().String()
+}
+
+// TestAWholeRequestFailureReachesEveryCallerUnderItsOwnTopic: when the request itself fails (the
+// admin closed), every caller of the batch gets the error, named for its own topic only.
+func TestAWholeRequestFailureReachesEveryCallerUnderItsOwnTopic(t *testing.T) {
+	c := newCluster(t)
+	a, f := newAdmin(t, plainConn(c))
+	b := kafka.NewBatching(a.(kafka.BatchAdmin), kafka.BatchOptions{MaxCalls: 3, Clock: newFakeClock()})
+	f.Close()
+	ctx := ctxT(t)
+	errs := make([]error, 3)
+	concurrently(3, func(i int) { errs[i] = b.CreateTopic(ctx, fmt.Sprintf("t%d", i), 1, 1, nil) })
+	for i, err := range errs {
+		want := fmt.Sprintf(`kafka create topic "t%d": `, i)
+		if !errors.Is(err, kafka.ErrClosed) || len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
+			t.Errorf("caller %d: %v, want ErrClosed under %q", i, err, want)
+		}
+	}
 }

@@ -24,7 +24,7 @@ import (
 	"github.com/retryops/retry-operator/internal/render"
 )
 
-var reviewNow = time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+var autoscalingNow = time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 
 // idlePipeline is a pipeline with minReplicas 0 whose status says it idles since an hour.
 func idlePipeline() *retryv1alpha1.ConsumerPipeline {
@@ -34,14 +34,14 @@ func idlePipeline() *retryv1alpha1.ConsumerPipeline {
 			Autoscaling: &retryv1alpha1.PipelineAutoscaling{MinReplicas: ptr.To[int32](0), MaxReplicas: 3}},
 		Status: retryv1alpha1.ConsumerPipelineStatus{DueLag: ptr.To[int64](0), Autoscaling: &retryv1alpha1.PipelineAutoscalingStatus{
 			Kind: retryv1alpha1.AutoscalerHPA, Name: "orders-dispatcher", State: retryv1alpha1.AutoscalingIdle,
-			LastActiveTime: &metav1.Time{Time: reviewNow.Add(-time.Hour)}}},
+			LastActiveTime: &metav1.Time{Time: autoscalingNow.Add(-time.Hour)}}},
 	}
 }
 
-func reviewReconciler(c client.Client) *ConsumerPipelineReconciler {
+func autoscalingReconciler(c client.Client) *ConsumerPipelineReconciler {
 	r := &ConsumerPipelineReconciler{Autoscaler: AutoscalerHPA}
 	r.Kafka = &kafkaAccess{}
-	r.Client, r.Recorder, r.Clock = c, events.NewFakeRecorder(10), clocktesting.NewFakePassiveClock(reviewNow)
+	r.Client, r.Recorder, r.Clock = c, events.NewFakeRecorder(10), clocktesting.NewFakePassiveClock(autoscalingNow)
 	return r
 }
 
@@ -57,7 +57,7 @@ func TestAutoscalerFailureDoesNotKeepAnIdlePipelineAsleep(t *testing.T) {
 			return refused
 		},
 	}).Build()
-	r := reviewReconciler(c)
+	r := autoscalingReconciler(c)
 	p := idlePipeline()
 	live := pipelineLive{lagRead: true, dueLag: ptr.To[int64](40)}
 	var ps problems
@@ -79,7 +79,7 @@ func TestRemovedAutoscalingWakesAnIdlePipelineWhateverTheAutoscalerDeletion(t *t
 			return apierrors.NewServiceUnavailable("etcd is down")
 		},
 	}).Build()
-	r := reviewReconciler(c)
+	r := autoscalingReconciler(c)
 	p.Spec.Autoscaling = nil
 	var ps problems
 
@@ -94,7 +94,7 @@ func TestRemovedAutoscalingWakesAnIdlePipelineWhateverTheAutoscalerDeletion(t *t
 // it asleep, or source records would pile up with no consumer for as long as the problem lasts.
 func TestStaleFiguresNeitherIdleNorKeepIdleAPipeline(t *testing.T) {
 	g := NewWithT(t)
-	r := reviewReconciler(fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build())
+	r := autoscalingReconciler(fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build())
 	for _, wasIdle := range []bool{false, true} {
 		p := idlePipeline()
 		p.Status.Autoscaling.State = retryv1alpha1.AutoscalingActive
