@@ -51,8 +51,9 @@ func (r *ConsumerPipelineReconciler) claims(ctx context.Context, p *retryv1alpha
 	if pr := r.readClaimRefusal(p); pr != nil {
 		return r.refuse(p, claim, pr)
 	}
-	self := r.selfParty(p, conn)
-	pr, err := r.checkSharing(ctx, p, self)
+	// Each check compares with a party of its own: a claimant whose brokers did not answer spares
+	// the rest of its check a wait (kafkaspec.Party), not the other checks their answers.
+	pr, err := r.checkSharing(ctx, p, r.selfParty(p, conn))
 	if err != nil {
 		return claim, fmt.Errorf("Sharing: %w", err)
 	}
@@ -62,10 +63,10 @@ func (r *ConsumerPipelineReconciler) claims(ctx context.Context, p *retryv1alpha
 	if claim.owned, err = r.ownedTopics(ctx, p); err != nil {
 		return claim, fmt.Errorf("Claims: %w", err)
 	}
-	if claim.managesSource, claim.sourceOwner, err = r.findSourceOwner(ctx, p, claim.owned, self); err != nil {
+	if claim.managesSource, claim.sourceOwner, err = r.findSourceOwner(ctx, p, claim.owned, r.selfParty(p, conn)); err != nil {
 		return claim, fmt.Errorf("Claims: %w", err)
 	}
-	if claim.blocked, err = r.blockedTopics(ctx, p, refs, claim.owned, self, ps); err != nil {
+	if claim.blocked, err = r.blockedTopics(ctx, p, refs, claim.owned, r.selfParty(p, conn), ps); err != nil {
 		return claim, fmt.Errorf("Claims: %w", err)
 	}
 	return claim, nil

@@ -140,20 +140,20 @@ func owned(ctx context.Context, c client.Client, cache *Cache, owner client.Obje
 		if same && contains(have, want) {
 			return &unstructured.Unstructured{Object: have}, false, true, nil
 		}
-		if summed && cache.has(appliedKey(owner, u, live, sum)) {
+		if summed && cache.has(appliedKey(owner, u, live), sum) {
 			return &unstructured.Unstructured{Object: have}, false, false, nil
 		}
 	}
 	// Before the apply, which fills u with the API server's answer.
 	var key cacheKey
 	if live != nil && summed {
-		key = appliedKey(owner, u, live, sum)
+		key = appliedKey(owner, u, live)
 	}
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return nil, false, false, err
 	}
 	if live != nil && summed {
-		cache.add(key)
+		cache.add(key, sum)
 	}
 	return u, true, false, nil
 }

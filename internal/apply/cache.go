@@ -18,20 +18,28 @@ import (
 const DefaultCacheTTL = 10 * time.Minute
 
 // Cache remembers applies found unnecessary, by a key naming what makes them so: the child's
-// version as the manager's cache shows it (its UID and resourceVersion) and a digest of what would
-// be applied (Owned: applied already over that version, the watch event not seen yet) or of the
-// inputs of its rendering (OwnedRendered: found equal to that version). While the key is held the
-// write, or the rendering, is skipped. An entry expires once unused for its TTL: a key names a
-// version, so the entry of a version that is gone is never used again and goes by itself, and
-// nothing has to be forgotten when an owner goes. A nil *Cache holds nothing (every apply compares
+// version as the manager's cache shows it (its UID and resourceVersion), with the digest of what was
+// last applied over it (Owned: applied already over that version, the watch event not seen yet) or
+// of the inputs of its rendering last found equal to it (OwnedRendered). While the key holds the
+// same digest the write, or the rendering, is skipped; only the last digest counts, since the child
+// holds what was applied last (inputs changed and changed back before the cache caught up are
+// applied again). An entry expires once unused for its TTL: a key names a version, so the entry of
+// a version that is gone is never used again and goes by itself, and nothing has to be forgotten
+// when an owner goes. A nil *Cache holds nothing (every apply compares
 // and writes as it would without one). It is safe for concurrent use.
 type Cache struct {
 	clock clock.PassiveClock
 	ttl   time.Duration
 
 	mu      sync.Mutex
-	used    map[cacheKey]time.Time
+	used    map[cacheKey]cacheEntry
 	sweptAt time.Time
+}
+
+// cacheEntry is the digest a key holds, and when it was last used.
+type cacheEntry struct {
+	sum  [sha256.Size]byte
+	used time.Time
 }
 
 // NewCache returns an empty cache whose entries live ttl unused (DefaultCacheTTL when not
@@ -43,11 +51,11 @@ func NewCache(clk clock.PassiveClock, ttl time.Duration) *Cache {
 	if ttl <= 0 {
 		ttl = DefaultCacheTTL
 	}
-	return &Cache{clock: clk, ttl: ttl, used: map[cacheKey]time.Time{}, sweptAt: clk.Now()}
+	return &Cache{clock: clk, ttl: ttl, used: map[cacheKey]cacheEntry{}, sweptAt: clk.Now()}
 }
 
-// cacheKey names a child's version and a digest; what says which use the digest is of (an apply's
-// or a rendering's inputs).
+// cacheKey names a child's version; what says which use its digest is of (an apply's or a
+// rendering's inputs).
 type cacheKey struct {
 	what      byte
 	owner     types.UID
@@ -56,7 +64,6 @@ type cacheKey struct {
 	name      string
 	uid       types.UID
 	version   string
-	sum       [sha256.Size]byte
 }
 
 const (
@@ -64,54 +71,53 @@ const (
 	keyRendered
 )
 
-// appliedKey is the key of an apply of u (digest sum, u's controller reference to owner set) over
-// live.
-func appliedKey(owner client.Object, u *unstructured.Unstructured, live client.Object, sum [sha256.Size]byte) cacheKey {
+// appliedKey is the key of an apply of u (u's controller reference to owner set) over live.
+func appliedKey(owner client.Object, u *unstructured.Unstructured, live client.Object) cacheKey {
 	return cacheKey{what: keyApplied, owner: owner.GetUID(), gvk: u.GroupVersionKind(), namespace: u.GetNamespace(), name: u.GetName(),
-		uid: live.GetUID(), version: live.GetResourceVersion(), sum: sum}
+		uid: live.GetUID(), version: live.GetResourceVersion()}
 }
 
-// renderedKey is the key of owner's child live of kind gvk found equal to a rendering of inputs of
-// digest; false when owner does not control live (such a child is never skipped: Owned reports the
-// conflict).
-func renderedKey(owner client.Object, gvk schema.GroupVersionKind, live client.Object, digest [sha256.Size]byte) (cacheKey, bool) {
+// renderedKey is the key of owner's child live of kind gvk found equal to a rendering; false when
+// owner does not control live (such a child is never skipped: Owned reports the conflict).
+func renderedKey(owner client.Object, gvk schema.GroupVersionKind, live client.Object) (cacheKey, bool) {
 	ref := metav1.GetControllerOf(live)
 	if ref == nil || ref.UID != owner.GetUID() {
 		return cacheKey{}, false
 	}
 	return cacheKey{what: keyRendered, owner: owner.GetUID(), gvk: gvk, namespace: live.GetNamespace(), name: live.GetName(),
-		uid: live.GetUID(), version: live.GetResourceVersion(), sum: digest}, true
+		uid: live.GetUID(), version: live.GetResourceVersion()}, true
 }
 
-// has reports whether k is held, and keeps it for another TTL if so.
-func (c *Cache) has(k cacheKey) bool {
+// has reports whether k holds sum, and keeps it for another TTL if so.
+func (c *Cache) has(k cacheKey, sum [sha256.Size]byte) bool {
 	if c == nil {
 		return false
 	}
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	at, ok := c.used[k]
-	if ok && now.Sub(at) > c.ttl {
+	e, ok := c.used[k]
+	if ok && now.Sub(e.used) > c.ttl {
 		delete(c.used, k)
 		ok = false
 	}
+	ok = ok && e.sum == sum
 	if ok {
-		c.used[k] = now
+		c.used[k] = cacheEntry{sum: sum, used: now}
 	}
 	c.sweep(now)
 	return ok
 }
 
-// add holds k.
-func (c *Cache) add(k cacheKey) {
+// add makes k hold sum, in place of what it held.
+func (c *Cache) add(k cacheKey, sum [sha256.Size]byte) {
 	if c == nil {
 		return
 	}
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.used[k] = now
+	c.used[k] = cacheEntry{sum: sum, used: now}
 	c.sweep(now)
 }
 
@@ -121,8 +127,8 @@ func (c *Cache) sweep(now time.Time) {
 	if now.Sub(c.sweptAt) < c.ttl {
 		return
 	}
-	for k, at := range c.used {
-		if now.Sub(at) > c.ttl {
+	for k, e := range c.used {
+		if now.Sub(e.used) > c.ttl {
 			delete(c.used, k)
 		}
 	}

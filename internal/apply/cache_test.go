@@ -78,7 +78,7 @@ func TestANilCacheHoldsNothing(t *testing.T) {
 	g := NewWithT(t)
 	var cache *Cache
 	k := cacheKey{what: keyApplied, name: "x"}
-	cache.add(k)
-	g.Expect(cache.has(k)).To(BeFalse())
+	cache.add(k, [32]byte{})
+	g.Expect(cache.has(k, [32]byte{})).To(BeFalse())
 	g.Expect(cache.Len()).To(BeZero())
 }

@@ -18,7 +18,7 @@ import (
 func OwnedRendered(ctx context.Context, c client.Client, rendered *Cache, owner client.Object, gvk schema.GroupVersionKind, digest [sha256.Size]byte,
 	render func() (runtime.Object, error), live client.Object) (bool, error) {
 	if live != nil {
-		if k, ok := renderedKey(owner, gvk, live, digest); ok && rendered.has(k) {
+		if k, ok := renderedKey(owner, gvk, live); ok && rendered.has(k, digest) {
 			return false, nil
 		}
 	}
@@ -29,8 +29,8 @@ func OwnedRendered(ctx context.Context, c client.Client, rendered *Cache, owner 
 	got, applied, equal, err := owned(ctx, c, rendered, owner, desired, live)
 	if err == nil && !applied && equal {
 		// got is the version compared: the cached one, or the one read past the cache.
-		if k, ok := renderedKey(owner, gvk, got, digest); ok {
-			rendered.add(k)
+		if k, ok := renderedKey(owner, gvk, got); ok {
+			rendered.add(k, digest)
 		}
 	}
 	return applied, err
