@@ -55,19 +55,19 @@ func (r *ConsumerPipelineReconciler) claims(ctx context.Context, p *retryv1alpha
 	// the rest of its check a wait (kafkaspec.Party), not the other checks their answers.
 	pr, err := r.checkSharing(ctx, p, r.selfParty(p, conn))
 	if err != nil {
-		return claim, fmt.Errorf("Sharing: %w", err)
+		return claim, named("Sharing", err)
 	}
 	if pr != nil {
 		return r.refuse(p, claim, pr)
 	}
 	if claim.owned, err = r.ownedTopics(ctx, p); err != nil {
-		return claim, fmt.Errorf("Claims: %w", err)
+		return claim, named("Claims", err)
 	}
 	if claim.managesSource, claim.sourceOwner, err = r.findSourceOwner(ctx, p, claim.owned, r.selfParty(p, conn)); err != nil {
-		return claim, fmt.Errorf("Claims: %w", err)
+		return claim, named("Claims", err)
 	}
 	if claim.blocked, err = r.blockedTopics(ctx, p, refs, claim.owned, r.selfParty(p, conn), ps); err != nil {
-		return claim, fmt.Errorf("Claims: %w", err)
+		return claim, named("Claims", err)
 	}
 	return claim, nil
 }

@@ -33,7 +33,7 @@ func onDefaultConnection(spec *retryv1alpha1.KafkaConnection) bool {
 // is on it), and whether the identity they need is missing; the problem is recorded in ps.
 func (r *ConsumerPipelineReconciler) reconcileIdentity(ctx context.Context, p *retryv1alpha1.ConsumerPipeline, queue *retryv1alpha1.DeadLetterQueue, refused *problem, ps *problems) (dc *render.DefaultConnection, missing bool, err error) {
 	if refused != nil || queue == nil || (!onDefaultConnection(p.Spec.Kafka) && !onDefaultConnection(queue.Spec.Kafka)) {
-		return nil, false, nil
+		return nil, false, nil //nolint:nilerr // a refused claim is the claims phase's problem: no identity for consumers that do not run
 	}
 	d := r.Kafka.Defaults
 	dc = &render.DefaultConnection{}

@@ -48,7 +48,7 @@ func (r *ConsumerPipelineReconciler) references(ctx context.Context, p *retryv1a
 	}
 	policy, tiers, err := r.readPolicy(ctx, p, ps)
 	if err != nil {
-		return refs, fmt.Errorf("RetryPolicy: %w", err)
+		return refs, named("RetryPolicy", err)
 	}
 	refs.policy, refs.tiers = policy, tiers
 	queue, deadLetter, err := r.readDeadLetterQueue(ctx, p, ps)
@@ -56,7 +56,7 @@ func (r *ConsumerPipelineReconciler) references(ctx context.Context, p *retryv1a
 		refs.queue, refs.deadLetter = queue, deadLetter
 	}
 	if err != nil {
-		return refs, fmt.Errorf("DeadLetterQueue: %w", err)
+		return refs, named("DeadLetterQueue", err)
 	}
 	return refs, nil
 }
@@ -107,7 +107,7 @@ func (r *ConsumerPipelineReconciler) readDeadLetterQueue(ctx context.Context, p 
 	if pr := r.claimProblem(dlq, topic); pr != nil {
 		ps.add(&problem{Reason: retryv1alpha1.ReasonTopicClaimRefused, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
 			"DeadLetterQueue %q: %s; no dead letters are sent there", name, pr.Message), maxConditionMessage)})
-		return nil, topic, nil
+		return nil, topic, nil //nolint:nilerr // the refusal is the pipeline's topic problem, reported in its conditions
 	}
 	// Dead letters go only to a topic the queue manages (created or adopted): never, with the
 	// operator's credentials, to a topic of someone else's that a queue merely names.

@@ -110,7 +110,6 @@ func TestOwnedRenderedSkipsTheRenderingOfAChildFoundEqual(t *testing.T) {
 	// A rendering error is returned, and nothing is remembered of it.
 	_, err = OwnedRendered(ctx, c, memo, owner, gvk, d1, func() (runtime.Object, error) { return nil, errors.New("bad spec") }, cached())
 	g.Expect(err).To(MatchError("bad spec"))
-
 }
 
 // TestARecreatedOwnerDoesNotPileUpEntries: an owner deleted and made again under the same name
