@@ -170,7 +170,7 @@ func TestDeployedManager(t *testing.T) {
 	g.Expect(o.metricsAddr).To(Equal(":8443"))
 	g.Expect(o.metricsSecure).To(BeTrue(), "metrics served without authentication")
 	g.Expect(metricsOptions(o).FilterProvider).NotTo(BeNil())
-	g.Expect(o.controllers.DispatcherImage).To(Equal("ghcr.io/retryops/retry-dispatcher:dev"), "--dispatcher-image from the images entry")
+	g.Expect(o.controllers.DispatcherImage).To(Equal("ghcr.io/retryops/retry-dispatcher:v0.1.0"), "--dispatcher-image from the images entry")
 	for _, image := range []string{c.Image, o.controllers.DispatcherImage} {
 		g.Expect(image).To(MatchRegexp(`^[^:@]+(:[^:/@]+|@sha256:[0-9a-f]{64})$`), "untagged image")
 		g.Expect(image).NotTo(HaveSuffix(":latest"))

@@ -100,6 +100,12 @@ func TestExternalMetricsAPI(t *testing.T) {
 	}
 
 	orders := labels.SelectorFromSet(render.ExternalMetricLabels("orders"))
+	// Available says the aggregator's probe reached the server; its proxy for the group can still
+	// answer 503 for a moment after: wait until a read gets through.
+	NewWithT(t).Eventually(ctx, func() bool {
+		_, err := emclient.NewForConfigOrDie(env.Config).NamespacedMetrics(ns).List(extmetrics.Metric, orders)
+		return !apierrors.IsServiceUnavailable(err)
+	}).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).Should(BeTrue(), "the aggregator routes the external metrics API")
 	t.Run("the HPA controller's client reads a pipeline's due lag through the aggregator", func(t *testing.T) {
 		g := NewWithT(t)
 		list, err := emclient.NewForConfigOrDie(env.Config).NamespacedMetrics(ns).List(extmetrics.Metric, orders)
