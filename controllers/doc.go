@@ -1,12 +1,13 @@
 // Package controllers holds the operator's reconcilers, one per kind of the retry.retryops.dev API,
 // and what is theirs alone. Per kind: <kind>_controller.go (the reconciler, its setup and watches,
-// its list of phases or steps and Reconcile), <kind>_<phase>.go (the phases), and <kind>_status.go
+// its list of phases and Reconcile), <kind>_<phase>.go (the phases), and <kind>_status.go
 // (one function per condition and figure of its status, table-tested). The ConsumerPipeline
 // reconcile is a list of phases, each returning a documented result that the later ones take
 // (references: pipelineRefs, claims: pipelineClaim, topics: pipelineTopics, figures: pipelineLive,
-// children: pipelineChildren), the status built from all of them; the DeadLetterQueue reconcile is
-// a list of steps over a scope (dlqScope). The requeues a reconcile's parts ask for merge in one
-// function (soonest). Shared by the kinds: steps.go
+// children: pipelineChildren), the status built from all of them; so is the DeadLetterQueue
+// reconcile (topics: dlqTopics, offsets: dlqOffsets, figures: dlqLive, states: dlqStates, gathered
+// in dlqRun). A phase ends the run as endStep says. The requeues a reconcile's parts ask for merge
+// in one function (soonest). Shared by the kinds: steps.go
 // (the step runner, the problem type that makes conditions, the status writer, and the skeleton of
 // the kinds that own topics: status patched whatever the steps return, finalizer, created topics
 // recorded, bounded deletion), constants.go, and setup.go (options, wiring, indexes, predicates,
