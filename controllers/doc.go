@@ -37,10 +37,10 @@
 //     status functions as above, registered in setup.go with its RBAC markers, and a sample in
 //     config/samples. A kind that owns Kafka topics uses the skeleton of steps.go: the finalizer
 //     first, the status patched whatever the phases met (finishReconcile), a bounded deletion,
-//     and every topic it creates recorded in the topic ledger before it is created, never taken from its status or its own annotations,
-//     which its author could forge.
+//     and every topic it creates recorded in the topic ledger before it is created, never taken
+//     from its status or its own annotations, which its author could forge.
 //   - A condition: its type and reasons as constants in api/v1alpha1, one set<Kind><Condition>
-//     function in <kind>_status.go with a table test, summarised by Ready. A step reports a problem
+//     function in <kind>_status.go with a table test, summarised by Ready. A phase reports a problem
 //     by returning a *problem: a user error (a Warning event, then a wait for a change of the spec)
 //     or a transient one (returned, for the work queue's backoff); a plain error still reaches Ready
 //     through the deferred patch. Every user error also sets Stalled (setStalled, called by the
