@@ -211,26 +211,26 @@ func queueParty(q *retryv1alpha1.DeadLetterQueue) *kafkaspec.Party {
 	return &kafkaspec.Party{Owner: dlqOwner(client.ObjectKeyFromObject(q)), Namespace: q.Namespace, Kafka: q.Spec.Kafka, Known: q.Status.KafkaClusterID}
 }
 
-// topicOwner returns the queue that manages s's topic: the oldest of the queues claiming it on its
-// cluster whose claim the policy allows (s's own included, whatever the policy says of it: the
-// caller refuses it later); unknown is set when that is an older queue compared while s's own
-// cluster was never identified.
-func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, s *dlqScope) (owner kafkaspec.Claimant, unknown bool, err error) {
-	dlq := s.dlq
+// topicOwner returns the queue that manages dlq's topic: the oldest of the queues claiming it on its
+// cluster whose claim the policy allows (dlq's own included, whatever the policy says of it: the
+// caller refuses it later); unknown is set when that is an older queue compared while dlq's own
+// cluster was never identified. k is dlq's connection, made on first need; the cluster ID read
+// through it is k's.
+func (r *DeadLetterQueueReconciler) topicOwner(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, k *kafkaClient) (owner kafkaspec.Claimant, unknown bool, err error) {
 	list := &retryv1alpha1.DeadLetterQueueList{}
 	if err := r.List(ctx, list, client.MatchingFields{indexDLQByClaim: string(dlq.Spec.Topic.Name)}); err != nil {
 		return kafkaspec.Claimant{}, false, err
 	}
 	self := queueParty(dlq)
-	self.Admin = s.admin
-	self.OnRead = func(id string) { s.clusterID = id }
+	self.Admin = k.admin
+	self.OnRead = func(id string) { k.clusterID = id }
 	self.Connect = func(ctx context.Context) (kafka.Admin, error) {
-		if s.admin == nil {
-			if err := r.connectQueue(ctx, s); err != nil {
+		if k.admin == nil {
+			if err := r.connectQueue(ctx, dlq, k); err != nil {
 				return nil, err
 			}
 		}
-		return s.admin, nil
+		return k.admin, nil
 	}
 	me := kafkaspec.ClaimantOf("DeadLetterQueue", dlq)
 	var older []*retryv1alpha1.DeadLetterQueue

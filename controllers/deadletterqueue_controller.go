@@ -34,36 +34,30 @@ type DeadLetterQueueReconciler struct {
 	stateCounts *stateCountCache
 }
 
-// dlqScope is the state of one DeadLetterQueue reconcile, filled in by the steps.
-type dlqScope struct {
-	dlq      *retryv1alpha1.DeadLetterQueue
+// dlqSpec is what a queue's spec asks of Kafka, worked out once per reconcile.
+type dlqSpec struct {
+	// want is the queue's topic; stateWant its record of decisions (stateTopicSpec: nameless when
+	// the topic's name leaves no room for it).
+	want, stateWant kafka.TopicSpec
+	// interval is the queue's refresh interval.
 	interval time.Duration
+}
 
-	kafkaClient
-
-	want  kafka.TopicSpec
-	topic *kafka.TopicInfo // as it is after this reconcile's changes; nil if not described
-
-	// stateWant is the record of decisions (stateTopicSpec), stateHave as described; stateTopic its
-	// name once it exists as specified.
-	stateWant    kafka.TopicSpec
-	stateHave    kafka.TopicInfo
-	stateTopic   string
-	stateOffsets []kafka.PartitionOffsets
-	// states are the dead letters held counted by state, nil when not known this time.
-	states *dlqStates
-
-	offsets   []kafka.PartitionOffsets
-	offsetsAt time.Time
-	counted   bool // offsets were read this reconcile
-
-	live dlqLive // what the LiveFigures step found (deadletterqueue_live.go)
-
-	// changes are what the reconcile changed in Kafka, for one event (changeReason) after the steps.
-	changes      []string
-	changeReason string
-
+// dlqRun is what a queue's phases found, each phase's result and the problems of Ready in the order
+// met. A phase that did not run (an earlier one ended the run) left its zero result.
+type dlqRun struct {
+	spec dlqSpec
+	// conn is the queue's Kafka connection, made by the connection phase (its admin nil until then)
+	// or by the claim phase's cluster comparison; its clusterID is read through it.
+	conn    kafkaClient
+	topics  dlqTopics
+	offsets dlqOffsets
+	live    dlqLive
+	// states are the dead letters held counted by state; nil when not known this time.
+	states   *dlqStates
 	problems problems
+	// err is the error that ended the run (not a problem), returned for the work queue's backoff.
+	err error
 }
 
 // dlqOwner is the name of a queue in the connection registry and the batched reads.
@@ -81,15 +75,15 @@ func (r *DeadLetterQueueReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if ok, err := r.fetch(ctx, req, dlq, r.forget); !ok {
 		return ctrl.Result{}, err
 	}
-	s := &dlqScope{dlq: dlq, interval: r.RefreshInterval, want: dlqTopicSpec(dlq)}
-	s.stateWant = stateTopicSpec(s.want)
+	spec := dlqSpec{interval: r.RefreshInterval, want: dlqTopicSpec(dlq)}
+	spec.stateWant = stateTopicSpec(spec.want)
 	if d := dlq.Spec.StatusRefreshInterval; d != nil && d.Duration > 0 {
-		s.interval = d.Duration
+		spec.interval = d.Duration
 	}
 	if !dlq.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, s)
+		return r.reconcileDelete(ctx, dlq, spec)
 	}
-	return r.reconcileNormal(ctx, s)
+	return r.reconcileNormal(ctx, dlq, spec)
 }
 
 // forget drops everything kept about a queue that is gone, its gauges included.
@@ -107,55 +101,93 @@ func (r *DeadLetterQueueReconciler) forget(key types.NamespacedName) {
 	}
 }
 
-// reconcileNormal runs the steps; whatever they return, the status is then patched (deferred) from
-// what they found.
-func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, s *dlqScope) (result ctrl.Result, reterr error) {
-	defer func() {
-		result, reterr = finishReconcile(reterr, s.problems, func() error { return r.writeStatus(ctx, s) }, func() time.Duration {
-			// In phase with the connection's offsets rounds, so that the figures are at most one
-			// interval old.
-			return r.Kafka.Offsets.UntilNextRound(s.connKey, dlqOwner(client.ObjectKeyFromObject(s.dlq)), s.interval)
-		})
-		if reterr == nil && result.IsZero() {
-			result.RequeueAfter = resyncWhileStalled(kafkaspec.SecretNames(s.dlq.Spec.Kafka), s.interval)
-		}
-		if reterr != nil {
-			// The retry describes its topics fresh: what it read may be what failed it.
-			r.Kafka.Topics.Unsettle(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
-		}
-	}()
-	err := runSteps(ctx, s, []step[*dlqScope]{
-		{"Finalizer", func(ctx context.Context, s *dlqScope) error { return r.addFinalizer(ctx, s.dlq) }},
-		{"Alerts", r.reconcileAlerts},
-		{"Connection", r.connectQueue},
-		{"Claim", r.claimTopic},
-		{"Topic", r.reconcileTopic},
-		{"StateTopic", r.reconcileStateTopic},
-		{"Offsets", r.readOffsets},
-		{"Retention", r.enforceMaxMessages},
-		{"LiveFigures", r.refreshLiveFigures},
-		{"States", r.refreshStates},
-	}, &s.problems)
-	r.recordTopicChanges(s)
-	return ctrl.Result{}, err
+// reconcileNormal runs a queue's phases (runPhases), then patches the status built from what they
+// found, whatever they met, and requeues in phase with the connection's offsets rounds.
+func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec) (ctrl.Result, error) {
+	run := r.runPhases(ctx, dlq, spec)
+	r.recordTopicChanges(dlq, run.topics)
+	owner := dlqOwner(client.ObjectKeyFromObject(dlq))
+	result, err := finishReconcile(run.err, run.problems, func() error { return r.writeStatus(ctx, dlq, &run) }, func() time.Duration {
+		// In phase with the connection's offsets rounds, so that the figures are at most one
+		// interval old.
+		return r.Kafka.Offsets.UntilNextRound(run.conn.connKey, owner, spec.interval)
+	})
+	if err != nil {
+		// The retry describes its topics fresh: what it read may be what failed it.
+		r.Kafka.Topics.Unsettle(owner)
+		return result, err
+	}
+	if result.IsZero() {
+		// Secrets are not watched: a queue waiting on one looks again at the resync.
+		result.RequeueAfter = resyncWhileStalled(kafkaspec.SecretNames(dlq.Spec.Kafka), spec.interval)
+	}
+	return result, nil
 }
 
-// writeStatus patches the status rebuilt from s, records an event when Ready changed, and
-// publishes the live figures.
-func (r *DeadLetterQueueReconciler) writeStatus(ctx context.Context, s *dlqScope) error {
-	before := s.dlq.Status.DeepCopy()
-	r.judgeFigures(s)
-	st := dlqStatus(s)
+// runPhases runs a queue's phases in order, each on what the earlier ones returned:
+//
+//  1. the finalizer, then the alert rules, which need no Kafka: they are in place while the
+//     brokers are unreachable (a problem with them does not end the run);
+//  2. the connection, then the claim (claimTopic): the policy gives the queue its topic and no
+//     older queue on its cluster has it;
+//  3. topics (dlqTopics): the topic and its record of decisions, created, adopted or corrected;
+//  4. offsets (dlqOffsets): read, and the topic trimmed to retention.maxMessages;
+//  5. figures (dlqLive): the breakdown and the growth rate;
+//  6. states: the dead letters held counted by state.
+//
+// A problem a phase returns ends the run, recorded in run.problems; another error ends it too, as a
+// transient problem, and is run.err.
+func (r *DeadLetterQueueReconciler) runPhases(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec) dlqRun {
+	run := dlqRun{spec: spec}
+	ps := &run.problems
+	// end ends the run on err as endStep says, err named after its step unless name is "" (a
+	// phase that names its own).
+	end := func(name string, err error) bool {
+		if name != "" {
+			err = named(name, err)
+		}
+		stop, err := endStep(ps, err)
+		run.err = err
+		return stop
+	}
+	if end("Finalizer", r.addFinalizer(ctx, dlq)) || end("Alerts", r.reconcileAlerts(ctx, dlq, ps)) ||
+		end("Connection", r.connectQueue(ctx, dlq, &run.conn)) || end("Claim", r.claimTopic(ctx, dlq, spec, &run.conn)) {
+		return run
+	}
+	var err error
+	if run.topics, err = r.topics(ctx, dlq, spec, &run.conn, ps); end("", err) {
+		return run
+	}
+	if run.offsets, err = r.readOffsets(ctx, dlq, spec, run.topics, &run.conn); end("Offsets", err) {
+		return run
+	}
+	if end("Retention", r.enforceMaxMessages(ctx, dlq, spec, &run.conn, &run.offsets)) {
+		return run
+	}
+	if run.live, err = r.figures(ctx, dlq, spec, run.offsets, &run.conn); end("LiveFigures", err) {
+		return run
+	}
+	run.states, err = r.refreshStates(ctx, dlq, spec, run.topics, run.offsets, run.live, &run.conn)
+	end("States", err)
+	return run
+}
+
+// writeStatus patches the status built from what the phases found, records an event when Ready
+// changed, and publishes the live figures.
+func (r *DeadLetterQueueReconciler) writeStatus(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, run *dlqRun) error {
+	before := dlq.Status.DeepCopy()
+	r.judgeFigures(dlq, run)
+	st := dlqStatus(dlq, run)
 	w := dlqStatusWriter
-	if s.changeReason == eventTopicCreated {
+	if run.topics.changeReason == eventTopicCreated {
 		// The event of the topics created says what the first Ready would.
 		w.quiet = firstReady
 	}
-	if _, _, err := w.patch(ctx, r.Client, r.Recorder, s.dlq, func(q *retryv1alpha1.DeadLetterQueue) { q.Status = st }, s.problems, "", "topic", st.Topic); err != nil {
+	if _, _, err := w.patch(ctx, r.Client, r.Recorder, dlq, func(q *retryv1alpha1.DeadLetterQueue) { q.Status = st }, run.problems, "", "topic", st.Topic); err != nil {
 		return err
 	}
-	r.warnLongMissing(s.dlq, s.problems)
-	r.publishLiveFigures(ctx, s, before, st)
+	r.warnLongMissing(dlq, run.problems)
+	r.publishLiveFigures(ctx, dlq, run.live, before, st)
 	return nil
 }
 
@@ -168,58 +200,59 @@ func (r *DeadLetterQueueReconciler) patchStatus(ctx context.Context, dlq *retryv
 // reconcileDelete carries out the deletion policy, then removes the finalizer. Kafka being
 // unreachable never wedges deletion: after DeletionTimeout from the deletion timestamp the finalizer
 // goes with a Warning event saying the topic may remain.
-func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqScope) (ctrl.Result, error) {
-	dlq := s.dlq
+func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(dlq)
-	log := ctrl.LoggerFrom(ctx).WithValues("deadLetterQueue", klog.KObj(dlq), "topic", s.want.Name)
+	log := ctrl.LoggerFrom(ctx).WithValues("deadLetterQueue", klog.KObj(dlq), "topic", spec.want.Name)
 	letGo := func() (ctrl.Result, error) { return r.letGo(ctx, dlq, func() { r.forget(key) }) }
 	if !controllerutil.ContainsFinalizer(dlq, topicFinalizer) {
 		return letGo()
 	}
 	if dlq.Spec.DeletionPolicy != retryv1alpha1.DeletionPolicyDelete {
 		log.Info("Kept topic")
-		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept (deletionPolicy Retain)", s.want.Name)
+		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept (deletionPolicy Retain)", spec.want.Name)
 		return letGo()
 	}
-	if p := r.claimProblem(dlq, s.want.Name); p != nil {
+	if p := r.claimProblem(dlq, spec.want.Name); p != nil {
 		log.Info("Kept topic the claim policy refuses the queue")
-		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept: the claim policy does not give it to this queue's namespace", s.want.Name)
+		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept: the claim policy does not give it to this queue's namespace", spec.want.Name)
 		return letGo()
 	}
 	owned, err := r.ownedTopics(ctx, dlq)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !slices.Contains(owned, s.want.Name) {
+	if !slices.Contains(owned, spec.want.Name) {
 		log.Info("Kept topic the operator did not create")
-		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept: the operator did not create it for this queue", s.want.Name)
+		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept: the operator did not create it for this queue", spec.want.Name)
 		return letGo()
 	}
 	// The record of decisions goes with the dead letters it describes.
-	topics := []string{s.want.Name}
-	if n := s.stateWant.Name; n != "" && slices.Contains(owned, n) {
+	topics := []string{spec.want.Name}
+	if n := spec.stateWant.Name; n != "" && slices.Contains(owned, n) {
 		topics = append(topics, n)
 	}
-	winner, _, err := r.topicOwner(ctx, s)
+	var k kafkaClient
+	winner, _, err := r.topicOwner(ctx, dlq, &k)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if winner.UID != dlq.UID {
 		log.Info("Left topic to its owner", "owner", winner.String())
-		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept: it is managed by %s", s.want.Name, winner)
+		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicKept, "Delete", "Topic %s kept: it is managed by %s", spec.want.Name, winner)
 		return letGo()
 	}
+	var ps problems
 	return r.deleteWithinBound(ctx, dlq, topicDeletion{
 		topics: topics,
 		delete: func(ctx context.Context) error {
-			if err := r.connectQueue(ctx, s); err != nil {
+			if err := r.connectQueue(ctx, dlq, &k); err != nil {
 				return err
 			}
 			var errs []error
 			for _, t := range topics {
-				err := s.admin.DeleteTopic(ctx, t)
+				err := k.admin.DeleteTopic(ctx, t)
 				if err == nil {
-					r.Kafka.Topics.Set(s.connKey, kafka.TopicInfo{Name: t})
+					r.Kafka.Topics.Set(k.connKey, kafka.TopicInfo{Name: t})
 				}
 				errs = append(errs, err)
 			}
@@ -227,14 +260,14 @@ func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, s *dlqS
 		},
 		deleted: fmt.Sprintf("Topic %s deleted (deletionPolicy Delete)", strings.Join(topics, " and ")),
 		mayRemain: func(err string) string {
-			return fmt.Sprintf("Gave up deleting topic %s after %s, the topic may remain in Kafka: %s", s.want.Name, r.DeletionTimeout, err)
+			return fmt.Sprintf("Gave up deleting topic %s after %s, the topic may remain in Kafka: %s", spec.want.Name, r.DeletionTimeout, err)
 		},
 		failing: func(ctx context.Context, err string, deadline time.Time) error {
 			st := dlq.Status.DeepCopy()
-			s.problems.add(&problem{Reason: retryv1alpha1.ReasonDeleting, Message: fmt.Sprintf("deleting topic %q: %s; retrying until %s, then the queue goes and the topic may remain",
-				s.want.Name, err, deadline.UTC().Format(time.RFC3339))})
-			setDLQReady(st, dlq.Generation, s.problems, "")
-			return r.patchStatus(ctx, dlq, *st, s.problems)
+			ps.add(&problem{Reason: retryv1alpha1.ReasonDeleting, Message: fmt.Sprintf("deleting topic %q: %s; retrying until %s, then the queue goes and the topic may remain",
+				spec.want.Name, err, deadline.UTC().Format(time.RFC3339))})
+			setDLQReady(st, dlq.Generation, ps, "")
+			return r.patchStatus(ctx, dlq, *st, ps)
 		},
 	}, letGo)
 }

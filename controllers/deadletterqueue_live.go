@@ -20,7 +20,7 @@ import (
 	"github.com/retryops/retry-operator/internal/render"
 )
 
-// dlqLive is what the LiveFigures step of a DeadLetterQueue reconcile found.
+// dlqLive is what the figures phase of a DeadLetterQueue reconcile found.
 type dlqLive struct {
 	// breakdown is the tally of the records held, every name (nil: not read this time, the status
 	// keeps its figures).
@@ -34,59 +34,60 @@ type dlqLive struct {
 	figuresAt time.Time
 }
 
-// judgeFigures sets when the figures were read and when they are judged, whichever steps ran: this
-// reconcile's read, else the last snapshot of the topic's offsets the batched reads kept (which a
-// failed round does not replace).
-func (r *DeadLetterQueueReconciler) judgeFigures(s *dlqScope) {
-	if s.live.now.IsZero() {
-		s.live.now = r.Clock.Now()
+// judgeFigures sets, in run.live, when the figures were read and when they are judged, whichever
+// phases ran: this reconcile's read, else the last snapshot of the topic's offsets the batched
+// reads kept (which a failed round does not replace).
+func (r *DeadLetterQueueReconciler) judgeFigures(dlq *retryv1alpha1.DeadLetterQueue, run *dlqRun) {
+	live := &run.live
+	if live.now.IsZero() {
+		live.now = r.Clock.Now()
 	}
 	switch {
-	case s.counted:
-		s.live.figuresAt = s.offsetsAt
-	case s.connKey != "":
-		if _, taken, ok := r.Kafka.Offsets.Peek(s.connKey, s.want.Name); ok {
-			s.live.figuresAt = taken
+	case run.offsets.counted:
+		live.figuresAt = run.offsets.at
+	case run.conn.connKey != "":
+		if _, taken, ok := r.Kafka.Offsets.Peek(run.conn.connKey, run.spec.want.Name); ok {
+			live.figuresAt = taken
 		}
 	}
 	// A reconcile that could not connect has no snapshot to peek at: the figures were read when
 	// the growth history last recorded them.
-	if last, ok := r.growth.last(client.ObjectKeyFromObject(s.dlq)); ok && last.After(s.live.figuresAt) {
-		s.live.figuresAt = last
+	if last, ok := r.growth.last(client.ObjectKeyFromObject(dlq)); ok && last.After(live.figuresAt) {
+		live.figuresAt = last
 	}
 }
 
-// refreshLiveFigures brings the queue's breakdown (reasons, error types, pipelines, oldest and
-// newest times) up to the offsets the reconcile read, reading only the records new since the last
-// refresh, and records the message count for the growth rate. A failed read keeps the figures of
-// status as they are: it is logged, and the next refresh goes on from what was read.
-func (r *DeadLetterQueueReconciler) refreshLiveFigures(ctx context.Context, s *dlqScope) error {
-	s.live.now = r.Clock.Now()
-	if !s.counted {
-		return nil
+// figures is the figures phase: it brings the queue's breakdown (reasons, error types, pipelines,
+// oldest and newest times) up to the offsets o the reconcile read, reading only the records new
+// since the last refresh, and records the message count for the growth rate. A failed read keeps
+// the figures of status as they are: it is logged, and the next refresh goes on from what was read.
+func (r *DeadLetterQueueReconciler) figures(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec, o dlqOffsets, k *kafkaClient) (dlqLive, error) {
+	live := dlqLive{now: r.Clock.Now()}
+	if !o.counted {
+		return live, nil
 	}
-	key := client.ObjectKeyFromObject(s.dlq)
-	s.live.growth = r.growth.record(key, s.offsetsAt, kafkastats.CountMessages(s.offsets), dlqGrowthWindow(s.dlq))
-	b, err := r.Kafka.Tallies.Breakdown(ctx, s.conn, s.connKey, dlqOwner(key), s.want.Name, s.offsets, s.offsetsAt)
+	key := client.ObjectKeyFromObject(dlq)
+	live.growth = r.growth.record(key, o.at, kafkastats.CountMessages(o.offsets), dlqGrowthWindow(dlq))
+	b, err := r.Kafka.Tallies.Breakdown(ctx, k.conn, k.connKey, dlqOwner(key), spec.want.Name, o.offsets, o.at)
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return live, ctx.Err()
 		}
 		ctrl.LoggerFrom(ctx).Info("Could not read the new dead letters; the breakdown in status is left as it was",
-			"deadLetterQueue", klog.KObj(s.dlq), "topic", s.want.Name, "error", truncate(err.Error(), maxConditionMessage))
-		return nil
+			"deadLetterQueue", klog.KObj(dlq), "topic", spec.want.Name, "error", truncate(err.Error(), maxConditionMessage))
+		return live, nil
 	}
-	s.live.breakdown = &b
-	return nil
+	live.breakdown = &b
+	return live, nil
 }
 
 // publishLiveFigures runs once status st was written (or found unchanged): it sets the queue's
 // gauges to the figures of st, keeps the full per-pipeline counts for the pipelines, and records an
 // event when Healthy changed.
-func (r *DeadLetterQueueReconciler) publishLiveFigures(ctx context.Context, s *dlqScope, before *retryv1alpha1.DeadLetterQueueStatus, st retryv1alpha1.DeadLetterQueueStatus) {
-	key := client.ObjectKeyFromObject(s.dlq)
+func (r *DeadLetterQueueReconciler) publishLiveFigures(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, live dlqLive, before *retryv1alpha1.DeadLetterQueueStatus, st retryv1alpha1.DeadLetterQueueStatus) {
+	key := client.ObjectKeyFromObject(dlq)
 	r.exportDLQ(key, st)
-	if b := s.live.breakdown; b != nil {
+	if b := live.breakdown; b != nil {
 		r.Kafka.ByPipeline.Set(dlqOwner(key), b.Pipelines)
 	}
 
@@ -97,12 +98,12 @@ func (r *DeadLetterQueueReconciler) publishLiveFigures(ctx context.Context, s *d
 	}
 	log := ctrl.LoggerFrom(ctx)
 	if c.Status == metav1.ConditionTrue {
-		log.Info("Dead letter queue is healthy", "deadLetterQueue", klog.KObj(s.dlq))
-		r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, c.Reason, "CheckThresholds", "%s", c.Message)
+		log.Info("Dead letter queue is healthy", "deadLetterQueue", klog.KObj(dlq))
+		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, c.Reason, "CheckThresholds", "%s", c.Message)
 		return
 	}
-	log.Info("Dead letter queue crossed an alert threshold", "deadLetterQueue", klog.KObj(s.dlq), "reason", c.Reason, "message", c.Message)
-	r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeWarning, c.Reason, "CheckThresholds", "%s", c.Message)
+	log.Info("Dead letter queue crossed an alert threshold", "deadLetterQueue", klog.KObj(dlq), "reason", c.Reason, "message", c.Message)
+	r.Recorder.Eventf(dlq, nil, corev1.EventTypeWarning, c.Reason, "CheckThresholds", "%s", c.Message)
 }
 
 // healthChanged tells whether Healthy changed in a way worth an event: its status, or the reason it

@@ -72,25 +72,25 @@ func (c *stateCountCache) forget(key types.NamespacedName) {
 	delete(c.queues, key)
 }
 
-// refreshStates counts the dead letters held by state from the record of decisions, and finds the
-// oldest pending one, when the queue or its record of decisions changed since the last count. A
-// failed read keeps status as it is, logged.
-func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqScope) error {
-	if !s.counted || s.stateTopic == "" || s.stateOffsets == nil {
-		return nil
+// refreshStates is the states phase: it counts the dead letters held by state from the record of
+// decisions, and finds the oldest pending one, when the queue or its record of decisions changed
+// since the last count (at the offsets o, of the topics t). A failed read keeps status as it is,
+// logged: nil is returned.
+func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec, t dlqTopics, o dlqOffsets, live dlqLive, k *kafkaClient) (*dlqStates, error) {
+	if !o.counted || t.stateTopic == "" || o.stateOffsets == nil {
+		return nil, nil
 	}
-	key := client.ObjectKeyFromObject(s.dlq)
-	at := append(slices.Clone(s.offsets), s.stateOffsets...)
-	topicID := s.topicID()
+	key := client.ObjectKeyFromObject(dlq)
+	at := append(slices.Clone(o.offsets), o.stateOffsets...)
+	topicID := t.topicID()
 	if st, ok := r.stateCounts.get(key, topicID, at); ok {
-		s.states = &st
-		return nil
+		return &st, nil
 	}
-	states, tidy, err := deadletters.Survey(ctx, s.admin, r.Kafka.Scanner, s.conn, s.want.Name, topicID, s.offsets, deadletters.MaxTidyUpdates)
+	states, tidy, err := deadletters.Survey(ctx, k.admin, r.Kafka.Scanner, k.conn, spec.want.Name, topicID, o.offsets, deadletters.MaxTidyUpdates)
 	untidy := false
 	if err == nil {
 		if last, ok := r.stateCounts.topicID(key); ok && last == topicID {
-			untidy = !r.tidyStates(ctx, s, tidy)
+			untidy = !r.tidyStates(ctx, dlq, spec, t, k, tidy)
 		} else {
 			untidy = len(tidy) > 0
 			// First count, or the topic was created again since the last: the offsets (batched, up to
@@ -98,27 +98,26 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqSco
 			r.Kafka.Offsets.Forget(dlqOwner(key))
 		}
 		var st dlqStates
-		st.counts = states.Counts(s.offsets)
+		st.counts = states.Counts(o.offsets)
 		switch {
 		case st.counts[retryv1alpha1.DeadLetterPending] == 0:
-		case st.counts[retryv1alpha1.DeadLetterPending] == kafkastats.CountMessages(s.offsets) && s.live.breakdown != nil:
+		case st.counts[retryv1alpha1.DeadLetterPending] == kafkastats.CountMessages(o.offsets) && live.breakdown != nil:
 			// Nothing decided: the oldest pending is the oldest held, which the tally knows.
-			st.oldestPending = s.live.breakdown.Oldest
+			st.oldestPending = live.breakdown.Oldest
 		default:
-			st.oldestPending, err = deadletters.OldestPending(ctx, r.Kafka.Scanner, s.conn, s.want.Name, s.offsets, states)
+			st.oldestPending, err = deadletters.OldestPending(ctx, r.Kafka.Scanner, k.conn, spec.want.Name, o.offsets, states)
 		}
 		if err == nil {
 			r.stateCounts.set(key, topicID, at, st, untidy)
-			s.states = &st
-			return nil
+			return &st, nil
 		}
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	ctrl.LoggerFrom(ctx).Info("Could not read the record of decisions; the counts by state in status are left as they were",
-		"deadLetterQueue", klog.KObj(s.dlq), "topic", s.stateTopic, "error", truncate(err.Error(), maxConditionMessage))
-	return nil
+		"deadLetterQueue", klog.KObj(dlq), "topic", t.stateTopic, "error", truncate(err.Error(), maxConditionMessage))
+	return nil, nil
 }
 
 // tidyStates writes what Survey found to tidy in the record of decisions: tombstones for the
@@ -126,28 +125,29 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, s *dlqSco
 // decisions bound to the topic's ID; at most deadletters.MaxTidyUpdates a reconcile. The next
 // reconcile sees the record of decisions changed and goes on. A failure is logged, and reported
 // (false) so that the next reconcile counts and tries again.
-func (r *DeadLetterQueueReconciler) tidyStates(ctx context.Context, s *dlqScope, updates []deadletters.StateUpdate) bool {
+func (r *DeadLetterQueueReconciler) tidyStates(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec, t dlqTopics, k *kafkaClient, updates []deadletters.StateUpdate) bool {
 	if len(updates) == 0 || r.Kafka.Producer == nil {
 		return true
 	}
-	if id := s.topicID(); id != "" {
+	name := spec.want.Name
+	if id := t.topicID(); id != "" {
 		// As a Purge does: the topic deleted and created again since its ID was read would have the
 		// decisions made on it dropped as another topic's.
-		ids, err := s.admin.TopicIDs(ctx, s.want.Name)
-		if err != nil || ids[s.want.Name] != id {
+		ids, err := k.admin.TopicIDs(ctx, name)
+		if err != nil || ids[name] != id {
 			ctrl.LoggerFrom(ctx).Info("Did not tidy the record of decisions: the topic's ID changed since it was read, or could not be read again",
-				"deadLetterQueue", klog.KObj(s.dlq), "topic", s.stateTopic, "topicID", id, "now", ids[s.want.Name], "error", err)
+				"deadLetterQueue", klog.KObj(dlq), "topic", t.stateTopic, "topicID", id, "now", ids[name], "error", err)
 			return false
 		}
 	}
-	written, err := deadletters.WriteStates(ctx, r.Kafka.Producer, s.conn, s.want.Name, updates)
+	written, err := deadletters.WriteStates(ctx, r.Kafka.Producer, k.conn, name, updates)
 	n := 0
 	for _, w := range written {
 		if w {
 			n++
 		}
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("deadLetterQueue", klog.KObj(s.dlq), "topic", s.stateTopic, "written", n, "of", len(updates))
+	log := ctrl.LoggerFrom(ctx).WithValues("deadLetterQueue", klog.KObj(dlq), "topic", t.stateTopic, "written", n, "of", len(updates))
 	if err != nil {
 		log.Info("Could not tidy the record of decisions", "error", truncate(err.Error(), maxConditionMessage))
 		return false
@@ -159,29 +159,20 @@ func (r *DeadLetterQueueReconciler) tidyStates(ctx context.Context, s *dlqScope,
 // forgetUnboundDecisions tombstones, before the queue's topic deleted out of band is created again,
 // every decision recorded without a topic ID (all of them on brokers that give none): the new
 // topic's dead letters reuse their offsets.
-func (r *DeadLetterQueueReconciler) forgetUnboundDecisions(ctx context.Context, s *dlqScope) error {
-	if !s.stateHave.Exists || r.Kafka.Producer == nil {
+func (r *DeadLetterQueueReconciler) forgetUnboundDecisions(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec, k *kafkaClient, stateHave kafka.TopicInfo) error {
+	if !stateHave.Exists || r.Kafka.Producer == nil {
 		return nil
 	}
-	unbound, err := deadletters.Unbound(ctx, s.admin, r.Kafka.Scanner, s.conn, s.want.Name)
+	unbound, err := deadletters.Unbound(ctx, k.admin, r.Kafka.Scanner, k.conn, spec.want.Name)
 	if err != nil || len(unbound) == 0 {
 		return err
 	}
-	if _, err := deadletters.WriteStates(ctx, r.Kafka.Producer, s.conn, s.want.Name, unbound); err != nil {
+	if _, err := deadletters.WriteStates(ctx, r.Kafka.Producer, k.conn, spec.want.Name, unbound); err != nil {
 		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("Dropped the decisions without a topic ID before creating the topic again",
-		"deadLetterQueue", klog.KObj(s.dlq), "topic", s.want.Name, "dropped", len(unbound))
+		"deadLetterQueue", klog.KObj(dlq), "topic", spec.want.Name, "dropped", len(unbound))
 	return nil
-}
-
-// topicID is the ID of the queue's topic as this reconcile described it ("" when the brokers give
-// none, or the topic was created by this reconcile: it holds no decided dead letter yet).
-func (s *dlqScope) topicID() string {
-	if s.topic == nil {
-		return ""
-	}
-	return s.topic.ID
 }
 
 // setDLQStates writes the counts by state, pending and the oldest pending time (to the second).

@@ -19,24 +19,24 @@ import (
 // dlqStatus rebuilds a queue's status from what the reconcile saw. Figures it could not read this
 // time (Kafka unreachable, a conflict, a failed read of the new dead letters) keep their previous
 // values rather than dropping to zero.
-func dlqStatus(s *dlqScope) retryv1alpha1.DeadLetterQueueStatus {
-	dlq := s.dlq
+func dlqStatus(dlq *retryv1alpha1.DeadLetterQueue, run *dlqRun) retryv1alpha1.DeadLetterQueueStatus {
 	st := *dlq.Status.DeepCopy()
 	st.ObservedGeneration = dlq.Generation
-	st.Topic = s.want.Name
-	if s.clusterID != "" {
-		st.KafkaClusterID = s.clusterID
+	st.Topic = run.spec.want.Name
+	if id := run.conn.clusterID; id != "" {
+		st.KafkaClusterID = id
 	}
-	if s.stateTopic != "" {
-		st.StateTopic = s.stateTopic
+	if t := run.topics.stateTopic; t != "" {
+		st.StateTopic = t
 	}
-	setDLQFigures(&st, s.topic, s.offsets, s.counted, s.offsetsAt)
-	setDLQBreakdown(&st, s.live.breakdown, s.offsetsAt)
-	setDLQStates(&st, s.states)
-	setDLQReady(&st, dlq.Generation, s.problems, dlqReadyMessage(s.want, s.topic))
-	setStalled(&st.Conditions, dlq.Generation, s.problems)
-	setDLQHealthy(&st, dlq.Generation, render.DeadLetterQueueAlertThresholds(dlq), s.live.growth,
-		figuresAge{now: s.live.now, readAt: s.live.figuresAt, staleAfter: staleRefreshes * s.interval})
+	o := run.offsets
+	setDLQFigures(&st, run.topics.topic, o.offsets, o.counted, o.at)
+	setDLQBreakdown(&st, run.live.breakdown, o.at)
+	setDLQStates(&st, run.states)
+	setDLQReady(&st, dlq.Generation, run.problems, dlqReadyMessage(run.spec.want, run.topics.topic))
+	setStalled(&st.Conditions, dlq.Generation, run.problems)
+	setDLQHealthy(&st, dlq.Generation, render.DeadLetterQueueAlertThresholds(dlq), run.live.growth,
+		figuresAge{now: run.live.now, readAt: run.live.figuresAt, staleAfter: staleRefreshes * run.spec.interval})
 	return st
 }
 

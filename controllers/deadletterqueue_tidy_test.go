@@ -41,14 +41,15 @@ func TestTidyingChecksTheTopicIDBeforeItWrites(t *testing.T) {
 	}
 
 	info := kafka.TopicInfo{Name: topic, ID: read[topic]}
-	s := &dlqScope{kafkaClient: kafkaClient{conn: conn, admin: f}, want: kafka.TopicSpec{Name: topic}, topic: &info, stateTopic: state}
+	k := &kafkaClient{conn: conn, admin: f}
+	spec, topics := dlqSpec{want: kafka.TopicSpec{Name: topic}}, dlqTopics{topic: &info, stateTopic: state}
 	offs, _ := f.ListOffsets(ctx, topic)
-	_, tidy, err := deadletters.Survey(ctx, f, f, conn, topic, s.topicID(), offs[topic], deadletters.MaxTidyUpdates)
+	_, tidy, err := deadletters.Survey(ctx, f, f, conn, topic, topics.topicID(), offs[topic], deadletters.MaxTidyUpdates)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &DeadLetterQueueReconciler{topicReconciler: topicReconciler{Kafka: &kafkaAccess{Producer: f, Scanner: f}}}
-	r.tidyStates(ctx, s, tidy)
+	r.tidyStates(ctx, &retryv1alpha1.DeadLetterQueue{}, spec, topics, k, tidy)
 
 	states, err := deadletters.LoadStates(ctx, f, f, conn, topic, now[topic], nil)
 	if err != nil {

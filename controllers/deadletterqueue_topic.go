@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -29,40 +30,73 @@ import (
 // dead letter), owned by the queue. It comes before the Kafka steps, which the rules do not depend
 // on, so that they are in place while the brokers are unreachable. A problem (a name taken by
 // another owner) makes Ready False without stopping the other steps.
-func (r *DeadLetterQueueReconciler) reconcileAlerts(ctx context.Context, s *dlqScope) error {
-	in := &render.DeadLetterQueueInputs{DLQ: s.dlq, RuleLabels: r.RuleLabels, RunbookBaseURL: r.RunbookBaseURL}
+func (r *DeadLetterQueueReconciler) reconcileAlerts(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, ps *problems) error {
+	in := &render.DeadLetterQueueInputs{DLQ: dlq, RuleLabels: r.RuleLabels, RunbookBaseURL: r.RunbookBaseURL}
 	set, err := render.DeadLetterQueueRuleSet(in)
 	if err == nil {
-		_, err = r.Rules.Apply(ctx, r.Client, r.Applied, s.dlq, set)
+		_, err = r.Rules.Apply(ctx, r.Client, r.Applied, dlq, set)
 	}
-	return recordProblem(&s.problems, childProblem(err))
+	return recordProblem(ps, childProblem(err))
 }
 
-// connectQueue resolves spec.kafka and gets a client.
-func (r *DeadLetterQueueReconciler) connectQueue(ctx context.Context, s *dlqScope) error {
-	return r.connect(ctx, &s.kafkaClient, dlqOwner(client.ObjectKeyFromObject(s.dlq)), s.dlq.Namespace, s.dlq.Spec.Kafka)
+// connectQueue resolves spec.kafka and gets a client, into k.
+func (r *DeadLetterQueueReconciler) connectQueue(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, k *kafkaClient) error {
+	return r.connect(ctx, k, dlqOwner(client.ObjectKeyFromObject(dlq)), dlq.Namespace, dlq.Spec.Kafka)
 }
 
 // claimTopic makes sure the claim policy gives this queue its topic and that it is the oldest one
 // claiming it on its cluster (topicOwner); a newer one reports the conflict and leaves the topic
 // alone. The policy is checked at every reconcile, not only when the topic is taken: a queue whose
 // ledger record holds a topic the policy now gives another namespace holds nothing either.
-func (r *DeadLetterQueueReconciler) claimTopic(ctx context.Context, s *dlqScope) error {
-	if p := r.claimProblem(s.dlq, string(s.dlq.Spec.Topic.Name)); p != nil {
-		r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
+func (r *DeadLetterQueueReconciler) claimTopic(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec, k *kafkaClient) error {
+	if p := r.claimProblem(dlq, string(dlq.Spec.Topic.Name)); p != nil {
+		r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(dlq)))
 		return p
 	}
-	winner, unknown, err := r.topicOwner(ctx, s)
+	winner, unknown, err := r.topicOwner(ctx, dlq, k)
 	if err != nil {
 		return err
 	}
-	if winner.UID == s.dlq.UID {
+	if winner.UID == dlq.UID {
 		return nil
 	}
-	r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
+	r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(dlq)))
 	return &problem{Reason: retryv1alpha1.ReasonTopicConflict, Kind: problemWaiting, Message: truncate(fmt.Sprintf(
 		"topic %q is already managed by %s, created earlier%s; this queue leaves the topic alone until that one is deleted",
-		s.want.Name, winner, unknownClusterNote(map[types.UID]bool{winner.UID: unknown}, winner.UID)), maxConditionMessage)}
+		spec.want.Name, winner, unknownClusterNote(map[types.UID]bool{winner.UID: unknown}, winner.UID)), maxConditionMessage)}
+}
+
+// dlqTopics is what the topics phase found and did.
+type dlqTopics struct {
+	// topic is the queue's topic as it is after the phase's changes; nil when it was not described.
+	topic *kafka.TopicInfo
+	// stateHave is the record of decisions as described; stateTopic is its name once it exists as
+	// specified ("" until then).
+	stateHave  kafka.TopicInfo
+	stateTopic string
+	// changes are what the phase changed in Kafka, for one event of reason changeReason
+	// (recordTopicChanges).
+	changes      []string
+	changeReason string
+}
+
+// topicID is the ID of the queue's topic as the phase described it ("" when the brokers give none,
+// or the topic was created by this reconcile: it holds no decided dead letter yet).
+func (t dlqTopics) topicID() string {
+	if t.topic == nil {
+		return ""
+	}
+	return t.topic.ID
+}
+
+// topics is the topics phase: the queue's topic (reconcileTopic), then its record of decisions
+// (reconcileStateTopic). A problem that does not stop the next step is recorded in ps.
+func (r *DeadLetterQueueReconciler) topics(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec, k *kafkaClient, ps *problems) (dlqTopics, error) {
+	var t dlqTopics
+	if err := r.reconcileTopic(ctx, dlq, spec, k, &t, ps); err != nil {
+		return t, err
+	}
+	return t, named("StateTopic", r.reconcileStateTopic(ctx, dlq, spec, k, &t, ps))
 }
 
 // reconcileTopic creates the topic, grows its partitions and sets its configs back when they
@@ -71,65 +105,65 @@ func (r *DeadLetterQueueReconciler) claimTopic(ctx context.Context, s *dlqScope)
 // topic of anyone else is left unchanged and unread (TopicNotOwned). A topic about to be created or
 // adopted must be one the manager's claim policy gives the namespace, and is first recorded in the
 // topic ledger.
-func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, s *dlqScope) error {
-	names := []string{s.want.Name}
-	if s.stateWant.Name != "" {
-		names = append(names, s.stateWant.Name)
+func (r *DeadLetterQueueReconciler) reconcileTopic(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec, k *kafkaClient, t *dlqTopics, ps *problems) error {
+	want := spec.want
+	names := []string{want.Name}
+	if spec.stateWant.Name != "" {
+		names = append(names, spec.stateWant.Name)
 	}
-	got, err := r.Kafka.Topics.Describe(ctx, s.admin, s.connKey, dlqOwner(client.ObjectKeyFromObject(s.dlq)), names, s.interval, dlqSettled(s.dlq))
+	got, err := r.Kafka.Topics.Describe(ctx, k.admin, k.connKey, dlqOwner(client.ObjectKeyFromObject(dlq)), names, spec.interval, dlqSettled(dlq))
 	if err != nil {
 		return kafkaProblem(err)
 	}
-	s.readClusterID(ctx)
-	have := got[s.want.Name]
-	s.stateHave = got[s.stateWant.Name]
-	owned, err := r.ownedTopics(ctx, s.dlq)
+	k.readClusterID(ctx)
+	have := got[want.Name]
+	t.stateHave = got[spec.stateWant.Name]
+	owned, err := r.ownedTopics(ctx, dlq)
 	if err != nil {
-		return err
+		return named("Topic", err)
 	}
-	wasOwned := slices.Contains(owned, s.want.Name)
+	wasOwned := slices.Contains(owned, want.Name)
 	if !wasOwned {
-		take := []takenTopic{{s.want.Name, have}}
+		take := []takenTopic{{want.Name, have}}
 		// The record of decisions is taken with the topic when it may be: one write of the ledger,
 		// not two. When it may not, reconcileStateTopic reports why.
-		if n := s.stateWant.Name; n != "" && !slices.Contains(owned, n) {
-			take = append(take, takenTopic{n, s.stateHave})
+		if n := spec.stateWant.Name; n != "" && !slices.Contains(owned, n) {
+			take = append(take, takenTopic{n, t.stateHave})
 		}
-		if err := r.takeTopics(ctx, s, take...); err != nil {
-			return err
+		if err := r.takeTopics(ctx, dlq, take...); err != nil {
+			return named("Topic", err)
 		}
 	}
-	plan := kafka.PlanTopic(s.want, have)
-	s.topic = &have
+	plan := kafka.PlanTopic(want, have)
+	t.topic = &have
 	if !plan.Empty() {
 		recreated := plan.Create && wasOwned
 		if recreated {
-			if err := r.forgetUnboundDecisions(ctx, s); err != nil {
+			if err := r.forgetUnboundDecisions(ctx, dlq, spec, k, t.stateHave); err != nil {
 				return kafkaProblem(err)
 			}
 		}
-		now, err := kafka.ApplyPlan(ctx, s.admin, s.want, have, plan)
-		s.topic = &now
-		r.noteTopicChange(s.connKey, s.want.Name, now, plan, err)
+		now, err := kafka.ApplyPlan(ctx, k.admin, want, have, plan)
+		t.topic = &now
+		r.noteTopicChange(k.connKey, want.Name, now, plan, err)
 		if err != nil {
 			if errors.Is(err, kafka.ErrTopicExists) {
 				// Created by someone else in between: look again at the next resync.
-				return &problem{Reason: retryv1alpha1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("topic %q appeared while being created", s.want.Name)}
+				return &problem{Reason: retryv1alpha1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("topic %q appeared while being created", want.Name)}
 			}
 			return kafkaProblem(err)
 		}
-		r.recordTopicChange(ctx, s, s.want, have, plan, recreated)
+		t.noteChange(ctx, dlq, want, have, plan, recreated)
 		if plan.Create {
 			// A new topic holds nothing: no need to ask Kafka.
-			empty := make([]kafka.PartitionOffsets, s.want.Partitions)
+			empty := make([]kafka.PartitionOffsets, want.Partitions)
 			for i := range empty {
 				empty[i].Partition = int32(i)
 			}
-			r.Kafka.Offsets.Set(s.connKey, s.want.Name, empty)
+			r.Kafka.Offsets.Set(k.connKey, want.Name, empty)
 		}
 	}
-	s.problems.add(shrinkProblem("topic", s.want, plan,
-		fmt.Sprintf("set spec.topic.partitions to %d to accept them", plan.ShrinkFrom)))
+	ps.add(shrinkProblem("topic", want, plan, fmt.Sprintf("set spec.topic.partitions to %d to accept them", plan.ShrinkFrom)))
 	return nil
 }
 
@@ -152,16 +186,16 @@ type takenTopic struct {
 // exists and the queue does not ask to adopt it, when the claim policy does not give the namespace
 // its name, or when another resource's ledger record holds it (heldElsewhere), whether it exists
 // or not; the others are recorded in the ledger, in one write, before they are created or adopted.
-func (r *DeadLetterQueueReconciler) takeTopics(ctx context.Context, s *dlqScope, topics ...takenTopic) error {
+func (r *DeadLetterQueueReconciler) takeTopics(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, topics ...takenTopic) error {
 	problems := make([]*problem, len(topics))
 	var taking []string
 	for i, t := range topics {
-		if problems[i] = r.takeProblem(s, t.name, t.have); problems[i] == nil {
+		if problems[i] = r.takeProblem(dlq, t.name, t.have); problems[i] == nil {
 			taking = append(taking, t.name)
 		}
 	}
 	if problems[0] == nil {
-		held, err := r.heldElsewhere(ctx, s, taking)
+		held, err := r.heldElsewhere(ctx, dlq, taking)
 		if err != nil {
 			return err
 		}
@@ -173,7 +207,7 @@ func (r *DeadLetterQueueReconciler) takeTopics(ctx context.Context, s *dlqScope,
 	}
 	if p := problems[0]; p != nil {
 		if p.Reason == retryv1alpha1.ReasonTopicNotOwned || p.Reason == retryv1alpha1.ReasonTopicConflict {
-			r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(s.dlq)))
+			r.Kafka.Offsets.Forget(dlqOwner(client.ObjectKeyFromObject(dlq)))
 		}
 		return p
 	}
@@ -187,15 +221,15 @@ func (r *DeadLetterQueueReconciler) takeTopics(ctx context.Context, s *dlqScope,
 			adopted = append(adopted, t.name)
 		}
 	}
-	if err := r.recordCreatedTopics(ctx, s.dlq, names...); err != nil {
+	if err := r.recordCreatedTopics(ctx, dlq, names...); err != nil {
 		return err
 	}
 	for _, name := range adopted {
-		ctrl.LoggerFrom(ctx).Info("Adopted topic", "deadLetterQueue", klog.KObj(s.dlq), "topic", name)
+		ctrl.LoggerFrom(ctx).Info("Adopted topic", "deadLetterQueue", klog.KObj(dlq), "topic", name)
 	}
 	if len(adopted) > 0 {
 		// One event: a second of the same reason would join its series and lose its note.
-		r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, eventTopicAdopted, "ReconcileTopic", "Topic %s adopted (existingTopic Adopt)", strings.Join(adopted, " and "))
+		r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventTopicAdopted, "ReconcileTopic", "Topic %s adopted (existingTopic Adopt)", strings.Join(adopted, " and "))
 	}
 	return nil
 }
@@ -208,7 +242,7 @@ func (r *DeadLetterQueueReconciler) takeTopics(ctx context.Context, s *dlqScope,
 // nor adoption takes what another resource manages: both would reconfigure and trim it and, under
 // deletionPolicy Delete, delete it under the other. It lists the whole ledger, so it runs only when
 // the queue takes a topic.
-func (r *DeadLetterQueueReconciler) heldElsewhere(ctx context.Context, s *dlqScope, names []string) (map[string]*problem, error) {
+func (r *DeadLetterQueueReconciler) heldElsewhere(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, names []string) (map[string]*problem, error) {
 	holders, err := r.Ledger.HoldersOf(ctx, names...)
 	if err != nil {
 		return nil, err
@@ -216,13 +250,13 @@ func (r *DeadLetterQueueReconciler) heldElsewhere(ctx context.Context, s *dlqSco
 	out := map[string]*problem{}
 	for _, name := range names {
 		for _, h := range holders[name] {
-			if h.Is("DeadLetterQueue", s.dlq.Namespace, s.dlq.Name) {
+			if h.Is("DeadLetterQueue", dlq.Namespace, dlq.Name) {
 				continue
 			}
 			if h.Kind == "DeadLetterQueue" {
 				// One that cannot be read (gone, its record not swept yet) may still be what the record says.
 				o := &retryv1alpha1.DeadLetterQueue{}
-				if r.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Name}, o) == nil && o.Spec.Topic.Name == s.dlq.Spec.Topic.Name {
+				if r.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Name}, o) == nil && o.Spec.Topic.Name == dlq.Spec.Topic.Name {
 					continue
 				}
 			}
@@ -236,49 +270,49 @@ func (r *DeadLetterQueueReconciler) heldElsewhere(ctx context.Context, s *dlqSco
 }
 
 // takeProblem says why the queue may not take name, described as have, as its own; nil when it may.
-func (r *DeadLetterQueueReconciler) takeProblem(s *dlqScope, name string, have kafka.TopicInfo) *problem {
-	if have.Exists && s.dlq.Spec.Topic.ExistingTopic != retryv1alpha1.ExistingTopicAdopt {
+func (r *DeadLetterQueueReconciler) takeProblem(dlq *retryv1alpha1.DeadLetterQueue, name string, have kafka.TopicInfo) *problem {
+	if have.Exists && dlq.Spec.Topic.ExistingTopic != retryv1alpha1.ExistingTopicAdopt {
 		return &problem{Reason: retryv1alpha1.ReasonTopicNotOwned, Kind: problemUser, Message: fmt.Sprintf(
 			"topic %q exists and the operator did not create it for this queue: it is left unchanged and its records are not read; "+
 				"set spec.topic.existingTopic: Adopt to manage it (its configs, partitions, trimming and, under deletionPolicy Delete, its deletion), or name another topic", name)}
 	}
-	return r.claimProblem(s.dlq, name)
+	return r.claimProblem(dlq, name)
 }
 
 // reconcileStateTopic creates the queue's record of decisions (deadletters.StateTopic: compacted,
 // one partition, beside the queue's topic), owned like the queue's topic, and keeps its configs. A
 // queue whose topic name leaves no room for the suffix has none: actions on it are refused.
-func (r *DeadLetterQueueReconciler) reconcileStateTopic(ctx context.Context, s *dlqScope) error {
-	want, have := s.stateWant, s.stateHave
+func (r *DeadLetterQueueReconciler) reconcileStateTopic(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec, k *kafkaClient, t *dlqTopics, ps *problems) error {
+	want, have := spec.stateWant, t.stateHave
 	if want.Name == "" {
-		s.problems.add(&problem{Reason: retryv1alpha1.ReasonInvalidSpec, Kind: problemUser, Message: fmt.Sprintf(
+		ps.add(&problem{Reason: retryv1alpha1.ReasonInvalidSpec, Kind: problemUser, Message: fmt.Sprintf(
 			"topic name %q leaves no room for its record of decisions (%q appended, 249 characters at most): dead-letter actions cannot run on this queue; use a shorter name",
-			s.want.Name, deadletters.StateTopicSuffix)})
+			spec.want.Name, deadletters.StateTopicSuffix)})
 		return nil
 	}
-	owned, err := r.Ledger.Owns(ctx, s.dlq, want.Name)
+	owned, err := r.Ledger.Owns(ctx, dlq, want.Name)
 	if err != nil {
 		return err
 	}
 	if !owned {
-		if err := r.takeTopics(ctx, s, takenTopic{want.Name, have}); err != nil {
+		if err := r.takeTopics(ctx, dlq, takenTopic{want.Name, have}); err != nil {
 			return err
 		}
 	}
 	plan := kafka.PlanTopic(want, have)
 	plan.ShrinkFrom = 0
 	if !plan.Empty() {
-		now, err := kafka.ApplyPlan(ctx, s.admin, want, have, plan)
-		r.noteTopicChange(s.connKey, want.Name, now, plan, err)
+		now, err := kafka.ApplyPlan(ctx, k.admin, want, have, plan)
+		r.noteTopicChange(k.connKey, want.Name, now, plan, err)
 		if err != nil {
 			if errors.Is(err, kafka.ErrTopicExists) {
 				return &problem{Reason: retryv1alpha1.ReasonReconciling, Kind: problemWaiting, Progress: true, Message: fmt.Sprintf("topic %q appeared while being created", want.Name)}
 			}
 			return kafkaProblem(err)
 		}
-		r.recordTopicChange(ctx, s, want, have, plan, false)
+		t.noteChange(ctx, dlq, want, have, plan, false)
 	}
-	s.stateTopic = want.Name
+	t.stateTopic = want.Name
 	return nil
 }
 
@@ -292,9 +326,9 @@ func stateTopicSpec(want kafka.TopicSpec) kafka.TopicSpec {
 	return kafka.TopicSpec{Name: name, Partitions: 1, ReplicationFactor: want.ReplicationFactor, Configs: deadletters.StateTopicConfigs()}
 }
 
-// recordTopicChange logs a change made in Kafka and keeps it for the reconcile's event; recreated
-// says the operator had created the topic before (it was deleted out of band).
-func (r *DeadLetterQueueReconciler) recordTopicChange(ctx context.Context, s *dlqScope, want kafka.TopicSpec, have kafka.TopicInfo, plan kafka.TopicPlan, recreated bool) {
+// noteChange logs a change made in Kafka and keeps it for the reconcile's event; recreated says the
+// operator had created the topic before (it was deleted out of band).
+func (t *dlqTopics) noteChange(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, want kafka.TopicSpec, have kafka.TopicInfo, plan kafka.TopicPlan, recreated bool) {
 	what := plan.Describe(want, have)
 	reason := eventTopicCorrected
 	switch {
@@ -304,63 +338,73 @@ func (r *DeadLetterQueueReconciler) recordTopicChange(ctx context.Context, s *dl
 	case plan.Create:
 		reason = eventTopicCreated
 	}
-	ctrl.LoggerFrom(ctx).Info("Reconciled topic", "deadLetterQueue", klog.KObj(s.dlq), "topic", want.Name, "change", what)
-	s.changes = append(s.changes, "Topic "+want.Name+" "+what)
+	ctrl.LoggerFrom(ctx).Info("Reconciled topic", "deadLetterQueue", klog.KObj(dlq), "topic", want.Name, "change", what)
+	t.changes = append(t.changes, "Topic "+want.Name+" "+what)
 	// The event takes the weightiest reason: a recreation over a creation over a correction.
-	if s.changeReason == "" || s.changeReason == eventTopicCorrected || reason == eventTopicRecreated {
-		s.changeReason = reason
+	if t.changeReason == "" || t.changeReason == eventTopicCorrected || reason == eventTopicRecreated {
+		t.changeReason = reason
 	}
 }
 
 // recordTopicChanges records one event for the changes a reconcile made to the queue's topic and
 // its record of decisions (the events API keeps only the first note of a series of one reason).
-func (r *DeadLetterQueueReconciler) recordTopicChanges(s *dlqScope) {
-	if len(s.changes) == 0 {
+func (r *DeadLetterQueueReconciler) recordTopicChanges(dlq *retryv1alpha1.DeadLetterQueue, t dlqTopics) {
+	if len(t.changes) == 0 {
 		return
 	}
-	r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, s.changeReason, "ReconcileTopic", "%s", truncate(strings.Join(s.changes, "; "), maxConditionMessage))
+	r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, t.changeReason, "ReconcileTopic", "%s", truncate(strings.Join(t.changes, "; "), maxConditionMessage))
 }
 
-// readOffsets reads the topic's offsets through the batched reads.
-func (r *DeadLetterQueueReconciler) readOffsets(ctx context.Context, s *dlqScope) error {
-	topics := []string{s.want.Name}
-	if s.stateTopic != "" {
-		topics = append(topics, s.stateTopic)
+// dlqOffsets is what the offsets phase read.
+type dlqOffsets struct {
+	// counted is set when the offsets were read this reconcile; offsets are then the topic's, read
+	// at at (and trimmed to retention.maxMessages), and stateOffsets the record of decisions'.
+	counted      bool
+	offsets      []kafka.PartitionOffsets
+	at           time.Time
+	stateOffsets []kafka.PartitionOffsets
+}
+
+// readOffsets reads the offsets of the topic and of its record of decisions (once it exists as
+// specified) through the batched reads.
+func (r *DeadLetterQueueReconciler) readOffsets(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec, t dlqTopics, k *kafkaClient) (dlqOffsets, error) {
+	topics := []string{spec.want.Name}
+	if t.stateTopic != "" {
+		topics = append(topics, t.stateTopic)
 	}
-	got, at, err := r.Kafka.Offsets.Get(ctx, s.admin, s.connKey, dlqOwner(client.ObjectKeyFromObject(s.dlq)), topics, s.interval)
+	got, at, err := r.Kafka.Offsets.Get(ctx, k.admin, k.connKey, dlqOwner(client.ObjectKeyFromObject(dlq)), topics, spec.interval)
 	if err != nil {
-		return kafkaProblem(err)
+		return dlqOffsets{}, kafkaProblem(err)
 	}
-	s.offsets, s.offsetsAt, s.counted = got[s.want.Name], at, true
-	s.stateOffsets = got[s.stateTopic]
-	return nil
+	return dlqOffsets{counted: true, offsets: got[spec.want.Name], at: at, stateOffsets: got[t.stateTopic]}, nil
 }
 
 // enforceMaxMessages deletes the oldest records when the topic holds more than
-// spec.retention.maxMessages (see trimPlan for how the deletion is spread over partitions).
-func (r *DeadLetterQueueReconciler) enforceMaxMessages(ctx context.Context, s *dlqScope) error {
-	ret := s.dlq.Spec.Retention
-	if ret == nil || ret.MaxMessages == nil || !s.counted {
+// spec.retention.maxMessages (see trimPlan for how the deletion is spread over partitions), and
+// moves o's start offsets past them.
+func (r *DeadLetterQueueReconciler) enforceMaxMessages(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec, k *kafkaClient, o *dlqOffsets) error {
+	ret := dlq.Spec.Retention
+	if ret == nil || ret.MaxMessages == nil || !o.counted {
 		return nil
 	}
-	before := trimPlan(s.offsets, *ret.MaxMessages)
+	before := trimPlan(o.offsets, *ret.MaxMessages)
 	if len(before) == 0 {
 		return nil
 	}
-	held := kafkastats.CountMessages(s.offsets)
-	if err := s.admin.DeleteRecordsBefore(ctx, s.want.Name, before); err != nil {
+	held := kafkastats.CountMessages(o.offsets)
+	if err := k.admin.DeleteRecordsBefore(ctx, spec.want.Name, before); err != nil {
 		return kafkaProblem(err)
 	}
-	for i := range s.offsets {
-		if b, ok := before[s.offsets[i].Partition]; ok {
-			s.offsets[i].Start = b
+	for i := range o.offsets {
+		if b, ok := before[o.offsets[i].Partition]; ok {
+			o.offsets[i].Start = b
 		}
 	}
-	r.Kafka.Offsets.Set(s.connKey, s.want.Name, s.offsets)
-	left := kafkastats.CountMessages(s.offsets)
-	ctrl.LoggerFrom(ctx).Info("Trimmed dead letters", "deadLetterQueue", klog.KObj(s.dlq), "topic", s.want.Name, "deleted", held-left, "left", left)
-	r.Recorder.Eventf(s.dlq, nil, corev1.EventTypeNormal, eventRecordsTrimmed, "EnforceRetention",
-		"Deleted the %d oldest dead letters of topic %s to keep retention.maxMessages %d", held-left, s.want.Name, *ret.MaxMessages)
+	r.Kafka.Offsets.Set(k.connKey, spec.want.Name, o.offsets)
+	left := kafkastats.CountMessages(o.offsets)
+	ctrl.LoggerFrom(ctx).Info("Trimmed dead letters", "deadLetterQueue", klog.KObj(dlq), "topic", spec.want.Name, "deleted", held-left, "left", left)
+	r.Recorder.Eventf(dlq, nil, corev1.EventTypeNormal, eventRecordsTrimmed, "EnforceRetention",
+		"Deleted the %d oldest dead letters of topic %s to keep retention.maxMessages %d", held-left, spec.want.Name, *ret.MaxMessages)
 	return nil
 }
 

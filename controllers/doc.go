@@ -1,15 +1,16 @@
 // Package controllers holds the operator's reconcilers, one per kind of the retry.retryops.dev API,
 // and what is theirs alone. Per kind: <kind>_controller.go (the reconciler, its setup and watches,
-// its list of phases or steps and Reconcile), <kind>_<phase>.go (the phases), and <kind>_status.go
+// its list of phases and Reconcile), <kind>_<phase>.go (the phases), and <kind>_status.go
 // (one function per condition and figure of its status, table-tested). The ConsumerPipeline
 // reconcile is a list of phases, each returning a documented result that the later ones take
 // (references: pipelineRefs, claims: pipelineClaim, topics: pipelineTopics, figures: pipelineLive,
-// children: pipelineChildren), the status built from all of them; the DeadLetterQueue reconcile is
-// a list of steps over a scope (dlqScope). The requeues a reconcile's parts ask for merge in one
-// function (soonest). Shared by the kinds: steps.go
-// (the step runner, the problem type that makes conditions, the status writer, and the skeleton of
-// the kinds that own topics: status patched whatever the steps return, finalizer, created topics
-// recorded, bounded deletion), constants.go, and setup.go (options, wiring, indexes, predicates,
+// children: pipelineChildren), the status built from all of them; so is the DeadLetterQueue
+// reconcile (topics: dlqTopics, offsets: dlqOffsets, figures: dlqLive, states: dlqStates, gathered
+// in dlqRun). A phase ends the run as endStep says. The requeues a reconcile's parts ask for merge
+// in one function (soonest). Shared by the kinds: steps.go (how a phase ends a run, the problem
+// type that makes conditions, the status writer, and the skeleton of the kinds that own topics:
+// finalizer, created topics recorded, bounded deletion), finish.go (the status patched whatever the
+// phases met, the requeues merged), constants.go, and setup.go (options, wiring, indexes, predicates,
 // and the RBAC markers). Beside them: cache.go (what the manager caches: CacheOptions, Secrets
 // never, owned kinds only with the operator's label, alert-rule data as digests), progress.go
 // (which changes of Ready are worth an event: on the way to Ready a Normal one, a reference missing
@@ -32,14 +33,14 @@
 //
 // # Adding to it
 //
-//   - A kind: its types in api/v1alpha1, a reconciler in <kind>_controller.go with its steps and
+//   - A kind: its types in api/v1alpha1, a reconciler in <kind>_controller.go with its phases and
 //     status functions as above, registered in setup.go with its RBAC markers, and a sample in
 //     config/samples. A kind that owns Kafka topics uses the skeleton of steps.go: the finalizer
-//     first, the status patched whatever the phases met (finishReconcile), a bounded deletion, and every topic it creates recorded
-//     in the topic ledger before it is created, never taken from its status or its own annotations,
-//     which its author could forge.
+//     first, the status patched whatever the phases met (finishReconcile), a bounded deletion,
+//     and every topic it creates recorded in the topic ledger before it is created, never taken
+//     from its status or its own annotations, which its author could forge.
 //   - A condition: its type and reasons as constants in api/v1alpha1, one set<Kind><Condition>
-//     function in <kind>_status.go with a table test, summarised by Ready. A step reports a problem
+//     function in <kind>_status.go with a table test, summarised by Ready. A phase reports a problem
 //     by returning a *problem: a user error (a Warning event, then a wait for a change of the spec)
 //     or a transient one (returned, for the work queue's backoff); a plain error still reaches Ready
 //     through the deferred patch. Every user error also sets Stalled (setStalled, called by the

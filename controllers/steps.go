@@ -114,23 +114,6 @@ func (ps problems) userOnly() bool {
 	return len(ps) > 0
 }
 
-// step is one named step of a reconcile of a scope S (a *dlqScope).
-type step[S any] struct {
-	name string
-	fn   func(context.Context, S) error
-}
-
-// runSteps runs steps in order, each ending the run as endStep says, a failed one's error named
-// after it.
-func runSteps[S any](ctx context.Context, s S, steps []step[S], ps *problems) error {
-	for _, st := range steps {
-		if stop, err := endStep(ps, named(st.name, st.fn(ctx, s))); stop {
-			return err
-		}
-	}
-	return nil
-}
-
 // endStep says whether err, what a step (or a phase) returned, ends the run, and what to return
 // from it. A *problem ends it: it is added to ps and nil returned. Any other error ends it too and
 // is returned; it is added to ps as well, as a transient problem with reason ReconcileError, so that

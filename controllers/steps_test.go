@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -133,25 +132,35 @@ func TestFinishReconcile(t *testing.T) {
 	}
 }
 
-func TestRunStepsRecordsAFailedStep(t *testing.T) {
+func TestEndStepRecordsAFailedStep(t *testing.T) {
 	g := NewWithT(t)
 	boom := errors.New("boom")
-	ran := 0
-	ok := func(context.Context, *int) error { ran++; return nil }
 	var ps problems
-	err := runSteps(context.Background(), &ran, []step[*int]{{"First", ok}, {"Second", func(context.Context, *int) error { return boom }}, {"Third", ok}}, &ps)
+	stop, err := endStep(&ps, named("First", nil))
+	g.Expect(stop).To(BeFalse())
+	g.Expect(err).NotTo(HaveOccurred())
+	stop, err = endStep(&ps, named("Second", boom))
+	g.Expect(stop).To(BeTrue(), "the phases after a failed one do not run")
 	g.Expect(err).To(MatchError(boom))
 	g.Expect(err.Error()).To(Equal("Second: boom"))
-	g.Expect(ran).To(Equal(1), "the steps after a failed one do not run")
 	g.Expect(ps).To(HaveLen(1))
 	g.Expect(ps[0].Reason).To(Equal(retryv1alpha1.ReasonReconcileError))
 	g.Expect(ps[0].Message).To(Equal("Second: boom"))
 	g.Expect(ps.transient()).To(MatchError(boom))
 
+	// A problem ends the run too, recorded as it is and not returned.
+	ps = nil
+	waiting := &problem{Reason: retryv1alpha1.ReasonReferenceNotFound, Message: "missing"}
+	stop, err = endStep(&ps, named("Third", waiting))
+	g.Expect(stop).To(BeTrue())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ps).To(ConsistOf(waiting))
+
 	// A stale read is no condition: whatever was built from it is stale too.
 	ps = nil
 	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "deadletterqueues"}, "q", errors.New("stale"))
-	err = runSteps(context.Background(), &ran, []step[*int]{{"Finalizer", func(context.Context, *int) error { return conflict }}}, &ps)
+	stop, err = endStep(&ps, named("Finalizer", conflict))
+	g.Expect(stop).To(BeTrue())
 	g.Expect(apierrors.IsConflict(err)).To(BeTrue())
 	g.Expect(ps).To(BeEmpty())
 }
