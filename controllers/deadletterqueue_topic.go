@@ -26,10 +26,10 @@ import (
 	"github.com/retryops/retry-operator/internal/render"
 )
 
-// reconcileAlerts is the Alerts step: it applies the queue's own alert rules (size, growth, oldest
-// dead letter), owned by the queue. It comes before the Kafka steps, which the rules do not depend
+// reconcileAlerts is the alerts phase: it applies the queue's own alert rules (size, growth, oldest
+// dead letter), owned by the queue. It comes before the Kafka phases, which the rules do not depend
 // on, so that they are in place while the brokers are unreachable. A problem (a name taken by
-// another owner) makes Ready False without stopping the other steps.
+// another owner) makes Ready False without stopping the other phases.
 func (r *DeadLetterQueueReconciler) reconcileAlerts(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, ps *problems) error {
 	in := &render.DeadLetterQueueInputs{DLQ: dlq, RuleLabels: r.RuleLabels, RunbookBaseURL: r.RunbookBaseURL}
 	set, err := render.DeadLetterQueueRuleSet(in)
@@ -182,7 +182,7 @@ type takenTopic struct {
 }
 
 // takeTopics makes topics not yet in the ledger the queue's own: the first must be taken, the others
-// are taken with it when they may be (their own step reports why not). One is refused when it
+// are taken with it when they may be (their own phase reports why not). One is refused when it
 // exists and the queue does not ask to adopt it, when the claim policy does not give the namespace
 // its name, or when another resource's ledger record holds it (heldElsewhere), whether it exists
 // or not; the others are recorded in the ledger, in one write, before they are created or adopted.
@@ -238,7 +238,7 @@ func (r *DeadLetterQueueReconciler) takeTopics(ctx context.Context, dlq *retryv1
 // of each one that another resource's ledger record holds: a pipeline's source or retry tier, or a
 // queue's topic or record of decisions. A record may hold a topic that does not exist: its resource
 // records before it creates, and a topic may be deleted outside the operator. A queue whose own
-// topic is this queue's is left to the Claim step (the oldest of the two has it). Neither creation
+// topic is this queue's is left to the claim phase (the oldest of the two has it). Neither creation
 // nor adoption takes what another resource manages: both would reconfigure and trim it and, under
 // deletionPolicy Delete, delete it under the other. It lists the whole ledger, so it runs only when
 // the queue takes a topic.

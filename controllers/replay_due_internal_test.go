@@ -24,7 +24,7 @@ import (
 )
 
 // replayFixture is a pipeline with a 10-minute first tier on kafkafake, whose figures a test reads
-// as the LiveFigures and Autoscaling steps do, and the way a dead-letter action's run writes into
+// as the figures phase and the autoscaling step do, and the way a dead-letter action's run writes into
 // that tier (the factory the action reconciler gives deadletters.Run).
 type replayFixture struct {
 	f      *kafkafake.Fake
