@@ -18,7 +18,7 @@ import (
 	"github.com/retryops/retry-operator/internal/render"
 )
 
-// What the manager caches, and why (issue 14, least privilege and memory):
+// What the manager caches, and why (least privilege and memory):
 //
 //   - Secrets are never cached, nor watched: the Kafka credentials of a resource's spec.kafka are
 //     read with an uncached GET (the manager's API reader, see secretsFromAPI) each time the
@@ -40,7 +40,7 @@ import (
 //   - With namespaces (--watch-namespaces), every namespaced kind is cached in those namespaces only.
 //   - Every cached object is stored without its managedFields and without kubectl's last-applied
 //     annotation (stripUnread): nothing reads them from the cache, and on server-side-applied
-//     children they are a large part of each object (issue 27, memory at 10,000 resources).
+//     children they are a large part of each object (memory at 10,000 resources).
 //     apply.Owned compares only the fields its desired object sets, which never include either.
 //   - The alert-rule ConfigMaps (label retry.retryops.dev/alert-rules=true, rule files only) are
 //     cached without their data, the rendered rule files, with a digest of it instead (apply.DropData): the manager only

@@ -18,7 +18,7 @@ import (
 
 // TestTheCacheKeepsNoAlertRuleData: the manager's cache (CacheOptions) holds an alert-rule
 // ConfigMap without its data, the rule file, and with the digest apply.Owned compares instead
-// (issue 27: at 10,000 resources the rule files were the largest part of the cache). The
+// (at 10,000 resources the rule files were the largest part of the cache). The
 // ConfigMaps whose data the manager reads (the dispatcher config, circuit reports, ledgers) keep
 // it, and a digest annotation written on the API server is not kept.
 func TestTheCacheKeepsNoAlertRuleData(t *testing.T) {

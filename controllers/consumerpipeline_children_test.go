@@ -321,8 +321,8 @@ func TestAlertRulesFollowThePrometheusRuleCRD(t *testing.T) {
 }
 
 // TestPipelineTemplateWithAnUnknownFieldIsASpecError: spec.template is stored schemaless, and the
-// typed client drops what is not part of a PodSpec, so a typo ("contaienrs") used to vanish silently
-// (issue 14). It is now a user error naming the field, and no Deployment is made of it.
+// typed client drops what is not part of a PodSpec, so a typo ("contaienrs") used to vanish
+// silently. It is now a user error naming the field, and no Deployment is made of it.
 func TestPipelineTemplateWithAnUnknownFieldIsASpecError(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()

@@ -214,7 +214,7 @@ func TestOperatorRoleMayGrantTheConsumersAccess(t *testing.T) {
 // TestPipelineNeverAdoptsAChildItDoesNotControl: a Role and a RoleBinding created beforehand with
 // the names of a pipeline's circuit Role and RoleBinding (by someone who predicted them, to have
 // the operator rewrite the rules or the subjects) are left byte for byte unchanged, and the
-// pipeline reports ChildConflict naming them (issue 14: they used to be force-applied and adopted).
+// pipeline reports ChildConflict naming them (they used to be force-applied and adopted).
 func TestPipelineNeverAdoptsAChildItDoesNotControl(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()

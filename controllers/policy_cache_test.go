@@ -18,7 +18,7 @@ import (
 // TestPipelineReconcilesCompileThePolicyOncePerGeneration: a pipeline reconciled many times
 // compiles its RetryPolicy once (reading the tiers, rendering the ConfigMap, the Deployment and
 // the alert rules all share the compiled policy), and once more after the policy's spec changes
-// (issue 14: patterns were recompiled on every reconcile in several places).
+// (patterns were recompiled on every reconcile in several places).
 func TestPipelineReconcilesCompileThePolicyOncePerGeneration(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()

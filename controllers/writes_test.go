@@ -29,7 +29,7 @@ import (
 // bring one queue and one pipeline to Ready, with the cache the manager runs with, are one apply per
 // child, one finalizer and one status patch per resource, the policy's status and the topic ledger's
 // records; and nothing more once Ready, however many resyncs follow. Each child used to cost a
-// dry-run create before its apply (issue 27: 40,000 of 117,704 writes to Ready at 10,000 resources).
+// dry-run create before its apply (40,000 of 117,704 writes to Ready at 10,000 resources).
 func TestOneQueueAndOnePipelineWriteOnlyWhatTheyMake(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -310,7 +310,7 @@ type DeadLetterActionStatus struct {
 
 	// phase is Pending (not started), Running, Succeeded or Failed. The conditions say why.
 	// +optional
-	Phase DeadLetterActionPhase `json:"phase,omitempty"` //nolint:kubeapilinter // issue 15 asks for a phase for kubectl get beside progress; the conditions (Ready, Complete) carry the reasons
+	Phase DeadLetterActionPhase `json:"phase,omitempty"` //nolint:kubeapilinter // a phase for kubectl get beside progress; the conditions (Ready, Complete) carry the reasons
 
 	// progress is "<done>/<matched>", for kubectl get.
 	// +kubebuilder:validation:MaxLength=41

@@ -14,7 +14,7 @@ import (
 	"github.com/retryops/retry-operator/sdk/policy"
 )
 
-// TestJitterSurvivesTiersInProcess is the jitter acceptance test of issue 13 on the dispatcher
+// TestJitterSurvivesTiersInProcess is the jitter acceptance test on the dispatcher
 // binary, which runs on the real clock: 1,000 records fail under proportional jitter x U(0.8, 1.2)
 // of a 5 s delay. The due times the binary writes lie within [4 s, 6 s] of each failure and are
 // distributed over it as the policy says (Kolmogorov-Smirnov p > 1e-6: the binary's jitter is not

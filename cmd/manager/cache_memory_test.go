@@ -18,7 +18,7 @@ import (
 
 // TestTheManagersCacheHoldsNoManagedFieldsNorLastApplied: the manager's cache (as main builds it)
 // stores objects without their managedFields and kubectl's last-applied annotation, which nothing
-// reads from it (issue 27: memory at 10,000 resources), and keeps everything else.
+// reads from it (memory at 10,000 resources), and keeps everything else.
 func TestTheManagersCacheHoldsNoManagedFieldsNorLastApplied(t *testing.T) {
 	g := NewWithT(t)
 	env := startEnv(t)

@@ -117,7 +117,7 @@ func TestPagesReadOnlyNewDecisions(t *testing.T) {
 	for i := range recs {
 		recs[i] = kf.record(i, 0, 16)
 	}
-	// A new client: the factory's producer knows the old topic's ID (see the report of issue 22).
+	// A new client: the factory's producer knows the old topic's ID.
 	fresh := franz.NewFactory()
 	defer fresh.Close()
 	if _, err := fresh.ProduceRecords(ctx, kf.conn, kf.topic, recs); err != nil {

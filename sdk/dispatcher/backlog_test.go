@@ -15,7 +15,7 @@ import (
 // TestRetryNotStarvedBySourceBacklog: a slow sink leaves thousands of source records waiting, more
 // than maxBufferedRecords. A record that failed early is retried after its 100 ms backoff, not once
 // the source backlog has drained: while the source's queue is full its partitions are paused, and
-// polling goes on for the retry tiers (issue 13: retried records waited seconds behind a source
+// polling goes on for the retry tiers (retried records waited seconds behind a source
 // backlog in the rebalance storm).
 func TestRetryNotStarvedBySourceBacklog(t *testing.T) {
 	const n = 3000

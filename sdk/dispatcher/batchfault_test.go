@@ -18,7 +18,7 @@ import (
 // TestRetryBatchTooLargeSparesItsOtherRecords: the broker rejects a whole batch written to a retry
 // tier as too large (here every batch of more than one record). The records of that batch are
 // written again one at a time, so none is dead-lettered for another's size: all are retried and
-// delivered (issue 13: "a batch-level retry-tier produce error dead-letters innocent records").
+// delivered ("a batch-level retry-tier produce error dead-letters innocent records").
 func TestRetryBatchTooLargeSparesItsOtherRecords(t *testing.T) {
 	const n = 40
 	p := newPipeline(t, "batch-fault", 1, simplePolicy(3, 50*time.Millisecond), func(r *dt.Request) dt.Response {

@@ -20,7 +20,7 @@ import (
 // third delivery still holds records. Listed in topics.draining, it is consumed: a record waiting
 // for its second delivery is delivered at its due time, and one that already had three deliveries,
 // more than the policy now allows, is dead-lettered as max_retries_exceeded without being delivered
-// (not as malformed, and not left in the topic for ever) (issue 13, defect 7).
+// (not as malformed, and not left in the topic for ever).
 func TestDrainingTiers(t *testing.T) {
 	p := newPipeline(t, "draining", 1, simplePolicy(2, 50*time.Millisecond), nil)
 	old := p.cfg.Topics.Source + ".retry.3"

@@ -39,7 +39,7 @@ func TestKSUniform(t *testing.T) {
 // [4 s, 6 s] as the policy says (a Kolmogorov-Smirnov test does not tell them from U(4 s, 6 s),
 // p > 0.01), and as the test steps the clock through the window each retry is delivered once the
 // clock reaches its due time, never before. A tier partition that released its records in order,
-// each when the head before it fell due, bunched them at the window's end (issue 13, defect 8): its
+// each when the head before it fell due, bunched them at the window's end: its
 // records due early would not come at their step.
 func TestJitterSurvivesTiers(t *testing.T) {
 	const n = 1000
@@ -125,8 +125,7 @@ func TestJitterSurvivesTiers(t *testing.T) {
 
 // TestRetryAfterDoesNotHoldUpItsTier: a record whose sink asks for Retry-After 4 s, far longer than
 // its tier's 50 ms, goes to the tier whose delay covers it (the last one here), so the records
-// failing after it are retried once the engine's clock reaches their own 50 ms, not its 4 s
-// (issue 13, defect 6).
+// failing after it are retried once the engine's clock reaches their own 50 ms, not its 4 s.
 func TestRetryAfterDoesNotHoldUpItsTier(t *testing.T) {
 	pol := simplePolicy(3, 50*time.Millisecond)
 	pol.Backoff.MaxDelay = dt.D(100 * time.Millisecond)

@@ -16,7 +16,7 @@ import (
 // offset (a reset after log truncation; here a seek), the records fetched again are delivered again
 // and counted as redeliveries, and their slots are released once they finish although there is
 // nothing to commit for them: with maxUncommittedRecords 10, ten such records no longer stop the
-// partition (issue 13: "a fetch position below the committed offset ... leaks slots").
+// partition ("a fetch position below the committed offset ... leaks slots").
 func TestFetchBelowCommittedReleasesSlots(t *testing.T) {
 	p := newPipeline(t, "refetch", 1, simplePolicy(1, 10*time.Millisecond), nil)
 	p.cfg.Delivery.MaxInFlight = 4

@@ -57,7 +57,7 @@ func (h *blockingHandler) count() int {
 // return holds the only slot while four records of partition 1 wait. Revoking partition 0 (after
 // the drain timeout) or losing it cancels that delivery's context, releases its slot at once (not
 // when the call returns) and schedules: partition 1's records are delivered while the leftover
-// call still hangs (issue 13, defect 5).
+// call still hangs.
 func TestRevocationReleasesItsDeliveries(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

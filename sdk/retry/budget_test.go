@@ -12,7 +12,7 @@ import (
 	"github.com/retryops/retry-operator/sdk/retry"
 )
 
-// bigPattern is the pattern of issue 14 as Go 1.26 still accepts it: 241 dots repeated 1000 times,
+// bigPattern is the pathological pattern as Go 1.26 still accepts it: 241 dots repeated 1000 times,
 // 251 characters (within the API's 256). It compiles to 241,002 instructions, about 53 MB per compile.
 // The issue's shorthand `(?:.{241}){1000}` nests two repeats (241 x 1000 copies), which
 // regexp/syntax itself refuses ("invalid repeat count") since Go caps nested repeats at 1000 copies.

@@ -131,7 +131,7 @@ func deployments(ctx context.Context, c client.Client, ns string) ([]appsv1.Depl
 	return l.Items, err
 }
 
-// TestSecuredDefaultConnection is issue 30's acceptance on a TLS listener with SCRAM users and the
+// TestSecuredDefaultConnection is the acceptance test of the secured default connection on a TLS listener with SCRAM users and the
 // ACLs of config/strimzi: (a) a pipeline without spec.kafka, in a namespace holding its consumers'
 // Secret, delivers, and the broker sees its pods authenticate as the namespace's user, never as
 // the operator's; (b) the same pipeline in a namespace without the Secret is Ready=False

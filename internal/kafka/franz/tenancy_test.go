@@ -62,7 +62,7 @@ func (r *saslRecorder) take() []string {
 	return u
 }
 
-// TestTheDefaultCredentialsAreNeverLentToAResourcesTLS is issue 14's acceptance: a resource with
+// TestTheDefaultCredentialsAreNeverLentToAResourcesTLS is the acceptance test of tenancy: a resource with
 // only tls and no bootstrap servers does not get the operator's default SASL credentials (as the
 // broker sees it), a resource with its own servers authenticates as its own user, and SASL PLAIN
 // without TLS is refused with a clear message before anything is sent. Each connection goes the way
