@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -94,13 +95,13 @@ func (r *ConsumerPipelineReconciler) readClaimRefusal(p *retryv1alpha1.ConsumerP
 func (r *ConsumerPipelineReconciler) refuse(p *retryv1alpha1.ConsumerPipeline, claim pipelineClaim, pr *problem) (pipelineClaim, error) {
 	pr.Message = truncate(pr.Message, maxConditionMessage)
 	claim.refused = pr
-	r.forgetFigures(p)
+	r.forgetFigures(client.ObjectKeyFromObject(p))
 	return claim, pr
 }
 
-// forgetFigures drops the pipeline's topics and group from the batched reads.
-func (r *ConsumerPipelineReconciler) forgetFigures(p *retryv1alpha1.ConsumerPipeline) {
-	owner := pipelineOwner(client.ObjectKeyFromObject(p))
+// forgetFigures drops the pipeline of key's topics and group from the batched reads.
+func (r *ConsumerPipelineReconciler) forgetFigures(key types.NamespacedName) {
+	owner := pipelineOwner(key)
 	r.Kafka.Offsets.Forget(owner)
 	r.Kafka.Commits.Forget(owner)
 	r.Kafka.Due.Forget(owner)

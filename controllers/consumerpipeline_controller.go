@@ -83,10 +83,8 @@ func (r *ConsumerPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 // forget drops everything kept about a pipeline that is gone, its gauges included.
 func (r *ConsumerPipelineReconciler) forget(key types.NamespacedName) {
 	owner := pipelineOwner(key)
-	r.Kafka.Offsets.Forget(owner)
+	r.forgetFigures(key)
 	r.Kafka.Topics.Forget(owner)
-	r.Kafka.Commits.Forget(owner)
-	r.Kafka.Due.Forget(owner)
 	r.Kafka.Connections.Release(owner)
 	if r.Metrics != nil {
 		r.Metrics.DeleteConsumerPipeline(key.Namespace, key.Name)

@@ -151,7 +151,7 @@ func (r *ConsumerPipelineReconciler) topics(ctx context.Context, p *retryv1alpha
 		conflict.Message = truncate(conflict.Message, maxConditionMessage)
 		t.refused = conflict
 		t.withhold()
-		r.forgetFigures(p)
+		r.forgetFigures(client.ObjectKeyFromObject(p))
 		return t, conflict
 	}
 	if err != nil {
