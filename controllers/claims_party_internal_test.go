@@ -66,7 +66,7 @@ func TestAnUnansweredRivalOfTheGroupLeavesTheQueueChecksAsking(t *testing.T) {
 	r := &ConsumerPipelineReconciler{}
 	r.Client = c
 	r.Ledger = &kafkaspec.Ledger{Reader: c, Writer: c, Namespace: "operator"}
-	r.Kafka = &kafkaAccess{Defaults: d, Connections: kafka.NewRegistry(f)}
+	r.Kafka = &kafkaAccess{Defaults: d, Connections: kafka.NewRegistry(f, nil)}
 
 	var ps problems
 	refs := pipelineRefs{tiers: dispatchercfg.Tiers{{Name: tier}}}

@@ -71,7 +71,7 @@ func scalingOnly(before, after *metav1.Condition) bool {
 // Reconcile brings one pipeline's topics in line with its spec and policy and refreshes its status.
 func (r *ConsumerPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &retryv1alpha1.ConsumerPipeline{}
-	if ok, err := r.fetch(ctx, req, p, r.forget); !ok {
+	if ok, err := r.fetch(ctx, req, p, r.gone); !ok {
 		return ctrl.Result{}, err
 	}
 	if !p.DeletionTimestamp.IsZero() {
@@ -80,12 +80,9 @@ func (r *ConsumerPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	return r.reconcileNormal(ctx, p)
 }
 
-// forget drops everything kept about a pipeline that is gone, its gauges included.
-func (r *ConsumerPipelineReconciler) forget(key types.NamespacedName) {
-	owner := pipelineOwner(key)
-	r.forgetFigures(key)
-	r.Kafka.Topics.Forget(owner)
-	r.Kafka.Connections.Release(owner)
+// gone drops the gauges of a pipeline that is gone. What else is kept about it (its batched reads,
+// its template check, its connection) is leased and goes by itself.
+func (r *ConsumerPipelineReconciler) gone(key types.NamespacedName) {
 	if r.Metrics != nil {
 		r.Metrics.DeleteConsumerPipeline(key.Namespace, key.Name)
 	}
@@ -214,7 +211,7 @@ func (r *ConsumerPipelineReconciler) writeStatus(ctx context.Context, p *retryv1
 	if err := r.patchStatus(ctx, p, st, ps); err != nil {
 		return err
 	}
-	r.warnLongMissing(p, ps)
+	r.warnLongMissing(p, ps, r.RefreshInterval)
 	r.exportPipeline(client.ObjectKeyFromObject(p), st)
 	return nil
 }
@@ -238,10 +235,7 @@ func (r *ConsumerPipelineReconciler) reconcileDelete(ctx context.Context, p *ret
 	key := client.ObjectKeyFromObject(p)
 	log := ctrl.LoggerFrom(ctx).WithValues("consumerPipeline", klog.KObj(p))
 	letGo := func() (ctrl.Result, error) {
-		return r.letGo(ctx, p, func() {
-			r.Kafka.Connections.Release(pipelineOwner(key))
-			r.forgetTemplate(p.UID)
-		})
+		return r.letGo(ctx, p, func() { r.gone(key) })
 	}
 	owned, err := r.ownedTopics(ctx, p)
 	if err != nil {

@@ -3,19 +3,20 @@ package controllers
 import (
 	"context"
 	"encoding/json"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/lease"
 	"github.com/retryops/retry-operator/internal/render"
 )
 
 // templateChecks remembers, per pipeline UID, the generation whose stored spec.template decoded
-// strictly, so that the uncached read happens once per generation.
-type templateChecks struct{ ok sync.Map } // types.UID → int64 generation
+// strictly, so that the uncached read happens once per generation. An entry is leased for a few
+// refresh intervals: that of a pipeline deleted goes by itself.
+type templateChecks struct{ ok lease.Map[types.UID, int64] }
 
 // checkTemplate decodes the pipeline's spec.template as the API server stores it, strictly: the
 // typed client drops fields that are not part of a PodSpec (a typo such as "restartPolicyy"), so the
@@ -25,7 +26,8 @@ func (r *ConsumerPipelineReconciler) checkTemplate(ctx context.Context, p *retry
 	if p.Spec.Template == nil || r.APIReader == nil {
 		return nil
 	}
-	if g, ok := r.templates.ok.Load(p.UID); ok && g.(int64) == p.Generation {
+	now, d := r.Clock.Now(), lease.For(r.RefreshInterval)
+	if g, ok := r.templates.ok.Get(p.UID, now, d); ok && g == p.Generation {
 		return nil
 	}
 	u := &unstructured.Unstructured{}
@@ -44,9 +46,6 @@ func (r *ConsumerPipelineReconciler) checkTemplate(ctx context.Context, p *retry
 	if _, err := render.DecodeTemplate(b); err != nil {
 		return err
 	}
-	r.templates.ok.Store(p.UID, u.GetGeneration())
+	r.templates.ok.Put(p.UID, u.GetGeneration(), now, d)
 	return nil
 }
-
-// forgetTemplate drops what checkTemplate remembers of a pipeline.
-func (r *ConsumerPipelineReconciler) forgetTemplate(uid types.UID) { r.templates.ok.Delete(uid) }

@@ -60,8 +60,7 @@ func (r *DeadLetterActionReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	a := &retryv1alpha1.DeadLetterAction{}
 	if err := r.Get(ctx, req.NamespacedName, a); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.runs.cancel(req.NamespacedName)
-			r.Kafka.Connections.Release(actionOwner(req.NamespacedName))
+			r.runs.cancel(req.NamespacedName) // its connection goes with the registry's lease
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -72,30 +72,28 @@ var dlqStatusWriter = statusWriter[*retryv1alpha1.DeadLetterQueue]{
 // Reconcile brings one queue's topic in line with its spec and refreshes its status.
 func (r *DeadLetterQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	dlq := &retryv1alpha1.DeadLetterQueue{}
-	if ok, err := r.fetch(ctx, req, dlq, r.forget); !ok {
+	if ok, err := r.fetch(ctx, req, dlq, r.gone); !ok {
 		return ctrl.Result{}, err
 	}
-	spec := dlqSpec{interval: r.RefreshInterval, want: dlqTopicSpec(dlq)}
+	spec := dlqSpec{interval: r.refreshInterval(dlq), want: dlqTopicSpec(dlq)}
 	spec.stateWant = stateTopicSpec(spec.want)
-	if d := dlq.Spec.StatusRefreshInterval; d != nil && d.Duration > 0 {
-		spec.interval = d.Duration
-	}
 	if !dlq.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, dlq, spec)
 	}
 	return r.reconcileNormal(ctx, dlq, spec)
 }
 
-// forget drops everything kept about a queue that is gone, its gauges included.
-func (r *DeadLetterQueueReconciler) forget(key types.NamespacedName) {
-	owner := dlqOwner(key)
-	r.Kafka.Offsets.Forget(owner)
-	r.Kafka.Topics.Forget(owner)
-	r.Kafka.Tallies.Forget(owner)
-	r.Kafka.ByPipeline.Forget(owner)
-	r.Kafka.Connections.Release(owner)
-	r.growth.forget(key)
-	r.stateCounts.forget(key)
+// refreshInterval is how often the queue's live figures are refreshed.
+func (r *DeadLetterQueueReconciler) refreshInterval(dlq *retryv1alpha1.DeadLetterQueue) time.Duration {
+	if d := dlq.Spec.StatusRefreshInterval; d != nil && d.Duration > 0 {
+		return d.Duration
+	}
+	return r.RefreshInterval
+}
+
+// gone drops the gauges of a queue that is gone. What else is kept about it (its batched reads,
+// tally, counts, growth history, connection) is leased and goes by itself.
+func (r *DeadLetterQueueReconciler) gone(key types.NamespacedName) {
 	if r.Metrics != nil {
 		r.Metrics.DeleteDeadLetterQueue(key.Namespace, key.Name)
 	}
@@ -186,7 +184,7 @@ func (r *DeadLetterQueueReconciler) writeStatus(ctx context.Context, dlq *retryv
 	if _, _, err := w.patch(ctx, r.Client, r.Recorder, dlq, func(q *retryv1alpha1.DeadLetterQueue) { q.Status = st }, run.problems, "", "topic", st.Topic); err != nil {
 		return err
 	}
-	r.warnLongMissing(dlq, run.problems)
+	r.warnLongMissing(dlq, run.problems, run.spec.interval)
 	r.publishLiveFigures(ctx, dlq, run.live, before, st)
 	return nil
 }
@@ -203,7 +201,7 @@ func (r *DeadLetterQueueReconciler) patchStatus(ctx context.Context, dlq *retryv
 func (r *DeadLetterQueueReconciler) reconcileDelete(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(dlq)
 	log := ctrl.LoggerFrom(ctx).WithValues("deadLetterQueue", klog.KObj(dlq), "topic", spec.want.Name)
-	letGo := func() (ctrl.Result, error) { return r.letGo(ctx, dlq, func() { r.forget(key) }) }
+	letGo := func() (ctrl.Result, error) { return r.letGo(ctx, dlq, func() { r.gone(key) }) }
 	if !controllerutil.ContainsFinalizer(dlq, topicFinalizer) {
 		return letGo()
 	}

@@ -16,6 +16,7 @@ import (
 
 	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
 	"github.com/retryops/retry-operator/internal/kafkastats"
+	"github.com/retryops/retry-operator/internal/lease"
 	"github.com/retryops/retry-operator/internal/opmetrics"
 	"github.com/retryops/retry-operator/internal/render"
 )
@@ -52,7 +53,7 @@ func (r *DeadLetterQueueReconciler) judgeFigures(dlq *retryv1alpha1.DeadLetterQu
 	}
 	// A reconcile that could not connect has no snapshot to peek at: the figures were read when
 	// the growth history last recorded them.
-	if last, ok := r.growth.last(client.ObjectKeyFromObject(dlq)); ok && last.After(live.figuresAt) {
+	if last, ok := r.growth.last(dlq.UID); ok && last.After(live.figuresAt) {
 		live.figuresAt = last
 	}
 }
@@ -67,8 +68,8 @@ func (r *DeadLetterQueueReconciler) figures(ctx context.Context, dlq *retryv1alp
 		return live, nil
 	}
 	key := client.ObjectKeyFromObject(dlq)
-	live.growth = r.growth.record(key, o.at, kafkastats.CountMessages(o.offsets), dlqGrowthWindow(dlq))
-	b, err := r.Kafka.Tallies.Breakdown(ctx, k.conn, k.connKey, dlqOwner(key), spec.want.Name, o.offsets, o.at)
+	live.growth = r.growth.record(dlq.UID, o.at, kafkastats.CountMessages(o.offsets), dlqGrowthWindow(dlq))
+	b, err := r.Kafka.Tallies.Breakdown(ctx, k.conn, k.connKey, dlqOwner(key), spec.want.Name, o.offsets, o.at, spec.interval)
 	if err != nil {
 		if ctx.Err() != nil {
 			return live, ctx.Err()
@@ -88,7 +89,7 @@ func (r *DeadLetterQueueReconciler) publishLiveFigures(ctx context.Context, dlq 
 	key := client.ObjectKeyFromObject(dlq)
 	r.exportDLQ(key, st)
 	if b := live.breakdown; b != nil {
-		r.Kafka.ByPipeline.Set(dlqOwner(key), b.Pipelines)
+		r.Kafka.ByPipeline.Set(dlqOwner(key), b.Pipelines, r.Clock.Now(), r.refreshInterval(dlq))
 	}
 
 	old := meta.FindStatusCondition(before.Conditions, retryv1alpha1.ConditionHealthy)
@@ -147,45 +148,52 @@ func (r *DeadLetterQueueReconciler) exportDLQ(key types.NamespacedName, st retry
 	r.Metrics.SetDeadLetterQueue(key.Namespace, key.Name, f)
 }
 
-// growthHistory is the recent message counts of every queue, for their growth rates. It is safe
-// for concurrent use.
+// growthHistory is the recent message counts of every queue, for their growth rates, by the
+// queue's UID (a queue created again under its name starts afresh). A queue's history goes once it
+// is not recorded for lease.For(its window): that of a queue deleted goes by itself. It is safe for
+// concurrent use.
 type growthHistory struct {
 	mu     sync.Mutex
-	queues map[types.NamespacedName]*growthSamples
+	queues map[types.UID]*growthSamples
+	leases lease.Table[types.UID]
 }
 
 // record adds a sample of the queue's message count, taken at at, and returns the growth rate
 // over window.
-func (h *growthHistory) record(key types.NamespacedName, at time.Time, messages int64, window time.Duration) growthRate {
+func (h *growthHistory) record(uid types.UID, at time.Time, messages int64, window time.Duration) growthRate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.queues == nil {
-		h.queues = map[types.NamespacedName]*growthSamples{}
+		h.queues = map[types.UID]*growthSamples{}
 	}
-	g := h.queues[key]
+	for _, gone := range h.leases.Expired(at) {
+		delete(h.queues, gone)
+	}
+	h.leases.Renew(uid, at, lease.For(window))
+	g := h.queues[uid]
 	if g == nil {
 		g = &growthSamples{}
-		h.queues[key] = g
+		h.queues[uid] = g
 	}
 	return g.add(at, messages, window)
 }
 
 // last returns when the queue's message count was last recorded (false: not since the manager
 // started).
-func (h *growthHistory) last(key types.NamespacedName) (time.Time, bool) {
+func (h *growthHistory) last(uid types.UID) (time.Time, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if g := h.queues[key]; g != nil && len(g.samples) > 0 {
+	if g := h.queues[uid]; g != nil && len(g.samples) > 0 {
 		return g.samples[len(g.samples)-1].at, true
 	}
 	return time.Time{}, false
 }
 
-// forget drops the history of a queue that is gone.
-func (h *growthHistory) forget(key types.NamespacedName) {
+// len is the number of queues with a history.
+func (h *growthHistory) len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.queues, key)
+	return len(h.queues)
 }
 
 // dlqGrowthWindow is the range over which the DeadLetterQueueGrowth alert measures the growth rate

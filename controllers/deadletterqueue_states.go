@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"slices"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +15,7 @@ import (
 	"github.com/retryops/retry-operator/internal/deadletters"
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafkastats"
+	"github.com/retryops/retry-operator/internal/lease"
 )
 
 // dlqStates are the dead letters a queue holds counted by state, and the oldest pending one's time
@@ -26,10 +26,11 @@ type dlqStates struct {
 }
 
 // stateCountCache keeps each queue's last counts with the offsets they were computed at (the
-// queue's and its record of decisions'): a refresh that finds both unchanged reads nothing.
+// queue's and its record of decisions'): a refresh that finds both unchanged reads nothing. Entries
+// are by the queue's UID and leased for a few refresh intervals: that of a queue deleted goes by
+// itself.
 type stateCountCache struct {
-	mu     sync.Mutex
-	queues map[types.NamespacedName]stateCountEntry
+	queues lease.Map[types.UID, stateCountEntry]
 }
 
 type stateCountEntry struct {
@@ -39,37 +40,23 @@ type stateCountEntry struct {
 	states  dlqStates
 }
 
-func (c *stateCountCache) get(key types.NamespacedName, topicID string, at []kafka.PartitionOffsets) (dlqStates, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.queues[key]
+// get returns the counts of the queue uid if they were made for topicID at the offsets at.
+func (c *stateCountCache) get(uid types.UID, topicID string, at []kafka.PartitionOffsets, now time.Time, interval time.Duration) (dlqStates, bool) {
+	e, ok := c.queues.Get(uid, now, lease.For(interval))
 	if !ok || e.untidy || e.topicID != topicID || !slices.Equal(e.at, at) {
 		return dlqStates{}, false
 	}
 	return e.states, true
 }
 
-func (c *stateCountCache) set(key types.NamespacedName, topicID string, at []kafka.PartitionOffsets, st dlqStates, untidy bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.queues == nil {
-		c.queues = map[types.NamespacedName]stateCountEntry{}
-	}
-	c.queues[key] = stateCountEntry{topicID: topicID, at: at, states: st, untidy: untidy}
+func (c *stateCountCache) set(uid types.UID, e stateCountEntry, now time.Time, interval time.Duration) {
+	c.queues.Put(uid, e, now, lease.For(interval))
 }
 
-// topicID returns the topic ID the last counts of key were made with, and whether there are any.
-func (c *stateCountCache) topicID(key types.NamespacedName) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.queues[key]
+// topicID returns the topic ID the last counts of uid were made with, and whether there are any.
+func (c *stateCountCache) topicID(uid types.UID, now time.Time, interval time.Duration) (string, bool) {
+	e, ok := c.queues.Get(uid, now, lease.For(interval))
 	return e.topicID, ok
-}
-
-func (c *stateCountCache) forget(key types.NamespacedName) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.queues, key)
 }
 
 // refreshStates is the states phase: it counts the dead letters held by state from the record of
@@ -83,13 +70,14 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, dlq *retr
 	key := client.ObjectKeyFromObject(dlq)
 	at := append(slices.Clone(o.offsets), o.stateOffsets...)
 	topicID := t.topicID()
-	if st, ok := r.stateCounts.get(key, topicID, at); ok {
+	now := r.Clock.Now()
+	if st, ok := r.stateCounts.get(dlq.UID, topicID, at, now, spec.interval); ok {
 		return &st, nil
 	}
 	states, tidy, err := deadletters.Survey(ctx, k.admin, r.Kafka.Scanner, k.conn, spec.want.Name, topicID, o.offsets, deadletters.MaxTidyUpdates)
 	untidy := false
 	if err == nil {
-		if last, ok := r.stateCounts.topicID(key); ok && last == topicID {
+		if last, ok := r.stateCounts.topicID(dlq.UID, now, spec.interval); ok && last == topicID {
 			untidy = !r.tidyStates(ctx, dlq, spec, t, k, tidy)
 		} else {
 			untidy = len(tidy) > 0
@@ -108,7 +96,7 @@ func (r *DeadLetterQueueReconciler) refreshStates(ctx context.Context, dlq *retr
 			st.oldestPending, err = deadletters.OldestPending(ctx, r.Kafka.Scanner, k.conn, spec.want.Name, o.offsets, states)
 		}
 		if err == nil {
-			r.stateCounts.set(key, topicID, at, st, untidy)
+			r.stateCounts.set(dlq.UID, stateCountEntry{topicID: topicID, at: at, states: st, untidy: untidy}, now, spec.interval)
 			return &st, nil
 		}
 	}

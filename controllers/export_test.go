@@ -39,3 +39,14 @@ func NewActionReconciler(mgr ctrl.Manager, c client.Client, opts Options) (*Dead
 	}
 	return rs.action, nil
 }
+
+// Held is how many resources the reconcilers' in-memory stores hold, by store.
+func Held(q *DeadLetterQueueReconciler, p *ConsumerPipelineReconciler) map[string]int {
+	k := q.Kafka
+	return map[string]int{
+		"offsets": k.Offsets.Members(), "topics": k.Topics.Members(), "commits": k.Commits.Members(),
+		"due": k.Due.Members(), "tallies": k.Tallies.Members(), "byPipeline": k.ByPipeline.Len(),
+		"connections": k.Connections.Users(), "growth": q.growth.len(), "stateCounts": q.stateCounts.queues.Len(),
+		"templates": p.templates.ok.Len(), "missing": q.missing.len() + p.missing.len(),
+	}
+}

@@ -211,7 +211,7 @@ func (s *liveScale) refresh() refreshResult {
 			return err
 		}
 		po := got[s.queueTopic(i)]
-		b, err := s.tallies.Breakdown(ctx, s.conn, "conn", dlqOwner(who), s.queueTopic(i), po, at)
+		b, err := s.tallies.Breakdown(ctx, s.conn, "conn", dlqOwner(who), s.queueTopic(i), po, at, liveScaleInterval)
 		if err != nil {
 			return err
 		}

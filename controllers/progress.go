@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/lease"
 )
 
 // Which changes of Ready are worth an event, and of which type. A Ready that goes False on the
@@ -66,13 +67,15 @@ const ReferenceGracePeriod = 2 * time.Minute
 // missingReferences remembers, per resource, since when each of its references is missing, so
 // that a reference missing past ReferenceGracePeriod gets one Warning per episode, not one per
 // resync. A restart of the manager starts the episodes again. Resources are kept by namespace and
-// name, so that one gone without its finalizer (a reconcile that finds it no more has only its key)
-// is forgotten too; a resource recreated under the same name starts afresh (its UID differs).
+// name, their episodes leased for a few refresh intervals from each reconcile: one deleted (even
+// without its finalizer, so that no reconcile lets it go) goes by itself; a resource recreated under
+// the same name starts afresh (its UID differs).
 type missingReferences struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
 	// byName holds, per resource, the episode of each missing reference by its problem's message.
 	byName map[types.NamespacedName]missingOf
+	leases lease.Table[types.NamespacedName]
 }
 
 // missingOf are the episodes of one resource, the one of UID uid.
@@ -90,16 +93,20 @@ func newMissingReferences(c clock.PassiveClock) *missingReferences {
 	return &missingReferences{clock: c, byName: map[types.NamespacedName]missingOf{}}
 }
 
-// observe takes the problems of one reconcile of the resource key, of UID uid, and returns the notes
-// of the Warnings now due: the message of each reference missing for ReferenceGracePeriod or longer
-// and not warned of yet, with how long. A reference no longer reported ends its episode.
-func (m *missingReferences) observe(key types.NamespacedName, uid types.UID, ps problems) []string {
+// observe takes the problems of one reconcile of the resource key, of UID uid, reconciled again
+// within interval, and returns the notes of the Warnings now due: the message of each reference
+// missing for ReferenceGracePeriod or longer and not warned of yet, with how long. A reference no
+// longer reported ends its episode.
+func (m *missingReferences) observe(key types.NamespacedName, uid types.UID, ps problems, interval time.Duration) []string {
 	if m == nil {
 		return nil
 	}
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for _, gone := range m.leases.Expired(now) {
+		delete(m.byName, gone)
+	}
 	var old map[string]*missingEpisode
 	if o := m.byName[key]; o.uid == uid {
 		old = o.episodes
@@ -123,26 +130,25 @@ func (m *missingReferences) observe(key types.NamespacedName, uid types.UID, ps 
 	}
 	if len(cur) == 0 {
 		delete(m.byName, key)
+		m.leases.Drop(key)
 	} else {
 		m.byName[key] = missingOf{uid: uid, episodes: cur}
+		m.leases.Renew(key, now, lease.For(interval))
 	}
 	return notes
 }
 
-// forget drops what is kept about the resource key, once it is gone.
-func (m *missingReferences) forget(key types.NamespacedName) {
-	if m == nil {
-		return
-	}
+// len is the number of resources with a reference missing.
+func (m *missingReferences) len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.byName, key)
+	return len(m.byName)
 }
 
-// warnLongMissing records a Warning ReferenceNotFound on obj for each reference ps reports missing
-// for longer than ReferenceGracePeriod, once per episode.
-func (r *topicReconciler) warnLongMissing(obj client.Object, ps problems) {
-	for _, note := range r.missing.observe(client.ObjectKeyFromObject(obj), obj.GetUID(), ps) {
+// warnLongMissing records a Warning ReferenceNotFound on obj (reconciled again within interval) for
+// each reference ps reports missing for longer than ReferenceGracePeriod, once per episode.
+func (r *topicReconciler) warnLongMissing(obj client.Object, ps problems, interval time.Duration) {
+	for _, note := range r.missing.observe(client.ObjectKeyFromObject(obj), obj.GetUID(), ps, interval) {
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, retryv1alpha1.ReasonReferenceNotFound, "Reconcile", "%s", note)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
+	"github.com/retryops/retry-operator/internal/lease"
 )
 
 func TestProgressIsANormalEventAndAProblemAWarning(t *testing.T) {
@@ -51,15 +52,15 @@ func TestAClockSetBackDoesNotPostponeTheWarning(t *testing.T) {
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakePassiveClock(start)
 	m := newMissingReferences(clk)
-	if got := m.observe(keyOfUID("a"), "a", problems{policy}); got != nil {
+	if got := m.observe(keyOfUID("a"), "a", problems{policy}, time.Minute); got != nil {
 		t.Fatalf("warned at once: %q", got)
 	}
 	clk.SetTime(start.Add(-time.Hour))
-	if got := m.observe(keyOfUID("a"), "a", problems{policy}); got != nil {
+	if got := m.observe(keyOfUID("a"), "a", problems{policy}, time.Minute); got != nil {
 		t.Fatalf("warned when the clock went back: %q", got)
 	}
 	clk.SetTime(start.Add(-time.Hour + ReferenceGracePeriod))
-	if got := m.observe(keyOfUID("a"), "a", problems{policy}); len(got) != 1 {
+	if got := m.observe(keyOfUID("a"), "a", problems{policy}, time.Minute); len(got) != 1 {
 		t.Fatalf("Warnings %q after the grace period counted since the clock went back, want one", got)
 	}
 }
@@ -79,7 +80,7 @@ func TestConcurrentReconcilesKeepTheirEpisodes(t *testing.T) {
 			wg.Go(func() {
 				uid := types.UID(fmt.Sprint(i))
 				for range 3 {
-					warned[i] += len(m.observe(keyOfUID(uid), uid, problems{policy}))
+					warned[i] += len(m.observe(keyOfUID(uid), uid, problems{policy}, time.Minute))
 				}
 			})
 		}
@@ -93,10 +94,10 @@ func TestConcurrentReconcilesKeepTheirEpisodes(t *testing.T) {
 			t.Fatalf("resource %d: %d Warnings, want 1", i, w)
 		}
 	}
-	for i := range n {
-		m.forget(keyOfUID(types.UID(fmt.Sprint(i))))
-	}
+	// Deleted, they are reconciled no more: their episodes go once the lease is over.
+	clk.SetTime(clk.Now().Add(lease.For(time.Minute) + lease.Min))
+	m.observe(keyOfUID("other"), "other", nil, time.Minute)
 	if len(m.byName) != 0 {
-		t.Fatalf("kept %d resources after each was forgotten", len(m.byName))
+		t.Fatalf("kept %d resources after each was deleted", len(m.byName))
 	}
 }

@@ -70,7 +70,7 @@ func TestAReferenceMissingPastTheGracePeriodIsOneWarningPerEpisode(t *testing.T)
 			m := newMissingReferences(clk)
 			for i, s := range tc.steps {
 				clk.SetTime(clk.Now().Add(s.after))
-				got := m.observe(keyOfUID(s.uid), s.uid, s.ps)
+				got := m.observe(keyOfUID(s.uid), s.uid, s.ps, time.Hour)
 				if !slices.Equal(got, s.want) {
 					t.Fatalf("step %d: Warnings %q, want %q", i, got, s.want)
 				}
@@ -79,18 +79,17 @@ func TestAReferenceMissingPastTheGracePeriodIsOneWarningPerEpisode(t *testing.T)
 	}
 }
 
-func TestAResourceGoneIsForgotten(t *testing.T) {
+func TestAResourceNoLongerMissingIsDropped(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	m := newMissingReferences(clk)
 	missing := problems{{Reason: retryv1alpha1.ReasonReferenceNotFound, Kind: problemWaiting, Progress: true, Message: "x"}}
-	m.observe(keyOfUID("a"), "a", missing)
-	m.forget(keyOfUID("a"))
-	if len(m.byName) != 0 {
+	m.observe(keyOfUID("a"), "a", missing, time.Minute)
+	m.observe(keyOfUID("a"), "a", nil, time.Minute)
+	if len(m.byName) != 0 || m.leases.Len() != 0 {
 		t.Fatalf("kept %v", m.byName)
 	}
 	var none *missingReferences
-	none.forget(keyOfUID("a"))
-	if got := none.observe(keyOfUID("a"), "a", missing); got != nil {
+	if got := none.observe(keyOfUID("a"), "a", missing, time.Minute); got != nil {
 		t.Fatalf("a nil tracker warned: %q", got)
 	}
 }

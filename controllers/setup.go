@@ -260,7 +260,7 @@ func newReconcilers(mgr ctrl.Manager, c client.Client, opts Options) (*reconcile
 	access := &kafkaAccess{
 		Defaults: kafkaspec.Defaults{BootstrapServers: opts.DefaultBootstrapServers, TLS: opts.DefaultKafkaTLS, SASL: opts.DefaultKafkaSASL,
 			ConsumerSecret: opts.KafkaConsumerSecret, Tenancy: opts.KafkaTenancy},
-		Connections: kafka.NewRegistry(opts.Kafka),
+		Connections: kafka.NewRegistry(opts.Kafka, opts.Clock),
 		Scanner:     opts.Kafka,
 		Producer:    opts.Kafka,
 		Offsets:     offsets,

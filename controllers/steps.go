@@ -307,8 +307,7 @@ func (w statusWriter[O]) patch(ctx context.Context, c client.Client, rec recorde
 func (r *topicReconciler) fetch(ctx context.Context, req ctrl.Request, obj client.Object, gone func(types.NamespacedName)) (ok bool, err error) {
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			// Gone, maybe without its finalizer (removed by hand): nothing else forgets it.
-			r.missing.forget(req.NamespacedName)
+			// Gone, maybe without its finalizer (removed by hand).
 			gone(req.NamespacedName)
 			return false, nil
 		}
@@ -323,8 +322,8 @@ func (r *topicReconciler) addFinalizer(ctx context.Context, o client.Object) err
 	return optimistic.AddFinalizer(ctx, r.Client, o, topicFinalizer)
 }
 
-// letGo removes topicFinalizer from o, then forgets o.
-func (r *topicReconciler) letGo(ctx context.Context, o client.Object, forget func()) (ctrl.Result, error) {
+// letGo removes topicFinalizer from o, then calls gone.
+func (r *topicReconciler) letGo(ctx context.Context, o client.Object, gone func()) (ctrl.Result, error) {
 	if err := optimistic.RemoveFinalizer(ctx, r.Client, o, topicFinalizer); err != nil {
 		return staleOrError(err)
 	}
@@ -333,8 +332,7 @@ func (r *topicReconciler) letGo(ctx context.Context, o client.Object, forget fun
 	if err := r.Ledger.Drop(ctx, o.GetUID()); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Could not drop the topic ledger's record", "uid", o.GetUID())
 	}
-	r.missing.forget(client.ObjectKeyFromObject(o))
-	forget()
+	gone()
 	return ctrl.Result{}, nil
 }
 

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // countingFactory records Forget calls.
@@ -20,7 +23,7 @@ func (f *countingFactory) Forget(key string) bool {
 
 func TestRegistryForgetsAClientNobodyUses(t *testing.T) {
 	f := &countingFactory{}
-	r := NewRegistry(f)
+	r := NewRegistry(f, nil)
 	old := Connection{BootstrapServers: []string{"k:9092"}, SASL: &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "old", AllowPlaintext: true}}
 	rotated := old
 	rotated.SASL = &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "new", AllowPlaintext: true}
@@ -47,5 +50,31 @@ func TestRegistryForgetsAClientNobodyUses(t *testing.T) {
 	expect(old.Key(), rotated.Key())
 	if strings.Contains(strings.Join(f.forgotten, ""), "new") {
 		t.Fatal("a key reveals the password")
+	}
+}
+
+// TestRegistryDropsAUserThatStopsAsking: a user deleted without a Release (its resource gone) is
+// dropped once its lease is over, so that it no longer keeps a rotated-away client open; dropping it
+// closes nothing by itself.
+func TestRegistryDropsAUserThatStopsAsking(t *testing.T) {
+	f := &countingFactory{}
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	r := NewRegistry(f, clk)
+	old := Connection{BootstrapServers: []string{"k:9092"}, SASL: &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "old", AllowPlaintext: true}}
+	rotated := old
+	rotated.SASL = &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "new", AllowPlaintext: true}
+	ctx := context.Background()
+	_, _, _ = r.Admin(ctx, "deleted", old)
+	_, _, _ = r.Admin(ctx, "alive", old)
+	for range 3 {
+		clk.SetTime(clk.Now().Add(RegistryLease))
+		_, _, _ = r.Admin(ctx, "alive", old)
+	}
+	if len(f.forgotten) != 0 || r.Users() != 1 {
+		t.Fatalf("forgotten %q with %d users: dropping a user must close nothing", f.forgotten, r.Users())
+	}
+	_, _, _ = r.Admin(ctx, "alive", rotated)
+	if !slices.Equal(f.forgotten, []string{old.Key()}) {
+		t.Fatalf("forgotten %q: the old client is nobody's once the deleted user's lease ended", f.forgotten)
 	}
 }

@@ -21,7 +21,7 @@ func TestClustersAreTheirIDsNotTheirSpellings(t *testing.T) {
 	ctx := context.Background()
 	f := kafkafake.New()
 	d := Defaults{BootstrapServers: []string{"127.0.0.1:9092"}}
-	cs := Clusters{Reader: fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build(), Defaults: d, Registry: kafka.NewRegistry(f)}
+	cs := Clusters{Reader: fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build(), Defaults: d, Registry: kafka.NewRegistry(f, nil)}
 	party := func(name string, servers ...string) *Party {
 		var spec *retryv1alpha1.KafkaConnection
 		if len(servers) > 0 {
@@ -67,7 +67,7 @@ func TestClustersAreTheirIDsNotTheirSpellings(t *testing.T) {
 func TestClustersGoByTheIDReadNowElseTheRecordedOneElseHoldNothing(t *testing.T) {
 	ctx := context.Background()
 	f := kafkafake.New()
-	cs := Clusters{Reader: fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build(), Registry: kafka.NewRegistry(f)}
+	cs := Clusters{Reader: fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build(), Registry: kafka.NewRegistry(f, nil)}
 	f.SetClusterID("x", "kafka.x:9092")
 	f.SetClusterID("y", "kafka.y:9092")
 	f.SetClusterID("y", "kafka.y2:9092")
@@ -154,7 +154,7 @@ func TestClustersGoByTheIDReadNowElseTheRecordedOneElseHoldNothing(t *testing.T)
 func TestClustersReadTheirOwnIDAgainOncePerComparisonRound(t *testing.T) {
 	ctx := context.Background()
 	f := kafkafake.New()
-	cs := Clusters{Reader: fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build(), Registry: kafka.NewRegistry(f)}
+	cs := Clusters{Reader: fake.NewClientBuilder().WithScheme(envtestutil.Scheme()).Build(), Registry: kafka.NewRegistry(f, nil)}
 	party := func(name, server string) *Party {
 		return &Party{Owner: "ConsumerPipeline/ns/" + name, Namespace: "ns", Kafka: &retryv1alpha1.KafkaConnection{BootstrapServers: []string{server}}}
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/lease"
 )
 
 // batchedReads batches one kind of read (the offsets of topics, the commits of consumer groups) over
@@ -22,6 +23,9 @@ import (
 // is not the business of every member: each then reads its own keys alone, so only the member whose
 // key is denied reports it. Other failures (an unreachable broker) concern every member alike and
 // reach each one as they are. A failed round is not cached.
+//
+// A member is held for lease.For(maxAge) after each of its reads: one that stops reading (its
+// resource was deleted) leaves its group by itself, and a group left without members is dropped.
 type batchedReads[V any] struct {
 	clock clock.PassiveClock
 	read  func(ctx context.Context, admin kafka.Admin, keys []string) (map[string]V, error)
@@ -29,6 +33,10 @@ type batchedReads[V any] struct {
 	mu     sync.Mutex
 	groups map[string]*readGroup[V] // by kafka.Connection.Key
 	member map[string]string        // member -> connection key
+	leases lease.Table[string]      // of the members
+	// unsettled are the members whose next read must be fresh (Topics.Unsettle), with when they
+	// were marked; a member leaving takes its mark with it.
+	unsettled map[string]time.Time
 }
 
 // readGroup is the snapshot of one connection.
@@ -60,8 +68,8 @@ func (b *batchedReads[V]) Get(ctx context.Context, admin kafka.Admin, connKey, m
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	for {
 		b.mu.Lock()
-		g := b.join(connKey, member, keys)
 		now := b.clock.Now()
+		g := b.join(connKey, member, keys, now, lease.For(maxAge))
 		if !g.taken.IsZero() && now.Sub(g.taken) < maxAge {
 			out, missing := g.lookup(keys)
 			taken := g.taken
@@ -174,7 +182,7 @@ func (b *batchedReads[V]) readAlone(ctx context.Context, admin kafka.Admin, conn
 func (b *batchedReads[V]) ReadFresh(ctx context.Context, admin kafka.Admin, connKey, member string, keys []string) (map[string]V, error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	b.mu.Lock()
-	b.join(connKey, member, keys)
+	b.join(connKey, member, keys, b.clock.Now(), lease.Min)
 	b.mu.Unlock()
 	out, _, err := b.readAlone(ctx, admin, connKey, keys)
 	return out, err
@@ -231,11 +239,47 @@ func (b *batchedReads[V]) Peek(connKey, key string) (v V, taken time.Time, ok bo
 	return v, g.taken, ok
 }
 
+// members is the number of members held.
+func (b *batchedReads[V]) members() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.member)
+}
+
 // Forget removes member from its group; a group left without members is dropped.
 func (b *batchedReads[V]) Forget(member string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.leave(member)
+}
+
+// mark sets (or clears) the unsettled mark of member. A mark whose member reads nothing within
+// lease.Min of it goes at the next mark, so that marks of members that never come back do not pile up.
+func (b *batchedReads[V]) mark(member string, unsettled bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !unsettled {
+		delete(b.unsettled, member)
+		return
+	}
+	now := b.clock.Now()
+	if b.unsettled == nil {
+		b.unsettled = map[string]time.Time{}
+	}
+	for m, at := range b.unsettled {
+		if _, ok := b.member[m]; !ok && now.Sub(at) > lease.Min {
+			delete(b.unsettled, m)
+		}
+	}
+	b.unsettled[member] = now
+}
+
+// marked reports whether member is marked unsettled.
+func (b *batchedReads[V]) marked(member string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.unsettled[member]
+	return ok
 }
 
 // lookup returns the snapshot's values of keys and the keys it lacks. The caller holds the lock.
@@ -253,8 +297,15 @@ func (g *readGroup[V]) lookup(keys []string) (map[string]V, []string) {
 	return out, missing
 }
 
-// join makes member a member of the group of connKey reading keys. b.mu must be held.
-func (b *batchedReads[V]) join(connKey, member string, keys []string) *readGroup[V] {
+// join makes member a member of the group of connKey reading keys, held for d from now, and lets
+// go of the members whose lease expired. b.mu must be held.
+func (b *batchedReads[V]) join(connKey, member string, keys []string, now time.Time, d time.Duration) *readGroup[V] {
+	for _, m := range b.leases.Expired(now) {
+		if m == member {
+			continue // back just in time: joins again below
+		}
+		b.leave(m)
+	}
 	if old, ok := b.member[member]; ok && old != connKey {
 		b.leave(member)
 	}
@@ -267,11 +318,14 @@ func (b *batchedReads[V]) join(connKey, member string, keys []string) *readGroup
 		g.keys[member] = slices.Clone(keys)
 	}
 	b.member[member] = connKey
+	b.leases.Renew(member, now, d)
 	return g
 }
 
 // leave removes member from its group. b.mu must be held.
 func (b *batchedReads[V]) leave(member string) {
+	b.leases.Drop(member)
+	delete(b.unsettled, member)
 	key, ok := b.member[member]
 	if !ok {
 		return

@@ -47,3 +47,6 @@ func (c *Commits) Get(ctx context.Context, admin kafka.Admin, connKey, member, g
 
 // Forget drops member from the rounds.
 func (c *Commits) Forget(member string) { c.reads.Forget(member) }
+
+// Members is the number of resources whose reads are batched.
+func (c *Commits) Members() int { return c.reads.members() }

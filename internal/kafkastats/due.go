@@ -154,3 +154,6 @@ func EarliestWaiting(offsets []kafka.PartitionOffsets, committed map[int32]int64
 	}
 	return at, ok
 }
+
+// Members is the number of resources whose reads are batched.
+func (d *DueOffsets) Members() int { return d.reads.members() }

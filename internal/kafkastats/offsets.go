@@ -134,3 +134,6 @@ func GroupLag(offsets []kafka.PartitionOffsets, committed map[int32]int64) int64
 	}
 	return lag
 }
+
+// Members is the number of resources whose reads are batched.
+func (o *Offsets) Members() int { return o.reads.members() }

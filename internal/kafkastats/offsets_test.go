@@ -12,6 +12,7 @@ import (
 
 	"github.com/retryops/retry-operator/internal/kafka"
 	"github.com/retryops/retry-operator/internal/kafka/kafkafake"
+	"github.com/retryops/retry-operator/internal/lease"
 )
 
 var liveNow = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -182,4 +183,40 @@ func TestSpreadIsFixedPerMemberWithinATenthAndNeverPastTheInterval(t *testing.T)
 			g.Expect(len(at)).To(BeNumerically(">=", 3), "spread over the first tenth after the round, not one instant")
 		}
 	}
+}
+
+// TestAMemberThatStopsReadingLeavesByItself: a resource deleted reads no more; once its lease
+// (lease.For of its interval) is over, the rounds stop reading its keys and a connection left
+// without members goes, with no Forget.
+func TestAMemberThatStopsReadingLeavesByItself(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	clk := clocktesting.NewFakePassiveClock(liveNow)
+	fake := kafkafake.New()
+	for _, n := range []string{"a", "gone", "alone"} {
+		fake.AddTopic(n, 1, 1, nil)
+	}
+	c := NewOffsets(clk)
+	const interval = time.Minute
+	get := func(conn, member, topic string) {
+		t.Helper()
+		_, _, err := c.Get(ctx, fake, conn, member, []string{topic}, interval)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	get("conn", "a", "a")
+	get("conn", "gone", "gone")
+	get("other", "alone", "alone")
+	for clk.Now().Before(liveNow.Add(lease.For(interval) + lease.Min)) {
+		clk.SetTime(clk.Now().Add(interval))
+		get("conn", "a", "a")
+	}
+	fake.ResetCalls()
+	clk.SetTime(clk.Now().Add(interval))
+	get("conn", "a", "a")
+	g.Expect(fake.CallsTo(kafkafake.ListOffsets)).To(ConsistOf(HaveField("Args", ConsistOf(ConsistOf("a")))), "gone is no longer read")
+	c.reads.mu.Lock()
+	defer c.reads.mu.Unlock()
+	g.Expect(c.reads.member).To(HaveLen(1))
+	g.Expect(c.reads.groups).NotTo(HaveKey("other"), "a connection left without members goes")
+	g.Expect(c.reads.leases.Len()).To(Equal(1))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/lease"
 )
 
 // Tallies keeps one Tally per dead letter queue (a member, named by the caller): the breakdown of
@@ -18,8 +19,9 @@ import (
 // client, the new records of every queue of the connection whose offsets the offsets snapshot holds;
 // the queues that refresh after it find nothing left to read.
 //
-// A tally lives as long as its queue uses the same connection and topic; a topic deleted and
-// recreated is noticed by its offsets (Tally.Plan) and counted afresh.
+// A tally lives as long as its queue uses the same connection and topic and keeps asking for it (a
+// lease of a few refresh intervals, renewed by every Breakdown: the tally of a queue deleted goes by
+// itself); a topic deleted and recreated is noticed by its offsets (Tally.Plan) and counted afresh.
 type Tallies struct {
 	offsets     *Offsets
 	scanner     kafka.Scanner
@@ -28,6 +30,7 @@ type Tallies struct {
 	mu     sync.Mutex
 	groups map[string]*tallyGroup // by kafka.Connection.Key
 	member map[string]string      // member -> connection key
+	leases lease.Table[string]    // of the members
 
 	// scans and scanned count the scans made and the records they read (Scans).
 	scans, scanned atomic.Int64
@@ -76,13 +79,14 @@ func NewTallies(offsets *Offsets, scanner kafka.Scanner) *Tallies {
 func (t *Tallies) Scans() (scans, records int64) { return t.scans.Load(), t.scanned.Load() }
 
 // Breakdown brings the tally of the queue who (topic on connection conn, whose key is connKey) up to
-// the offsets po, read at time at, and returns its breakdown (every name, unbounded). When records
-// had to be read and the scan failed, the breakdown is what could be read, and the error is
+// the offsets po, read at time at, and returns its breakdown (every name, unbounded); who asks again
+// within interval (its refresh interval), or its tally goes after lease.For(interval). When
+// records had to be read and the scan failed, the breakdown is what could be read, and the error is
 // returned with it.
-func (t *Tallies) Breakdown(ctx context.Context, conn kafka.Connection, connKey, who, topic string, po []kafka.PartitionOffsets, at time.Time) (Breakdown, error) {
+func (t *Tallies) Breakdown(ctx context.Context, conn kafka.Connection, connKey, who, topic string, po []kafka.PartitionOffsets, at time.Time, interval time.Duration) (Breakdown, error) {
 	for {
 		t.mu.Lock()
-		g, q := t.join(connKey, who, topic)
+		g, q := t.join(connKey, who, topic, at, lease.For(interval))
 		if ch := g.inflight; ch != nil {
 			t.mu.Unlock()
 			select {
@@ -196,8 +200,15 @@ func (q *queueTally) currentBreakdown(po []kafka.PartitionOffsets) Breakdown {
 }
 
 // join returns the group of connKey and the tally of who in it, made afresh when who moved to
-// another connection or topic. t.mu must be held.
-func (t *Tallies) join(connKey string, who string, topic string) (*tallyGroup, *queueTally) {
+// another connection or topic, held for d from now; the tallies whose lease expired go. t.mu must
+// be held.
+func (t *Tallies) join(connKey string, who string, topic string, now time.Time, d time.Duration) (*tallyGroup, *queueTally) {
+	for _, m := range t.leases.Expired(now) {
+		if m != who {
+			t.leave(m)
+		}
+	}
+	t.leases.Renew(who, now, d)
 	if old, ok := t.member[who]; ok && old != connKey {
 		t.leave(who)
 	}
@@ -215,13 +226,6 @@ func (t *Tallies) join(connKey string, who string, topic string) (*tallyGroup, *
 	return g, q
 }
 
-// Forget drops the tally of who.
-func (t *Tallies) Forget(who string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.leave(who)
-}
-
 // leave removes who from its group. t.mu must be held. A scan under way keeps feeding the dropped
 // tally, which nobody reads any more.
 func (t *Tallies) leave(who string) {
@@ -235,4 +239,11 @@ func (t *Tallies) leave(who string) {
 	if len(g.queues) == 0 && g.inflight == nil {
 		delete(t.groups, key)
 	}
+}
+
+// Members is the number of queues tallied.
+func (t *Tallies) Members() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.member)
 }

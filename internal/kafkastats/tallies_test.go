@@ -10,6 +10,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/lease"
 )
 
 // fakeScanner serves records from memory: topic -> partition -> records by offset.
@@ -79,7 +80,7 @@ func TestDeadLetterTalliesScanOncePerRefreshForAllQueues(t *testing.T) {
 	sc.produce("b", 1, "deadline_exceeded")
 	primeSnapshot(offsets, "conn", clk.Now(), map[string][]kafka.PartitionOffsets{"a": sc.ends("a", 2), "b": sc.ends("b", 2)})
 
-	ba, err := tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now())
+	ba, err := tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now(), time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ba.Messages).To(Equal(int64(3)))
 	g.Expect(ba.Reasons).To(Equal([]Count{{Name: "max_retries_exceeded", Count: 2}, {Name: "undeliverable", Count: 1}}))
@@ -87,7 +88,7 @@ func TestDeadLetterTalliesScanOncePerRefreshForAllQueues(t *testing.T) {
 	// b is not a member yet: only a's records were read.
 	g.Expect(sc.calls[0]).To(HaveKey("a"))
 
-	bb, err := tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now())
+	bb, err := tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now(), time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(bb.Messages).To(Equal(int64(1)))
 	g.Expect(sc.calls).To(HaveLen(2))
@@ -99,7 +100,7 @@ func TestDeadLetterTalliesScanOncePerRefreshForAllQueues(t *testing.T) {
 	sc.produce("b", 1, "deadline_exceeded", "deadline_exceeded")
 	primeSnapshot(offsets, "conn", clk.Now(), map[string][]kafka.PartitionOffsets{"a": sc.ends("a", 2), "b": sc.ends("b", 2)})
 	sc.calls = nil
-	ba, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now())
+	ba, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now(), time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ba.Messages).To(Equal(int64(4)))
 	g.Expect(sc.calls).To(HaveLen(1))
@@ -107,21 +108,21 @@ func TestDeadLetterTalliesScanOncePerRefreshForAllQueues(t *testing.T) {
 		"a": {1: {From: 0, To: 1}},
 		"b": {1: {From: 1, To: 3}},
 	}), "only the new records, of both queues")
-	bb, err = tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now())
+	bb, err = tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now(), time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(bb.Reasons).To(Equal([]Count{{Name: "deadline_exceeded", Count: 3}}))
 	g.Expect(sc.calls).To(HaveLen(1), "b's records were read by a's scan")
 
 	// Nothing new: nothing read.
 	clk.SetTime(clk.Now().Add(time.Minute))
-	_, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now())
+	_, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now(), time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(sc.calls).To(HaveLen(1))
 
 	// Trimmed records leave the counts without a read.
 	trimmed := sc.ends("a", 2)
 	trimmed[0].Start = 2
-	ba, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", trimmed, clk.Now())
+	ba, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", trimmed, clk.Now(), time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ba.Reasons).To(Equal([]Count{{Name: "undeliverable", Count: 2}}))
 	g.Expect(sc.calls).To(HaveLen(1))
@@ -133,23 +134,32 @@ func TestDeadLetterTalliesScanOncePerRefreshForAllQueues(t *testing.T) {
 	sc.produce("b", 0, "undeliverable")
 	primeSnapshot(offsets, "conn", clk.Now(), map[string][]kafka.PartitionOffsets{"a": sc.ends("a", 2), "b": sc.ends("b", 2)})
 	sc.calls, sc.err = nil, errors.New("TOPIC_AUTHORIZATION_FAILED")
-	_, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now())
+	_, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now(), time.Minute)
 	g.Expect(err).To(MatchError(ContainSubstring("TOPIC_AUTHORIZATION_FAILED")))
-	_, err = tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now())
+	_, err = tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now(), time.Minute)
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(sc.calls).To(HaveLen(1))
 	clk.SetTime(clk.Now().Add(time.Minute))
 	sc.err = nil
-	bb, err = tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now())
+	bb, err = tallies.Breakdown(ctx, conn, "conn", q("b"), "b", sc.ends("b", 2), clk.Now(), time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(bb.Messages).To(Equal(int64(4)))
 
-	// A queue that moves to another connection starts afresh; a forgotten one is dropped.
-	bb, err = tallies.Breakdown(ctx, conn, "other", q("b"), "b", sc.ends("b", 2), clk.Now())
+	// A queue that moves to another connection starts afresh; one that stops asking (deleted) goes
+	// by itself once its lease is over, while one that keeps asking stays.
+	bb, err = tallies.Breakdown(ctx, conn, "other", q("b"), "b", sc.ends("b", 2), clk.Now(), time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(bb.Messages).To(Equal(int64(4)), "counted again from the start")
-	tallies.Forget(q("b"))
-	g.Expect(tallies.groups).NotTo(HaveKey("other"))
+	for range 3 {
+		clk.SetTime(clk.Now().Add(lease.Min))
+		primeSnapshot(offsets, "conn", clk.Now(), map[string][]kafka.PartitionOffsets{"a": sc.ends("a", 2)})
+		_, err = tallies.Breakdown(ctx, conn, "conn", q("a"), "a", sc.ends("a", 2), clk.Now(), time.Minute)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(tallies.groups).NotTo(HaveKey("other"), "b stopped asking")
+	g.Expect(tallies.member).To(HaveKey(q("a")))
+	g.Expect(tallies.groups["conn"].queues).To(HaveKey(q("a")))
+	g.Expect(tallies.groups["conn"].queues).NotTo(HaveKey(q("b")), "b left conn when it moved")
 }
 
 // primeSnapshot installs a snapshot of the offsets of topics on connKey taken at at, as a round

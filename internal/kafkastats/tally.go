@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retryops/retry-operator/internal/kafka"
+	"github.com/retryops/retry-operator/internal/lease"
 )
 
 // The headers of a dead letter record that a Tally counts by. They are the dispatcher's context
@@ -252,14 +253,16 @@ func (t *Tally) counts(m map[uint32]int64, limit int) []Count {
 
 // Counts keeps, per member, the complete counts by name that the member last published: a dead
 // letter queue's count of its dead letters by pipeline (its status lists the largest only), read by
-// the pipelines. It is safe for concurrent use.
+// the pipelines. A member that stops publishing (its queue was deleted) has its counts go after
+// lease.For(its interval). It is safe for concurrent use.
 type Counts struct {
-	mu sync.Mutex
-	m  map[string]map[string]int64
+	mu     sync.Mutex
+	m      map[string]map[string]int64
+	leases lease.Table[string]
 }
 
-// Set replaces member's counts.
-func (c *Counts) Set(member string, counts []Count) {
+// Set replaces member's counts, at now; member publishes again within interval.
+func (c *Counts) Set(member string, counts []Count, now time.Time, interval time.Duration) {
 	m := make(map[string]int64, len(counts))
 	for _, n := range counts {
 		m[n.Name] = n.Count
@@ -269,7 +272,11 @@ func (c *Counts) Set(member string, counts []Count) {
 	if c.m == nil {
 		c.m = map[string]map[string]int64{}
 	}
+	for _, gone := range c.leases.Expired(now) {
+		delete(c.m, gone)
+	}
 	c.m[member] = m
+	c.leases.Renew(member, now, lease.For(interval))
 }
 
 // Get returns member's count under name (0 when it has none), and whether member published its
@@ -281,9 +288,9 @@ func (c *Counts) Get(member, name string) (int64, bool) {
 	return m[name], ok
 }
 
-// Forget drops member's counts.
-func (c *Counts) Forget(member string) {
+// Len is the number of members whose counts are kept.
+func (c *Counts) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.m, member)
+	return len(c.m)
 }

@@ -3,7 +3,6 @@ package kafkastats
 import (
 	"context"
 	"maps"
-	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -20,17 +19,15 @@ import (
 // the readers after it see the change.
 //
 // A topic that does not exist is described with Exists false.
+//
+// A member leaves by itself once it stops describing (batchedReads' lease), its marks with it.
 type Topics struct {
 	reads *batchedReads[kafka.TopicInfo]
-
-	mu sync.Mutex
-	// unsettled are the members whose last reconcile failed: their next describe is fresh.
-	unsettled map[string]bool
 }
 
 // NewTopics returns an empty Topics reading the time from clk.
 func NewTopics(clk clock.PassiveClock) *Topics {
-	return &Topics{unsettled: map[string]bool{}, reads: newBatchedReads(clk, func(ctx context.Context, admin kafka.Admin, names []string) (map[string]kafka.TopicInfo, error) {
+	return &Topics{reads: newBatchedReads(clk, func(ctx context.Context, admin kafka.Admin, names []string) (map[string]kafka.TopicInfo, error) {
 		got, err := admin.DescribeTopics(ctx, names...)
 		if err != nil {
 			return nil, err
@@ -48,28 +45,19 @@ func NewTopics(clk clock.PassiveClock) *Topics {
 // when settled says member's topics are as its spec asks and its last reconcile did not fail
 // (Unsettle), fresh (ReadFresh) otherwise.
 func (t *Topics) Describe(ctx context.Context, admin kafka.Admin, connKey, member string, names []string, maxAge time.Duration, settled bool) (map[string]kafka.TopicInfo, error) {
-	t.mu.Lock()
-	settled = settled && !t.unsettled[member]
-	t.mu.Unlock()
-	if settled {
+	if settled && !t.reads.marked(member) {
 		return t.Get(ctx, admin, connKey, member, names, maxAge)
 	}
 	got, err := t.ReadFresh(ctx, admin, connKey, member, names)
 	if err == nil {
-		t.mu.Lock()
-		delete(t.unsettled, member)
-		t.mu.Unlock()
+		t.reads.mark(member, false)
 	}
 	return got, err
 }
 
 // Unsettle makes member's next Describe fresh: its reconcile failed, and what it read may be
 // what failed it.
-func (t *Topics) Unsettle(member string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.unsettled[member] = true
-}
+func (t *Topics) Unsettle(member string) { t.reads.mark(member, true) }
 
 // Get returns the descriptions of names, read for member over the connection connKey (admin is its
 // client), no older than maxAge.
@@ -98,14 +86,6 @@ func (t *Topics) Drop(connKey, topic string) {
 	t.reads.Drop(connKey, topic)
 }
 
-// Forget removes member from every snapshot group; a group left without members is dropped.
-func (t *Topics) Forget(member string) {
-	t.reads.Forget(member)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.unsettled, member)
-}
-
 // cloneInfos copies the configs, which the snapshot shares with every reader.
 func cloneInfos(in map[string]kafka.TopicInfo) map[string]kafka.TopicInfo {
 	if in == nil {
@@ -118,3 +98,6 @@ func cloneInfos(in map[string]kafka.TopicInfo) map[string]kafka.TopicInfo {
 	}
 	return out
 }
+
+// Members is the number of resources whose reads are batched.
+func (t *Topics) Members() int { return t.reads.members() }

@@ -90,6 +90,12 @@ func TestDependencies(t *testing.T) {
 			forbidden: []string{franz},
 		},
 		{
+			name:          "the leases are the standard library alone",
+			pkg:           "./internal/lease",
+			forbidden:     []string{"k8s.io/...", "sigs.k8s.io/...", franz},
+			allowedModule: []string{},
+		},
+		{
 			name:      "rendering is pure: no Kafka client, no API server client",
 			pkg:       "./internal/render ./internal/policy",
 			forbidden: []string{franz, "sigs.k8s.io/controller-runtime/...", "k8s.io/client-go/rest", module + "internal/kafka/...", module + "controllers"},

@@ -167,7 +167,7 @@ func tallyFromScratch(tb testing.TB, f *Factory, conn kafka.Connection, topic st
 	tallies := kafkastats.NewTallies(kafkastats.NewOffsets(clock.RealClock{}), f)
 	var b kafkastats.Breakdown
 	gomega.NewWithT(tb).Eventually(func() int64 {
-		b, err = tallies.Breakdown(ctx, conn, conn.Key(), "DeadLetterQueue/bench/dlq", topic, offs[topic], time.Now())
+		b, err = tallies.Breakdown(ctx, conn, conn.Key(), "DeadLetterQueue/bench/dlq", topic, offs[topic], time.Now(), time.Minute)
 		return b.Messages
 	}, 10*time.Minute, time.Millisecond).Should(gomega.Equal(want), func() string { return fmt.Sprintf("tallied records (last error: %v)", err) })
 	scans, _ := tallies.Scans()
