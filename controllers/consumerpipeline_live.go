@@ -177,7 +177,7 @@ func (r *ConsumerPipelineReconciler) readDeadLetterCount(ctx context.Context, p 
 		return
 	}
 	n, known := deadLetterCount(dlq.Status, pipelineID(p), func(id string) (int64, bool) {
-		return r.Kafka.ByPipeline.Get(dlqOwner(key), id)
+		return r.Kafka.ByPipeline.Get(dlqFigures(dlq), id, r.Clock.Now())
 	})
 	if known {
 		live.deadLettersRead, live.deadLetterMessages = true, n

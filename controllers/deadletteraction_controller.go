@@ -233,7 +233,11 @@ func (r *DeadLetterActionReconciler) start(ctx context.Context, a *retryv1alpha1
 	queue := types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.Queue}
 	log := ctrl.LoggerFrom(ctx).WithValues("deadLetterAction", klog.KObj(a))
 	exclusive := a.Spec.Mode != retryv1alpha1.ActionModeDryRun
+	// A run asks for its connection once and may hold it for hours: past the registry's lease.
+	owner := actionOwner(key)
+	r.Kafka.Connections.Hold(owner)
 	r.runs.begin(key, queue, exclusive, func(runCtx context.Context) {
+		defer r.Kafka.Connections.Release(owner)
 		o := deadletters.Options{
 			Spec: a.Spec, Ref: deadletters.ActionRef{Namespace: a.Namespace, Name: a.Name, UID: string(a.UID)},
 			Topic: string(dlq.Spec.Topic.Name), Conn: conn, Kafka: r.Kafka.replayFactory(r.Factory, r.Client), Clock: r.RunClock,

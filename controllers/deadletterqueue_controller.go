@@ -138,6 +138,7 @@ func (r *DeadLetterQueueReconciler) reconcileNormal(ctx context.Context, dlq *re
 func (r *DeadLetterQueueReconciler) runPhases(ctx context.Context, dlq *retryv1alpha1.DeadLetterQueue, spec dlqSpec) dlqRun {
 	run := dlqRun{spec: spec}
 	ps := &run.problems
+	r.keepFigures(dlq, spec.interval)
 	// end ends the run on err as endStep says, err named after its step unless name is "" (a
 	// phase that names its own).
 	end := func(name string, err error) bool {

@@ -58,6 +58,24 @@ func (r *DeadLetterQueueReconciler) judgeFigures(dlq *retryv1alpha1.DeadLetterQu
 	}
 }
 
+// dlqFigures names the queue's tally and its counts by pipeline: by UID, so that a queue created
+// again under its name (its topic maybe too) counts afresh.
+func dlqFigures(dlq *retryv1alpha1.DeadLetterQueue) string {
+	return dlqOwner(client.ObjectKeyFromObject(dlq)) + "/" + string(dlq.UID)
+}
+
+// keepFigures renews what is kept of the queue's figures (its tally, its counts by pipeline, its
+// growth history and state counts) at the start of each reconcile, whether or not Kafka answers
+// this time: a queue alive through an outage longer than the leases must not count again from the
+// start once Kafka is back.
+func (r *DeadLetterQueueReconciler) keepFigures(dlq *retryv1alpha1.DeadLetterQueue, interval time.Duration) {
+	now, who := r.Clock.Now(), dlqFigures(dlq)
+	r.Kafka.Tallies.Renew(who, now, interval)
+	r.Kafka.ByPipeline.Renew(who, now, interval)
+	r.growth.renew(dlq.UID, now, dlqGrowthWindow(dlq))
+	r.stateCounts.queues.Renew(dlq.UID, now, lease.For(interval))
+}
+
 // figures is the figures phase: it brings the queue's breakdown (reasons, error types, pipelines,
 // oldest and newest times) up to the offsets o the reconcile read, reading only the records new
 // since the last refresh, and records the message count for the growth rate. A failed read keeps
@@ -67,9 +85,8 @@ func (r *DeadLetterQueueReconciler) figures(ctx context.Context, dlq *retryv1alp
 	if !o.counted {
 		return live, nil
 	}
-	key := client.ObjectKeyFromObject(dlq)
 	live.growth = r.growth.record(dlq.UID, o.at, kafkastats.CountMessages(o.offsets), dlqGrowthWindow(dlq))
-	b, err := r.Kafka.Tallies.Breakdown(ctx, k.conn, k.connKey, dlqOwner(key), spec.want.Name, o.offsets, o.at, spec.interval)
+	b, err := r.Kafka.Tallies.Breakdown(ctx, k.conn, k.connKey, dlqFigures(dlq), spec.want.Name, o.offsets, o.at, spec.interval)
 	if err != nil {
 		if ctx.Err() != nil {
 			return live, ctx.Err()
@@ -89,7 +106,7 @@ func (r *DeadLetterQueueReconciler) publishLiveFigures(ctx context.Context, dlq 
 	key := client.ObjectKeyFromObject(dlq)
 	r.exportDLQ(key, st)
 	if b := live.breakdown; b != nil {
-		r.Kafka.ByPipeline.Set(dlqOwner(key), b.Pipelines, r.Clock.Now(), r.refreshInterval(dlq))
+		r.Kafka.ByPipeline.Set(dlqFigures(dlq), b.Pipelines, r.Clock.Now(), r.refreshInterval(dlq))
 	}
 
 	old := meta.FindStatusCondition(before.Conditions, retryv1alpha1.ConditionHealthy)
@@ -187,6 +204,15 @@ func (h *growthHistory) last(uid types.UID) (time.Time, bool) {
 		return g.samples[len(g.samples)-1].at, true
 	}
 	return time.Time{}, false
+}
+
+// renew keeps the history of uid, if any, for lease.For(window) from now.
+func (h *growthHistory) renew(uid types.UID, now time.Time, window time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.queues[uid]; ok {
+		h.leases.Renew(uid, now, lease.For(window))
+	}
 }
 
 // len is the number of queues with a history.

@@ -16,7 +16,9 @@ import (
 //
 // A user is remembered for RegistryLease after its last Admin: one that stops asking (its resource
 // was deleted) is dropped by itself. Dropping a user that way closes nothing: its client, if nobody
-// else uses it, goes with the factory's idle sweep, which never closes a client in use.
+// else uses it, goes with the factory's idle sweep, which never closes a client in use. A user that
+// holds its client for longer than it asks (a replay running for hours) is held (Hold) until its
+// Release.
 type Registry struct {
 	factory AdminFactory
 	clock   clock.PassiveClock
@@ -25,6 +27,7 @@ type Registry struct {
 	owner  map[string]string // user -> connection key
 	users  map[string]int    // connection key -> number of users
 	leases lease.Table[string]
+	held   map[string]bool // users exempt from the lease until their Release
 }
 
 // RegistryLease is how long a Registry remembers a user after its last Admin.
@@ -56,6 +59,10 @@ func (r *Registry) use(owner, key string) {
 		if gone == owner {
 			continue // back just in time
 		}
+		if r.held[gone] {
+			r.leases.Renew(gone, now, RegistryLease)
+			continue
+		}
 		if k, ok := r.owner[gone]; ok {
 			delete(r.owner, gone)
 			r.drop(k)
@@ -81,12 +88,26 @@ func (r *Registry) Release(owner string) {
 	r.mu.Lock()
 	old, had := r.owner[owner]
 	delete(r.owner, owner)
+	delete(r.held, owner)
 	r.leases.Drop(owner)
 	forget := had && r.drop(old)
 	r.mu.Unlock()
 	if forget {
 		r.factory.Forget(old)
 	}
+}
+
+// Hold keeps owner, a user already, past its lease until its Release.
+func (r *Registry) Hold(owner string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.owner[owner]; !ok {
+		return
+	}
+	if r.held == nil {
+		r.held = map[string]bool{}
+	}
+	r.held[owner] = true
 }
 
 // Users is the number of users remembered.

@@ -78,3 +78,31 @@ func TestRegistryDropsAUserThatStopsAsking(t *testing.T) {
 		t.Fatalf("forgotten %q: the old client is nobody's once the deleted user's lease ended", f.forgotten)
 	}
 }
+
+// TestRegistryKeepsAHeldUserPastItsLease: a replay asks for its client once and runs for longer
+// than the lease; held, it keeps the client open through a rotation of the others until its
+// Release.
+func TestRegistryKeepsAHeldUserPastItsLease(t *testing.T) {
+	f := &countingFactory{}
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	r := NewRegistry(f, clk)
+	ctx := context.Background()
+	old := Connection{BootstrapServers: []string{"k:9092"}, SASL: &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "old", AllowPlaintext: true}}
+	rotated := old
+	rotated.SASL = &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "new", AllowPlaintext: true}
+	_, _, _ = r.Admin(ctx, "DeadLetterQueue/ns/q", old)
+	_, _, _ = r.Admin(ctx, "DeadLetterAction/ns/replay", old)
+	r.Hold("DeadLetterAction/ns/replay")
+	for range 70 {
+		clk.SetTime(clk.Now().Add(30 * time.Second))
+		_, _, _ = r.Admin(ctx, "DeadLetterQueue/ns/q", old)
+	}
+	_, _, _ = r.Admin(ctx, "DeadLetterQueue/ns/q", rotated)
+	if len(f.forgotten) != 0 {
+		t.Fatalf("closed %q under the running replay", f.forgotten)
+	}
+	r.Release("DeadLetterAction/ns/replay")
+	if !slices.Equal(f.forgotten, []string{old.Key()}) {
+		t.Fatalf("forgotten %q after the replay's Release, want the old client", f.forgotten)
+	}
+}

@@ -241,6 +241,16 @@ func (t *Tallies) leave(who string) {
 	}
 }
 
+// Renew keeps the tally of who, if there is one, for lease.For(interval) from now: who is alive
+// but could not read its offsets (Kafka unreachable), and must not find its tally gone once it can.
+func (t *Tallies) Renew(who string, now time.Time, interval time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.member[who]; ok {
+		t.leases.Renew(who, now, lease.For(interval))
+	}
+}
+
 // Members is the number of queues tallied.
 func (t *Tallies) Members() int {
 	t.mu.Lock()

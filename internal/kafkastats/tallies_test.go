@@ -178,3 +178,38 @@ func primeSnapshot(c *Offsets, connKey string, at time.Time, topics map[string][
 		g.snapshot[t] = po
 	}
 }
+
+// TestATallyRenewedThroughAnOutageIsNotCountedAgain: while Kafka is unreachable the queues reconcile
+// but read no offsets, so no Breakdown renews their tallies; the reconcile renews them (Renew), and
+// once Kafka is back with nothing new no queue scans its topic again.
+func TestATallyRenewedThroughAnOutageIsNotCountedAgain(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	clk := clocktesting.NewFakePassiveClock(liveNow)
+	offsets := NewOffsets(clk)
+	sc := &fakeScanner{}
+	tallies := NewTallies(offsets, sc)
+	q := func(n string) string { return "DeadLetterQueue/ns/" + n }
+	conn := kafka.Connection{BootstrapServers: []string{"k:9092"}}
+	const interval = 30 * time.Second
+	sc.produce("a", 0, "x", "x", "x")
+	sc.produce("b", 0, "y", "y", "y")
+	refresh := func() {
+		t.Helper()
+		primeSnapshot(offsets, "conn", clk.Now(), map[string][]kafka.PartitionOffsets{"a": sc.ends("a", 1), "b": sc.ends("b", 1)})
+		for _, n := range []string{"a", "b"} {
+			_, err := tallies.Breakdown(ctx, conn, "conn", q(n), n, sc.ends(n, 1), clk.Now(), interval)
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+	}
+	refresh()
+	for end := clk.Now().Add(2 * lease.Min); clk.Now().Before(end); {
+		clk.SetTime(clk.Now().Add(interval))
+		tallies.Renew(q("a"), clk.Now(), interval)
+		tallies.Renew(q("b"), clk.Now(), interval)
+	}
+	sc.calls = nil
+	refresh()
+	g.Expect(sc.calls).To(BeEmpty(), "nothing new after the outage: no tally counted again")
+	g.Expect(tallies.Members()).To(Equal(2))
+}

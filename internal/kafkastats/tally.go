@@ -279,13 +279,26 @@ func (c *Counts) Set(member string, counts []Count, now time.Time, interval time
 	c.leases.Renew(member, now, lease.For(interval))
 }
 
+// Renew keeps member's counts, if any, for lease.For(interval) from now (member is alive but
+// published nothing this time).
+func (c *Counts) Renew(member string, now time.Time, interval time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[member]; ok {
+		c.leases.Renew(member, now, lease.For(interval))
+	}
+}
+
 // Get returns member's count under name (0 when it has none), and whether member published its
-// counts.
-func (c *Counts) Get(member, name string) (int64, bool) {
+// counts and their lease holds at now.
+func (c *Counts) Get(member, name string, now time.Time) (int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, ok := c.m[member]
-	return m[name], ok
+	if !ok || !c.leases.Holds(member, now) {
+		return 0, false
+	}
+	return m[name], true
 }
 
 // Len is the number of members whose counts are kept.

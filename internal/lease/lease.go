@@ -15,9 +15,20 @@ import "time"
 // Min is the shortest lease: a key lives at least this long unused.
 const Min = 15 * time.Minute
 
-// For is the lease of a key used every interval: three intervals, and at least Min, so that a
-// reconcile that comes late (an error's backoff, a busy work queue) never finds its key gone.
-func For(interval time.Duration) time.Duration { return max(Min, 3*interval) }
+// Max is the longest lease: what a deleted resource left goes within a day, however long the
+// interval its author set. A resource refreshed less often than every Max/3 may find its keys gone
+// and start them afresh (a tally counted again, say); it is refreshed that rarely.
+const Max = 24 * time.Hour
+
+// For is the lease of a key used every interval: three intervals, at least Min (so that a
+// reconcile that comes late, after an error's backoff or in a busy work queue, never finds its key
+// gone) and at most Max.
+func For(interval time.Duration) time.Duration {
+	if interval > Max/3 {
+		return Max
+	}
+	return max(Min, 3*interval)
+}
 
 // Table is the leases of keys of type K. The zero value is empty and ready to use.
 type Table[K comparable] struct {
@@ -25,13 +36,13 @@ type Table[K comparable] struct {
 	sweptAt time.Time
 }
 
-// Renew holds k until now plus d (Min when d is shorter), or longer if it was held longer already.
+// Renew holds k until now plus d (within Min and Max), or longer if it was held longer already.
 func (t *Table[K]) Renew(k K, now time.Time, d time.Duration) {
 	if t.until == nil {
 		t.until = map[K]time.Time{}
 		t.sweptAt = now
 	}
-	if u := now.Add(max(d, Min)); u.After(t.until[k]) {
+	if u := now.Add(min(max(d, Min), Max)); u.After(t.until[k]) {
 		t.until[k] = u
 	}
 }

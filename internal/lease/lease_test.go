@@ -82,3 +82,19 @@ func TestAMapEntryUsedStaysAndOneUnusedGoes(t *testing.T) {
 		t.Fatal("Delete kept the entry")
 	}
 }
+
+// TestALeaseIsAtMostMaxWhateverTheInterval: an author's interval of 900000h (three times it
+// overflows a Duration) or 100000h still gives a lease of Max, so what a deleted resource left
+// goes within a day.
+func TestALeaseIsAtMostMaxWhateverTheInterval(t *testing.T) {
+	for _, d := range []time.Duration{100000 * time.Hour, 900000 * time.Hour, 1<<63 - 1} {
+		if got := For(d); got != Max {
+			t.Errorf("For(%v) = %v, want %v", d, got, Max)
+		}
+	}
+	var tb Table[string]
+	tb.Renew("k", t0, 1<<63-1)
+	if tb.Holds("k", t0.Add(Max+time.Second)) {
+		t.Fatal("a renewal held a key past Max")
+	}
+}

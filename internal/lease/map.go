@@ -26,6 +26,15 @@ func (m *Map[K, V]) Get(k K, now time.Time, d time.Duration) (V, bool) {
 	return v, ok
 }
 
+// Renew renews k, if it is there, for d from now.
+func (m *Map[K, V]) Renew(k K, now time.Time, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.m[k]; ok {
+		m.leases.Renew(k, now, d)
+	}
+}
+
 // Put sets the value of k, held for d from now.
 func (m *Map[K, V]) Put(k K, v V, now time.Time, d time.Duration) {
 	m.Update(k, now, d, func(V, bool) V { return v })
