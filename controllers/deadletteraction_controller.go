@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -54,6 +55,35 @@ const (
 
 // actionOwner is an action's name in the connection registry.
 func actionOwner(key types.NamespacedName) string { return "DeadLetterAction/" + key.String() }
+
+// actionTargetOwner is the name in the connection registry of an action's replay into pipeline.
+func actionTargetOwner(key, pipeline types.NamespacedName) string {
+	return actionOwner(key) + "/target/" + pipeline.String()
+}
+
+// heldUsers are the registry users one run holds, released together when it ends.
+type heldUsers struct {
+	registry *kafka.Registry
+	mu       sync.Mutex
+	names    []string
+}
+
+func (h *heldUsers) hold(name string) {
+	h.registry.Hold(name)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.names = append(h.names, name)
+}
+
+func (h *heldUsers) releaseAll() {
+	h.mu.Lock()
+	names := h.names
+	h.names = nil
+	h.mu.Unlock()
+	for _, n := range names {
+		h.registry.Release(n)
+	}
+}
 
 // Reconcile starts, resumes or leaves alone one action.
 func (r *DeadLetterActionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -233,16 +263,17 @@ func (r *DeadLetterActionReconciler) start(ctx context.Context, a *retryv1alpha1
 	queue := types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.Queue}
 	log := ctrl.LoggerFrom(ctx).WithValues("deadLetterAction", klog.KObj(a))
 	exclusive := a.Spec.Mode != retryv1alpha1.ActionModeDryRun
-	// A run asks for its connection once and may hold it for hours: past the registry's lease.
-	owner := actionOwner(key)
-	r.Kafka.Connections.Hold(owner)
+	// A run asks for its connections once (the queue's, each target pipeline's) and may hold them
+	// for hours: past the registry's lease, until the run ends.
+	held := &heldUsers{registry: r.Kafka.Connections}
+	held.hold(actionOwner(key))
 	r.runs.begin(key, queue, exclusive, func(runCtx context.Context) {
-		defer r.Kafka.Connections.Release(owner)
+		defer held.releaseAll()
 		o := deadletters.Options{
 			Spec: a.Spec, Ref: deadletters.ActionRef{Namespace: a.Namespace, Name: a.Name, UID: string(a.UID)},
 			Topic: string(dlq.Spec.Topic.Name), Conn: conn, Kafka: r.Kafka.replayFactory(r.Factory, r.Client), Clock: r.RunClock,
 			Snapshot: deadletters.OffsetsFromStatus(a.Status.Snapshot), Resume: deadletters.FromStatus(&a.Status),
-			Target: r.replayTarget(a, conn), Holders: r.topicHolders,
+			Target: r.replayTarget(a, conn, held), Holders: r.topicHolders,
 			OnProgress: func(p deadletters.Progress) {
 				if err := r.patchActionStatus(runCtx, a, func(st *retryv1alpha1.DeadLetterActionStatus) {
 					p.ApplyTo(st)
@@ -356,7 +387,7 @@ func (r *DeadLetterActionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // replayTarget is where a Replay sends each dead letter (deadletters.Targets: spec.target's topic on
 // the queue's cluster, or the first retry tier of spec.target's pipeline or of the pipeline named in
 // the dead letter, of the action's namespace only; never the shared source topic).
-func (r *DeadLetterActionReconciler) replayTarget(a *retryv1alpha1.DeadLetterAction, queueConn kafka.Connection) func(context.Context, *deadletters.Entry) (deadletters.Target, error) {
+func (r *DeadLetterActionReconciler) replayTarget(a *retryv1alpha1.DeadLetterAction, queueConn kafka.Connection, held *heldUsers) func(context.Context, *deadletters.Entry) (deadletters.Target, error) {
 	if a.Spec.Action != retryv1alpha1.DeadLetterReplay {
 		return nil
 	}
@@ -391,10 +422,12 @@ func (r *DeadLetterActionReconciler) replayTarget(a *retryv1alpha1.DeadLetterAct
 				return deadletters.Target{}, fmt.Errorf("%w: the retry topic %s of pipeline %s/%s is also held by %s", deadletters.ErrNoTarget, tier, namespace, name, h)
 			}
 		}
-		kc := &kafkaClient{}
-		if err := r.connect(ctx, kc, actionOwner(client.ObjectKeyFromObject(a)), p.Namespace, p.Spec.Kafka); err != nil {
+		// A user of its own per target, so that the queue's connection stays the action's own.
+		kc, owner := &kafkaClient{}, actionTargetOwner(client.ObjectKeyFromObject(a), client.ObjectKeyFromObject(p))
+		if err := r.connect(ctx, kc, owner, p.Namespace, p.Spec.Kafka); err != nil {
 			return deadletters.Target{}, err
 		}
+		held.hold(owner)
 		return deadletters.Target{Topic: tier, Conn: kc.conn}, nil
 	})
 }

@@ -222,15 +222,9 @@ func (h *growthHistory) len() int {
 	return len(h.queues)
 }
 
-// dlqGrowthWindow is the range over which the DeadLetterQueueGrowth alert measures the growth rate
-// (render.DeadLetterQueueAlertRules): render.GrowthWindow, widened to three refreshes when
-// spec.statusRefreshInterval is longer.
+// dlqGrowthWindow is the range over which the DeadLetterQueueGrowth alert measures the growth rate.
 func dlqGrowthWindow(dlq *retryv1alpha1.DeadLetterQueue) time.Duration {
-	w := render.GrowthWindow
-	if r := dlq.Spec.StatusRefreshInterval; r != nil && 3*r.Duration > w {
-		w = 3 * r.Duration
-	}
-	return w
+	return render.DeadLetterQueueGrowthWindow(dlq)
 }
 
 // maxGrowthSamples bounds the history of one queue (a refresh every second over a 5 minute window

@@ -53,4 +53,7 @@ func TestCountsOfAMemberThatStopsPublishingGo(t *testing.T) {
 	d.Set("q", []Count{{Name: "ns/a", Count: 1}}, liveNow, time.Minute)
 	_, known = d.Get("q", "ns/a", liveNow.Add(lease.Min+time.Second))
 	g.Expect(known).To(BeFalse())
+	d.Renew("q", liveNow.Add(lease.Min+time.Second), time.Minute)
+	_, known = d.Get("q", "ns/a", liveNow.Add(lease.Min+2*time.Second))
+	g.Expect(known).To(BeFalse(), "a renewal does not bring expired counts back")
 }

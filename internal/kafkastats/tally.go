@@ -284,7 +284,7 @@ func (c *Counts) Set(member string, counts []Count, now time.Time, interval time
 func (c *Counts) Renew(member string, now time.Time, interval time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[member]; ok {
+	if _, ok := c.m[member]; ok && c.leases.Holds(member, now) { // expired counts stay expired
 		c.leases.Renew(member, now, lease.For(interval))
 	}
 }

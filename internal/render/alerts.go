@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"maps"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -282,10 +283,7 @@ func DeadLetterQueueAlertRules(in *DeadLetterQueueInputs) (RuleFile, error) {
 		return selector(metric, opmetrics.LabelNamespace, ns, opmetrics.LabelDeadLetterQueue, name)
 	}
 	const by = "max by (namespace, deadletterqueue) ("
-	window := GrowthWindow
-	if r := d.Spec.StatusRefreshInterval; r != nil && 3*r.Duration > window {
-		window = 3 * r.Duration
-	}
+	window := DeadLetterQueueGrowthWindow(d)
 	what := "DeadLetterQueue " + ns + "/" + name
 	topic := string(d.Spec.Topic.Name)
 	inspect := "kubectl get deadletterqueue " + name + " -n " + ns + " -o yaml"
@@ -370,4 +368,18 @@ func withExtra(ours, extra map[string]string) map[string]string {
 	}
 	maps.Copy(out, ours)
 	return out
+}
+
+// DeadLetterQueueGrowthWindow is the range over which the DeadLetterQueueGrowth alert of d measures
+// the growth rate: GrowthWindow, widened to three refreshes when spec.statusRefreshInterval is
+// longer (saturating: an interval an author set near the largest Duration does not wrap).
+func DeadLetterQueueGrowthWindow(d *retryv1alpha1.DeadLetterQueue) time.Duration {
+	r := d.Spec.StatusRefreshInterval
+	if r == nil || r.Duration <= GrowthWindow/3 {
+		return GrowthWindow
+	}
+	if r.Duration > math.MaxInt64/3 {
+		return math.MaxInt64
+	}
+	return 3 * r.Duration
 }

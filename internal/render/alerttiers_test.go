@@ -1,6 +1,7 @@
 package render_test
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	retryv1alpha1 "github.com/retryops/retry-operator/api/v1alpha1"
@@ -264,6 +266,28 @@ func TestTheRunbookCheckFindsMissingAndExtraSections(t *testing.T) {
 	} {
 		if got := githubAnchor(tc.heading, used); got != tc.want {
 			t.Errorf("githubAnchor(%q) = %q, want %q", tc.heading, got, tc.want)
+		}
+	}
+}
+
+// TestTheGrowthWindowIsThreeRefreshesAndNeverWraps: an interval an author set near the largest
+// Duration saturates instead of wrapping negative (and so back to GrowthWindow).
+func TestTheGrowthWindowIsThreeRefreshesAndNeverWraps(t *testing.T) {
+	for _, tc := range []struct {
+		interval time.Duration
+		want     time.Duration
+	}{
+		{0, render.GrowthWindow},
+		{time.Second, render.GrowthWindow},
+		{time.Hour, 3 * time.Hour},
+		{900000 * time.Hour, math.MaxInt64},
+	} {
+		d := &retryv1alpha1.DeadLetterQueue{}
+		if tc.interval > 0 {
+			d.Spec.StatusRefreshInterval = &metav1.Duration{Duration: tc.interval}
+		}
+		if got := render.DeadLetterQueueGrowthWindow(d); got != tc.want {
+			t.Errorf("interval %v: window %v, want %v", tc.interval, got, tc.want)
 		}
 	}
 }
