@@ -54,14 +54,6 @@ func (m *Map[K, V]) Update(k K, now time.Time, d time.Duration, f func(v V, ok b
 	m.leases.Renew(k, now, d)
 }
 
-// Delete removes k.
-func (m *Map[K, V]) Delete(k K) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.m, k)
-	m.leases.Drop(k)
-}
-
 // Len is the number of entries, expired ones not swept yet included.
 func (m *Map[K, V]) Len() int {
 	m.mu.Lock()
